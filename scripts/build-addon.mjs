@@ -1,0 +1,28 @@
+#!/usr/bin/env node
+// Builds the native addon with cmake-js (CMakeLists.txt is the only build).
+// Backends: GGML_CUDA=ON or GGML_METAL=ON in the environment, or `npm config set ggml_cuda ON`
+// (seen here as npm_config_ggml_cuda), are passed to CMake. The build is incremental: with
+// nothing changed it only checks timestamps.
+import { spawnSync } from 'node:child_process';
+import { availableParallelism } from 'node:os';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const root = join(dirname(fileURLToPath(import.meta.url)), '..');
+
+function flag(name) {
+  const value = process.env[name] ?? process.env[`npm_config_${name.toLowerCase()}`];
+  return value && /^(on|1|true|yes)$/i.test(value) ? 'ON' : 'OFF';
+}
+
+const defines = ['GGML_CUDA', 'GGML_METAL'].map((name) => `--CD${name}=${flag(name)}`);
+const cmakeJs = join(root, 'node_modules', 'cmake-js', 'bin', 'cmake-js');
+const args = [cmakeJs, 'build', '--directory', root, '--out', join(root, 'build'), '--config', 'Release',
+  '--parallel', String(availableParallelism()), ...defines];
+const started = Date.now();
+const result = spawnSync(process.execPath, args, { stdio: 'inherit', cwd: root });
+if (result.status !== 0) {
+  console.error('\n[addon] the native build failed; see the compiler output above.');
+  process.exit(result.status ?? 1);
+}
+console.log(`[addon] built in ${((Date.now() - started) / 1000).toFixed(1)} s (${defines.join(' ')})`);

@@ -1,0 +1,20 @@
+#!/usr/bin/env node
+// `npm install` / `npm ci` for this package: fetch the pinned llama.cpp, build the addon,
+// compile the TypeScript. Each step is skipped or incremental when its inputs are unchanged.
+import { spawnSync } from 'node:child_process';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const root = join(dirname(fileURLToPath(import.meta.url)), '..');
+const steps = [
+  ['vendor', [join(root, 'vendor', 'fetch-llama.mjs')]],
+  ['addon', [join(root, 'scripts', 'build-addon.mjs')]],
+  ['typescript', [join(root, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', join(root, 'tsconfig.json')]],
+];
+for (const [name, args] of steps) {
+  const result = spawnSync(process.execPath, args, { stdio: 'inherit', cwd: root });
+  if (result.status !== 0) {
+    console.error(`[install] step "${name}" failed`);
+    process.exit(result.status ?? 1);
+  }
+}

@@ -1,0 +1,33 @@
+// What a handler sees of a request, and what it returns. No uWS type crosses this boundary.
+import type { EventStream } from './event-stream.js';
+
+export interface HttpRequest {
+  readonly method: string;
+  /** Path without the query string, as sent (not decoded). */
+  readonly path: string;
+  readonly query: URLSearchParams;
+  /** Path parameters of the matched route, URI-decoded. */
+  readonly params: Readonly<Record<string, string>>;
+  /** Header values by lower-case name. */
+  readonly headers: Readonly<Record<string, string>>;
+  /** The whole body, already read and within the size cap. Empty for GET. */
+  readonly body: Buffer;
+  /** Aborted when the client disconnects; long work must stop and free its resources. */
+  readonly signal: AbortSignal;
+  readonly remoteAddress: string;
+  /**
+   * Switches the response to a `text/event-stream`. After this, the handler's return value is
+   * ignored; the stream is ended when the handler settles (a thrown error is sent as a last event).
+   */
+  openEventStream(init?: { status?: number; headers?: Record<string, string> }): EventStream;
+}
+
+export interface HttpResult {
+  status?: number;
+  headers?: Record<string, string>;
+  /** Serialised as JSON unless `text` is given. */
+  body?: unknown;
+  /** A raw text body, sent with `contentType` (default text/plain). */
+  text?: string;
+  contentType?: string;
+}

@@ -1,0 +1,63 @@
+// JSON bodies: parsed once, checked against a TypeBox schema compiled at route registration.
+import type { Static, TSchema } from '@sinclair/typebox';
+import { TypeCompiler } from '@sinclair/typebox/compiler';
+import { HttpError, HttpLayerCode } from './errors.js';
+import type { HttpRequest } from './request.js';
+
+export interface BodyValidator<T> {
+  /** Parses and validates the body; throws HttpError 400 (MALFORMED_JSON / VALIDATION_ERROR) or 415. */
+  parse(req: HttpRequest): T;
+  /** Validates an already parsed value. */
+  check(value: unknown): T;
+}
+
+export interface BodyOptions {
+  /**
+   * When true (the default), a body whose Content-Type is present and not JSON is refused with 415.
+   * The inference API turns this off, as llama-server does, so that `curl -d '{...}'` works.
+   */
+  strictContentType?: boolean;
+}
+
+/** Compile once per route; `parse` is then cheap per request. */
+export function compileBody<S extends TSchema>(schema: S, options: BodyOptions = {}): BodyValidator<Static<S>> {
+  const strict = options.strictContentType ?? true;
+  const compiled = TypeCompiler.Compile(schema);
+  const check = (value: unknown): Static<S> => {
+    if (compiled.Check(value)) return value;
+    const first = compiled.Errors(value).First();
+    const field = first ? jsonPointerToField(first.path) : '';
+    const message = first
+      ? field ? `Invalid field "${field}": ${first.message}` : `Invalid request body: ${first.message}`
+      : 'Invalid request body';
+    throw new HttpError(400, HttpLayerCode.VALIDATION_ERROR, message, field ? { field } : {});
+  };
+  return {
+    check,
+    parse: (req) => check(parseJson(req, strict)),
+  };
+}
+
+/** Parses the body as JSON. With `strictContentType`, a body sent with a non-JSON content type is 415. */
+export function parseJson(req: HttpRequest, strictContentType = true): unknown {
+  const type = req.headers['content-type'];
+  if (strictContentType && type !== undefined && type !== '' && !/^application\/(?:[\w.+-]+\+)?json\b/i.test(type) && !/^text\/plain\b/i.test(type)) {
+    throw new HttpError(415, HttpLayerCode.UNSUPPORTED_MEDIA_TYPE, `Unsupported content type "${type}": send application/json`);
+  }
+  if (req.body.length === 0) throw new HttpError(400, HttpLayerCode.MALFORMED_JSON, 'Request body is empty: a JSON object is required');
+  try {
+    return JSON.parse(req.body.toString('utf8'));
+  } catch (err) {
+    throw new HttpError(400, HttpLayerCode.MALFORMED_JSON, `Malformed JSON in request body: ${(err as Error).message}`);
+  }
+}
+
+/** `/messages/0/role` -> `messages[0].role` */
+export function jsonPointerToField(pointer: string): string {
+  let field = '';
+  for (const raw of pointer.split('/').slice(1)) {
+    const part = raw.replace(/~1/g, '/').replace(/~0/g, '~');
+    field += /^\d+$/.test(part) ? `[${part}]` : field === '' ? part : `.${part}`;
+  }
+  return field;
+}

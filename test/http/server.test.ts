@@ -1,0 +1,127 @@
+import { Type } from '@sinclair/typebox';
+import t from 'tap';
+import { HttpError, type ErrorFormatter } from '../../src/http/errors.js';
+import { startHttpServer } from '../../src/http/server.js';
+import { compileBody } from '../../src/http/validation.js';
+
+const formatError: ErrorFormatter = (e) => ({ status: e.status, body: { error: { code: e.code, message: e.message } } });
+const Echo = compileBody(Type.Object({ name: Type.String(), tags: Type.Optional(Type.Array(Type.String())) }));
+
+let aborted = 0;
+const server = await startHttpServer({
+  host: '127.0.0.1',
+  port: 0,
+  maxBodyBytes: 1024,
+  formatError,
+  routes: [
+    { method: 'GET', path: '/hello', handler: () => ({ body: { hello: 'world' } }) },
+    { method: 'POST', path: '/echo', handler: (req) => ({ body: Echo.parse(req) }) },
+    { method: 'GET', path: '/items/:id', handler: (req) => ({ body: { id: req.params.id } }) },
+    { method: 'GET', path: '/teapot', handler: () => { throw new HttpError(418, 'TEAPOT', 'short and stout'); } },
+    { method: 'GET', path: '/boom', handler: () => { throw new Error('secret internals'); } },
+    {
+      method: 'GET', path: '/events', handler: async (req) => {
+        const stream = req.openEventStream();
+        for (let i = 0; i < 3; i++) await stream.send(JSON.stringify({ i }));
+        await stream.sendRaw('data: [DONE]\n\n');
+      },
+    },
+    {
+      method: 'GET', path: '/slow', handler: (req) => new Promise((resolve) => {
+        req.signal.addEventListener('abort', () => { aborted++; resolve(undefined); });
+      }),
+    },
+  ],
+  logError: () => {},
+});
+t.teardown(() => server.close());
+const base = `http://127.0.0.1:${server.port}`;
+
+t.test('routes a GET to its handler and answers JSON', async (t) => {
+  const res = await fetch(`${base}/hello`);
+  t.equal(res.status, 200);
+  t.match(res.headers.get('content-type'), /application\/json/);
+  t.same(await res.json(), { hello: 'world' });
+});
+
+t.test('path parameters are decoded', async (t) => {
+  const res = await fetch(`${base}/items/a%20b`);
+  t.same(await res.json(), { id: 'a b' });
+});
+
+t.test('unknown path is 404 and wrong method is 405 with Allow', async (t) => {
+  const missing = await fetch(`${base}/nope`);
+  t.equal(missing.status, 404);
+  t.equal((await missing.json()).error.code, 'NOT_FOUND');
+  const wrong = await fetch(`${base}/hello`, { method: 'POST', body: '{}' });
+  t.equal(wrong.status, 405);
+  t.equal(wrong.headers.get('allow'), 'GET');
+  t.equal((await wrong.json()).error.code, 'METHOD_NOT_ALLOWED');
+});
+
+t.test('a valid JSON body is parsed and validated', async (t) => {
+  const res = await fetch(`${base}/echo`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ name: 'x', tags: ['a'] }) });
+  t.equal(res.status, 200);
+  t.same(await res.json(), { name: 'x', tags: ['a'] });
+});
+
+t.test('malformed JSON is 400 MALFORMED_JSON', async (t) => {
+  const res = await fetch(`${base}/echo`, { method: 'POST', body: '{"name":' });
+  t.equal(res.status, 400);
+  t.equal((await res.json()).error.code, 'MALFORMED_JSON');
+});
+
+t.test('a wrong type is 400 VALIDATION_ERROR naming the field', async (t) => {
+  const res = await fetch(`${base}/echo`, { method: 'POST', body: JSON.stringify({ name: 'x', tags: ['a', 3] }) });
+  t.equal(res.status, 400);
+  const body = await res.json();
+  t.equal(body.error.code, 'VALIDATION_ERROR');
+  t.match(body.error.message, /tags\[1\]/);
+});
+
+t.test('a non-JSON content type is 415 when strict', async (t) => {
+  const res = await fetch(`${base}/echo`, { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded' }, body: 'name=x' });
+  t.equal(res.status, 415);
+  t.equal((await res.json()).error.code, 'UNSUPPORTED_MEDIA_TYPE');
+});
+
+t.test('a body over the cap is 413, declared or streamed', async (t) => {
+  const res = await fetch(`${base}/echo`, { method: 'POST', body: JSON.stringify({ name: 'x'.repeat(5000) }) });
+  t.equal(res.status, 413);
+  t.equal((await res.json()).error.code, 'BODY_TOO_LARGE');
+  const chunked = new ReadableStream({
+    start(c) { c.enqueue(new TextEncoder().encode(JSON.stringify({ name: 'y'.repeat(5000) }))); c.close(); },
+  });
+  const streamed = await fetch(`${base}/echo`, { method: 'POST', body: chunked, duplex: 'half' } as RequestInit);
+  t.equal(streamed.status, 413);
+});
+
+t.test('an HttpError is answered with its status and code', async (t) => {
+  const res = await fetch(`${base}/teapot`);
+  t.equal(res.status, 418);
+  t.same(await res.json(), { error: { code: 'TEAPOT', message: 'short and stout' } });
+});
+
+t.test('an unexpected exception is 500 without internals', async (t) => {
+  const res = await fetch(`${base}/boom`);
+  t.equal(res.status, 500);
+  const text = await res.text();
+  t.notMatch(text, /secret internals/);
+  t.equal(JSON.parse(text).error.code, 'INTERNAL');
+});
+
+t.test('an event stream sends whole events in order', async (t) => {
+  const res = await fetch(`${base}/events`);
+  t.equal(res.headers.get('content-type'), 'text/event-stream');
+  t.equal(await res.text(), 'data: {"i":0}\n\ndata: {"i":1}\n\ndata: {"i":2}\n\ndata: [DONE]\n\n');
+});
+
+t.test('a client that disconnects aborts the request signal', async (t) => {
+  const controller = new AbortController();
+  const pending = fetch(`${base}/slow`, { signal: controller.signal }).catch(() => null);
+  await new Promise((r) => setTimeout(r, 100));
+  controller.abort();
+  await pending;
+  for (let i = 0; i < 50 && aborted === 0; i++) await new Promise((r) => setTimeout(r, 20));
+  t.equal(aborted, 1);
+});
