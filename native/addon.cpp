@@ -1,3 +1,41 @@
+// Registration only: the native surface is declared in src/native/binding.ts.
 #include <napi.h>
-Napi::Object Init(Napi::Env env, Napi::Object exports) { return exports; }
-NODE_API_MODULE(llama_addon, Init)
+
+#include "engine.h"
+#include "llama.h"
+#include "log.h"
+#include "model.h"
+#include "sampler.h"
+
+#ifndef ADDON_BACKEND
+#define ADDON_BACKEND "CPU"
+#endif
+
+namespace addon {
+
+static Napi::Value system_info(const Napi::CallbackInfo & info) {
+    Napi::Env env = info.Env();
+    Napi::Object o = Napi::Object::New(env);
+    o.Set("backend", ADDON_BACKEND);
+    o.Set("llamaSystemInfo", llama_print_system_info());
+    o.Set("supportsGpuOffload", llama_supports_gpu_offload());
+    o.Set("supportsMmap", llama_supports_mmap());
+    o.Set("maxDevices", static_cast<double>(llama_max_devices()));
+    return o;
+}
+
+static Napi::Object init(Napi::Env env, Napi::Object exports) {
+    log_install();
+    llama_backend_init();
+    exports.Set("Model", Model::define(env));
+    exports.Set("Engine", Engine::define(env));
+    exports.Set("systemInfo", Napi::Function::New(env, system_info));
+    exports.Set("jsonSchemaToGrammar", Napi::Function::New(env, json_schema_to_grammar_js));
+    return exports;
+}
+
+}  // namespace addon
+
+static Napi::Object register_addon(Napi::Env env, Napi::Object exports) { return addon::init(env, exports); }
+
+NODE_API_MODULE(llama_addon, register_addon)

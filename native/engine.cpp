@@ -1,0 +1,775 @@
+#include "engine.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "common.h"
+#include "log.h"
+#include "model.h"
+#include "sampler.h"
+
+namespace addon {
+
+Napi::FunctionReference Engine::constructor;
+
+static int64_t now_us() { return ggml_time_us(); }
+
+// ---------------------------------------------------------------------------------------------
+// Creation: the context is allocated on a worker thread.
+
+struct ContextResult {
+    llama_context * ctx = nullptr;
+};
+
+class EngineCreateWorker : public Napi::AsyncWorker {
+public:
+    EngineCreateWorker(Napi::Env env, Model * model, Napi::Object model_obj, Napi::Function on_events, EngineParams params)
+        : Napi::AsyncWorker(env), deferred_(Napi::Promise::Deferred::New(env)), model_(model), params_(params) {
+        model_ref_ = Napi::Persistent(model_obj);
+        on_events_ = Napi::Persistent(on_events);
+        model_->retain();
+    }
+    ~EngineCreateWorker() override {
+        if (ctx_) llama_free(ctx_);
+    }
+    Napi::Promise promise() { return deferred_.Promise(); }
+
+    void Execute() override {
+        llama_context_params cp = llama_context_default_params();
+        cp.n_ctx = params_.n_ctx;
+        cp.n_batch = params_.n_batch;
+        cp.n_ubatch = params_.n_ubatch;
+        cp.n_seq_max = static_cast<uint32_t>(params_.n_parallel);
+        cp.n_threads = params_.n_threads;
+        cp.n_threads_batch = params_.n_threads_batch;
+        cp.kv_unified = params_.kv_unified;
+        cp.flash_attn_type = params_.flash_attn < 0 ? LLAMA_FLASH_ATTN_TYPE_AUTO
+                             : params_.flash_attn == 0 ? LLAMA_FLASH_ATTN_TYPE_DISABLED : LLAMA_FLASH_ATTN_TYPE_ENABLED;
+        cp.no_perf = true;
+        log_capture_begin();
+        ctx_ = llama_init_from_model(model_->get(), cp);
+        std::string errors = log_capture_end();
+        if (!ctx_) SetError("failed to create the inference context" + (errors.empty() ? std::string() : ": " + errors));
+    }
+
+    void OnOK() override {
+        Napi::Env env = Env();
+        llama_context * ctx = ctx_;
+        ctx_ = nullptr;
+        Napi::Object p = Napi::Object::New(env);
+        p.Set("nParallel", params_.n_parallel);
+        p.Set("nBatch", params_.n_batch);
+        Napi::Object engine = Engine::constructor.New({Napi::External<llama_context>::New(env, ctx), model_ref_.Value(), on_events_.Value(), p});
+        model_->release();  // the engine took its own reference
+        deferred_.Resolve(engine);
+    }
+
+    void OnError(const Napi::Error & error) override {
+        model_->release();
+        deferred_.Reject(error.Value());
+    }
+
+private:
+    Napi::Promise::Deferred deferred_;
+    Model * model_;
+    Napi::ObjectReference model_ref_;
+    Napi::FunctionReference on_events_;
+    EngineParams params_;
+    llama_context * ctx_ = nullptr;
+};
+
+static uint32_t read_u32(Napi::Object o, const char * key, uint32_t fallback) {
+    Napi::Value v = o.Get(key);
+    return v.IsNumber() ? v.As<Napi::Number>().Uint32Value() : fallback;
+}
+
+static int32_t read_i32(Napi::Object o, const char * key, int32_t fallback) {
+    Napi::Value v = o.Get(key);
+    return v.IsNumber() ? v.As<Napi::Number>().Int32Value() : fallback;
+}
+
+// Engine.create(model, params, onEvents) -> Promise<Engine>
+Napi::Value Engine::create(const Napi::CallbackInfo & info) {
+    Napi::Env env = info.Env();
+    if (info.Length() < 3 || !info[0].IsObject() || !info[1].IsObject() || !info[2].IsFunction()) {
+        throw Napi::TypeError::New(env, "Engine.create(model, params, onEvents)");
+    }
+    Napi::Object model_obj = info[0].As<Napi::Object>();
+    if (!model_obj.InstanceOf(Model::constructor.Value())) throw Napi::TypeError::New(env, "first argument must be a Model");
+    Model * model = Model::Unwrap(model_obj);
+    if (!model->get()) throw Napi::Error::New(env, "model is disposed");
+    Napi::Object o = info[1].As<Napi::Object>();
+    EngineParams p;
+    p.n_parallel = std::max(1, read_i32(o, "nParallel", 4));
+    p.n_ctx = read_u32(o, "nCtx", 0);
+    p.n_batch = std::max<uint32_t>(read_u32(o, "nBatch", 2048), static_cast<uint32_t>(p.n_parallel));
+    p.n_ubatch = std::min(read_u32(o, "nUbatch", 512), p.n_batch);
+    p.n_threads = read_i32(o, "nThreads", 0);
+    if (p.n_threads <= 0) p.n_threads = common_cpu_get_num_math();
+    p.n_threads_batch = read_i32(o, "nThreadsBatch", 0);
+    if (p.n_threads_batch <= 0) p.n_threads_batch = p.n_threads;
+    if (o.Get("kvUnified").IsBoolean()) p.kv_unified = o.Get("kvUnified").As<Napi::Boolean>();
+    p.flash_attn = read_i32(o, "flashAttn", -1);
+    auto * worker = new EngineCreateWorker(env, model, model_obj, info[2].As<Napi::Function>(), p);
+    worker->Queue();
+    return worker->promise();
+}
+
+Napi::Function Engine::define(Napi::Env env) {
+    Napi::Function fn = DefineClass(env, "Engine", {
+        StaticMethod<&Engine::create>("create"),
+        InstanceMethod<&Engine::js_submit>("submit"),
+        InstanceMethod<&Engine::js_cancel>("cancel"),
+        InstanceMethod<&Engine::js_slots>("slots"),
+        InstanceMethod<&Engine::js_metrics>("metrics"),
+        InstanceMethod<&Engine::js_info>("info"),
+        InstanceMethod<&Engine::js_dispose>("dispose"),
+    });
+    constructor = Napi::Persistent(fn);
+    constructor.SuppressDestruct();
+    return fn;
+}
+
+Engine::Engine(const Napi::CallbackInfo & info) : Napi::ObjectWrap<Engine>(info) {
+    Napi::Env env = info.Env();
+    if (info.Length() < 4 || !info[0].IsExternal()) throw Napi::TypeError::New(env, "Engine cannot be constructed directly; use Engine.create()");
+    ctx_ = info[0].As<Napi::External<llama_context>>().Data();
+    Napi::Object model_obj = info[1].As<Napi::Object>();
+    model_ = Model::Unwrap(model_obj);
+    model_ref_ = Napi::Persistent(model_obj);
+    model_->retain();
+    vocab_ = model_->vocab();
+    Napi::Object p = info[3].As<Napi::Object>();
+    params_.n_parallel = read_i32(p, "nParallel", 1);
+    params_.n_batch = llama_n_batch(ctx_);
+    n_ctx_seq_ = static_cast<int32_t>(llama_n_ctx_seq(ctx_));
+
+    batch_ = llama_batch_init(static_cast<int32_t>(std::max<uint32_t>(params_.n_batch, params_.n_parallel)), 0, 1);
+    slots_.resize(params_.n_parallel);
+    summaries_.resize(params_.n_parallel);
+    for (int32_t i = 0; i < params_.n_parallel; i++) {
+        slots_[i].id = i;
+        slots_[i].n_ctx = n_ctx_seq_;
+        summaries_[i].id = i;
+    }
+    tsfn_ = Napi::ThreadSafeFunction::New(env, info[2].As<Napi::Function>(), "engine-events", 0, 1);
+    tsfn_live_ = true;
+    tsfn_.Unref(env);  // referenced only while tasks are active (see track_active)
+    thread_ = std::thread([this] { run(); });
+}
+
+Engine::~Engine() {
+    stop_thread();
+    free_context();
+    if (tsfn_live_) {
+        tsfn_.Abort();
+        tsfn_live_ = false;
+    }
+}
+
+void Engine::stop_thread() {
+    {
+        std::lock_guard<std::mutex> lock(inbox_mutex_);
+        stopping_ = true;
+    }
+    inbox_cv_.notify_all();
+    if (thread_.joinable()) thread_.join();
+}
+
+void Engine::free_context() {
+    for (auto & slot : slots_) slot.task.reset();
+    waiting_.clear();
+    if (batch_.token) {
+        llama_batch_free(batch_);
+        batch_ = {};
+    }
+    if (ctx_) {
+        llama_free(ctx_);
+        ctx_ = nullptr;
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// JS thread
+
+static std::vector<std::string> strings_from(Napi::Env env, Napi::Value v, const char * what) {
+    std::vector<std::string> out;
+    if (v.IsUndefined() || v.IsNull()) return out;
+    if (!v.IsArray()) throw Napi::TypeError::New(env, std::string(what) + " must be an array of strings");
+    Napi::Array arr = v.As<Napi::Array>();
+    for (uint32_t i = 0; i < arr.Length(); i++) {
+        if (!arr.Get(i).IsString()) throw Napi::TypeError::New(env, std::string(what) + " must be an array of strings");
+        out.push_back(arr.Get(i).As<Napi::String>());
+    }
+    return out;
+}
+
+// submit({ prompt: Int32Array, nPredict, idSlot, cachePrompt, nProbs, tMaxPredictMs, stop, sampling }) -> task id
+Napi::Value Engine::js_submit(const Napi::CallbackInfo & info) {
+    Napi::Env env = info.Env();
+    if (disposed_) throw Napi::Error::New(env, "engine is disposed");
+    if (info.Length() < 1 || !info[0].IsObject()) throw Napi::TypeError::New(env, "submit(task)");
+    Napi::Object o = info[0].As<Napi::Object>();
+    auto task = std::make_unique<CompletionTask>();
+
+    Napi::Value prompt = o.Get("prompt");
+    if (!prompt.IsTypedArray() || prompt.As<Napi::TypedArray>().TypedArrayType() != napi_int32_array) {
+        throw Napi::TypeError::New(env, "task.prompt must be an Int32Array of tokens");
+    }
+    Napi::Int32Array tokens = prompt.As<Napi::Int32Array>();
+    const int32_t n_vocab = llama_vocab_n_tokens(vocab_);
+    task->prompt.assign(tokens.Data(), tokens.Data() + tokens.ElementLength());
+    for (llama_token t : task->prompt) {
+        if (t < 0 || t >= n_vocab) throw Napi::RangeError::New(env, "prompt token out of range: " + std::to_string(t));
+    }
+    if (task->prompt.empty()) throw Napi::Error::New(env, "the prompt is empty");
+    if (static_cast<int32_t>(task->prompt.size()) >= n_ctx_seq_) {
+        Napi::Error err = Napi::Error::New(env, "the prompt (" + std::to_string(task->prompt.size()) +
+                                                    " tokens) does not fit the context of " + std::to_string(n_ctx_seq_) + " tokens");
+        err.Set("code", "EXCEEDS_CONTEXT");
+        throw err;
+    }
+    task->n_predict = read_i32(o, "nPredict", -1);
+    task->id_slot = read_i32(o, "idSlot", -1);
+    if (task->id_slot >= params_.n_parallel) throw Napi::RangeError::New(env, "idSlot out of range");
+    if (o.Get("cachePrompt").IsBoolean()) task->cache_prompt = o.Get("cachePrompt").As<Napi::Boolean>();
+    task->n_probs = std::max(0, read_i32(o, "nProbs", 0));
+    if (o.Get("tMaxPredictMs").IsNumber()) task->t_max_predict_ms = o.Get("tMaxPredictMs").As<Napi::Number>().Int64Value();
+    task->stop = strings_from(env, o.Get("stop"), "task.stop");
+    Napi::Value sampling = o.Get("sampling");
+    sampling_params_from_js(env, sampling.IsObject() ? sampling.As<Napi::Object>() : Napi::Object::New(env), model_->get(), n_ctx_seq_,
+                            task->sampling);
+    task->sampler.reset(sampler_create(env, model_->get(), task->sampling));
+
+    task->id = next_task_id_++;
+    const int64_t id = task->id;
+    track_active(id, true);
+    counters_.queued++;
+    {
+        std::lock_guard<std::mutex> lock(inbox_mutex_);
+        inbox_.push_back(std::move(task));
+    }
+    inbox_cv_.notify_one();
+    return Napi::Number::New(env, static_cast<double>(id));
+}
+
+// cancel(taskId): the task stops at the next step and emits no further events.
+Napi::Value Engine::js_cancel(const Napi::CallbackInfo & info) {
+    Napi::Env env = info.Env();
+    if (info.Length() < 1 || !info[0].IsNumber()) throw Napi::TypeError::New(env, "cancel(taskId)");
+    int64_t id = info[0].As<Napi::Number>().Int64Value();
+    if (disposed_ || !js_active_.count(id)) return env.Undefined();
+    track_active(id, false);
+    {
+        std::lock_guard<std::mutex> lock(inbox_mutex_);
+        cancel_inbox_.push_back(id);
+    }
+    inbox_cv_.notify_one();
+    return env.Undefined();
+}
+
+void Engine::track_active(int64_t id, bool active) {
+    if (!tsfn_live_) return;
+    if (active) js_active_.insert(id); else js_active_.erase(id);
+    bool want_ref = !js_active_.empty();
+    if (want_ref != tsfn_referenced_) {
+        if (want_ref) tsfn_.Ref(Env()); else tsfn_.Unref(Env());
+        tsfn_referenced_ = want_ref;
+    }
+}
+
+static const char * slot_state_name(SlotState s) {
+    switch (s) {
+        case SlotState::IDLE: return "idle";
+        case SlotState::PROMPT: return "prompt";
+        case SlotState::GENERATING: return "generating";
+    }
+    return "idle";
+}
+
+Napi::Value Engine::js_slots(const Napi::CallbackInfo & info) {
+    Napi::Env env = info.Env();
+    std::vector<SlotSummary> copy;
+    {
+        std::lock_guard<std::mutex> lock(summary_mutex_);
+        copy = summaries_;
+    }
+    Napi::Array out = Napi::Array::New(env, copy.size());
+    for (size_t i = 0; i < copy.size(); i++) {
+        Napi::Object s = Napi::Object::New(env);
+        s.Set("id", copy[i].id);
+        s.Set("nCtx", n_ctx_seq_);
+        s.Set("state", slot_state_name(copy[i].state));
+        s.Set("taskId", copy[i].task_id < 0 ? env.Null() : Napi::Number::New(env, static_cast<double>(copy[i].task_id)));
+        s.Set("nPrompt", copy[i].n_prompt);
+        s.Set("nDecoded", copy[i].n_decoded);
+        s.Set("nCache", copy[i].n_cache);
+        out.Set(static_cast<uint32_t>(i), s);
+    }
+    return out;
+}
+
+Napi::Value Engine::js_metrics(const Napi::CallbackInfo & info) {
+    Napi::Env env = info.Env();
+    Napi::Object m = Napi::Object::New(env);
+    m.Set("promptTokens", static_cast<double>(counters_.prompt_tokens.load()));
+    m.Set("promptMs", counters_.prompt_us.load() / 1000.0);
+    m.Set("predictedTokens", static_cast<double>(counters_.predicted_tokens.load()));
+    m.Set("predictedMs", counters_.predicted_us.load() / 1000.0);
+    m.Set("decodeCalls", static_cast<double>(counters_.decode_calls.load()));
+    m.Set("tasksDone", static_cast<double>(counters_.tasks_done.load()));
+    m.Set("queued", counters_.queued.load());
+    m.Set("busySlots", counters_.busy_slots.load());
+    return m;
+}
+
+Napi::Value Engine::js_info(const Napi::CallbackInfo & info) {
+    Napi::Env env = info.Env();
+    Napi::Object m = Napi::Object::New(env);
+    m.Set("nCtx", ctx_ ? llama_n_ctx(ctx_) : 0);
+    m.Set("nCtxSlot", n_ctx_seq_);
+    m.Set("nParallel", params_.n_parallel);
+    m.Set("nBatch", params_.n_batch);
+    m.Set("nUbatch", ctx_ ? llama_n_ubatch(ctx_) : 0);
+    m.Set("nThreads", ctx_ ? llama_n_threads(ctx_) : 0);
+    m.Set("nThreadsBatch", ctx_ ? llama_n_threads_batch(ctx_) : 0);
+    return m;
+}
+
+class EngineDisposeWorker : public Napi::AsyncWorker {
+public:
+    EngineDisposeWorker(Napi::Env env, std::function<void()> work, std::function<void()> done)
+        : Napi::AsyncWorker(env), deferred_(Napi::Promise::Deferred::New(env)), work_(std::move(work)), done_(std::move(done)) {}
+    Napi::Promise promise() { return deferred_.Promise(); }
+    void Execute() override { work_(); }
+    void OnOK() override {
+        done_();
+        deferred_.Resolve(Env().Undefined());
+    }
+
+private:
+    Napi::Promise::Deferred deferred_;
+    std::function<void()> work_;
+    std::function<void()> done_;
+};
+
+// dispose() -> Promise<void>: stops the thread, frees the context, releases the model. Idempotent.
+Napi::Value Engine::js_dispose(const Napi::CallbackInfo & info) {
+    Napi::Env env = info.Env();
+    if (disposed_) {
+        auto d = Napi::Promise::Deferred::New(env);
+        d.Resolve(env.Undefined());
+        return d.Promise();
+    }
+    disposed_ = true;
+    js_active_.clear();
+    Napi::Object self = Value();
+    auto self_ref = std::make_shared<Napi::ObjectReference>(Napi::Persistent(self));
+    auto * worker = new EngineDisposeWorker(
+        env, [this] { stop_thread(); free_context(); },
+        [this, self_ref] {
+            if (tsfn_live_) {
+                tsfn_.Release();
+                tsfn_live_ = false;
+            }
+            model_->release();
+            model_ref_.Reset();
+            self_ref->Reset();
+        });
+    worker->Queue();
+    return worker->promise();
+}
+
+static Napi::Value stop_name(Napi::Env env, StopType stop) {
+    switch (stop) {
+        case StopType::EOS: return Napi::String::New(env, "eos");
+        case StopType::LIMIT: return Napi::String::New(env, "limit");
+        case StopType::WORD: return Napi::String::New(env, "word");
+        default: return Napi::String::New(env, "none");
+    }
+}
+
+void Engine::deliver(Napi::Env env, Napi::Function callback) {
+    std::vector<EngineEvent> batch;
+    {
+        std::lock_guard<std::mutex> lock(events_mutex_);
+        batch.swap(events_);
+        delivery_pending_ = false;
+    }
+    if (batch.empty()) return;
+    Napi::Array out = Napi::Array::New(env, batch.size());
+    for (size_t i = 0; i < batch.size(); i++) {
+        EngineEvent & e = batch[i];
+        Napi::Object o = Napi::Object::New(env);
+        o.Set("task", static_cast<double>(e.task_id));
+        switch (e.kind) {
+            case EngineEvent::Kind::TOKEN: {
+                o.Set("kind", "token");
+                o.Set("token", e.token);
+                o.Set("text", e.text);
+                if (!e.probs.empty()) {
+                    o.Set("prob", e.prob);
+                    Napi::Array probs = Napi::Array::New(env, e.probs.size());
+                    for (size_t j = 0; j < e.probs.size(); j++) {
+                        Napi::Object p = Napi::Object::New(env);
+                        p.Set("id", e.probs[j].id);
+                        p.Set("piece", Napi::Buffer<uint8_t>::Copy(env, reinterpret_cast<const uint8_t *>(e.probs[j].piece.data()), e.probs[j].piece.size()));
+                        p.Set("p", e.probs[j].p);
+                        probs.Set(static_cast<uint32_t>(j), p);
+                    }
+                    o.Set("probs", probs);
+                }
+                break;
+            }
+            case EngineEvent::Kind::DONE:
+                o.Set("kind", "done");
+                o.Set("text", e.text);
+                o.Set("stop", stop_name(env, e.stop));
+                o.Set("stoppingWord", e.stopping_word);
+                o.Set("truncated", e.truncated);
+                o.Set("nPrompt", e.n_prompt);
+                o.Set("nCached", e.n_cached);
+                o.Set("nPredicted", e.n_predicted);
+                o.Set("tPromptMs", e.t_prompt_ms);
+                o.Set("tPredictMs", e.t_predict_ms);
+                o.Set("slot", e.slot_id);
+                break;
+            case EngineEvent::Kind::ERROR:
+                o.Set("kind", "error");
+                o.Set("message", e.message);
+                break;
+        }
+        out.Set(static_cast<uint32_t>(i), o);
+    }
+    // Tasks that ended are no longer active (cancelled ones were removed by cancel()).
+    for (const auto & e : batch) {
+        if (e.kind != EngineEvent::Kind::TOKEN && js_active_.count(e.task_id)) track_active(e.task_id, false);
+    }
+    callback.Call({out});
+}
+
+// ---------------------------------------------------------------------------------------------
+// Engine thread
+
+void Engine::emit(EngineEvent && event) {
+    std::lock_guard<std::mutex> lock(events_mutex_);
+    events_.push_back(std::move(event));
+}
+
+void Engine::flush_events() {
+    std::lock_guard<std::mutex> lock(events_mutex_);
+    if (events_.empty() || delivery_pending_ || !tsfn_live_) return;
+    delivery_pending_ = true;
+    tsfn_.NonBlockingCall([this](Napi::Env env, Napi::Function cb) { deliver(env, cb); });
+}
+
+void Engine::publish_summaries() {
+    int32_t busy = 0;
+    std::lock_guard<std::mutex> lock(summary_mutex_);
+    for (size_t i = 0; i < slots_.size(); i++) {
+        const Slot & s = slots_[i];
+        SlotSummary & out = summaries_[i];
+        out.state = s.state;
+        out.task_id = s.task ? s.task->id : -1;
+        out.n_prompt = s.task ? static_cast<int32_t>(s.task->prompt.size()) : 0;
+        out.n_decoded = s.n_decoded;
+        out.n_cache = static_cast<int32_t>(s.cache.size());
+        if (s.busy()) busy++;
+    }
+    counters_.busy_slots = busy;
+}
+
+void Engine::run() {
+    std::vector<std::unique_ptr<CompletionTask>> incoming;
+    std::vector<int64_t> cancels;
+    while (true) {
+        bool any_busy = std::any_of(slots_.begin(), slots_.end(), [](const Slot & s) { return s.busy(); });
+        {
+            std::unique_lock<std::mutex> lock(inbox_mutex_);
+            if (!any_busy) {
+                inbox_cv_.wait(lock, [&] { return stopping_ || !inbox_.empty() || !cancel_inbox_.empty(); });
+            }
+            if (stopping_) break;
+            incoming.swap(inbox_);
+            cancels.swap(cancel_inbox_);
+        }
+        for (auto & t : incoming) waiting_.push_back(std::move(t));
+        incoming.clear();
+        if (!cancels.empty()) apply_cancels(cancels);
+        admit_waiting(now_us());
+        step();
+        publish_summaries();
+        flush_events();
+    }
+}
+
+void Engine::apply_cancels(std::vector<int64_t> & cancels) {
+    for (int64_t id : cancels) {
+        auto it = std::find_if(waiting_.begin(), waiting_.end(), [id](const auto & t) { return t->id == id; });
+        if (it != waiting_.end()) {
+            waiting_.erase(it);
+            counters_.queued--;
+            continue;
+        }
+        for (auto & slot : slots_) {
+            if (slot.task && slot.task->id == id) {
+                // The KV cache keeps what was decoded, so a retry of the same prompt reuses it.
+                slot.release(now_us());
+                counters_.tasks_done++;
+            }
+        }
+    }
+    cancels.clear();
+}
+
+Slot * Engine::choose_slot(const CompletionTask & task) {
+    if (task.id_slot >= 0) {
+        Slot & s = slots_[task.id_slot];
+        return s.busy() ? nullptr : &s;
+    }
+    Slot * best = nullptr;
+    size_t best_prefix = 0;
+    Slot * lru = nullptr;
+    for (auto & s : slots_) {
+        if (s.busy()) continue;
+        if (task.cache_prompt) {
+            size_t n = 0;
+            while (n < s.cache.size() && n < task.prompt.size() && s.cache[n] == task.prompt[n]) n++;
+            if (n > best_prefix) {
+                best_prefix = n;
+                best = &s;
+            }
+        }
+        if (!lru || s.t_last_used_us < lru->t_last_used_us) lru = &s;
+    }
+    return best ? best : lru;
+}
+
+void Engine::admit_waiting(int64_t now) {
+    for (auto it = waiting_.begin(); it != waiting_.end();) {
+        Slot * slot = choose_slot(**it);
+        if (!slot) {
+            ++it;
+            continue;
+        }
+        std::unique_ptr<CompletionTask> task = std::move(*it);
+        it = waiting_.erase(it);
+        counters_.queued--;
+        start_task(*slot, std::move(task), now);
+    }
+}
+
+void Engine::start_task(Slot & slot, std::unique_ptr<CompletionTask> task, int64_t now) {
+    llama_memory_t mem = llama_get_memory(ctx_);
+    size_t keep = slot.assign(std::move(task), now);
+    if (!llama_memory_seq_rm(mem, slot.id, static_cast<llama_pos>(keep), -1)) {
+        // Memory that cannot drop a suffix (recurrent models): start the sequence afresh.
+        llama_memory_seq_rm(mem, slot.id, -1, -1);
+        slot.cache.clear();
+        slot.n_prompt_done = 0;
+        slot.n_cached = 0;
+    }
+    // Penalty samplers see the prompt, as in llama-server.
+    for (llama_token t : slot.task->prompt) common_sampler_accept(slot.task->sampler.get(), t, false);
+}
+
+// Builds one batch from all busy slots and decodes it. On KV-cache pressure, idle slots' caches
+// are dropped first, then the prompt share of the batch is halved; a slot that still cannot
+// proceed ends (truncated when generating, an error while still in its prompt).
+bool Engine::decode_batch() {
+    int32_t prompt_budget = static_cast<int32_t>(params_.n_batch);
+    struct Undo { size_t cache; size_t prompt_done; };
+    std::vector<Undo> undo(slots_.size());
+    while (true) {
+        common_batch_clear(batch_);
+        for (size_t i = 0; i < slots_.size(); i++) undo[i] = {slots_[i].cache.size(), slots_[i].n_prompt_done};
+        for (auto & s : slots_) {
+            s.i_batch = -1;
+            if (s.state != SlotState::GENERATING) continue;
+            s.i_batch = batch_.n_tokens;
+            common_batch_add(batch_, s.sampled, static_cast<llama_pos>(s.cache.size()), {s.id}, true);
+            s.cache.push_back(s.sampled);
+        }
+        const int32_t n_generating = batch_.n_tokens;
+        int32_t budget = std::min<int32_t>(prompt_budget, static_cast<int32_t>(params_.n_batch) - n_generating);
+        // Prompts in arrival order, so an early long prompt is not starved by later ones.
+        std::vector<Slot *> prompting;
+        for (auto & s : slots_) if (s.state == SlotState::PROMPT) prompting.push_back(&s);
+        std::sort(prompting.begin(), prompting.end(), [](Slot * a, Slot * b) { return a->t_start_us < b->t_start_us; });
+        for (Slot * s : prompting) {
+            const auto & prompt = s->task->prompt;
+            while (budget > 0 && s->n_prompt_done < prompt.size()) {
+                common_batch_add(batch_, prompt[s->n_prompt_done], static_cast<llama_pos>(s->cache.size()), {s->id}, false);
+                s->cache.push_back(prompt[s->n_prompt_done]);
+                s->n_prompt_done++;
+                budget--;
+            }
+            if (s->n_prompt_done == prompt.size()) {
+                s->i_batch = batch_.n_tokens - 1;
+                batch_.logits[s->i_batch] = true;
+            }
+        }
+        if (batch_.n_tokens == 0) return false;
+
+        const int32_t ret = llama_decode(ctx_, batch_);
+        counters_.decode_calls++;
+        if (ret == 0) return true;
+
+        for (size_t i = 0; i < slots_.size(); i++) {
+            slots_[i].cache.resize(undo[i].cache);
+            slots_[i].n_prompt_done = undo[i].prompt_done;
+            slots_[i].i_batch = -1;
+        }
+        if (ret == 1) {
+            llama_memory_t mem = llama_get_memory(ctx_);
+            bool freed = false;
+            for (auto & s : slots_) {
+                if (!s.busy() && !s.cache.empty()) {
+                    llama_memory_seq_rm(mem, s.id, -1, -1);
+                    s.cache.clear();
+                    freed = true;
+                }
+            }
+            if (freed) continue;
+            if (batch_.n_tokens > n_generating && prompt_budget > 1) {
+                prompt_budget /= 2;
+                continue;
+            }
+            // Nothing else to give: end the slot holding the most tokens and retry without it.
+            Slot * largest = nullptr;
+            for (auto & s : slots_) if (s.busy() && (!largest || s.cache.size() > largest->cache.size())) largest = &s;
+            if (!largest) return false;
+            if (largest->state == SlotState::GENERATING) {
+                largest->stop = StopType::LIMIT;
+                largest->truncated = true;
+                finish(*largest);
+            } else {
+                fail(*largest, "Context size has been exceeded.");
+            }
+            llama_memory_seq_rm(mem, largest->id, -1, -1);
+            largest->cache.clear();
+            continue;
+        }
+        std::string message = ret == -1 ? "Invalid input batch." : ret == 2 ? "Decoding was aborted." : "Compute error.";
+        llama_memory_t mem = llama_get_memory(ctx_);
+        for (auto & s : slots_) {
+            if (!s.busy()) continue;
+            fail(s, message);
+            llama_memory_seq_rm(mem, s.id, -1, -1);
+            s.cache.clear();
+        }
+        return false;
+    }
+}
+
+void Engine::step() {
+    if (!std::any_of(slots_.begin(), slots_.end(), [](const Slot & s) { return s.busy(); })) return;
+    const int64_t t_step = now_us();
+    if (!decode_batch()) return;
+    for (auto & s : slots_) {
+        if (!s.busy() || s.i_batch < 0) continue;
+        if (s.state == SlotState::PROMPT) {
+            const int64_t t = now_us();
+            s.t_prompt_done_us = t;
+            s.state = SlotState::GENERATING;
+            counters_.prompt_tokens += s.task->prompt.size() - s.n_cached;
+            counters_.prompt_us += t - s.t_start_us;
+            if (s.task->n_predict == 0) {
+                s.stop = StopType::LIMIT;
+                finish(s);
+                continue;
+            }
+        }
+        const llama_token token = common_sampler_sample(s.task->sampler.get(), ctx_, s.i_batch);
+        common_sampler_accept(s.task->sampler.get(), token, true);
+        s.n_decoded++;
+        handle_sampled(s, token);
+    }
+    (void) t_step;
+}
+
+static void top_probabilities(llama_context * ctx, int32_t idx, int32_t n_vocab, int32_t n, llama_token sampled,
+                              float & sampled_p, std::vector<std::pair<llama_token, float>> & out) {
+    const float * logits = llama_get_logits_ith(ctx, idx);
+    float max_logit = -INFINITY;
+    for (int32_t i = 0; i < n_vocab; i++) max_logit = std::max(max_logit, logits[i]);
+    double sum = 0;
+    for (int32_t i = 0; i < n_vocab; i++) sum += std::exp(static_cast<double>(logits[i] - max_logit));
+    std::vector<llama_token> ids(n_vocab);
+    std::iota(ids.begin(), ids.end(), 0);
+    const int32_t k = std::min(n, n_vocab);
+    std::partial_sort(ids.begin(), ids.begin() + k, ids.end(), [&](llama_token a, llama_token b) { return logits[a] > logits[b]; });
+    out.clear();
+    for (int32_t i = 0; i < k; i++) {
+        out.emplace_back(ids[i], static_cast<float>(std::exp(static_cast<double>(logits[ids[i]] - max_logit)) / sum));
+    }
+    sampled_p = static_cast<float>(std::exp(static_cast<double>(logits[sampled] - max_logit)) / sum);
+}
+
+void Engine::handle_sampled(Slot & s, llama_token token) {
+    const CompletionTask & task = *s.task;
+    const bool eog = llama_vocab_is_eog(vocab_, token);
+    EngineEvent ev;
+    ev.kind = EngineEvent::Kind::TOKEN;
+    ev.task_id = task.id;
+    ev.token = token;
+    if (task.n_probs > 0) {
+        std::vector<std::pair<llama_token, float>> top;
+        top_probabilities(ctx_, s.i_batch, llama_vocab_n_tokens(vocab_), task.n_probs, token, ev.prob, top);
+        for (auto & [id, p] : top) ev.probs.push_back({id, common_token_to_piece(vocab_, id, false), p});
+    }
+    const std::string piece = common_token_to_piece(vocab_, token, false);
+    ev.text = s.accept_piece(piece, eog);
+    s.sampled = token;
+
+    if (s.stop != StopType::WORD) {
+        if (eog) {
+            s.stop = StopType::EOS;
+        } else if (task.n_predict >= 0 && s.n_decoded >= task.n_predict) {
+            s.stop = StopType::LIMIT;
+        } else if (static_cast<int32_t>(s.cache.size()) + 1 >= s.n_ctx) {
+            s.stop = StopType::LIMIT;
+            s.truncated = true;
+        } else if (task.t_max_predict_ms > 0 && s.generated.find('\n') != std::string::npos &&
+                   (now_us() - s.t_prompt_done_us) / 1000 > task.t_max_predict_ms) {
+            s.stop = StopType::LIMIT;
+        }
+    }
+    emit(std::move(ev));
+    if (s.stop != StopType::NONE) finish(s);
+}
+
+void Engine::finish(Slot & s) {
+    const int64_t t = now_us();
+    EngineEvent ev;
+    ev.kind = EngineEvent::Kind::DONE;
+    ev.task_id = s.task->id;
+    ev.text = s.unsent();
+    ev.stop = s.stop;
+    ev.stopping_word = s.stopping_word;
+    ev.truncated = s.truncated;
+    ev.n_prompt = static_cast<int32_t>(s.task->prompt.size());
+    ev.n_cached = s.n_cached;
+    ev.n_predicted = s.n_decoded;
+    ev.t_prompt_ms = s.t_prompt_done_us ? (s.t_prompt_done_us - s.t_start_us) / 1000.0 : (t - s.t_start_us) / 1000.0;
+    ev.t_predict_ms = s.t_prompt_done_us ? (t - s.t_prompt_done_us) / 1000.0 : 0.0;
+    ev.slot_id = s.id;
+    counters_.predicted_tokens += s.n_decoded;
+    counters_.predicted_us += s.t_prompt_done_us ? t - s.t_prompt_done_us : 0;
+    counters_.tasks_done++;
+    emit(std::move(ev));
+    s.release(t);
+}
+
+void Engine::fail(Slot & s, const std::string & message) {
+    EngineEvent ev;
+    ev.kind = EngineEvent::Kind::ERROR;
+    ev.task_id = s.task->id;
+    ev.message = message;
+    counters_.tasks_done++;
+    emit(std::move(ev));
+    s.release(now_us());
+}
+
+}  // namespace addon

@@ -1,0 +1,132 @@
+#pragma once
+// Engine: one llama_context shared by N slots, driven by its own thread (continuous batching).
+//
+// Threads: the JS thread calls submit/cancel/slots/metrics; they only touch the mutex-guarded
+// inbox and the published summaries. The engine thread owns the context, the batch and every
+// Slot: each iteration it admits queued tasks into idle slots, builds ONE batch from all busy
+// slots (one token per generating slot first, then prompt chunks up to n_batch), decodes once,
+// samples each slot whose logits are ready, and queues events. Events reach JS in bundles
+// through one ThreadSafeFunction (at most one pending call at a time).
+// Ownership: the engine keeps its Model's JS object alive until dispose() resolves.
+#include <napi.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <thread>
+#include <unordered_set>
+#include <vector>
+
+#include "llama.h"
+#include "slot.h"
+#include "task.h"
+
+namespace addon {
+
+class Model;
+
+struct EngineParams {
+    uint32_t n_ctx = 0;
+    int32_t n_parallel = 4;
+    uint32_t n_batch = 2048;
+    uint32_t n_ubatch = 512;
+    int32_t n_threads = 0;        // 0: llama.cpp's count of math cores
+    int32_t n_threads_batch = 0;  // 0: same as n_threads
+    bool kv_unified = true;
+    int32_t flash_attn = -1;      // -1 auto, 0 off, 1 on
+};
+
+struct SlotSummary {
+    int32_t id = 0;
+    SlotState state = SlotState::IDLE;
+    int64_t task_id = -1;
+    int32_t n_prompt = 0;
+    int32_t n_decoded = 0;
+    int32_t n_cache = 0;
+};
+
+struct EngineCounters {
+    std::atomic<uint64_t> prompt_tokens{0};
+    std::atomic<uint64_t> prompt_us{0};
+    std::atomic<uint64_t> predicted_tokens{0};
+    std::atomic<uint64_t> predicted_us{0};
+    std::atomic<uint64_t> decode_calls{0};
+    std::atomic<uint64_t> tasks_done{0};
+    std::atomic<int32_t> queued{0};
+    std::atomic<int32_t> busy_slots{0};
+};
+
+class Engine : public Napi::ObjectWrap<Engine> {
+public:
+    static Napi::Function define(Napi::Env env);
+    static Napi::FunctionReference constructor;
+
+    explicit Engine(const Napi::CallbackInfo & info);
+    ~Engine() override;
+
+private:
+    static Napi::Value create(const Napi::CallbackInfo & info);
+    Napi::Value js_submit(const Napi::CallbackInfo & info);
+    Napi::Value js_cancel(const Napi::CallbackInfo & info);
+    Napi::Value js_slots(const Napi::CallbackInfo & info);
+    Napi::Value js_metrics(const Napi::CallbackInfo & info);
+    Napi::Value js_info(const Napi::CallbackInfo & info);
+    Napi::Value js_dispose(const Napi::CallbackInfo & info);
+
+    // engine thread
+    void run();
+    void admit_waiting(int64_t now_us);
+    void apply_cancels(std::vector<int64_t> & cancels);
+    Slot * choose_slot(const CompletionTask & task);
+    void start_task(Slot & slot, std::unique_ptr<CompletionTask> task, int64_t now_us);
+    void step();
+    bool decode_batch();
+    void handle_sampled(Slot & slot, llama_token token);
+    void finish(Slot & slot);
+    void fail(Slot & slot, const std::string & message);
+    void emit(EngineEvent && event);
+    void flush_events();
+    void publish_summaries();
+
+    // JS thread
+    void deliver(Napi::Env env, Napi::Function callback);
+    void track_active(int64_t id, bool active);
+    void stop_thread();
+    void free_context();
+
+    Model * model_ = nullptr;
+    Napi::ObjectReference model_ref_;
+    llama_context * ctx_ = nullptr;
+    const llama_vocab * vocab_ = nullptr;
+    llama_batch batch_{};
+    EngineParams params_;
+    int32_t n_ctx_seq_ = 0;
+
+    std::vector<Slot> slots_;
+    std::deque<std::unique_ptr<CompletionTask>> waiting_;
+
+    std::mutex inbox_mutex_;
+    std::condition_variable inbox_cv_;
+    std::vector<std::unique_ptr<CompletionTask>> inbox_;
+    std::vector<int64_t> cancel_inbox_;
+    bool stopping_ = false;
+
+    std::mutex events_mutex_;
+    std::vector<EngineEvent> events_;
+    bool delivery_pending_ = false;
+    Napi::ThreadSafeFunction tsfn_;
+    bool tsfn_live_ = false;
+
+    std::mutex summary_mutex_;
+    std::vector<SlotSummary> summaries_;
+    EngineCounters counters_;
+
+    std::unordered_set<int64_t> js_active_;  // JS thread only
+    bool tsfn_referenced_ = false;
+    int64_t next_task_id_ = 1;
+    std::thread thread_;
+    bool disposed_ = false;
+};
+
+}  // namespace addon

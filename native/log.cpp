@@ -1,0 +1,54 @@
+#include "log.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include "llama.h"
+#include "log.h"
+
+namespace addon {
+
+static int g_min_level = GGML_LOG_LEVEL_WARN;
+static thread_local bool t_capturing = false;
+static thread_local std::string t_captured;
+
+static int level_from_env() {
+    const char * v = std::getenv("LLAMA_ADDON_LOG");
+    if (!v) return GGML_LOG_LEVEL_WARN;
+    if (!strcmp(v, "debug")) return GGML_LOG_LEVEL_DEBUG;
+    if (!strcmp(v, "info")) return GGML_LOG_LEVEL_INFO;
+    if (!strcmp(v, "error")) return GGML_LOG_LEVEL_ERROR;
+    if (!strcmp(v, "none")) return GGML_LOG_LEVEL_ERROR + 1;
+    return GGML_LOG_LEVEL_WARN;
+}
+
+static void on_log(ggml_log_level level, const char * text, void *) {
+    static thread_local ggml_log_level last = GGML_LOG_LEVEL_INFO;
+    // CONT lines continue the previous line's level.
+    if (level == GGML_LOG_LEVEL_CONT) level = last; else last = level;
+    if (t_capturing && level == GGML_LOG_LEVEL_ERROR) t_captured += text;
+    if (level >= g_min_level && level != GGML_LOG_LEVEL_NONE) {
+        std::fputs(text, stderr);
+    }
+}
+
+void log_install() {
+    g_min_level = level_from_env();
+    llama_log_set(on_log, nullptr);
+}
+
+void log_capture_begin() {
+    t_capturing = true;
+    t_captured.clear();
+}
+
+std::string log_capture_end() {
+    t_capturing = false;
+    std::string out;
+    out.swap(t_captured);
+    while (!out.empty() && (out.back() == '\n' || out.back() == ' ')) out.pop_back();
+    return out;
+}
+
+}  // namespace addon

@@ -1,0 +1,55 @@
+#pragma once
+// Model: a loaded GGUF model (llama_model) and its vocabulary.
+// Ownership: the JS object owns the llama_model; every Engine holds a reference to its Model's
+// JS object, so the weights outlive the contexts built on them. dispose() is idempotent and
+// refuses while engines are still using the model.
+// Threads: loading runs on a worker thread (Model.load); every other method runs on the JS
+// thread and is cheap (tokenization of ordinary prompts, metadata).
+#include <napi.h>
+
+#include <atomic>
+#include <string>
+#include <vector>
+
+#include "llama.h"
+
+namespace addon {
+
+class Model : public Napi::ObjectWrap<Model> {
+public:
+    static Napi::Function define(Napi::Env env);
+    static Napi::FunctionReference constructor;
+
+    explicit Model(const Napi::CallbackInfo & info);
+    ~Model() override;
+
+    llama_model * get() const { return model_; }
+    const llama_vocab * vocab() const { return vocab_; }
+    std::string path() const { return path_; }
+
+    // Engines register themselves so that dispose() cannot free weights they use.
+    void retain() { users_++; }
+    void release() { users_--; }
+
+    std::vector<llama_token> tokenize(const std::string & text, bool add_special, bool parse_special) const;
+    std::string piece(llama_token token, bool special) const;
+
+private:
+    static Napi::Value load(const Napi::CallbackInfo & info);
+    Napi::Value metadata(const Napi::CallbackInfo & info);
+    Napi::Value js_tokenize(const Napi::CallbackInfo & info);
+    Napi::Value js_detokenize(const Napi::CallbackInfo & info);
+    Napi::Value js_token_piece(const Napi::CallbackInfo & info);
+    Napi::Value js_apply_chat_template(const Napi::CallbackInfo & info);
+    Napi::Value js_dispose(const Napi::CallbackInfo & info);
+    Napi::Value js_disposed(const Napi::CallbackInfo & info);
+
+    void check_alive(Napi::Env env) const;
+
+    llama_model * model_ = nullptr;
+    const llama_vocab * vocab_ = nullptr;
+    std::string path_;
+    std::atomic<int> users_{0};
+};
+
+}  // namespace addon

@@ -1,0 +1,124 @@
+#include "sampler.h"
+
+#include <cmath>
+
+#include "json-schema-to-grammar.h"
+#include "json.h"
+#include "sampling.h"
+
+namespace addon {
+
+template <typename T>
+static void read_number(Napi::Object o, const char * key, T & out) {
+    Napi::Value v = o.Get(key);
+    if (v.IsNumber()) out = static_cast<T>(v.As<Napi::Number>().DoubleValue());
+}
+
+static void read_bool(Napi::Object o, const char * key, bool & out) {
+    Napi::Value v = o.Get(key);
+    if (v.IsBoolean()) out = v.As<Napi::Boolean>();
+}
+
+static std::vector<std::string> read_strings(Napi::Env env, Napi::Value v, const char * key) {
+    std::vector<std::string> out;
+    if (!v.IsArray()) throw Napi::TypeError::New(env, std::string(key) + " must be an array of strings");
+    Napi::Array arr = v.As<Napi::Array>();
+    for (uint32_t i = 0; i < arr.Length(); i++) {
+        Napi::Value item = arr.Get(i);
+        if (!item.IsString()) throw Napi::TypeError::New(env, std::string(key) + " must be an array of strings");
+        out.push_back(item.As<Napi::String>());
+    }
+    return out;
+}
+
+void sampling_params_from_js(Napi::Env env, Napi::Object o, const llama_model * model, int32_t n_ctx_seq,
+                             common_params_sampling & p) {
+    double seed = -1;
+    read_number(o, "seed", seed);
+    p.seed = (seed < 0 || !std::isfinite(seed)) ? LLAMA_DEFAULT_SEED : static_cast<uint32_t>(static_cast<uint64_t>(seed) & 0xffffffffu);
+    read_number(o, "temperature", p.temp);
+    read_number(o, "dynatempRange", p.dynatemp_range);
+    read_number(o, "dynatempExponent", p.dynatemp_exponent);
+    read_number(o, "topK", p.top_k);
+    read_number(o, "topP", p.top_p);
+    read_number(o, "minP", p.min_p);
+    read_number(o, "typicalP", p.typ_p);
+    read_number(o, "xtcProbability", p.xtc_probability);
+    read_number(o, "xtcThreshold", p.xtc_threshold);
+    read_number(o, "topNSigma", p.top_n_sigma);
+    read_number(o, "repeatPenalty", p.penalty_repeat);
+    read_number(o, "repeatLastN", p.penalty_last_n);
+    read_number(o, "frequencyPenalty", p.penalty_freq);
+    read_number(o, "presencePenalty", p.penalty_present);
+    read_number(o, "dryMultiplier", p.dry_multiplier);
+    read_number(o, "dryBase", p.dry_base);
+    read_number(o, "dryAllowedLength", p.dry_allowed_length);
+    read_number(o, "dryPenaltyLastN", p.dry_penalty_last_n);
+    read_number(o, "mirostat", p.mirostat);
+    read_number(o, "mirostatTau", p.mirostat_tau);
+    read_number(o, "mirostatEta", p.mirostat_eta);
+    read_number(o, "minKeep", p.min_keep);
+    read_number(o, "nProbs", p.n_probs);
+    read_bool(o, "ignoreEos", p.ignore_eos);
+    p.no_perf = true;
+    if (p.penalty_last_n == -1) p.penalty_last_n = n_ctx_seq;
+    if (p.dry_penalty_last_n == -1) p.dry_penalty_last_n = n_ctx_seq;
+
+    if (o.Get("drySequenceBreakers").IsArray()) {
+        p.dry_sequence_breakers = read_strings(env, o.Get("drySequenceBreakers"), "drySequenceBreakers");
+    }
+    if (o.Get("samplers").IsArray()) {
+        p.samplers = common_sampler_types_from_names(read_strings(env, o.Get("samplers"), "samplers"));
+    }
+    Napi::Value grammar = o.Get("grammar");
+    if (grammar.IsString() && grammar.As<Napi::String>().Utf8Value().size() > 0) {
+        bool from_schema = o.Get("grammarFromSchema").ToBoolean();
+        p.grammar = common_grammar(from_schema ? COMMON_GRAMMAR_TYPE_OUTPUT_FORMAT : COMMON_GRAMMAR_TYPE_USER,
+                                   grammar.As<Napi::String>().Utf8Value());
+    }
+
+    const llama_vocab * vocab = llama_model_get_vocab(model);
+    const int32_t n_vocab = llama_vocab_n_tokens(vocab);
+    p.logit_bias.clear();
+    Napi::Value bias = o.Get("logitBias");
+    if (bias.IsArray()) {
+        Napi::Array arr = bias.As<Napi::Array>();
+        for (uint32_t i = 0; i < arr.Length(); i++) {
+            Napi::Value pair = arr.Get(i);
+            if (!pair.IsArray() || pair.As<Napi::Array>().Length() != 2) throw Napi::TypeError::New(env, "logitBias entries must be [token, bias] pairs");
+            double tok = pair.As<Napi::Array>().Get(0u).ToNumber().DoubleValue();
+            double b = pair.As<Napi::Array>().Get(1u).ToNumber().DoubleValue();
+            if (!(tok >= 0 && tok < n_vocab)) throw Napi::RangeError::New(env, "logitBias token out of range");
+            p.logit_bias.push_back({static_cast<llama_token>(tok), static_cast<float>(b)});
+        }
+    }
+    if (p.ignore_eos) {
+        for (llama_token t = 0; t < n_vocab; t++) {
+            if (llama_vocab_is_eog(vocab, t)) p.logit_bias.push_back({t, -INFINITY});
+        }
+    }
+}
+
+common_sampler * sampler_create(Napi::Env env, const llama_model * model, common_params_sampling & params) {
+    common_sampler * smpl = nullptr;
+    try {
+        smpl = common_sampler_init(model, params);
+    } catch (const std::exception & e) {
+        throw Napi::Error::New(env, std::string("invalid sampling parameters: ") + e.what());
+    }
+    if (!smpl) throw Napi::Error::New(env, "invalid sampling parameters: the sampler could not be created");
+    return smpl;
+}
+
+Napi::Value json_schema_to_grammar_js(const Napi::CallbackInfo & info) {
+    Napi::Env env = info.Env();
+    if (info.Length() < 1 || !info[0].IsString()) throw Napi::TypeError::New(env, "jsonSchemaToGrammar(schemaJson)");
+    try {
+        common_json schema = common_json::parse(info[0].As<Napi::String>().Utf8Value());
+        return Napi::String::New(env, json_schema_to_grammar(schema));
+    } catch (const std::exception & e) {
+        throw Napi::Error::New(env, std::string("invalid JSON schema: ") + e.what());
+    }
+}
+
+}  // namespace addon

@@ -1,0 +1,58 @@
+#pragma once
+// Slot: one sequence of the shared context (seq_id == slot id) and the task running in it.
+// Owned and touched only by the engine thread.
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "task.h"
+
+namespace addon {
+
+enum class SlotState { IDLE, PROMPT, GENERATING };
+
+struct Slot {
+    int32_t id = 0;
+    int32_t n_ctx = 0;                  // most tokens this slot's sequence may hold
+    SlotState state = SlotState::IDLE;
+    std::unique_ptr<CompletionTask> task;
+
+    std::vector<llama_token> cache;     // tokens whose K/V is in the context for this sequence
+    size_t n_prompt_done = 0;           // prompt tokens already placed in the cache
+    int32_t i_batch = -1;               // batch index of this slot's logits in the current step
+    llama_token sampled = LLAMA_TOKEN_NULL;
+
+    std::string generated;              // text generated so far (stop strings removed)
+    size_t n_sent = 0;                  // bytes of `generated` already sent
+    int32_t n_decoded = 0;
+    int32_t n_cached = 0;
+    StopType stop = StopType::NONE;
+    std::string stopping_word;
+    bool truncated = false;
+
+    int64_t t_start_us = 0;             // task assigned
+    int64_t t_prompt_done_us = 0;       // first token sampled
+    int64_t t_last_used_us = 0;         // for least-recently-used slot choice
+
+    bool busy() const { return state != SlotState::IDLE; }
+
+    // Prepares the slot for `task`: keeps the longest common prefix of the cache (when the task
+    // allows it), resets counters. Returns the number of cache tokens kept; the caller removes
+    // the rest from the context memory.
+    size_t assign(std::unique_ptr<CompletionTask> task, int64_t now_us);
+
+    // Accepts a sampled token's text: appends it, applies stop strings, returns the text that
+    // may be sent now and sets `stop` when generation must end. `is_eog` marks end-of-generation.
+    std::string accept_piece(const std::string & piece, bool is_eog);
+
+    // Text held back (partial stop string or incomplete UTF-8) that must be flushed at the end.
+    std::string unsent() const;
+
+    void release(int64_t now_us);
+};
+
+// Length of the longest prefix of `text` that is complete UTF-8 (an incomplete final sequence
+// is excluded).
+size_t utf8_complete_prefix(const std::string & text);
+
+}  // namespace addon

@@ -1,0 +1,63 @@
+#pragma once
+// A completion task: everything the engine thread needs to run one request, already validated
+// and converted by TypeScript (no JSON crosses into C++). Created on the JS thread, then owned
+// by the engine thread.
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common.h"
+#include "sampling.h"
+
+namespace addon {
+
+struct CompletionTask {
+    int64_t id = 0;
+    std::vector<llama_token> prompt;
+    int32_t n_predict = -1;        // -1: until EOS or the slot's context is full
+    int32_t id_slot = -1;          // -1: the idle slot whose cache shares the longest prefix
+    bool cache_prompt = true;      // reuse the longest common prefix already in the slot's KV cache
+    int32_t n_probs = 0;           // top-N probabilities per generated token (pre-sampling softmax)
+    int64_t t_max_predict_ms = 0;  // 0: no time limit; else stop at the first new line after it
+    std::vector<std::string> stop; // stop strings (not emitted)
+    common_params_sampling sampling;
+    common_sampler_ptr sampler;    // built on the JS thread from `sampling`
+};
+
+enum class StopType { NONE, EOS, LIMIT, WORD };
+
+struct TokenProb {
+    llama_token id;
+    std::string piece;
+    float p;
+};
+
+// One message from the engine thread to JS. Events of one task arrive in order.
+struct EngineEvent {
+    enum class Kind { TOKEN, DONE, ERROR } kind;
+    int64_t task_id = 0;
+
+    // TOKEN: a generated token and the text it releases (may be empty while a stop string or a
+    // UTF-8 sequence is incomplete). DONE: `text` holds any held-back remainder.
+    llama_token token = LLAMA_TOKEN_NULL;
+    std::string text;
+    float prob = 0.0f;
+    std::vector<TokenProb> probs;
+
+    // DONE
+    StopType stop = StopType::NONE;
+    std::string stopping_word;
+    bool truncated = false;
+    int32_t n_prompt = 0;     // tokens of the prompt
+    int32_t n_cached = 0;     // prompt tokens reused from the slot's cache
+    int32_t n_predicted = 0;  // generated tokens
+    double t_prompt_ms = 0;
+    double t_predict_ms = 0;
+    int32_t slot_id = -1;
+
+    // ERROR
+    std::string message;
+};
+
+}  // namespace addon

@@ -1,0 +1,240 @@
+// The only loader of the native addon, and the TypeScript declaration of its whole surface.
+// Everything here is implemented in native/ (one class per llama.cpp handle).
+import { createRequire } from 'node:module';
+import { existsSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+/** A token id of the model's vocabulary. */
+export type Token = number;
+
+export interface ModelLoadOptions {
+  /** Layers to offload to the GPU; -1 = all (the llama.cpp default), 0 = none. */
+  nGpuLayers?: number;
+  useMmap?: boolean;
+}
+
+export interface ModelMetadata {
+  architecture: string;
+  name: string;
+  description: string;
+  nParams: number;
+  sizeBytes: number;
+  nCtxTrain: number;
+  nEmbd: number;
+  nLayer: number;
+  nHead: number;
+  nHeadKv: number;
+  vocabSize: number;
+  vocabType: 'none' | 'spm' | 'bpe' | 'wpm' | 'ugm' | 'rwkv' | 'other';
+  hasEncoder: boolean;
+  hasDecoder: boolean;
+  nClsOut: number;
+  /** `<arch>.pooling_type` from the GGUF, when present (0 none, 1 mean, 2 cls, 3 last, 4 rank). */
+  poolingType: number | null;
+  tokens: {
+    bos: Token | null; eos: Token | null; eot: Token | null; sep: Token | null; nl: Token | null; pad: Token | null;
+    fimPre: Token | null; fimSuf: Token | null; fimMid: Token | null; fimPad: Token | null; fimRep: Token | null; fimSep: Token | null;
+  };
+  addBos: boolean;
+  addEos: boolean;
+  addSep: boolean;
+  chatTemplate: string | null;
+  /** Every GGUF key/value, values rendered as text by llama.cpp (arrays abbreviated). */
+  kv: Record<string, string>;
+}
+
+export interface ChatMessageText {
+  role: string;
+  content: string;
+}
+
+export interface ChatTemplateOptions {
+  addGenerationPrompt?: boolean;
+  /** A Jinja template to use instead of the model's own. */
+  template?: string;
+  /** chat_template_kwargs: values are JSON text (e.g. "true"). */
+  kwargs?: Record<string, string>;
+}
+
+export interface NativeModel {
+  metadata(): ModelMetadata;
+  tokenize(text: string, addSpecial: boolean, parseSpecial: boolean): Int32Array;
+  detokenize(tokens: Int32Array | readonly number[], removeSpecial?: boolean, unparseSpecial?: boolean): string;
+  /** The raw bytes of a token's text (may be an incomplete UTF-8 sequence). */
+  tokenPiece(token: Token, special?: boolean): Uint8Array;
+  applyChatTemplate(messages: readonly ChatMessageText[], options?: ChatTemplateOptions): string;
+  /** Frees the weights. Throws while an engine still uses the model. Idempotent. */
+  dispose(): void;
+  readonly disposed: boolean;
+}
+
+export interface ModelLoadHandle {
+  promise: Promise<NativeModel>;
+  /** Aborts an in-progress load; the promise then rejects with "model loading was cancelled". */
+  cancel(): void;
+}
+
+export interface EngineParams {
+  /** Total context (KV cache) size in tokens; 0 = the model's training context. */
+  nCtx?: number;
+  /** Number of slots (parallel sequences). */
+  nParallel?: number;
+  /** Logical batch size: most tokens decoded per step. */
+  nBatch?: number;
+  /** Physical batch size. */
+  nUbatch?: number;
+  nThreads?: number;
+  nThreadsBatch?: number;
+  /** All slots share one KV pool (llama-server's default with automatic slots). */
+  kvUnified?: boolean;
+  /** -1 auto, 0 off, 1 on. */
+  flashAttn?: number;
+}
+
+/** Sampling parameters, in llama.cpp's units; absent fields take llama.cpp's defaults. */
+export interface SamplingParams {
+  /** -1 = random. */
+  seed?: number;
+  temperature?: number;
+  dynatempRange?: number;
+  dynatempExponent?: number;
+  topK?: number;
+  topP?: number;
+  minP?: number;
+  typicalP?: number;
+  xtcProbability?: number;
+  xtcThreshold?: number;
+  topNSigma?: number;
+  repeatPenalty?: number;
+  /** -1 = the whole context. */
+  repeatLastN?: number;
+  frequencyPenalty?: number;
+  presencePenalty?: number;
+  dryMultiplier?: number;
+  dryBase?: number;
+  dryAllowedLength?: number;
+  dryPenaltyLastN?: number;
+  drySequenceBreakers?: string[];
+  mirostat?: number;
+  mirostatTau?: number;
+  mirostatEta?: number;
+  minKeep?: number;
+  nProbs?: number;
+  ignoreEos?: boolean;
+  /** Sampler names in order (llama-server's names: dry, top_k, typ_p, top_p, min_p, xtc, temperature, ...). */
+  samplers?: string[];
+  /** GBNF grammar. */
+  grammar?: string;
+  /** The grammar was generated from a JSON schema. */
+  grammarFromSchema?: boolean;
+  /** [token, bias] pairs; -Infinity bans a token. */
+  logitBias?: Array<[Token, number]>;
+}
+
+export interface CompletionTaskSpec {
+  prompt: Int32Array;
+  /** -1 = until end of generation or the slot's context is full. */
+  nPredict?: number;
+  /** -1 = choose automatically. */
+  idSlot?: number;
+  cachePrompt?: boolean;
+  /** Top-N token probabilities for each generated token. */
+  nProbs?: number;
+  /** 0 = no limit. As llama-server: checked once a new line has been generated. */
+  tMaxPredictMs?: number;
+  stop?: string[];
+  sampling?: SamplingParams;
+}
+
+export type StopType = 'none' | 'eos' | 'limit' | 'word';
+
+export interface TokenProbability {
+  id: Token;
+  /** Raw bytes of the token's text. */
+  piece: Uint8Array;
+  p: number;
+}
+
+export type EngineEvent =
+  | { task: number; kind: 'token'; token: Token; text: string; prob?: number; probs?: TokenProbability[] }
+  | {
+      task: number; kind: 'done'; text: string; stop: StopType; stoppingWord: string; truncated: boolean;
+      nPrompt: number; nCached: number; nPredicted: number; tPromptMs: number; tPredictMs: number; slot: number;
+    }
+  | { task: number; kind: 'error'; message: string };
+
+export interface SlotSnapshot {
+  id: number;
+  nCtx: number;
+  state: 'idle' | 'prompt' | 'generating';
+  taskId: number | null;
+  nPrompt: number;
+  nDecoded: number;
+  nCache: number;
+}
+
+export interface EngineMetrics {
+  promptTokens: number;
+  promptMs: number;
+  predictedTokens: number;
+  predictedMs: number;
+  decodeCalls: number;
+  tasksDone: number;
+  queued: number;
+  busySlots: number;
+}
+
+export interface EngineInfo {
+  nCtx: number;
+  nCtxSlot: number;
+  nParallel: number;
+  nBatch: number;
+  nUbatch: number;
+  nThreads: number;
+  nThreadsBatch: number;
+}
+
+export interface NativeEngine {
+  /** Queues a task; returns its id. Throws synchronously on an invalid grammar or oversized prompt. */
+  submit(task: CompletionTaskSpec): number;
+  /** Stops a task at the next step; no further events arrive for it. */
+  cancel(taskId: number): void;
+  slots(): SlotSnapshot[];
+  metrics(): EngineMetrics;
+  info(): EngineInfo;
+  /** Stops the engine thread and frees the context. Idempotent. */
+  dispose(): Promise<void>;
+}
+
+export interface SystemInfo {
+  backend: 'CPU' | 'CUDA' | 'Metal';
+  llamaSystemInfo: string;
+  supportsGpuOffload: boolean;
+  supportsMmap: boolean;
+  maxDevices: number;
+}
+
+export interface NativeAddon {
+  Model: { load(path: string, options: ModelLoadOptions, onProgress?: (progress: number) => void): ModelLoadHandle };
+  Engine: { create(model: NativeModel, params: EngineParams, onEvents: (events: EngineEvent[]) => void): Promise<NativeEngine> };
+  systemInfo(): SystemInfo;
+  /** Converts a JSON schema (as JSON text) to a GBNF grammar; throws on unsupported schemas. */
+  jsonSchemaToGrammar(schemaJson: string): string;
+}
+
+function findAddon(): string {
+  const here = dirname(fileURLToPath(import.meta.url));
+  // src/native (ts-node) and dist/native (compiled) are both two levels below the package root.
+  const root = join(here, '..', '..');
+  const path = join(root, 'build', 'Release', 'llama_addon.node');
+  if (!existsSync(path)) {
+    throw new Error(`native addon not found at ${path}: run \`npm install\` (or \`npm run build:addon\`) to build it`);
+  }
+  return path;
+}
+
+const require = createRequire(import.meta.url);
+
+/** The loaded addon (loaded once, on first import). */
+export const native: NativeAddon = require(findAddon()) as NativeAddon;
