@@ -1,0 +1,176 @@
+// POST /v1/chat/completions and POST /v1/completions: the OpenAI formats over the engine.
+import type { HttpRequest, HttpResult } from '../../http/request.js';
+import { compileBody } from '../../http/validation.js';
+import type { CompletionTaskSpec } from '../../native/binding.js';
+import { renderChat } from '../chat.js';
+import type { CompletionOutcome, GeneratedToken } from '../engine.js';
+import { badRequest } from '../errors.js';
+import { chatLogprobs, completionId, finishReason, textLogprobs, usage, withTimings } from '../format/openai.js';
+import { buildTaskSpec, grammarFromSchema } from '../generation.js';
+import { splitPrompts, tokenizePrompt } from '../prompt.js';
+import { ChatCompletionBody, OpenAICompletionBody } from '../schemas.js';
+import type { InferenceService } from '../service.js';
+import type { ServerState } from '../state.js';
+import { TokenStream } from '../stream.js';
+
+const ChatBody = compileBody(ChatCompletionBody, { strictContentType: false });
+const TextBody = compileBody(OpenAICompletionBody, { strictContentType: false });
+
+const MAX_CHOICES = 16;
+
+function choiceCount(n: number | undefined, service: InferenceService): number {
+  const count = n ?? 1;
+  if (count < 1 || count > MAX_CHOICES) throw badRequest(`Invalid field "n": must be between 1 and ${MAX_CHOICES}`, { field: 'n' });
+  if (count > service.info.nParallel) {
+    throw badRequest(`Invalid field "n": ${count} choices need ${count} slots, the server has ${service.info.nParallel} (-np)`, { field: 'n' });
+  }
+  return count;
+}
+
+/** n choices of one prompt: a fixed seed gives each choice its own derived seed. */
+function perChoice(spec: CompletionTaskSpec, n: number): CompletionTaskSpec[] {
+  return Array.from({ length: n }, (_, i) => {
+    const seed = spec.sampling?.seed ?? -1;
+    return i === 0 || seed < 0 ? spec : { ...spec, sampling: { ...spec.sampling, seed: (seed + i) >>> 0 } };
+  });
+}
+
+export function chatCompletionsRoute(state: ServerState) {
+  return async (req: HttpRequest): Promise<HttpResult | void> => {
+    const service = state.ready();
+    const body = ChatBody.parse(req);
+    const n = choiceCount(body.n, service);
+    const prompt = renderChat(service, body.messages, { addGenerationPrompt: body.add_generation_prompt, kwargs: body.chat_template_kwargs });
+    const tokens = service.model.tokenize(prompt, true, true);
+    service.checkPromptFits(tokens);
+
+    let grammar: string | undefined;
+    const format = body.response_format;
+    if (format?.type === 'json_object') grammar = grammarFromSchema(format.schema ?? { type: 'object' });
+    if (format?.type === 'json_schema') grammar = grammarFromSchema(format.json_schema.schema ?? { type: 'object' });
+    const topLogprobs = body.top_logprobs ?? 0;
+    if (topLogprobs < 0 || topLogprobs > 20) throw badRequest('Invalid field "top_logprobs": must be between 0 and 20', { field: 'top_logprobs' });
+    if (body.top_logprobs !== undefined && body.top_logprobs !== null && !body.logprobs) throw badRequest('"top_logprobs" needs "logprobs": true', { field: 'top_logprobs' });
+    const wantLogprobs = body.logprobs === true;
+    const spec = buildTaskSpec(service, body, tokens, {
+      nPredict: body.max_completion_tokens ?? body.max_tokens ?? body.n_predict ?? undefined,
+      ...(grammar !== undefined ? { grammar, grammarFromSchema: true } : {}),
+      ...(wantLogprobs ? { nProbs: Math.max(1, topLogprobs) } : {}),
+    });
+    const specs = perChoice(spec, n);
+    const id = completionId('chatcmpl');
+    const created = Math.floor(Date.now() / 1000);
+    const piece = (t: number): Uint8Array => service.model.tokenPiece(t, false);
+    const base = (): Record<string, unknown> => ({ id, created, model: service.alias, system_fingerprint: fingerprint(service) });
+
+    if (!body.stream) {
+      const outcomes = await Promise.all(specs.map((s) => service.run(s, req.signal)));
+      return {
+        body: withTimings({
+          ...base(),
+          object: 'chat.completion',
+          choices: outcomes.map((o, index) => ({
+            index,
+            message: { role: 'assistant', content: o.content },
+            logprobs: wantLogprobs ? chatLogprobs(o.probabilities, piece, topLogprobs) : null,
+            finish_reason: finishReason(o.stop),
+          })),
+          usage: usage(outcomes),
+        }, outcomes.length === 1 ? outcomes[0] : undefined),
+      };
+    }
+
+    const stream = req.openEventStream();
+    const chunk = (choices: unknown[]): string => JSON.stringify({ ...base(), object: 'chat.completion.chunk', choices });
+    const outcomes: CompletionOutcome[] = await Promise.all(specs.map(async (s, index) => {
+      await stream.send(chunk([{ index, delta: { role: 'assistant', content: null }, logprobs: null, finish_reason: null }]));
+      const tokenStream = new TokenStream(stream, (batch: GeneratedToken[]) => {
+        const text = batch.map((t) => t.text).join('');
+        const probs = batch.filter((t) => t.token >= 0 && t.probs).map((t) => ({ token: t.token, prob: t.prob ?? 0, probs: t.probs ?? [] }));
+        if (text === '' && probs.length === 0) return null;
+        return chunk([{ index, delta: { content: text }, logprobs: wantLogprobs ? chatLogprobs(probs, piece, topLogprobs) : null, finish_reason: null }]);
+      });
+      let outcome: CompletionOutcome;
+      try {
+        outcome = await service.run(s, req.signal, (t) => tokenStream.push(t));
+      } finally {
+        await tokenStream.flush();
+      }
+      const last = { ...base(), object: 'chat.completion.chunk', choices: [{ index, delta: {}, logprobs: null, finish_reason: finishReason(outcome.stop) }] };
+      await stream.send(JSON.stringify(withTimings(last, outcome)));
+      return outcome;
+    }));
+    if (body.stream_options?.include_usage) {
+      await stream.send(JSON.stringify({ ...base(), object: 'chat.completion.chunk', choices: [], usage: usage(outcomes) }));
+    }
+    await stream.sendRaw('data: [DONE]\n\n');
+  };
+}
+
+export function textCompletionsRoute(state: ServerState) {
+  return async (req: HttpRequest): Promise<HttpResult | void> => {
+    const service = state.ready();
+    const body = TextBody.parse(req);
+    const n = choiceCount(body.n, service);
+    const prompts = splitPrompts(body.prompt);
+    if (prompts.length !== 1) throw badRequest('Invalid field "prompt": one prompt per request (string or tokens)', { field: 'prompt' });
+    const tokens = tokenizePrompt(service.model, service.vocabSize, prompts[0]!);
+    service.checkPromptFits(tokens);
+    const top = body.logprobs ?? 0;
+    if (top < 0 || top > 5) throw badRequest('Invalid field "logprobs": must be between 0 and 5', { field: 'logprobs' });
+    const wantLogprobs = body.logprobs !== undefined && body.logprobs !== null;
+    const spec = buildTaskSpec(service, body, tokens, {
+      nPredict: body.max_tokens ?? body.n_predict ?? undefined,
+      ...(wantLogprobs ? { nProbs: Math.max(1, top) } : {}),
+    });
+    const specs = perChoice(spec, n);
+    const id = completionId('cmpl');
+    const created = Math.floor(Date.now() / 1000);
+    const piece = (t: number): Uint8Array => service.model.tokenPiece(t, false);
+    const echo = body.echo && typeof body.prompt === 'string' ? body.prompt : '';
+    const base = (): Record<string, unknown> => ({ id, object: 'text_completion', created, model: service.alias, system_fingerprint: fingerprint(service) });
+
+    if (!body.stream) {
+      const outcomes = await Promise.all(specs.map((s) => service.run(s, req.signal)));
+      return {
+        body: withTimings({
+          ...base(),
+          choices: outcomes.map((o, index) => ({
+            text: echo + o.content,
+            index,
+            logprobs: wantLogprobs ? textLogprobs(o.probabilities, piece, top) : null,
+            finish_reason: finishReason(o.stop),
+          })),
+          usage: usage(outcomes),
+        }, outcomes.length === 1 ? outcomes[0] : undefined),
+      };
+    }
+
+    const stream = req.openEventStream();
+    const outcomes: CompletionOutcome[] = await Promise.all(specs.map(async (s, index) => {
+      if (echo) await stream.send(JSON.stringify({ ...base(), choices: [{ text: echo, index, logprobs: null, finish_reason: null }] }));
+      const tokenStream = new TokenStream(stream, (batch) => {
+        const text = batch.map((t) => t.text).join('');
+        const probs = batch.filter((t) => t.token >= 0 && t.probs).map((t) => ({ token: t.token, prob: t.prob ?? 0, probs: t.probs ?? [] }));
+        if (text === '' && probs.length === 0) return null;
+        return JSON.stringify({ ...base(), choices: [{ text, index, logprobs: wantLogprobs ? textLogprobs(probs, piece, top) : null, finish_reason: null }] });
+      });
+      let outcome: CompletionOutcome;
+      try {
+        outcome = await service.run(s, req.signal, (t) => tokenStream.push(t));
+      } finally {
+        await tokenStream.flush();
+      }
+      await stream.send(JSON.stringify(withTimings({ ...base(), choices: [{ text: '', index, logprobs: null, finish_reason: finishReason(outcome.stop) }] }, outcome)));
+      return outcome;
+    }));
+    if (body.stream_options?.include_usage) {
+      await stream.send(JSON.stringify({ ...base(), choices: [], usage: usage(outcomes) }));
+    }
+    await stream.sendRaw('data: [DONE]\n\n');
+  };
+}
+
+function fingerprint(service: InferenceService): string {
+  return `b-${service.metadata.architecture}-${service.info.nCtx}`;
+}

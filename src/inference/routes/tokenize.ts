@@ -1,0 +1,51 @@
+// POST /tokenize, POST /detokenize, POST /apply-template.
+import type { HttpRequest, HttpResult } from '../../http/request.js';
+import { compileBody } from '../../http/validation.js';
+import { renderChat } from '../chat.js';
+import { badRequest } from '../errors.js';
+import { ApplyTemplateBody, DetokenizeBody, TokenizeBody } from '../schemas.js';
+import type { ServerState } from '../state.js';
+
+const Tokenize = compileBody(TokenizeBody, { strictContentType: false });
+const Detokenize = compileBody(DetokenizeBody, { strictContentType: false });
+const ApplyTemplate = compileBody(ApplyTemplateBody, { strictContentType: false });
+
+const utf8 = new TextDecoder('utf-8', { fatal: true });
+
+/** A token's text, or its bytes when they are not valid UTF-8 on their own (llama-server). */
+function pieceOf(bytes: Uint8Array): string | number[] {
+  try {
+    return utf8.decode(bytes);
+  } catch {
+    return [...bytes];
+  }
+}
+
+export function tokenizeRoute(state: ServerState) {
+  return (req: HttpRequest): HttpResult => {
+    const service = state.ready();
+    const body = Tokenize.parse(req);
+    const tokens = service.model.tokenize(body.content, body.add_special ?? false, body.parse_special ?? true);
+    if (!body.with_pieces) return { body: { tokens: [...tokens] } };
+    return { body: { tokens: [...tokens].map((id) => ({ id, piece: pieceOf(service.model.tokenPiece(id, true)) })) } };
+  };
+}
+
+export function detokenizeRoute(state: ServerState) {
+  return (req: HttpRequest): HttpResult => {
+    const service = state.ready();
+    const body = Detokenize.parse(req);
+    for (const t of body.tokens) {
+      if (t < 0 || t >= service.vocabSize) throw badRequest(`Invalid field "tokens": token ${t} is outside the vocabulary (size ${service.vocabSize})`, { field: 'tokens' });
+    }
+    return { body: { content: service.model.detokenize(body.tokens) } };
+  };
+}
+
+export function applyTemplateRoute(state: ServerState) {
+  return (req: HttpRequest): HttpResult => {
+    const service = state.ready();
+    const body = ApplyTemplate.parse(req);
+    return { body: { prompt: renderChat(service, body.messages, { addGenerationPrompt: body.add_generation_prompt, kwargs: body.chat_template_kwargs }) } };
+  };
+}

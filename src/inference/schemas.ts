@@ -1,0 +1,141 @@
+// Request bodies of the inference API, as TypeBox schemas (compiled once in routes) with their
+// static types side by side. Unknown fields are accepted and ignored, as llama-server and the
+// OpenAI API do; known fields are type-checked and a wrong one is a 400 naming it.
+import { Type, type Static } from '@sinclair/typebox';
+
+const Int = Type.Integer();
+const Num = Type.Number();
+const TokenArray = Type.Array(Type.Integer());
+const StopField = Type.Union([Type.String(), Type.Array(Type.String())]);
+
+export const SAMPLER_NAMES = ['dry', 'top_k', 'top_p', 'top_n_sigma', 'typ_p', 'typical_p', 'min_p', 'temperature', 'xtc', 'infill', 'penalties', 'adaptive_p'] as const;
+
+const LogitBias = Type.Union([
+  // {"15043": 1.0, "Hello": -1, "42": false}
+  Type.Record(Type.String(), Type.Union([Num, Type.Boolean()])),
+  // [[15043, 1.0], ["Hello", false]]
+  Type.Array(Type.Tuple([Type.Union([Int, Type.String()]), Type.Union([Num, Type.Boolean()])])),
+]);
+
+/** Sampling and generation parameters shared by every completion endpoint. */
+export const GenerationFields = {
+  temperature: Type.Optional(Num),
+  dynatemp_range: Type.Optional(Num),
+  dynatemp_exponent: Type.Optional(Num),
+  top_k: Type.Optional(Int),
+  top_p: Type.Optional(Num),
+  min_p: Type.Optional(Num),
+  top_n_sigma: Type.Optional(Num),
+  typical_p: Type.Optional(Num),
+  xtc_probability: Type.Optional(Num),
+  xtc_threshold: Type.Optional(Num),
+  repeat_penalty: Type.Optional(Num),
+  repeat_last_n: Type.Optional(Int),
+  frequency_penalty: Type.Optional(Num),
+  presence_penalty: Type.Optional(Num),
+  dry_multiplier: Type.Optional(Num),
+  dry_base: Type.Optional(Num),
+  dry_allowed_length: Type.Optional(Int),
+  dry_penalty_last_n: Type.Optional(Int),
+  dry_sequence_breakers: Type.Optional(Type.Array(Type.String())),
+  mirostat: Type.Optional(Type.Union([Type.Literal(0), Type.Literal(1), Type.Literal(2)])),
+  mirostat_tau: Type.Optional(Num),
+  mirostat_eta: Type.Optional(Num),
+  min_keep: Type.Optional(Int),
+  seed: Type.Optional(Int),
+  ignore_eos: Type.Optional(Type.Boolean()),
+  logit_bias: Type.Optional(LogitBias),
+  n_probs: Type.Optional(Int),
+  post_sampling_probs: Type.Optional(Type.Boolean()),
+  grammar: Type.Optional(Type.String()),
+  json_schema: Type.Optional(Type.Record(Type.String(), Type.Unknown())),
+  samplers: Type.Optional(Type.Union([Type.Array(Type.Union(SAMPLER_NAMES.map((n) => Type.Literal(n)))), Type.String()])),
+  n_predict: Type.Optional(Int),
+  max_tokens: Type.Optional(Type.Union([Int, Type.Null()])),
+  stop: Type.Optional(Type.Union([StopField, Type.Null()])),
+  stream: Type.Optional(Type.Boolean()),
+  cache_prompt: Type.Optional(Type.Boolean()),
+  id_slot: Type.Optional(Int),
+  t_max_predict_ms: Type.Optional(Int),
+  timings_per_token: Type.Optional(Type.Boolean()),
+  return_tokens: Type.Optional(Type.Boolean()),
+  n_keep: Type.Optional(Int),
+  n_cmpl: Type.Optional(Int),
+  n: Type.Optional(Int),
+  model: Type.Optional(Type.String()),
+  stream_options: Type.Optional(Type.Object({ include_usage: Type.Optional(Type.Boolean()) })),
+  response_fields: Type.Optional(Type.Array(Type.String())),
+};
+
+const PromptPiece = Type.Union([Type.String(), Int]);
+/** A prompt: text, tokens, a mix of both, or an array of such prompts. */
+export const PromptField = Type.Union([
+  Type.String(),
+  Type.Array(Type.Union([PromptPiece, Type.Array(PromptPiece)])),
+]);
+
+export const CompletionBody = Type.Object({ prompt: PromptField, ...GenerationFields });
+export type CompletionBody = Static<typeof CompletionBody>;
+
+export const OpenAICompletionBody = Type.Object({
+  prompt: PromptField,
+  ...GenerationFields,
+  logprobs: Type.Optional(Type.Union([Int, Type.Null()])),
+  echo: Type.Optional(Type.Boolean()),
+  suffix: Type.Optional(Type.Union([Type.String(), Type.Null()])),
+});
+export type OpenAICompletionBody = Static<typeof OpenAICompletionBody>;
+
+const TextPart = Type.Object({ type: Type.Literal('text'), text: Type.String() });
+const ImagePart = Type.Object({ type: Type.Literal('image_url'), image_url: Type.Object({ url: Type.String() }) });
+export const MessageContent = Type.Union([Type.String(), Type.Array(Type.Union([TextPart, ImagePart])), Type.Null()]);
+
+export const ChatMessage = Type.Object({
+  role: Type.String(),
+  content: Type.Optional(MessageContent),
+  name: Type.Optional(Type.String()),
+});
+export type ChatMessage = Static<typeof ChatMessage>;
+
+const ResponseFormat = Type.Union([
+  Type.Object({ type: Type.Literal('text') }),
+  Type.Object({ type: Type.Literal('json_object'), schema: Type.Optional(Type.Record(Type.String(), Type.Unknown())) }),
+  Type.Object({
+    type: Type.Literal('json_schema'),
+    json_schema: Type.Object({
+      name: Type.Optional(Type.String()),
+      schema: Type.Optional(Type.Record(Type.String(), Type.Unknown())),
+      strict: Type.Optional(Type.Boolean()),
+    }),
+  }),
+]);
+
+export const ChatCompletionBody = Type.Object({
+  messages: Type.Array(ChatMessage, { minItems: 1 }),
+  ...GenerationFields,
+  logprobs: Type.Optional(Type.Union([Type.Boolean(), Type.Null()])),
+  top_logprobs: Type.Optional(Type.Union([Int, Type.Null()])),
+  max_completion_tokens: Type.Optional(Type.Union([Int, Type.Null()])),
+  response_format: Type.Optional(ResponseFormat),
+  chat_template_kwargs: Type.Optional(Type.Record(Type.String(), Type.Unknown())),
+  add_generation_prompt: Type.Optional(Type.Boolean()),
+});
+export type ChatCompletionBody = Static<typeof ChatCompletionBody>;
+
+export const TokenizeBody = Type.Object({
+  content: Type.String(),
+  add_special: Type.Optional(Type.Boolean()),
+  parse_special: Type.Optional(Type.Boolean()),
+  with_pieces: Type.Optional(Type.Boolean()),
+});
+export type TokenizeBody = Static<typeof TokenizeBody>;
+
+export const DetokenizeBody = Type.Object({ tokens: TokenArray });
+export type DetokenizeBody = Static<typeof DetokenizeBody>;
+
+export const ApplyTemplateBody = Type.Object({
+  messages: Type.Array(ChatMessage),
+  chat_template_kwargs: Type.Optional(Type.Record(Type.String(), Type.Unknown())),
+  add_generation_prompt: Type.Optional(Type.Boolean()),
+});
+export type ApplyTemplateBody = Static<typeof ApplyTemplateBody>;

@@ -1,0 +1,85 @@
+#!/usr/bin/env node
+// inference-server: serves a GGUF model over HTTP (OpenAI-compatible and llama-server native APIs).
+import { native } from '../native/binding.js';
+import { MODEL_FLAGS, parseFlags, resolveRuntime, usage, UsageError, type FlagSpec } from './options.js';
+import { startInferenceServer } from './server.js';
+
+const NOT_YET = 'not supported yet in this version';
+
+const SERVER_FLAGS: FlagSpec[] = [
+  ...MODEL_FLAGS,
+  { names: ['--host'], kind: 'string', key: 'host', help: 'address to listen on (default 127.0.0.1)', env: 'LLAMA_ARG_HOST' },
+  { names: ['--port'], kind: 'int', key: 'port', help: 'port to listen on (default 8080)', env: 'LLAMA_ARG_PORT' },
+  { names: ['-np', '--parallel'], kind: 'int', key: 'parallel', help: 'number of slots (default 4)', env: 'LLAMA_ARG_N_PARALLEL' },
+  { names: ['-a', '--alias'], kind: 'string', key: 'alias', help: 'model name reported by the API (default: the file name)' },
+  { names: ['-n', '--n-predict'], kind: 'int', key: 'nPredict', help: 'default tokens to predict (default -1 = unlimited)' },
+  { names: ['--api-key'], kind: 'list', key: 'apiKey', help: 'API keys; requests must send one (Authorization: Bearer or X-Api-Key)', env: 'LLAMA_API_KEY' },
+  { names: ['--metrics'], kind: 'bool', key: 'metrics', help: 'serve Prometheus metrics at /metrics' },
+  { names: ['--max-body-bytes'], kind: 'int', key: 'maxBodyBytes', help: 'largest accepted request body (default 33554432)' },
+  { names: ['-mm', '--mmproj'], kind: 'string', key: 'mmproj', help: 'multimodal projector file', unsupported: NOT_YET },
+  { names: ['--embedding', '--embeddings'], kind: 'bool', key: 'embedding', help: 'enable the embeddings endpoints', unsupported: NOT_YET },
+  { names: ['--rerank', '--reranking'], kind: 'bool', key: 'rerank', help: 'enable the rerank endpoint', unsupported: NOT_YET },
+  { names: ['--pooling'], kind: 'string', key: 'pooling', help: 'embedding pooling: none, mean, cls, last, rank', unsupported: NOT_YET },
+  { names: ['--lora'], kind: 'list', key: 'lora', help: 'LoRA adapters applied at scale 1.0', unsupported: NOT_YET },
+  { names: ['--lora-scaled'], kind: 'list', key: 'loraScaled', help: 'LoRA adapters with scales FILE:SCALE', unsupported: NOT_YET },
+  { names: ['--lora-init-without-apply'], kind: 'bool', key: 'loraInitWithoutApply', help: 'load adapters at scale 0', unsupported: NOT_YET },
+  { names: ['--auth'], kind: 'bool', key: 'auth', help: 'mount the authentication service routes on this port', unsupported: NOT_YET },
+  { names: ['--auth-app'], kind: 'string', key: 'authApp', help: 'accept access tokens of this auth-service app (slug)', unsupported: NOT_YET },
+  { names: ['--auth-role'], kind: 'string', key: 'authRole', help: 'role required in those tokens', unsupported: NOT_YET },
+  { names: ['-h', '--help'], kind: 'bool', key: 'help', help: 'show this help' },
+];
+
+async function main(): Promise<number> {
+  let flags;
+  try {
+    flags = parseFlags(process.argv.slice(2), SERVER_FLAGS);
+    if (flags.help) {
+      console.log(usage('inference-server', 'Serves a GGUF model over HTTP (OpenAI-compatible and llama-server native APIs).', SERVER_FLAGS));
+      return 0;
+    }
+    const runtime = resolveRuntime(flags, native.systemInfo().supportsGpuOffload);
+    const parallel = (flags.parallel as number | undefined) ?? 4;
+    if (parallel < 1) throw new UsageError('-np: must be at least 1');
+    const host = (flags.host as string | undefined) ?? '127.0.0.1';
+    const port = (flags.port as number | undefined) ?? 8080;
+    const server = await startInferenceServer({
+      runtime,
+      host,
+      port,
+      parallel,
+      alias: flags.alias as string | undefined,
+      apiKeys: (flags.apiKey as string[] | undefined) ?? [],
+      metrics: Boolean(flags.metrics),
+      nPredict: (flags.nPredict as number | undefined) ?? -1,
+      maxBodyBytes: (flags.maxBodyBytes as number | undefined) ?? 32 * 1024 * 1024,
+      log: (line) => console.error(line),
+    });
+    console.error(`inference-server: listening on http://${host}:${server.port} (backend ${native.systemInfo().backend}), loading ${runtime.model}`);
+    const shutdown = (): void => {
+      console.error('inference-server: shutting down');
+      server.close().then(() => process.exit(0), () => process.exit(1));
+    };
+    process.once('SIGINT', shutdown);
+    process.once('SIGTERM', shutdown);
+    try {
+      const service = await server.ready;
+      const i = service.info;
+      console.error(`inference-server: model ready (${service.metadata.architecture}, ${service.metadata.nParams} parameters), n_ctx ${i.nCtx}, ${i.nParallel} slots, n_batch ${i.nBatch}, threads ${i.nThreads}`);
+    } catch (err) {
+      console.error(`inference-server: ${(err as Error).message}`);
+      await server.close();
+      return 1;
+    }
+    return -1; // keep running
+  } catch (err) {
+    if (err instanceof UsageError) {
+      console.error(`inference-server: ${err.message}`);
+      return 2;
+    }
+    console.error(`inference-server: ${(err as Error).message}`);
+    return 1;
+  }
+}
+
+const code = await main();
+if (code >= 0) process.exit(code);

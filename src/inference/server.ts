@@ -1,0 +1,154 @@
+// The inference HTTP server: opens the port at once (health answers 503 while loading), loads
+// the model and its engine off the event loop, then serves the route table below.
+import type { HttpRequest, HttpResult } from '../http/request.js';
+import type { Route } from '../http/router.js';
+import { startHttpServer } from '../http/server.js';
+import { native } from '../native/binding.js';
+import { ApiKeys, invalidApiKey, presentedKey } from './api-key.js';
+import { InferenceEngine } from './engine.js';
+import { formatInferenceError } from './errors.js';
+import { contextSize, type RuntimeOptions } from './options.js';
+import { completionRoute } from './routes/completion.js';
+import { healthRoute, metricsRoute, modelsRoute, propsRoute, slotsRoute, type RequestCounters } from './routes/info.js';
+import { chatCompletionsRoute, textCompletionsRoute } from './routes/openai.js';
+import { applyTemplateRoute, detokenizeRoute, tokenizeRoute } from './routes/tokenize.js';
+import { InferenceService } from './service.js';
+import { ServerState } from './state.js';
+import { basename } from 'node:path';
+
+export interface InferenceServerOptions {
+  runtime: RuntimeOptions;
+  host: string;
+  port: number;
+  parallel: number;
+  alias?: string;
+  apiKeys: string[];
+  metrics: boolean;
+  /** Server default for n_predict (-n); -1 = unlimited. */
+  nPredict: number;
+  maxBodyBytes: number;
+  /** Extra bearer-token check (e.g. --auth-app); true admits the request like a valid API key. */
+  acceptBearer?: (authorization: string | undefined) => Promise<boolean>;
+  /** Routes mounted as they are (e.g. --auth); they do their own authentication. */
+  extraRoutes?: Route[];
+  onProgress?: (progress: number) => void;
+  log?: (line: string) => void;
+}
+
+export interface InferenceServer {
+  readonly port: number;
+  readonly state: ServerState;
+  /** Resolves when the model is loaded and the engine runs; rejects if loading fails. */
+  readonly ready: Promise<InferenceService>;
+  close(): Promise<void>;
+}
+
+type Handler = (req: HttpRequest) => Promise<HttpResult | void> | HttpResult | void;
+
+export async function startInferenceServer(options: InferenceServerOptions): Promise<InferenceServer> {
+  const state = new ServerState();
+  const keys = new ApiKeys(options.apiKeys);
+  const counters: RequestCounters = { requests: 0, errors: 0 };
+  const log = options.log ?? (() => {});
+
+  // Every route but health: 503 while loading comes first, then the key (or bearer token).
+  const guarded = (handler: Handler): Handler => async (req) => {
+    counters.requests++;
+    try {
+      state.ready();
+      if (keys.enabled || options.acceptBearer) {
+        const keyOk = keys.enabled && keys.matches(presentedKey(req));
+        if (!keyOk && !(options.acceptBearer && (await options.acceptBearer(req.headers['authorization'])))) throw invalidApiKey();
+      }
+      return await handler(req);
+    } catch (err) {
+      counters.errors++;
+      throw err;
+    }
+  };
+
+  const health = healthRoute(state);
+  const completion = guarded(completionRoute(state));
+  const chat = guarded(chatCompletionsRoute(state));
+  const text = guarded(textCompletionsRoute(state));
+  const models = guarded(modelsRoute(state));
+  const tokenize = guarded(tokenizeRoute(state));
+  const detokenize = guarded(detokenizeRoute(state));
+  const routes: Route[] = [
+    { method: 'GET', path: '/health', handler: health },
+    { method: 'GET', path: '/v1/health', handler: health },
+    { method: 'POST', path: '/completion', handler: completion },
+    { method: 'POST', path: '/completions', handler: completion },
+    { method: 'POST', path: '/v1/completions', handler: text },
+    { method: 'POST', path: '/v1/chat/completions', handler: chat },
+    { method: 'POST', path: '/chat/completions', handler: chat },
+    { method: 'GET', path: '/v1/models', handler: models },
+    { method: 'GET', path: '/models', handler: models },
+    { method: 'GET', path: '/props', handler: guarded(propsRoute(state)) },
+    { method: 'GET', path: '/slots', handler: guarded(slotsRoute(state)) },
+    { method: 'POST', path: '/tokenize', handler: tokenize },
+    { method: 'POST', path: '/detokenize', handler: detokenize },
+    { method: 'POST', path: '/apply-template', handler: guarded(applyTemplateRoute(state)) },
+    ...(options.metrics ? [{ method: 'GET' as const, path: '/metrics', handler: guarded(metricsRoute(state, counters)) }] : []),
+    ...(options.extraRoutes ?? []),
+  ];
+
+  const http = await startHttpServer({
+    host: options.host,
+    port: options.port,
+    routes,
+    formatError: formatInferenceError,
+    maxBodyBytes: options.maxBodyBytes,
+    defaultHeaders: { 'Access-Control-Allow-Origin': '*' },
+    logError: (error, req) => log(`error: ${req.method} ${req.path}: ${error.message}${error.cause ? ` (${String((error.cause as Error).stack ?? error.cause)})` : ''}`),
+  });
+
+  let loadHandle: { cancel(): void } | null = null;
+  let closed = false;
+  const ready = (async () => {
+    const handle = native.Model.load(options.runtime.model, { nGpuLayers: options.runtime.nGpuLayers, useMmap: options.runtime.useMmap }, (p) => {
+      state.progress = p;
+      options.onProgress?.(p);
+    });
+    loadHandle = handle;
+    const model = await handle.promise;
+    loadHandle = null;
+    if (closed) {
+      model.dispose();
+      throw new Error('server closed while loading');
+    }
+    const metadata = model.metadata();
+    const engine = await InferenceEngine.create(model, {
+      nCtx: contextSize(options.runtime.ctxSize, metadata.nCtxTrain),
+      nParallel: options.parallel,
+      nBatch: options.runtime.batchSize,
+      nUbatch: options.runtime.ubatchSize,
+      nThreads: options.runtime.threads,
+      nThreadsBatch: options.runtime.threadsBatch,
+      flashAttn: options.runtime.flashAttn,
+      kvUnified: true,
+    });
+    const service = new InferenceService(model, engine, {
+      modelPath: options.runtime.model,
+      alias: options.alias ?? basename(options.runtime.model),
+      defaultNPredict: options.nPredict,
+    });
+    state.setReady(service);
+    return service;
+  })();
+  ready.catch(() => {});
+
+  return {
+    port: http.port,
+    state,
+    ready,
+    async close() {
+      closed = true;
+      http.close();
+      (loadHandle as { cancel(): void } | null)?.cancel();
+      await ready.catch(() => {});
+      const service = state.take();
+      if (service) await service.dispose();
+    },
+  };
+}

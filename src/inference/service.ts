@@ -1,0 +1,69 @@
+// InferenceService: the loaded model and its engine, with what the routes need to know about
+// them. Exists only once the model is ready; routes reach it through ServerState.ready().
+import type { CompletionTaskSpec, EngineInfo, ModelMetadata, NativeModel } from '../native/binding.js';
+import { EngineTaskError, InferenceEngine, type CompletionOutcome, type GeneratedToken } from './engine.js';
+import { ErrorType, inferenceError } from './errors.js';
+import type { GenerationContext } from './generation.js';
+
+export interface ServiceSettings {
+  modelPath: string;
+  /** Name reported as `model` in responses (-a/--alias, else the file name). */
+  alias: string;
+  defaultNPredict: number;
+}
+
+export class InferenceService implements GenerationContext {
+  readonly metadata: ModelMetadata;
+  readonly info: EngineInfo;
+  readonly vocabSize: number;
+  readonly createdAt = Math.floor(Date.now() / 1000);
+
+  constructor(
+    readonly model: NativeModel,
+    readonly engine: InferenceEngine,
+    readonly settings: ServiceSettings,
+  ) {
+    this.metadata = model.metadata();
+    this.info = engine.native.info();
+    this.vocabSize = this.metadata.vocabSize;
+  }
+
+  get alias(): string {
+    return this.settings.alias;
+  }
+
+  get defaultNPredict(): number {
+    return this.settings.defaultNPredict;
+  }
+
+  /** Rejects a prompt that cannot fit a slot's context (llama-server's exceed_context_size_error). */
+  checkPromptFits(tokens: Int32Array): void {
+    if (tokens.length === 0) throw inferenceError(ErrorType.INVALID_REQUEST, 'The prompt is empty');
+    if (tokens.length >= this.info.nCtxSlot) {
+      throw inferenceError(
+        ErrorType.EXCEED_CONTEXT,
+        `the request exceeds the available context size (${tokens.length} prompt tokens, context ${this.info.nCtxSlot}), try increasing it`,
+        { n_prompt_tokens: tokens.length, n_ctx: this.info.nCtxSlot },
+      );
+    }
+  }
+
+  /** Runs one task; engine failures become 500s, submit-time refusals 400s. */
+  async run(spec: CompletionTaskSpec, signal: AbortSignal, onToken?: (t: GeneratedToken) => void): Promise<CompletionOutcome> {
+    this.checkPromptFits(spec.prompt);
+    try {
+      return await this.engine.run(spec, { signal, onToken });
+    } catch (err) {
+      if (signal.aborted) throw inferenceError(ErrorType.INVALID_REQUEST, 'the client closed the connection');
+      if (err instanceof EngineTaskError) throw inferenceError(ErrorType.SERVER, err.message);
+      const message = (err as Error).message ?? String(err);
+      if (/^invalid sampling parameters/.test(message)) throw inferenceError(ErrorType.INVALID_REQUEST, message);
+      throw err;
+    }
+  }
+
+  async dispose(): Promise<void> {
+    await this.engine.dispose();
+    this.model.dispose();
+  }
+}
