@@ -1,5 +1,8 @@
 // Registration only: the native surface is declared in src/native/binding.ts.
 #include <napi.h>
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
 
 #include "engine.h"
 #include "llama.h"
@@ -25,6 +28,12 @@ static Napi::Value system_info(const Napi::CallbackInfo & info) {
 }
 
 static Napi::Object init(Napi::Env env, Napi::Object exports) {
+#if defined(__GLIBC__)
+    // Weights, KV caches and batches are large: a fixed mmap threshold keeps glibc from raising
+    // it dynamically after the first free, so every such buffer is returned to the OS on free
+    // (unloading a model or an engine lowers RSS instead of leaving it cached in an arena).
+    mallopt(M_MMAP_THRESHOLD, 4 * 1024 * 1024);
+#endif
     log_install();
     llama_backend_init();
     exports.Set("Model", Model::define(env));

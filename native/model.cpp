@@ -1,6 +1,9 @@
 #include "model.h"
 
 #include <sys/stat.h>
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
 
 #include <cmath>
 #include <cstdio>
@@ -179,6 +182,11 @@ Napi::Value Model::js_dispose(const Napi::CallbackInfo & info) {
     llama_model_free(model_);
     model_ = nullptr;
     vocab_ = nullptr;
+#if defined(__GLIBC__)
+    // Give the freed weights and vocabulary back to the OS now rather than keeping them in
+    // malloc's arenas, so that unloading a model visibly lowers the process's memory.
+    malloc_trim(0);
+#endif
     return info.Env().Undefined();
 }
 

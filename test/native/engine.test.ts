@@ -1,0 +1,150 @@
+import t from 'tap';
+import { native, type CompletionTaskSpec, type NativeModel } from '../../src/native/binding.js';
+import { InferenceEngine } from '../../src/inference/engine.js';
+import { CHAT_TOKENS, ensureTestModels } from '../fixtures/models.js';
+
+const models = await ensureTestModels();
+const model: NativeModel = await native.Model.load(models.chat, {}).promise;
+const engine = await InferenceEngine.create(model, { nCtx: 1024, nParallel: 2 });
+t.teardown(async () => {
+  await engine.dispose();
+  model.dispose();
+});
+
+const prompt = (text: string) => model.tokenize(text, true, true);
+const greedy = (text: string, nPredict: number, extra: Partial<CompletionTaskSpec> = {}): CompletionTaskSpec => ({
+  prompt: prompt(text), nPredict, ...extra, sampling: { temperature: 0, ...extra.sampling },
+});
+
+t.test('greedy generation is deterministic and stops at n_predict with stop "limit"', async (t) => {
+  const a = await engine.run(greedy('Hello', 16));
+  const b = await engine.run(greedy('Hello', 16, { cachePrompt: false }));
+  t.equal(a.tokens.length, 16);
+  t.equal(a.nPredicted, 16);
+  t.equal(a.stop, 'limit');
+  t.same(b.tokens, a.tokens);
+  t.equal(b.content, a.content);
+  t.equal(model.detokenize(a.tokens), a.content, 'content is the text of the tokens');
+});
+
+t.test('tokens stream to the caller as they are produced', async (t) => {
+  const seen: string[] = [];
+  const out = await engine.run(greedy('Stream me', 8), { onToken: (tok) => { seen.push(tok.text); } });
+  t.equal(seen.length, 8);
+  t.equal(seen.join(''), out.content);
+});
+
+t.test('a seed makes sampling reproducible; another seed changes it', async (t) => {
+  const spec = (seed: number): CompletionTaskSpec => ({ prompt: prompt('Once upon a time'), nPredict: 24, cachePrompt: false, sampling: { temperature: 1, seed, topK: 0, topP: 1, minP: 0 } });
+  const a = await engine.run(spec(1234));
+  const b = await engine.run(spec(1234));
+  const c = await engine.run(spec(99));
+  t.same(a.tokens, b.tokens);
+  t.notSame(a.tokens, c.tokens);
+});
+
+t.test('stop strings end generation with stop "word" and are not emitted, even across tokens', async (t) => {
+  const base = await engine.run(greedy('Hello', 16));
+  // A stop string made of the end of one token and the start of the next.
+  const pieces = base.tokens.map((id) => Buffer.from(model.tokenPiece(id, false)).toString('utf8'));
+  const cut = 5;
+  const word = pieces[cut]!.slice(-2) + pieces[cut + 1]!.slice(0, 2);
+  const expected = base.content.slice(0, base.content.indexOf(word));
+  const streamed: string[] = [];
+  const out = await engine.run(greedy('Hello', 16, { stop: ['never-appears', word] }), { onToken: (tok) => { streamed.push(tok.text); } });
+  t.equal(out.stop, 'word');
+  t.equal(out.stoppingWord, word);
+  t.equal(out.content, expected);
+  t.notOk(streamed.join('').includes(word), 'no part of the stream carries the stop word');
+  t.equal(streamed.join(''), expected);
+});
+
+t.test('a partial stop match at the end is released when generation ends otherwise', async (t) => {
+  const base = await engine.run(greedy('Hello', 6));
+  const lastPiece = Buffer.from(model.tokenPiece(base.tokens.at(-1)!, false)).toString('utf8');
+  const stop = lastPiece + 'ZZZ-never';
+  const out = await engine.run(greedy('Hello', 6, { stop: [stop] }));
+  t.equal(out.stop, 'limit');
+  t.equal(out.content, base.content, 'held-back text is flushed at the end');
+});
+
+t.test('end of generation gives stop "eos"', async (t) => {
+  const out = await engine.run(greedy('Hello', 16, { sampling: { temperature: 0, logitBias: [[CHAT_TOKENS.imEnd, 100]] } }));
+  t.equal(out.stop, 'eos');
+  t.equal(out.nPredicted, 1);
+  t.equal(out.content, '', 'the end-of-generation token has no text');
+});
+
+t.test('ignore_eos keeps generating past end of generation', async (t) => {
+  const out = await engine.run(greedy('Hello', 5, { sampling: { temperature: 0, ignoreEos: true, logitBias: [[CHAT_TOKENS.imEnd, 100]] } }));
+  t.equal(out.stop, 'limit');
+  t.equal(out.nPredicted, 5);
+  t.notOk(out.tokens.includes(CHAT_TOKENS.imEnd));
+});
+
+t.test('penalties change greedy output', async (t) => {
+  const plain = await engine.run(greedy('Hello', 32, { cachePrompt: false }));
+  const penalised = await engine.run(greedy('Hello', 32, { cachePrompt: false, sampling: { temperature: 0, repeatPenalty: 1.5, frequencyPenalty: 1, presencePenalty: 1, repeatLastN: 64 } }));
+  t.notSame(penalised.tokens, plain.tokens);
+});
+
+t.test('reports tokens evaluated, tokens cached and timings', async (t) => {
+  const text = 'The quick brown fox jumps over the lazy dog again and again';
+  const first = await engine.run(greedy(text, 4, { idSlot: 1, cachePrompt: false }));
+  t.equal(first.nPrompt, prompt(text).length);
+  t.equal(first.nCached, 0);
+  t.ok(first.tPromptMs > 0);
+  t.ok(first.tPredictMs > 0);
+  const second = await engine.run(greedy(text + ' and more', 4, { idSlot: 1 }));
+  t.equal(second.nCached, prompt(text).length, 'the common prefix came from the slot cache');
+  t.equal(second.slot, 1);
+});
+
+t.test('cancelling a running task frees its slot and emits nothing more', async (t) => {
+  const controller = new AbortController();
+  let tokens = 0;
+  const running = engine.run(greedy('Cancel me', -1, { idSlot: 0 }), {
+    signal: controller.signal,
+    onToken: () => { if (++tokens === 3) controller.abort(new Error('client gone')); },
+  });
+  await t.rejects(running, { message: 'client gone' });
+  for (let i = 0; i < 100 && engine.native.slots()[0]!.state !== 'idle'; i++) await new Promise((r) => setTimeout(r, 10));
+  t.equal(engine.native.slots()[0]!.state, 'idle', 'the slot is free again');
+  const after = await engine.run(greedy('Next', 3, { idSlot: 0 }));
+  t.equal(after.nPredicted, 3, 'the slot serves the next task');
+});
+
+t.test('an invalid grammar is refused at submit', async (t) => {
+  t.throws(() => engine.native.submit({ prompt: prompt('x'), sampling: { grammar: 'root ::= (' } }), /invalid sampling parameters/);
+});
+
+t.test('a grammar constrains the output', async (t) => {
+  const out = await engine.run(greedy('Answer:', 40, { sampling: { temperature: 0, grammar: 'root ::= ("yes" | "no") "."' } }));
+  t.match(out.content, /^(yes|no)\.$/);
+  t.equal(out.stop, 'eos', 'the grammar ends the generation');
+});
+
+t.test('a prompt larger than the context is refused', async (t) => {
+  const big = new Int32Array(1100).fill(100);
+  t.throws(() => engine.native.submit({ prompt: big }), /does not fit the context/);
+});
+
+t.test('n_probs returns the top probabilities of each generated token, ranked', async (t) => {
+  const out = await engine.run(greedy('Hello', 4, { nProbs: 5, sampling: { temperature: 0, nProbs: 5 } }));
+  t.equal(out.probabilities.length, 4);
+  for (const p of out.probabilities) {
+    t.equal(p.probs.length, 5);
+    t.equal(p.probs[0]!.id, p.token, 'greedy picks the most probable token');
+    t.equal(p.prob, p.probs[0]!.p);
+    for (let i = 1; i < p.probs.length; i++) t.ok(p.probs[i - 1]!.p >= p.probs[i]!.p, 'ranked by probability');
+    const sum = p.probs.reduce((s, x) => s + x.p, 0);
+    t.ok(sum > 0 && sum <= 1.000001, 'probabilities of the top tokens sum to at most 1');
+  }
+});
+
+t.test('two slots generate concurrently with the same results as alone', async (t) => {
+  const alone = [await engine.run(greedy('First prompt', 12, { cachePrompt: false })), await engine.run(greedy('Second prompt here', 12, { cachePrompt: false }))];
+  const together = await Promise.all([engine.run(greedy('First prompt', 12, { cachePrompt: false })), engine.run(greedy('Second prompt here', 12, { cachePrompt: false }))]);
+  t.same(together[0]!.tokens, alone[0]!.tokens);
+  t.same(together[1]!.tokens, alone[1]!.tokens);
+});
