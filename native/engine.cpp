@@ -484,6 +484,8 @@ void Engine::run() {
     std::vector<std::unique_ptr<CompletionTask>> incoming;
     std::vector<int64_t> cancels;
     while (true) {
+        // Tasks left waiting by an earlier iteration take the slots freed since.
+        admit_waiting(now_us());
         bool any_busy = std::any_of(slots_.begin(), slots_.end(), [](const Slot & s) { return s.busy(); });
         {
             std::unique_lock<std::mutex> lock(inbox_mutex_);

@@ -1,0 +1,206 @@
+import t from 'tap';
+import { CHAT_TOKENS, ensureTestModels } from '../fixtures/models.js';
+import { parseSse, postJson, startTestServer } from '../helpers/inference-server.js';
+import { llamaSimpleGreedy } from '../helpers/reference.js';
+
+const models = await ensureTestModels();
+const { base, close, server } = await startTestServer(models.chat, { parallel: 8, ctxSize: 4096 });
+t.teardown(close);
+const completion = (body: object) => postJson(`${base}/completion`, body);
+
+t.test('8 concurrent greedy requests each get the output they get alone', async (t) => {
+  const prompts = Array.from({ length: 8 }, (_, i) => `Request number ${i}: tell me about ${['cats', 'dogs', 'llamas', 'code', 'rust', 'go', 'c++', 'tea'][i]}`);
+  const alone = [];
+  for (const prompt of prompts) alone.push((await completion({ prompt, n_predict: 24, temperature: 0, cache_prompt: false })).body.content);
+  const together = await Promise.all(prompts.map((prompt) => completion({ prompt, n_predict: 24, temperature: 0, cache_prompt: false })));
+  together.forEach((res, i) => t.equal(res.body.content, alone[i], `request ${i}`));
+});
+
+t.test('requests beyond the free slots wait in the queue and all complete', async (t) => {
+  const results = await Promise.all(Array.from({ length: 20 }, (_, i) => completion({ prompt: `queued ${i}`, n_predict: 6, temperature: 0 })));
+  t.ok(results.every((r) => r.status === 200 && r.body.tokens_predicted === 6));
+});
+
+t.test('a prompt given as tokens equals the same prompt as text', async (t) => {
+  const tokens = (await postJson(`${base}/tokenize`, { content: 'The capital of France is' })).body.tokens;
+  const a = await completion({ prompt: 'The capital of France is', n_predict: 8, temperature: 0 });
+  const b = await completion({ prompt: tokens, n_predict: 8, temperature: 0 });
+  t.equal(b.body.content, a.body.content);
+  const mixed = await completion({ prompt: [tokens[0], 'capital of France is'], n_predict: 8, temperature: 0 });
+  t.equal(mixed.status, 200);
+});
+
+t.test('an array of prompts is answered with an array, in order', async (t) => {
+  const single = await Promise.all(['one', 'two', 'three'].map((p) => completion({ prompt: p, n_predict: 5, temperature: 0 })));
+  const res = await completion({ prompt: ['one', 'two', 'three'], n_predict: 5, temperature: 0 });
+  t.equal(res.status, 200);
+  t.ok(Array.isArray(res.body));
+  t.same(res.body.map((r: any) => r.content), single.map((r) => r.body.content));
+  t.same(res.body.map((r: any) => r.index), [0, 1, 2]);
+});
+
+t.test('streaming sends SSE chunks that add up to the non-streamed content, then a final chunk', async (t) => {
+  const plain = await completion({ prompt: 'Hello', n_predict: 10, temperature: 0 });
+  const res = await fetch(`${base}/completion`, { method: 'POST', body: JSON.stringify({ prompt: 'Hello', n_predict: 10, temperature: 0, stream: true }) });
+  t.equal(res.headers.get('content-type'), 'text/event-stream');
+  const events = parseSse(await res.text()) as any[];
+  const partial = events.filter((e) => e.stop === false);
+  const final = events.at(-1);
+  t.ok(partial.length >= 1);
+  t.equal(partial.map((e) => e.content).join(''), plain.body.content);
+  t.equal(final.stop, true);
+  t.equal(final.content, '');
+  for (const key of ['stop_type', 'stopping_word', 'tokens_evaluated', 'tokens_cached', 'truncated', 'timings', 'model']) t.ok(key in final, key);
+  t.equal(final.stop_type, 'limit');
+  t.equal(final.tokens_predicted, 10);
+});
+
+t.test('a stop string split across tokens is never emitted, streamed or not', async (t) => {
+  const base24 = await completion({ prompt: 'Hello', n_predict: 24, temperature: 0, return_tokens: true });
+  const pieces = await Promise.all(base24.body.tokens.map(async (id: number) => (await postJson(`${base}/detokenize`, { tokens: [id] })).body.content as string));
+  const word = pieces[9]!.slice(-2) + pieces[10]!.slice(0, 3);
+  const expected = base24.body.content.slice(0, base24.body.content.indexOf(word));
+  const plain = await completion({ prompt: 'Hello', n_predict: 24, temperature: 0, stop: [word] });
+  t.equal(plain.body.content, expected);
+  t.equal(plain.body.stop_type, 'word');
+  t.equal(plain.body.stopping_word, word);
+  const res = await fetch(`${base}/completion`, { method: 'POST', body: JSON.stringify({ prompt: 'Hello', n_predict: 24, temperature: 0, stop: [word], stream: true }) });
+  const events = parseSse(await res.text()) as any[];
+  const text = events.map((e) => e.content).join('');
+  t.equal(text, expected);
+  t.notOk(events.some((e) => e.content.includes(word.slice(0, 3)) && text.indexOf(word.slice(0, 3)) >= expected.length));
+});
+
+t.test('return_tokens returns the generated token ids', async (t) => {
+  const res = await completion({ prompt: 'Hello', n_predict: 5, temperature: 0, return_tokens: true });
+  t.equal(res.body.tokens.length, 5);
+  t.equal((await postJson(`${base}/detokenize`, { tokens: res.body.tokens })).body.content, res.body.content);
+});
+
+t.test('n_probs: per-token top probabilities, ranked, consistent with the chosen token', async (t) => {
+  const res = await completion({ prompt: 'Hello', n_predict: 4, temperature: 0, n_probs: 3 });
+  const probs = res.body.completion_probabilities;
+  t.equal(probs.length, 4);
+  for (const p of probs) {
+    t.equal(p.top_logprobs.length, 3);
+    t.equal(p.top_logprobs[0].id, p.id, 'greedy picked the most probable token');
+    t.equal(p.top_logprobs[0].logprob, p.logprob);
+    for (let i = 1; i < 3; i++) t.ok(p.top_logprobs[i - 1].logprob >= p.top_logprobs[i].logprob);
+    const sum = p.top_logprobs.reduce((s: number, x: any) => s + Math.exp(x.logprob), 0);
+    t.ok(sum <= 1.000001 && sum > 0);
+    t.same(p.bytes, [...Buffer.from(p.token)]);
+  }
+});
+
+t.test('json_schema yields JSON that validates against the schema', async (t) => {
+  const schema = { type: 'object', properties: { ok: { type: 'boolean' }, level: { type: 'string', enum: ['low', 'high'] } }, required: ['ok', 'level'], additionalProperties: false };
+  const res = await completion({ prompt: 'Give JSON:', n_predict: 64, temperature: 0, json_schema: schema });
+  t.equal(res.status, 200);
+  const value = JSON.parse(res.body.content);
+  t.type(value.ok, 'boolean');
+  t.ok(['low', 'high'].includes(value.level));
+  t.same(Object.keys(value).sort(), ['level', 'ok']);
+});
+
+t.test('grammar constrains the output; an invalid grammar is 400', async (t) => {
+  const res = await completion({ prompt: 'x', n_predict: 16, temperature: 0, grammar: 'root ::= [0-9] [0-9] [0-9]' });
+  t.match(res.body.content, /^\d{3}$/);
+  const bad = await completion({ prompt: 'x', grammar: 'root ::= (' });
+  t.equal(bad.status, 400);
+  t.match(bad.body.error.message, /grammar/);
+});
+
+t.test('logit_bias: token ids, strings, and false bans', async (t) => {
+  const forced = await completion({ prompt: 'Hello', n_predict: 3, temperature: 0, logit_bias: { [String(CHAT_TOKENS.imEnd)]: 100 } });
+  t.equal(forced.body.stop_type, 'eos');
+  const greedy = await completion({ prompt: 'Hello', n_predict: 1, temperature: 0, return_tokens: true });
+  const banned = await completion({ prompt: 'Hello', n_predict: 1, temperature: 0, return_tokens: true, logit_bias: [[greedy.body.tokens[0], false]] });
+  t.not(banned.body.tokens[0], greedy.body.tokens[0]);
+  const piece = (await postJson(`${base}/detokenize`, { tokens: [greedy.body.tokens[0]] })).body.content;
+  const byString = await completion({ prompt: 'Hello', n_predict: 1, temperature: 0, return_tokens: true, logit_bias: [[piece, false]] });
+  t.not(byString.body.tokens[0], greedy.body.tokens[0]);
+});
+
+t.test('ignore_eos generates past end of generation', async (t) => {
+  const res = await completion({ prompt: 'Hello', n_predict: 4, temperature: 0, ignore_eos: true, logit_bias: { [String(CHAT_TOKENS.imEnd)]: 100 } });
+  t.equal(res.body.stop_type, 'limit');
+  t.equal(res.body.tokens_predicted, 4);
+});
+
+t.test('a seed makes sampled output reproducible', async (t) => {
+  const body = { prompt: 'Tell me', n_predict: 12, temperature: 1.0, top_k: 0, top_p: 1, min_p: 0, seed: 7 };
+  const a = await completion(body);
+  const b = await completion(body);
+  const c = await completion({ ...body, seed: 8 });
+  t.equal(a.body.content, b.body.content);
+  t.not(a.body.content, c.body.content);
+});
+
+t.test('the samplers order and every sampling parameter are accepted', async (t) => {
+  const res = await completion({
+    prompt: 'x', n_predict: 4, seed: 1, temperature: 0.7, top_k: 20, top_p: 0.9, min_p: 0.01, typical_p: 0.95, xtc_probability: 0.1, xtc_threshold: 0.2,
+    repeat_penalty: 1.1, repeat_last_n: 32, frequency_penalty: 0.2, presence_penalty: 0.1, dry_multiplier: 0.5, dry_base: 1.75, dry_allowed_length: 2,
+    dry_penalty_last_n: -1, dry_sequence_breakers: ['\n'], mirostat: 0, mirostat_tau: 5, mirostat_eta: 0.1, min_keep: 1, samplers: ['dry', 'top_k', 'typ_p', 'top_p', 'min_p', 'xtc', 'temperature'],
+    dynatemp_range: 0.1, dynatemp_exponent: 1, top_n_sigma: -1, t_max_predict_ms: 0, cache_prompt: true, id_slot: -1, timings_per_token: true,
+  });
+  t.equal(res.status, 200);
+  t.equal(res.body.tokens_predicted, 4);
+  const mirostat = await completion({ prompt: 'x', n_predict: 4, seed: 1, mirostat: 2 });
+  t.equal(mirostat.status, 200);
+  const bad = await completion({ prompt: 'x', mirostat: 3 });
+  t.equal(bad.status, 400);
+  t.match(bad.body.error.message, /mirostat/);
+});
+
+t.test('prompt cache: a repeated prefix is reported as tokens_cached', async (t) => {
+  const prompt = 'A long shared prefix that the second request repeats exactly, word for word.';
+  await completion({ prompt, n_predict: 2, temperature: 0, id_slot: 3 });
+  const again = await completion({ prompt: prompt + ' Then more.', n_predict: 2, temperature: 0 });
+  const n = (await postJson(`${base}/tokenize`, { content: prompt })).body.tokens.length;
+  t.ok(again.body.tokens_cached >= n - 1, `cached ${again.body.tokens_cached} of ${n}`);
+  t.equal(again.body.id_slot, 3, 'the slot with the best prefix was chosen');
+  const off = await completion({ prompt: prompt + ' Then more.', n_predict: 2, temperature: 0, cache_prompt: false });
+  t.equal(off.body.tokens_cached, 0);
+});
+
+t.test('an oversized prompt is 400 with n_prompt_tokens and n_ctx', async (t) => {
+  const res = await completion({ prompt: Array.from({ length: 5000 }, () => 100), n_predict: 1 });
+  t.equal(res.status, 400);
+  t.equal(res.body.error.type, 'exceed_context_size_error');
+  t.equal(res.body.error.n_prompt_tokens, 5000);
+  t.equal(res.body.error.n_ctx, 4096);
+});
+
+t.test('generation that fills the context stops as truncated', async (t) => {
+  const small = await startTestServer(models.chat, { parallel: 1, ctxSize: 64 });
+  t.teardown(small.close);
+  const res = await postJson(`${small.base}/completion`, { prompt: 'Hello', n_predict: -1, temperature: 0 });
+  t.equal(res.status, 200);
+  t.equal(res.body.stop_type, 'limit');
+  t.equal(res.body.truncated, true);
+  const nCtx = (await (await fetch(`${small.base}/props`)).json()).default_generation_settings.n_ctx;
+  t.equal(res.body.tokens_evaluated + res.body.tokens_predicted, nCtx, 'generated until the slot context was full');
+});
+
+t.test('a client that disconnects frees its slot within a step', async (t) => {
+  const controller = new AbortController();
+  const res = await fetch(`${base}/completion`, { method: 'POST', body: JSON.stringify({ prompt: 'forever', n_predict: -1, stream: true, id_slot: 5 }), signal: controller.signal });
+  const reader = res.body!.getReader();
+  await reader.read();
+  const busy = (await (await fetch(`${base}/slots`)).json())[5];
+  t.equal(busy.is_processing, true);
+  controller.abort();
+  let slot = busy;
+  for (let i = 0; i < 100 && slot.is_processing; i++) {
+    await new Promise((r) => setTimeout(r, 10));
+    slot = (await (await fetch(`${base}/slots`)).json())[5];
+  }
+  t.equal(slot.is_processing, false);
+  t.equal(server.state.ready().engine.native.metrics().busySlots, 0);
+});
+
+t.test('t_max_predict_ms stops generation after a new line once the time is up', async (t) => {
+  const res = await completion({ prompt: 'Hello', n_predict: 3000, temperature: 0, t_max_predict_ms: 1, logit_bias: { '198': 5 } });
+  t.equal(res.body.stop_type, 'limit');
+  t.ok(res.body.tokens_predicted < 3000);
+});
