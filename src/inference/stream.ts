@@ -6,7 +6,9 @@ import type { GeneratedToken } from './engine.js';
 
 export class TokenStream {
   private pending: GeneratedToken[] = [];
-  private writing: Promise<void> | null = null;
+  /** True while pump() runs; set and cleared synchronously around its loop. */
+  private running = false;
+  private done: Promise<void> = Promise.resolve();
 
   constructor(
     private readonly stream: EventStream,
@@ -16,22 +18,26 @@ export class TokenStream {
 
   push(token: GeneratedToken): void {
     this.pending.push(token);
-    if (!this.writing) this.writing = this.pump();
+    if (!this.running) this.done = this.pump();
   }
 
   private async pump(): Promise<void> {
-    while (this.pending.length > 0 && !this.stream.closed) {
-      const tokens = this.pending;
+    this.running = true;
+    try {
+      while (this.pending.length > 0 && !this.stream.closed) {
+        const tokens = this.pending;
+        this.pending = [];
+        const data = this.render(tokens);
+        if (data !== null) await this.stream.send(data);
+      }
+    } finally {
       this.pending = [];
-      const data = this.render(tokens);
-      if (data !== null) await this.stream.send(data);
+      this.running = false;
     }
-    this.pending = [];
-    this.writing = null;
   }
 
   /** Resolves when every pushed token has been written (or the client is gone). */
   async flush(): Promise<void> {
-    while (this.writing) await this.writing;
+    while (this.running) await this.done;
   }
 }
