@@ -1,0 +1,96 @@
+import t from 'tap';
+import { ensureTestModels } from '../fixtures/models.js';
+import { postJson, startTestServer } from '../helpers/inference-server.js';
+
+const models = await ensureTestModels();
+const { base, close } = await startTestServer(models.chat, { apiKeys: ['secret-one', 'secret-two'], alias: 'chatty', parallel: 3, ctxSize: 2048 });
+t.teardown(close);
+const auth = { authorization: 'Bearer secret-one' };
+
+t.test('with --api-key every endpoint but health needs a key', async (t) => {
+  t.equal((await fetch(`${base}/health`)).status, 200, 'health is public');
+  t.equal((await fetch(`${base}/v1/health`)).status, 200);
+  for (const [method, path] of [['GET', '/v1/models'], ['GET', '/props'], ['GET', '/slots'], ['GET', '/metrics'], ['POST', '/completion'], ['POST', '/tokenize'], ['POST', '/v1/chat/completions']]) {
+    const res = await fetch(base + path, { method, body: method === 'POST' ? '{}' : undefined });
+    t.equal(res.status, 401, `${method} ${path}`);
+    t.same(await res.json(), { error: { code: 401, message: 'Invalid API Key', type: 'authentication_error' } });
+  }
+});
+
+t.test('a key is accepted as Bearer or X-Api-Key; a wrong or malformed one is not', async (t) => {
+  t.equal((await fetch(`${base}/v1/models`, { headers: auth })).status, 200);
+  t.equal((await fetch(`${base}/v1/models`, { headers: { authorization: 'Bearer secret-two' } })).status, 200, 'any configured key');
+  t.equal((await fetch(`${base}/v1/models`, { headers: { 'x-api-key': 'secret-two' } })).status, 200);
+  t.equal((await fetch(`${base}/v1/models`, { headers: { authorization: 'Bearer secret-on' } })).status, 401, 'a prefix is not the key');
+  t.equal((await fetch(`${base}/v1/models`, { headers: { authorization: 'Bearer secret-one-and-more' } })).status, 401);
+  t.equal((await fetch(`${base}/v1/models`, { headers: { authorization: 'Basic secret-one' } })).status, 401);
+  t.equal((await fetch(`${base}/v1/models`, { headers: { authorization: 'secret-one' } })).status, 401);
+  t.equal((await fetch(`${base}/v1/models`, { headers: { authorization: 'Bearer ' } })).status, 401);
+});
+
+t.test('GET /v1/models lists the loaded model with its metadata', async (t) => {
+  const body = await (await fetch(`${base}/v1/models`, { headers: auth })).json();
+  t.equal(body.object, 'list');
+  t.equal(body.data.length, 1);
+  const m = body.data[0];
+  t.equal(m.id, 'chatty');
+  t.equal(m.object, 'model');
+  t.equal(m.owned_by, 'llamacpp');
+  t.same(m.meta, { vocab_type: 'bpe', n_vocab: 49154, n_ctx_train: 4096, n_embd: 64, n_params: 6365760, size: m.meta.size, architecture: 'llama' });
+  t.ok(m.meta.size > 0);
+});
+
+t.test('GET /props: model path, chat template, defaults, modalities, slots', async (t) => {
+  const p = await (await fetch(`${base}/props`, { headers: auth })).json();
+  t.equal(p.model_path, models.chat);
+  t.equal(p.model_alias, 'chatty');
+  t.equal(p.total_slots, 3);
+  t.same(p.modalities, { vision: false, audio: false });
+  t.match(p.chat_template, /im_start/);
+  t.equal(p.bos_token, '<|endoftext|>');
+  t.equal(p.eos_token, '<|im_end|>');
+  t.equal(p.default_generation_settings.n_ctx, 2048);
+  const params = p.default_generation_settings.params;
+  t.equal(params.temperature, 0.8);
+  t.equal(params.top_k, 40);
+  t.equal(params.top_p, 0.95);
+  t.equal(params.min_p, 0.05);
+  t.equal(params.n_predict, -1);
+  t.same(params.samplers.slice(0, 2), ['dry', 'top_k']);
+});
+
+t.test('GET /slots reports each slot', async (t) => {
+  await postJson(`${base}/completion`, { prompt: 'warm', n_predict: 2, id_slot: 2 }, auth);
+  const slots = await (await fetch(`${base}/slots`, { headers: auth })).json();
+  t.equal(slots.length, 3);
+  t.same(slots.map((s: any) => s.id), [0, 1, 2]);
+  t.ok(slots.every((s: any) => s.is_processing === false && s.n_ctx === 2048));
+  t.ok(slots[2].n_cached_tokens > 0, 'slot 2 holds the last prompt');
+});
+
+t.test('GET /metrics is Prometheus text with requests, tokens, throughput, busy slots, queue', async (t) => {
+  await postJson(`${base}/completion`, { prompt: 'count me', n_predict: 3 }, auth);
+  const res = await fetch(`${base}/metrics`, { headers: auth });
+  t.match(res.headers.get('content-type'), /^text\/plain/);
+  const text = await res.text();
+  for (const name of ['prompt_tokens_total', 'tokens_predicted_total', 'prompt_tokens_seconds', 'predicted_tokens_seconds', 'requests_total', 'requests_processing', 'requests_deferred']) {
+    t.match(text, new RegExp(`^# TYPE llamacpp:${name} (counter|gauge)$`, 'm'), name);
+    t.match(text, new RegExp(`^llamacpp:${name} [0-9.e+-]+$`, 'm'), name);
+  }
+  const predicted = Number(/^llamacpp:tokens_predicted_total (\S+)$/m.exec(text)![1]);
+  t.ok(predicted >= 5);
+});
+
+t.test('/metrics is absent without --metrics', async (t) => {
+  const plain = await startTestServer(models.chat, { metrics: false, parallel: 1, ctxSize: 512 });
+  t.teardown(plain.close);
+  t.equal((await fetch(`${plain.base}/metrics`)).status, 404);
+});
+
+t.test('POST /apply-template renders messages with the model template', async (t) => {
+  const res = await postJson(`${base}/apply-template`, { messages: [{ role: 'user', content: 'Hi' }, { role: 'assistant', content: 'Hello' }, { role: 'user', content: [{ type: 'text', text: 'How' }, { type: 'text', text: 'are you' }] }] }, auth);
+  t.equal(res.status, 200);
+  t.same(res.body, { prompt: '<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\nHello<|im_end|>\n<|im_start|>user\nHow\nare you<|im_end|>\n<|im_start|>assistant\n' });
+  const bad = await postJson(`${base}/apply-template`, { messages: 'nope' }, auth);
+  t.equal(bad.status, 400);
+});
