@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <numeric>
 
 #include "common.h"
@@ -47,6 +48,10 @@ public:
         cp.flash_attn_type = params_.flash_attn < 0 ? LLAMA_FLASH_ATTN_TYPE_AUTO
                              : params_.flash_attn == 0 ? LLAMA_FLASH_ATTN_TYPE_DISABLED : LLAMA_FLASH_ATTN_TYPE_ENABLED;
         cp.no_perf = true;
+        cp.embeddings = params_.embeddings;
+        if (params_.pooling >= 0) cp.pooling_type = static_cast<enum llama_pooling_type>(params_.pooling);
+        // An input is embedded in one pass: the whole of it must fit one physical batch.
+        if (params_.embeddings) cp.n_ubatch = cp.n_batch;
         log_capture_begin();
         ctx_ = llama_init_from_model(model_->get(), cp);
         std::string errors = log_capture_end();
@@ -60,6 +65,7 @@ public:
         Napi::Object p = Napi::Object::New(env);
         p.Set("nParallel", params_.n_parallel);
         p.Set("nBatch", params_.n_batch);
+        p.Set("embeddings", params_.embeddings);
         Napi::Object engine = Engine::constructor.New({Napi::External<llama_context>::New(env, ctx), model_ref_.Value(), on_events_.Value(), p});
         model_->release();  // the engine took its own reference
         deferred_.Resolve(engine);
@@ -111,6 +117,8 @@ Napi::Value Engine::create(const Napi::CallbackInfo & info) {
     if (p.n_threads_batch <= 0) p.n_threads_batch = p.n_threads;
     if (o.Get("kvUnified").IsBoolean()) p.kv_unified = o.Get("kvUnified").As<Napi::Boolean>();
     p.flash_attn = read_i32(o, "flashAttn", -1);
+    if (o.Get("embeddings").IsBoolean()) p.embeddings = o.Get("embeddings").As<Napi::Boolean>();
+    p.pooling = read_i32(o, "pooling", -1);
     auto * worker = new EngineCreateWorker(env, model, model_obj, info[2].As<Napi::Function>(), p);
     worker->Queue();
     return worker->promise();
@@ -144,6 +152,10 @@ Engine::Engine(const Napi::CallbackInfo & info) : Napi::ObjectWrap<Engine>(info)
     params_.n_parallel = read_i32(p, "nParallel", 1);
     params_.n_batch = llama_n_batch(ctx_);
     n_ctx_seq_ = static_cast<int32_t>(llama_n_ctx_seq(ctx_));
+    embeddings_ = p.Get("embeddings").ToBoolean();
+    pooling_ = llama_pooling_type(ctx_);
+    n_embd_out_ = pooling_ == LLAMA_POOLING_TYPE_RANK ? static_cast<int32_t>(std::max<uint32_t>(1, llama_model_n_cls_out(model_->get())))
+                                                      : llama_model_n_embd_out(model_->get());
 
     batch_ = llama_batch_init(static_cast<int32_t>(std::max<uint32_t>(params_.n_batch, params_.n_parallel)), 0, 1);
     slots_.resize(params_.n_parallel);
@@ -229,6 +241,31 @@ Napi::Value Engine::js_submit(const Napi::CallbackInfo & info) {
                                                     " tokens) does not fit the context of " + std::to_string(n_ctx_seq_) + " tokens");
         err.Set("code", "EXCEEDS_CONTEXT");
         throw err;
+    }
+    const bool embed = o.Get("kind").IsString() && o.Get("kind").As<Napi::String>().Utf8Value() == "embedding";
+    if (embed != embeddings_) {
+        throw Napi::Error::New(env, embeddings_ ? "this engine embeds inputs (embedding mode); it does not generate"
+                                                : "this engine generates text; embeddings need an engine created with embeddings: true");
+    }
+    if (embed) {
+        task->kind = TaskKind::EMBEDDING;
+        if (task->prompt.size() > params_.n_batch) {
+            Napi::Error err = Napi::Error::New(env, "the input (" + std::to_string(task->prompt.size()) +
+                                                        " tokens) is larger than the batch size of " + std::to_string(params_.n_batch) + " tokens");
+            err.Set("code", "EXCEEDS_BATCH");
+            throw err;
+        }
+        task->cache_prompt = false;
+        task->id = next_task_id_++;
+        const int64_t id = task->id;
+        track_active(id, true);
+        counters_.queued++;
+        {
+            std::lock_guard<std::mutex> lock(inbox_mutex_);
+            inbox_.push_back(std::move(task));
+        }
+        inbox_cv_.notify_one();
+        return Napi::Number::New(env, static_cast<double>(id));
     }
     task->n_predict = read_i32(o, "nPredict", -1);
     task->id_slot = read_i32(o, "idSlot", -1);
@@ -334,6 +371,9 @@ Napi::Value Engine::js_info(const Napi::CallbackInfo & info) {
     m.Set("nUbatch", ctx_ ? llama_n_ubatch(ctx_) : 0);
     m.Set("nThreads", ctx_ ? llama_n_threads(ctx_) : 0);
     m.Set("nThreadsBatch", ctx_ ? llama_n_threads_batch(ctx_) : 0);
+    m.Set("embeddings", embeddings_);
+    m.Set("pooling", static_cast<int32_t>(pooling_));
+    m.Set("nEmbdOut", n_embd_out_);
     return m;
 }
 
@@ -439,6 +479,15 @@ void Engine::deliver(Napi::Env env, Napi::Function callback) {
                 o.Set("kind", "error");
                 o.Set("message", e.message);
                 break;
+            case EngineEvent::Kind::EMBEDDING: {
+                o.Set("kind", "embedding");
+                Napi::Float32Array vec = Napi::Float32Array::New(env, e.embedding.size());
+                if (!e.embedding.empty()) std::memcpy(vec.Data(), e.embedding.data(), e.embedding.size() * sizeof(float));
+                o.Set("embedding", vec);
+                o.Set("nVectors", e.n_vectors);
+                o.Set("nPrompt", e.n_prompt);
+                break;
+            }
         }
         out.Set(static_cast<uint32_t>(i), o);
     }
@@ -573,7 +622,9 @@ void Engine::start_task(Slot & slot, std::unique_ptr<CompletionTask> task, int64
         slot.n_cached = 0;
     }
     // Penalty samplers see the prompt, as in llama-server.
-    for (llama_token t : slot.task->prompt) common_sampler_accept(slot.task->sampler.get(), t, false);
+    if (slot.task->sampler) {
+        for (llama_token t : slot.task->prompt) common_sampler_accept(slot.task->sampler.get(), t, false);
+    }
 }
 
 // Builds one batch from all busy slots and decodes it. On KV-cache pressure, idle slots' caches
@@ -601,6 +652,18 @@ bool Engine::decode_batch() {
         std::sort(prompting.begin(), prompting.end(), [](Slot * a, Slot * b) { return a->t_start_us < b->t_start_us; });
         for (Slot * s : prompting) {
             const auto & prompt = s->task->prompt;
+            if (s->task->kind == TaskKind::EMBEDDING) {
+                // Embedded whole in one pass; i_batch marks its first token. Waits if it does not fit.
+                if (static_cast<int32_t>(prompt.size()) > budget) continue;
+                s->i_batch = batch_.n_tokens;
+                for (llama_token t : prompt) {
+                    common_batch_add(batch_, t, static_cast<llama_pos>(s->cache.size()), {s->id}, true);
+                    s->cache.push_back(t);
+                }
+                s->n_prompt_done = prompt.size();
+                budget -= static_cast<int32_t>(prompt.size());
+                continue;
+            }
             while (budget > 0 && s->n_prompt_done < prompt.size()) {
                 common_batch_add(batch_, prompt[s->n_prompt_done], static_cast<llama_pos>(s->cache.size()), {s->id}, false);
                 s->cache.push_back(prompt[s->n_prompt_done]);
@@ -671,6 +734,10 @@ void Engine::step() {
     if (!decode_batch()) return;
     for (auto & s : slots_) {
         if (!s.busy() || s.i_batch < 0) continue;
+        if (s.task->kind == TaskKind::EMBEDDING) {
+            finish_embedding(s, s.i_batch);
+            continue;
+        }
         if (s.state == SlotState::PROMPT) {
             const int64_t t = now_us();
             s.t_prompt_done_us = t;
@@ -740,6 +807,38 @@ void Engine::handle_sampled(Slot & s, llama_token token) {
     }
     emit(std::move(ev));
     if (s.stop != StopType::NONE) finish(s);
+}
+
+void Engine::finish_embedding(Slot & s, int32_t first) {
+    const int64_t t = now_us();
+    EngineEvent ev;
+    ev.kind = EngineEvent::Kind::EMBEDDING;
+    ev.task_id = s.task->id;
+    ev.n_prompt = static_cast<int32_t>(s.task->prompt.size());
+    const int32_t n = static_cast<int32_t>(s.task->prompt.size());
+    if (pooling_ == LLAMA_POOLING_TYPE_NONE) {
+        ev.embedding.reserve(static_cast<size_t>(n) * n_embd_out_);
+        for (int32_t i = 0; i < n; i++) {
+            const float * e = llama_get_embeddings_ith(ctx_, first + i);
+            if (e) ev.embedding.insert(ev.embedding.end(), e, e + n_embd_out_);
+            else ev.embedding.insert(ev.embedding.end(), n_embd_out_, 0.0f);
+        }
+        ev.n_vectors = n;
+    } else {
+        const float * e = llama_get_embeddings_seq(ctx_, s.id);
+        if (!e) e = llama_get_embeddings_ith(ctx_, first + n - 1);
+        if (e) ev.embedding.assign(e, e + n_embd_out_);
+        else ev.embedding.assign(n_embd_out_, 0.0f);
+        ev.n_vectors = 1;
+    }
+    counters_.prompt_tokens += n;
+    counters_.prompt_us += t - s.t_start_us;
+    counters_.tasks_done++;
+    emit(std::move(ev));
+    // Nothing of an embedded input is reused: free its cells for the next batch.
+    llama_memory_seq_rm(llama_get_memory(ctx_), s.id, -1, -1);
+    s.cache.clear();
+    s.release(t);
 }
 
 void Engine::finish(Slot & s) {

@@ -35,6 +35,8 @@ struct EngineParams {
     int32_t n_threads_batch = 0;  // 0: same as n_threads
     bool kv_unified = true;
     int32_t flash_attn = -1;      // -1 auto, 0 off, 1 on
+    bool embeddings = false;      // embedding mode: tasks are embedded, never generated
+    int32_t pooling = -1;         // llama_pooling_type; -1: the model's own
 };
 
 struct SlotSummary {
@@ -83,6 +85,7 @@ private:
     void step();
     bool decode_batch();
     void handle_sampled(Slot & slot, llama_token token);
+    void finish_embedding(Slot & slot, int32_t first_index);
     void finish(Slot & slot);
     void fail(Slot & slot, const std::string & message);
     void emit(EngineEvent && event);
@@ -102,6 +105,9 @@ private:
     llama_batch batch_{};
     EngineParams params_;
     int32_t n_ctx_seq_ = 0;
+    bool embeddings_ = false;
+    enum llama_pooling_type pooling_ = LLAMA_POOLING_TYPE_NONE;
+    int32_t n_embd_out_ = 0;
 
     std::vector<Slot> slots_;
     std::deque<std::unique_ptr<CompletionTask>> waiting_;

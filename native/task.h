@@ -12,8 +12,11 @@
 
 namespace addon {
 
+enum class TaskKind { COMPLETION, EMBEDDING };
+
 struct CompletionTask {
     int64_t id = 0;
+    TaskKind kind = TaskKind::COMPLETION;  // EMBEDDING: the prompt is embedded, nothing generated
     std::vector<llama_token> prompt;
     int32_t n_predict = -1;        // -1: until EOS or the slot's context is full
     int32_t id_slot = -1;          // -1: the idle slot whose cache shares the longest prefix
@@ -35,7 +38,7 @@ struct TokenProb {
 
 // One message from the engine thread to JS. Events of one task arrive in order.
 struct EngineEvent {
-    enum class Kind { TOKEN, DONE, ERROR } kind;
+    enum class Kind { TOKEN, DONE, ERROR, EMBEDDING } kind;
     int64_t task_id = 0;
 
     // TOKEN: a generated token and the text it releases (may be empty while a stop string or a
@@ -58,6 +61,10 @@ struct EngineEvent {
 
     // ERROR
     std::string message;
+
+    // EMBEDDING: one pooled vector, or one vector per prompt token (pooling none), row-major.
+    std::vector<float> embedding;
+    int32_t n_vectors = 0;
 };
 
 }  // namespace addon

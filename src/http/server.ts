@@ -86,7 +86,7 @@ export async function startHttpServer(options: HttpServerOptions): Promise<HttpS
 
     const writeError = (thrown: unknown): void => {
       const error = toHttpError(thrown);
-      if (error.status >= 500) options.logError?.(error, { method, path });
+      if (error.status === 500) options.logError?.(error, { method, path });
       const { status, body } = options.formatError(error);
       const extra: Record<string, string> = error.code === HttpLayerCode.METHOD_NOT_ALLOWED && error.details.allow
         ? { Allow: String(error.details.allow) } : {};
@@ -157,7 +157,7 @@ export async function startHttpServer(options: HttpServerOptions): Promise<HttpS
       } catch (thrown) {
         if (stream) {
           const error = toHttpError(thrown);
-          if (error.status >= 500) options.logError?.(error, { method, path });
+          if (error.status === 500) options.logError?.(error, { method, path });
           const s = stream as EventStream;
           await s.send(JSON.stringify(options.formatError(error).body));
           s.end();

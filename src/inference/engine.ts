@@ -36,6 +36,17 @@ export class EngineTaskError extends Error {
   }
 }
 
+export interface EmbeddingOutcome {
+  embedding: Float32Array;
+  nVectors: number;
+  nPrompt: number;
+}
+
+interface PendingEmbedding {
+  resolve(outcome: EmbeddingOutcome): void;
+  reject(error: Error): void;
+}
+
 interface PendingTask {
   onToken?: (token: GeneratedToken) => void | Promise<void>;
   resolve(outcome: CompletionOutcome): void;
@@ -53,6 +64,7 @@ export interface RunOptions {
 
 export class InferenceEngine {
   private readonly pending = new Map<number, PendingTask>();
+  private readonly embeddings = new Map<number, PendingEmbedding>();
   private constructor(private readonly engine: NativeEngine) {}
 
   static async create(model: NativeModel, params: EngineParams): Promise<InferenceEngine> {
@@ -97,8 +109,34 @@ export class InferenceEngine {
     });
   }
 
+  /** Embeds one input on an engine in embedding mode. */
+  embed(prompt: Int32Array, signal?: AbortSignal): Promise<EmbeddingOutcome> {
+    if (signal?.aborted) return Promise.reject(signal.reason ?? new Error('aborted'));
+    return new Promise<EmbeddingOutcome>((resolve, reject) => {
+      const id = this.engine.submit({ kind: 'embedding', prompt });
+      const onAbort = (): void => {
+        if (!this.embeddings.delete(id)) return;
+        this.engine.cancel(id);
+        reject(signal?.reason ?? new Error('aborted'));
+      };
+      signal?.addEventListener('abort', onAbort, { once: true });
+      this.embeddings.set(id, {
+        resolve: (o) => { signal?.removeEventListener('abort', onAbort); resolve(o); },
+        reject: (e) => { signal?.removeEventListener('abort', onAbort); reject(e); },
+      });
+    });
+  }
+
   private dispatch(events: EngineEvent[]): void {
     for (const event of events) {
+      if (event.kind === 'embedding' || (event.kind === 'error' && this.embeddings.has(event.task))) {
+        const waiting = this.embeddings.get(event.task);
+        if (!waiting) continue;
+        this.embeddings.delete(event.task);
+        if (event.kind === 'embedding') waiting.resolve({ embedding: event.embedding, nVectors: event.nVectors, nPrompt: event.nPrompt });
+        else waiting.reject(new EngineTaskError(event.message));
+        continue;
+      }
       const task = this.pending.get(event.task);
       if (!task) continue;
       switch (event.kind) {
@@ -145,6 +183,11 @@ export class InferenceEngine {
       task.reject(new EngineTaskError('the engine was shut down'));
     }
     this.pending.clear();
+    for (const [id, waiting] of this.embeddings) {
+      this.engine.cancel(id);
+      waiting.reject(new EngineTaskError('the engine was shut down'));
+    }
+    this.embeddings.clear();
     await this.engine.dispose();
   }
 }

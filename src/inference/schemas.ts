@@ -77,6 +77,18 @@ export const PromptField = Type.Union([
 export const CompletionBody = Type.Object({ prompt: PromptField, ...GenerationFields });
 export type CompletionBody = Static<typeof CompletionBody>;
 
+/** /infill: prefix and suffix are text or, as llama-server allows, a mix of text and token ids. */
+const InfillText = Type.Union([Type.String(), Type.Array(PromptPiece)]);
+export const InfillChunk = Type.Object({ filename: Type.Optional(Type.String()), text: Type.String() });
+export const InfillBody = Type.Object({
+  input_prefix: InfillText,
+  input_suffix: InfillText,
+  input_extra: Type.Optional(Type.Array(InfillChunk)),
+  prompt: Type.Optional(Type.String()),
+  ...GenerationFields,
+});
+export type InfillBody = Static<typeof InfillBody>;
+
 export const OpenAICompletionBody = Type.Object({
   prompt: PromptField,
   ...GenerationFields,
@@ -139,3 +151,35 @@ export const ApplyTemplateBody = Type.Object({
   add_generation_prompt: Type.Optional(Type.Boolean()),
 });
 export type ApplyTemplateBody = Static<typeof ApplyTemplateBody>;
+
+const EmbeddingInput = Type.Union([
+  Type.String(),
+  Type.Array(Type.Integer()),
+  Type.Array(Type.Union([Type.String(), Type.Array(Type.Integer())])),
+]);
+
+export const OpenAIEmbeddingBody = Type.Object({
+  input: EmbeddingInput,
+  model: Type.Optional(Type.String()),
+  encoding_format: Type.Optional(Type.Union([Type.Literal('float'), Type.Literal('base64')])),
+  dimensions: Type.Optional(Type.Integer()),
+  user: Type.Optional(Type.String()),
+});
+export type OpenAIEmbeddingBody = Static<typeof OpenAIEmbeddingBody>;
+
+export const NativeEmbeddingBody = Type.Object({
+  content: EmbeddingInput,
+  embd_normalize: Type.Optional(Type.Integer({ minimum: -1 })),
+});
+export type NativeEmbeddingBody = Static<typeof NativeEmbeddingBody>;
+
+export const RerankBody = Type.Object({
+  query: Type.String(),
+  documents: Type.Optional(Type.Array(Type.String())),
+  /** TEI's name for documents. */
+  texts: Type.Optional(Type.Array(Type.String())),
+  top_n: Type.Optional(Type.Integer({ minimum: 0 })),
+  return_text: Type.Optional(Type.Boolean()),
+  model: Type.Optional(Type.String()),
+});
+export type RerankBody = Static<typeof RerankBody>;

@@ -2,7 +2,7 @@
 // inference-server: serves a GGUF model over HTTP (OpenAI-compatible and llama-server native APIs).
 import { native } from '../native/binding.js';
 import { MODEL_FLAGS, parseFlags, resolveRuntime, usage, UsageError, type FlagSpec } from './options.js';
-import { startInferenceServer } from './server.js';
+import { POOLING_TYPES, startInferenceServer, type PoolingName } from './server.js';
 
 const NOT_YET = 'not supported yet in this version';
 
@@ -17,9 +17,9 @@ const SERVER_FLAGS: FlagSpec[] = [
   { names: ['--metrics'], kind: 'bool', key: 'metrics', help: 'serve Prometheus metrics at /metrics' },
   { names: ['--max-body-bytes'], kind: 'int', key: 'maxBodyBytes', help: 'largest accepted request body (default 33554432)' },
   { names: ['-mm', '--mmproj'], kind: 'string', key: 'mmproj', help: 'multimodal projector file', unsupported: NOT_YET },
-  { names: ['--embedding', '--embeddings'], kind: 'bool', key: 'embedding', help: 'enable the embeddings endpoints', unsupported: NOT_YET },
-  { names: ['--rerank', '--reranking'], kind: 'bool', key: 'rerank', help: 'enable the rerank endpoint', unsupported: NOT_YET },
-  { names: ['--pooling'], kind: 'string', key: 'pooling', help: 'embedding pooling: none, mean, cls, last, rank', unsupported: NOT_YET },
+  { names: ['--embedding', '--embeddings'], kind: 'bool', key: 'embedding', help: 'serve embeddings (/v1/embeddings, /embedding); completions are refused' },
+  { names: ['--rerank', '--reranking'], kind: 'bool', key: 'rerank', help: 'serve reranking (/v1/rerank); needs a reranker model' },
+  { names: ['--pooling'], kind: 'string', key: 'pooling', help: 'embedding pooling: none, mean, cls, last, rank (default: the model\'s)' },
   { names: ['--lora'], kind: 'list', key: 'lora', help: 'LoRA adapters applied at scale 1.0', unsupported: NOT_YET },
   { names: ['--lora-scaled'], kind: 'list', key: 'loraScaled', help: 'LoRA adapters with scales FILE:SCALE', unsupported: NOT_YET },
   { names: ['--lora-init-without-apply'], kind: 'bool', key: 'loraInitWithoutApply', help: 'load adapters at scale 0', unsupported: NOT_YET },
@@ -40,6 +40,8 @@ async function main(): Promise<number> {
     const runtime = resolveRuntime(flags, native.systemInfo().supportsGpuOffload);
     const parallel = (flags.parallel as number | undefined) ?? 4;
     if (parallel < 1) throw new UsageError('-np: must be at least 1');
+    const pooling = flags.pooling as string | undefined;
+    if (pooling !== undefined && !(pooling in POOLING_TYPES)) throw new UsageError(`--pooling: expected one of ${Object.keys(POOLING_TYPES).join(', ')}, got "${pooling}"`);
     const host = (flags.host as string | undefined) ?? '127.0.0.1';
     const port = (flags.port as number | undefined) ?? 8080;
     const server = await startInferenceServer({
@@ -52,6 +54,9 @@ async function main(): Promise<number> {
       metrics: Boolean(flags.metrics),
       nPredict: (flags.nPredict as number | undefined) ?? -1,
       maxBodyBytes: (flags.maxBodyBytes as number | undefined) ?? 32 * 1024 * 1024,
+      embedding: Boolean(flags.embedding),
+      rerank: Boolean(flags.rerank),
+      pooling: pooling as PoolingName | undefined,
       log: (line) => console.error(line),
     });
     console.error(`inference-server: listening on http://${host}:${server.port} (backend ${native.systemInfo().backend}), loading ${runtime.model}`);

@@ -9,9 +9,11 @@ import { InferenceEngine } from './engine.js';
 import { formatInferenceError } from './errors.js';
 import { contextSize, type RuntimeOptions } from './options.js';
 import { completionRoute } from './routes/completion.js';
+import { infillRoute } from './routes/infill.js';
 import { healthRoute, metricsRoute, modelsRoute, propsRoute, slotsRoute, type RequestCounters } from './routes/info.js';
 import { chatCompletionsRoute, textCompletionsRoute } from './routes/openai.js';
 import { applyTemplateRoute, detokenizeRoute, tokenizeRoute } from './routes/tokenize.js';
+import { nativeEmbeddingRoute, openaiEmbeddingsRoute, rerankRoute } from './routes/embeddings.js';
 import { InferenceService } from './service.js';
 import { ServerState } from './state.js';
 import { basename } from 'node:path';
@@ -27,6 +29,12 @@ export interface InferenceServerOptions {
   /** Server default for n_predict (-n); -1 = unlimited. */
   nPredict: number;
   maxBodyBytes: number;
+  /** --embedding: serve embeddings (and refuse completions), as llama-server. */
+  embedding?: boolean;
+  /** --rerank: serve reranking; the model must be a reranker (rank pooling). */
+  rerank?: boolean;
+  /** --pooling: none, mean, cls, last or rank; default the model's own. */
+  pooling?: PoolingName;
   /** Extra bearer-token check (e.g. --auth-app); true admits the request like a valid API key. */
   acceptBearer?: (authorization: string | undefined) => Promise<boolean>;
   /** Routes mounted as they are (e.g. --auth); they do their own authentication. */
@@ -42,6 +50,9 @@ export interface InferenceServer {
   readonly ready: Promise<InferenceService>;
   close(): Promise<void>;
 }
+
+export const POOLING_TYPES = { none: 0, mean: 1, cls: 2, last: 3, rank: 4 } as const;
+export type PoolingName = keyof typeof POOLING_TYPES;
 
 type Handler = (req: HttpRequest) => Promise<HttpResult | void> | HttpResult | void;
 
@@ -73,12 +84,16 @@ export async function startInferenceServer(options: InferenceServerOptions): Pro
   const text = guarded(textCompletionsRoute(state));
   const models = guarded(modelsRoute(state));
   const tokenize = guarded(tokenizeRoute(state));
+  const embeddings = guarded(openaiEmbeddingsRoute(state));
+  const embedding = guarded(nativeEmbeddingRoute(state));
+  const rerank = guarded(rerankRoute(state));
   const detokenize = guarded(detokenizeRoute(state));
   const routes: Route[] = [
     { method: 'GET', path: '/health', handler: health },
     { method: 'GET', path: '/v1/health', handler: health },
     { method: 'POST', path: '/completion', handler: completion },
     { method: 'POST', path: '/completions', handler: completion },
+    { method: 'POST', path: '/infill', handler: guarded(infillRoute(state)) },
     { method: 'POST', path: '/v1/completions', handler: text },
     { method: 'POST', path: '/v1/chat/completions', handler: chat },
     { method: 'POST', path: '/chat/completions', handler: chat },
@@ -89,6 +104,13 @@ export async function startInferenceServer(options: InferenceServerOptions): Pro
     { method: 'POST', path: '/tokenize', handler: tokenize },
     { method: 'POST', path: '/detokenize', handler: detokenize },
     { method: 'POST', path: '/apply-template', handler: guarded(applyTemplateRoute(state)) },
+    { method: 'POST', path: '/v1/embeddings', handler: embeddings },
+    { method: 'POST', path: '/embeddings', handler: embedding },
+    { method: 'POST', path: '/embedding', handler: embedding },
+    { method: 'POST', path: '/v1/rerank', handler: rerank },
+    { method: 'POST', path: '/rerank', handler: rerank },
+    { method: 'POST', path: '/v1/reranking', handler: rerank },
+    { method: 'POST', path: '/reranking', handler: rerank },
     ...(options.metrics ? [{ method: 'GET' as const, path: '/metrics', handler: guarded(metricsRoute(state, counters)) }] : []),
     ...(options.extraRoutes ?? []),
   ];
@@ -118,7 +140,15 @@ export async function startInferenceServer(options: InferenceServerOptions): Pro
       throw new Error('server closed while loading');
     }
     const metadata = model.metadata();
+    if (options.rerank && metadata.poolingType !== POOLING_TYPES.rank) {
+      model.dispose();
+      throw new Error(`${options.runtime.model} is not a reranker (its pooling type is ${metadata.poolingType ?? 'unset'}, rank is ${POOLING_TYPES.rank}): --rerank needs a model with rank pooling and a classification head`);
+    }
+    const embeddingMode = Boolean(options.embedding || options.rerank);
+    const pooling = options.rerank ? POOLING_TYPES.rank : options.pooling ? POOLING_TYPES[options.pooling] : -1;
     const engine = await InferenceEngine.create(model, {
+      embeddings: embeddingMode,
+      pooling,
       nCtx: contextSize(options.runtime.ctxSize, metadata.nCtxTrain),
       nParallel: options.parallel,
       nBatch: options.runtime.batchSize,

@@ -1,7 +1,7 @@
 // InferenceService: the loaded model and its engine, with what the routes need to know about
 // them. Exists only once the model is ready; routes reach it through ServerState.ready().
 import type { CompletionTaskSpec, EngineInfo, ModelMetadata, NativeModel } from '../native/binding.js';
-import { EngineTaskError, InferenceEngine, type CompletionOutcome, type GeneratedToken } from './engine.js';
+import { EngineTaskError, InferenceEngine, type CompletionOutcome, type EmbeddingOutcome, type GeneratedToken } from './engine.js';
 import { ErrorType, inferenceError } from './errors.js';
 import type { GenerationContext } from './generation.js';
 
@@ -50,6 +50,9 @@ export class InferenceService implements GenerationContext {
 
   /** Runs one task; engine failures become 500s, submit-time refusals 400s. */
   async run(spec: CompletionTaskSpec, signal: AbortSignal, onToken?: (t: GeneratedToken) => void): Promise<CompletionOutcome> {
+    if (this.info.embeddings) {
+      throw inferenceError(ErrorType.NOT_SUPPORTED, 'This server does not support completions. Start it without `--embedding` or `--rerank`');
+    }
     this.checkPromptFits(spec.prompt);
     try {
       return await this.engine.run(spec, { signal, onToken });
@@ -58,6 +61,17 @@ export class InferenceService implements GenerationContext {
       if (err instanceof EngineTaskError) throw inferenceError(ErrorType.SERVER, err.message);
       const message = (err as Error).message ?? String(err);
       if (/^invalid sampling parameters/.test(message)) throw inferenceError(ErrorType.INVALID_REQUEST, message);
+      throw err;
+    }
+  }
+
+  /** Embeds one tokenized input (embedding mode only). */
+  async embed(prompt: Int32Array, signal: AbortSignal): Promise<EmbeddingOutcome> {
+    try {
+      return await this.engine.embed(prompt, signal);
+    } catch (err) {
+      if (signal.aborted) throw inferenceError(ErrorType.INVALID_REQUEST, 'the client closed the connection');
+      if (err instanceof EngineTaskError) throw inferenceError(ErrorType.SERVER, err.message);
       throw err;
     }
   }

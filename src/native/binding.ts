@@ -90,6 +90,10 @@ export interface EngineParams {
   kvUnified?: boolean;
   /** -1 auto, 0 off, 1 on. */
   flashAttn?: number;
+  /** Embedding mode: tasks are embedded (kind "embedding"), never generated. */
+  embeddings?: boolean;
+  /** llama_pooling_type (0 none, 1 mean, 2 cls, 3 last, 4 rank); -1 = the model's own. */
+  pooling?: number;
 }
 
 /** Sampling parameters, in llama.cpp's units; absent fields take llama.cpp's defaults. */
@@ -133,6 +137,8 @@ export interface SamplingParams {
 }
 
 export interface CompletionTaskSpec {
+  /** "embedding" on an engine in embedding mode; default "completion". */
+  kind?: 'completion' | 'embedding';
   prompt: Int32Array;
   /** -1 = until end of generation or the slot's context is full. */
   nPredict?: number;
@@ -162,7 +168,9 @@ export type EngineEvent =
       task: number; kind: 'done'; text: string; stop: StopType; stoppingWord: string; truncated: boolean;
       nPrompt: number; nCached: number; nPredicted: number; tPromptMs: number; tPredictMs: number; slot: number;
     }
-  | { task: number; kind: 'error'; message: string };
+  | { task: number; kind: 'error'; message: string }
+  /** One pooled vector (nVectors 1), or one per prompt token with pooling none; row-major. */
+  | { task: number; kind: 'embedding'; embedding: Float32Array; nVectors: number; nPrompt: number };
 
 export interface SlotSnapshot {
   id: number;
@@ -193,6 +201,11 @@ export interface EngineInfo {
   nUbatch: number;
   nThreads: number;
   nThreadsBatch: number;
+  embeddings: boolean;
+  /** The context's pooling type (0 none, 1 mean, 2 cls, 3 last, 4 rank). */
+  pooling: number;
+  /** Floats per embedding vector (classifier outputs for rank pooling). */
+  nEmbdOut: number;
 }
 
 export interface NativeEngine {

@@ -3,9 +3,11 @@ import type { HttpRequest, HttpResult } from '../../http/request.js';
 import { compileBody } from '../../http/validation.js';
 import type { CompletionOutcome } from '../engine.js';
 import { completionChunk, completionResponse, finalChunk, type NativeFormatOptions } from '../format/native.js';
-import { buildTaskSpec } from '../generation.js';
+import type { CompletionTaskSpec } from '../../native/binding.js';
+import { buildTaskSpec, type GenerationRequest } from '../generation.js';
 import { splitPrompts, tokenizePrompt } from '../prompt.js';
 import { CompletionBody } from '../schemas.js';
+import type { InferenceService } from '../service.js';
 import type { ServerState } from '../state.js';
 import { TokenStream } from '../stream.js';
 
@@ -18,38 +20,52 @@ export function completionRoute(state: ServerState) {
     const prompts = splitPrompts(body.prompt).map((p) => tokenizePrompt(service.model, service.vocabSize, p));
     prompts.forEach((p) => service.checkPromptFits(p));
     const specs = prompts.map((p) => buildTaskSpec(service, body, p));
-    const options = (index: number): NativeFormatOptions => ({
-      index,
-      returnTokens: body.return_tokens ?? false,
-      nProbs: specs[index]!.nProbs ?? 0,
-      timingsPerToken: body.timings_per_token ?? false,
-      prompt: typeof body.prompt === 'string' ? body.prompt : '',
-    });
-
-    if (!body.stream) {
-      const outcomes = await Promise.all(specs.map((spec) => service.run(spec, req.signal)));
-      const responses = outcomes.map((o, i) => completionResponse(service, o, options(i)));
-      return { body: responses.length === 1 ? responses[0] : responses };
-    }
-
-    const stream = req.openEventStream();
-    await Promise.all(specs.map(async (spec, index) => {
-      const opts = options(index);
-      let predicted = 0;
-      const t0 = performance.now();
-      const tokens = new TokenStream(stream, (batch) => {
-        predicted += batch.filter((t) => t.token >= 0).length;
-        const chunk = completionChunk(service, batch, opts, spec.prompt.length, predicted);
-        if (opts.timingsPerToken) chunk.timings = { predicted_n: predicted, predicted_ms: performance.now() - t0 };
-        return JSON.stringify(chunk);
-      });
-      let outcome: CompletionOutcome;
-      try {
-        outcome = await service.run(spec, req.signal, (t) => tokens.push(t));
-      } finally {
-        await tokens.flush();
-      }
-      await stream.send(JSON.stringify(finalChunk(service, outcome, opts)));
-    }));
+    return answerCompletions(req, service, body, specs, typeof body.prompt === 'string' ? body.prompt : '');
   };
+}
+
+/**
+ * Runs the tasks and answers in /completion's shape (also /infill's): one object, an array for
+ * several prompts, or an SSE stream of chunks then a final chunk per task.
+ */
+export async function answerCompletions(
+  req: HttpRequest,
+  service: InferenceService,
+  body: GenerationRequest,
+  specs: CompletionTaskSpec[],
+  prompt: string,
+): Promise<HttpResult | void> {
+  const options = (index: number): NativeFormatOptions => ({
+    index,
+    returnTokens: body.return_tokens ?? false,
+    nProbs: specs[index]!.nProbs ?? 0,
+    timingsPerToken: body.timings_per_token ?? false,
+    prompt,
+  });
+
+  if (!body.stream) {
+    const outcomes = await Promise.all(specs.map((spec) => service.run(spec, req.signal)));
+    const responses = outcomes.map((o, i) => completionResponse(service, o, options(i)));
+    return { body: responses.length === 1 ? responses[0] : responses };
+  }
+
+  const stream = req.openEventStream();
+  await Promise.all(specs.map(async (spec, index) => {
+    const opts = options(index);
+    let predicted = 0;
+    const t0 = performance.now();
+    const tokens = new TokenStream(stream, (batch) => {
+      predicted += batch.filter((t) => t.token >= 0).length;
+      const chunk = completionChunk(service, batch, opts, spec.prompt.length, predicted);
+      if (opts.timingsPerToken) chunk.timings = { predicted_n: predicted, predicted_ms: performance.now() - t0 };
+      return JSON.stringify(chunk);
+    });
+    let outcome: CompletionOutcome;
+    try {
+      outcome = await service.run(spec, req.signal, (t) => tokens.push(t));
+    } finally {
+      await tokens.flush();
+    }
+    await stream.send(JSON.stringify(finalChunk(service, outcome, opts)));
+  }));
 }
