@@ -217,12 +217,9 @@ static std::vector<std::string> strings_from(Napi::Env env, Napi::Value v, const
     return out;
 }
 
-// submit({ prompt: Int32Array, nPredict, idSlot, cachePrompt, nProbs, tMaxPredictMs, stop, sampling }) -> task id
-Napi::Value Engine::js_submit(const Napi::CallbackInfo & info) {
-    Napi::Env env = info.Env();
-    if (disposed_) throw Napi::Error::New(env, "engine is disposed");
-    if (info.Length() < 1 || !info[0].IsObject()) throw Napi::TypeError::New(env, "submit(task)");
-    Napi::Object o = info[0].As<Napi::Object>();
+// Converts one JS task object (see CompletionTaskSpec in src/native/binding.ts). Throws on
+// invalid input, so nothing is queued when any task of a submission is refused.
+std::unique_ptr<CompletionTask> Engine::parse_task(Napi::Env env, Napi::Object o) {
     auto task = std::make_unique<CompletionTask>();
 
     Napi::Value prompt = o.Get("prompt");
@@ -256,16 +253,7 @@ Napi::Value Engine::js_submit(const Napi::CallbackInfo & info) {
             throw err;
         }
         task->cache_prompt = false;
-        task->id = next_task_id_++;
-        const int64_t id = task->id;
-        track_active(id, true);
-        counters_.queued++;
-        {
-            std::lock_guard<std::mutex> lock(inbox_mutex_);
-            inbox_.push_back(std::move(task));
-        }
-        inbox_cv_.notify_one();
-        return Napi::Number::New(env, static_cast<double>(id));
+        return task;
     }
     task->n_predict = read_i32(o, "nPredict", -1);
     task->id_slot = read_i32(o, "idSlot", -1);
@@ -278,17 +266,39 @@ Napi::Value Engine::js_submit(const Napi::CallbackInfo & info) {
     sampling_params_from_js(env, sampling.IsObject() ? sampling.As<Napi::Object>() : Napi::Object::New(env), model_->get(), n_ctx_seq_,
                             task->sampling);
     task->sampler.reset(sampler_create(env, model_->get(), task->sampling));
+    return task;
+}
 
-    task->id = next_task_id_++;
-    const int64_t id = task->id;
-    track_active(id, true);
-    counters_.queued++;
+// submit(task) -> id, or submit([task, ...]) -> ids: the tasks of one call enter the queue
+// together, so that they can share their first batch (deterministic batch composition).
+Napi::Value Engine::js_submit(const Napi::CallbackInfo & info) {
+    Napi::Env env = info.Env();
+    if (disposed_) throw Napi::Error::New(env, "engine is disposed");
+    if (info.Length() < 1 || !info[0].IsObject()) throw Napi::TypeError::New(env, "submit(task | tasks)");
+    const bool many = info[0].IsArray();
+    std::vector<std::unique_ptr<CompletionTask>> tasks;
+    if (many) {
+        Napi::Array arr = info[0].As<Napi::Array>();
+        for (uint32_t i = 0; i < arr.Length(); i++) {
+            if (!arr.Get(i).IsObject()) throw Napi::TypeError::New(env, "submit([task, ...]): each task must be an object");
+            tasks.push_back(parse_task(env, arr.Get(i).As<Napi::Object>()));
+        }
+    } else {
+        tasks.push_back(parse_task(env, info[0].As<Napi::Object>()));
+    }
+    Napi::Array ids = Napi::Array::New(env, tasks.size());
+    for (size_t i = 0; i < tasks.size(); i++) {
+        tasks[i]->id = next_task_id_++;
+        ids.Set(static_cast<uint32_t>(i), Napi::Number::New(env, static_cast<double>(tasks[i]->id)));
+        track_active(tasks[i]->id, true);
+        counters_.queued++;
+    }
     {
         std::lock_guard<std::mutex> lock(inbox_mutex_);
-        inbox_.push_back(std::move(task));
+        for (auto & t : tasks) inbox_.push_back(std::move(t));
     }
     inbox_cv_.notify_one();
-    return Napi::Number::New(env, static_cast<double>(id));
+    return many ? static_cast<Napi::Value>(ids) : ids.Get(0u);
 }
 
 // cancel(taskId): the task stops at the next step and emits no further events.

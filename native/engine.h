@@ -70,6 +70,7 @@ public:
 private:
     static Napi::Value create(const Napi::CallbackInfo & info);
     Napi::Value js_submit(const Napi::CallbackInfo & info);
+    std::unique_ptr<CompletionTask> parse_task(Napi::Env env, Napi::Object o);
     Napi::Value js_cancel(const Napi::CallbackInfo & info);
     Napi::Value js_slots(const Napi::CallbackInfo & info);
     Napi::Value js_metrics(const Napi::CallbackInfo & info);

@@ -4,9 +4,11 @@ import type { ModelMetadata, NativeModel } from '../native/binding.js';
 
 /**
  * -1 none, 0 max-absolute scaled to the int16 range, 1 taxicab, 2 Euclidean, p > 2 p-norm.
- * A zero vector stays zero.
+ * A zero vector stays zero. The arithmetic mirrors llama.cpp's (float products summed in
+ * double, a float scale), so the vectors equal llama-server's bit for bit.
  */
 export function normalize(vector: Float32Array, mode: number): number[] {
+  const f = Math.fround;
   let sum = 0;
   if (mode === -1) {
     sum = 1;
@@ -14,14 +16,14 @@ export function normalize(vector: Float32Array, mode: number): number[] {
     for (const x of vector) sum = Math.max(sum, Math.abs(x));
     sum /= 32760;
   } else if (mode === 2) {
-    for (const x of vector) sum += x * x;
+    for (const x of vector) sum += f(x * x);
     sum = Math.sqrt(sum);
   } else {
     for (const x of vector) sum += Math.abs(x) ** mode;
     sum = sum ** (1 / mode);
   }
-  const k = sum > 0 ? 1 / sum : 0;
-  return Array.from(vector, (x) => Math.fround(x * k));
+  const k = sum > 0 ? f(1 / sum) : 0;
+  return Array.from(vector, (x) => f(x * k));
 }
 
 /** Splits a row-major block of `n` vectors. */

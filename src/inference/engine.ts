@@ -109,22 +109,27 @@ export class InferenceEngine {
     });
   }
 
-  /** Embeds one input on an engine in embedding mode. */
-  embed(prompt: Int32Array, signal?: AbortSignal): Promise<EmbeddingOutcome> {
+  /**
+   * Embeds inputs on an engine in embedding mode. They are queued together, so they share
+   * batches (and the batch composition of a request does not depend on timing).
+   */
+  embedAll(prompts: Int32Array[], signal?: AbortSignal): Promise<EmbeddingOutcome[]> {
     if (signal?.aborted) return Promise.reject(signal.reason ?? new Error('aborted'));
-    return new Promise<EmbeddingOutcome>((resolve, reject) => {
-      const id = this.engine.submit({ kind: 'embedding', prompt });
-      const onAbort = (): void => {
-        if (!this.embeddings.delete(id)) return;
+    const ids = this.engine.submit(prompts.map((prompt) => ({ kind: 'embedding' as const, prompt })));
+    const outcomes = ids.map((id) => new Promise<EmbeddingOutcome>((resolve, reject) => this.embeddings.set(id, { resolve, reject })));
+    const onAbort = (): void => {
+      for (const id of ids) {
+        const waiting = this.embeddings.get(id);
+        if (!waiting) continue;
+        this.embeddings.delete(id);
         this.engine.cancel(id);
-        reject(signal?.reason ?? new Error('aborted'));
-      };
-      signal?.addEventListener('abort', onAbort, { once: true });
-      this.embeddings.set(id, {
-        resolve: (o) => { signal?.removeEventListener('abort', onAbort); resolve(o); },
-        reject: (e) => { signal?.removeEventListener('abort', onAbort); reject(e); },
-      });
-    });
+        waiting.reject(signal?.reason ?? new Error('aborted'));
+      }
+    };
+    signal?.addEventListener('abort', onAbort, { once: true });
+    const all = Promise.all(outcomes);
+    all.then(() => signal?.removeEventListener('abort', onAbort), () => onAbort());
+    return all;
   }
 
   private dispatch(events: EngineEvent[]): void {

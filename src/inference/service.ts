@@ -65,10 +65,10 @@ export class InferenceService implements GenerationContext {
     }
   }
 
-  /** Embeds one tokenized input (embedding mode only). */
-  async embed(prompt: Int32Array, signal: AbortSignal): Promise<EmbeddingOutcome> {
+  /** Embeds tokenized inputs together (embedding mode only). */
+  async embed(prompts: Int32Array[], signal: AbortSignal): Promise<EmbeddingOutcome[]> {
     try {
-      return await this.engine.embed(prompt, signal);
+      return await this.engine.embedAll(prompts, signal);
     } catch (err) {
       if (signal.aborted) throw inferenceError(ErrorType.INVALID_REQUEST, 'the client closed the connection');
       if (err instanceof EngineTaskError) throw inferenceError(ErrorType.SERVER, err.message);

@@ -211,6 +211,8 @@ export interface EngineInfo {
 export interface NativeEngine {
   /** Queues a task; returns its id. Throws synchronously on an invalid grammar or oversized prompt. */
   submit(task: CompletionTaskSpec): number;
+  /** Queues several tasks at once (they can share their first batch); nothing is queued if one is refused. */
+  submit(tasks: CompletionTaskSpec[]): number[];
   /** Stops a task at the next step; no further events arrive for it. */
   cancel(taskId: number): void;
   slots(): SlotSnapshot[];

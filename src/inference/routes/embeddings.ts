@@ -52,7 +52,7 @@ export function openaiEmbeddingsRoute(state: ServerState) {
       throw badRequest("Pooling type 'none' is not OAI compatible. Please use a different pooling type (--pooling)");
     }
     const prompts = inputs(service, body.input as Input, 'input');
-    const outcomes = await Promise.all(prompts.map((p) => service.embed(p, req.signal)));
+    const outcomes = await service.embed(prompts, req.signal);
     const tokens = prompts.reduce((n, p) => n + p.length, 0);
     return {
       body: {
@@ -74,7 +74,7 @@ export function nativeEmbeddingRoute(state: ServerState) {
     const body = NativeBody.parse(req);
     const mode = body.embd_normalize ?? 2;
     const prompts = inputs(service, body.content as Input, 'content');
-    const outcomes = await Promise.all(prompts.map((p) => service.embed(p, req.signal)));
+    const outcomes = await service.embed(prompts, req.signal);
     return {
       body: outcomes.map((o, index) => ({
         index,
@@ -104,7 +104,7 @@ export function rerankRoute(state: ServerState) {
         throw inferenceError(ErrorType.EXCEED_CONTEXT, `document ${i} with the query has ${p.length} tokens, more than the ${limit} an input may have (-b, -c)`, { n_prompt_tokens: p.length, n_ctx: limit });
       }
     });
-    const outcomes = await Promise.all(prompts.map((p) => service.embed(p, req.signal)));
+    const outcomes = await service.embed(prompts, req.signal);
     const results = outcomes
       .map((o, index) => ({ index, relevance_score: o.embedding[0]!, ...(body.return_text ? { document: { text: documents[index]! } } : {}) }))
       .sort((a, b) => b.relevance_score - a.relevance_score)

@@ -1,0 +1,49 @@
+// A llama-server built from the vendored source, started on a free port for comparisons.
+import { spawn, type ChildProcess } from 'node:child_process';
+import { createServer } from 'node:net';
+import { referenceTool } from './reference.js';
+
+async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const srv = createServer();
+    srv.listen(0, '127.0.0.1', () => {
+      const port = (srv.address() as { port: number }).port;
+      srv.close(() => resolve(port));
+    });
+    srv.on('error', reject);
+  });
+}
+
+export interface ReferenceServer {
+  base: string;
+  close(): Promise<void>;
+}
+
+export async function startLlamaServer(args: string[]): Promise<ReferenceServer> {
+  const bin = await referenceTool('llama-server');
+  const port = await freePort();
+  const child: ChildProcess = spawn(bin, [...args, '--host', '127.0.0.1', '--port', String(port), '--no-webui'], { stdio: 'ignore' });
+  const base = `http://127.0.0.1:${port}`;
+  const deadline = Date.now() + 60_000;
+  for (;;) {
+    if (child.exitCode !== null) throw new Error(`llama-server exited with ${child.exitCode}`);
+    try {
+      if ((await fetch(`${base}/health`)).status === 200) break;
+    } catch {
+      // not listening yet
+    }
+    if (Date.now() > deadline) {
+      child.kill('SIGKILL');
+      throw new Error('llama-server did not become ready');
+    }
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  return {
+    base,
+    close: () => new Promise<void>((resolve) => {
+      if (child.exitCode !== null) return resolve();
+      child.once('exit', () => resolve());
+      child.kill('SIGKILL');
+    }),
+  };
+}
