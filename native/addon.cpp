@@ -7,6 +7,7 @@
 #include "engine.h"
 #include "llama.h"
 #include "log.h"
+#include "lora.h"
 #include "model.h"
 #include "sampler.h"
 
@@ -38,6 +39,7 @@ static Napi::Object init(Napi::Env env, Napi::Object exports) {
     llama_backend_init();
     exports.Set("Model", Model::define(env));
     exports.Set("Engine", Engine::define(env));
+    exports.Set("LoraAdapter", LoraAdapter::define(env));
     exports.Set("systemInfo", Napi::Function::New(env, system_info));
     exports.Set("jsonSchemaToGrammar", Napi::Function::New(env, json_schema_to_grammar_js));
     return exports;

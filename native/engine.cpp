@@ -7,6 +7,7 @@
 
 #include "common.h"
 #include "log.h"
+#include "lora.h"
 #include "model.h"
 #include "sampler.h"
 
@@ -31,6 +32,7 @@ public:
         on_events_ = Napi::Persistent(on_events);
         model_->retain();
     }
+    void set_loras(Napi::Array loras) { loras_ = Napi::Persistent(loras); }
     ~EngineCreateWorker() override {
         if (ctx_) llama_free(ctx_);
     }
@@ -66,6 +68,7 @@ public:
         p.Set("nParallel", params_.n_parallel);
         p.Set("nBatch", params_.n_batch);
         p.Set("embeddings", params_.embeddings);
+        p.Set("loras", loras_.IsEmpty() ? Napi::Array::New(env) : loras_.Value());
         Napi::Object engine = Engine::constructor.New({Napi::External<llama_context>::New(env, ctx), model_ref_.Value(), on_events_.Value(), p});
         model_->release();  // the engine took its own reference
         deferred_.Resolve(engine);
@@ -81,6 +84,7 @@ private:
     Model * model_;
     Napi::ObjectReference model_ref_;
     Napi::FunctionReference on_events_;
+    Napi::Reference<Napi::Array> loras_;
     EngineParams params_;
     llama_context * ctx_ = nullptr;
 };
@@ -120,6 +124,22 @@ Napi::Value Engine::create(const Napi::CallbackInfo & info) {
     if (o.Get("embeddings").IsBoolean()) p.embeddings = o.Get("embeddings").As<Napi::Boolean>();
     p.pooling = read_i32(o, "pooling", -1);
     auto * worker = new EngineCreateWorker(env, model, model_obj, info[2].As<Napi::Function>(), p);
+    if (o.Get("loras").IsArray()) {
+        Napi::Array loras = o.Get("loras").As<Napi::Array>();
+        for (uint32_t i = 0; i < loras.Length(); i++) {
+            Napi::Value v = loras.Get(i);
+            if (!v.IsObject() || !v.As<Napi::Object>().InstanceOf(LoraAdapter::constructor.Value())) {
+                delete worker;
+                throw Napi::TypeError::New(env, "params.loras must be LoraAdapter objects");
+            }
+            LoraAdapter * a = LoraAdapter::Unwrap(v.As<Napi::Object>());
+            if (a->model() != model || !a->get()) {
+                delete worker;
+                throw Napi::Error::New(env, "a LoRA adapter belongs to another model or is disposed");
+            }
+        }
+        worker->set_loras(loras);
+    }
     worker->Queue();
     return worker->promise();
 }
@@ -152,6 +172,17 @@ Engine::Engine(const Napi::CallbackInfo & info) : Napi::ObjectWrap<Engine>(info)
     params_.n_parallel = read_i32(p, "nParallel", 1);
     params_.n_batch = llama_n_batch(ctx_);
     n_ctx_seq_ = static_cast<int32_t>(llama_n_ctx_seq(ctx_));
+    if (p.Get("loras").IsArray()) {
+        Napi::Array loras = p.Get("loras").As<Napi::Array>();
+        for (uint32_t i = 0; i < loras.Length(); i++) {
+            Napi::Object obj = loras.Get(i).As<Napi::Object>();
+            LoraAdapter * a = LoraAdapter::Unwrap(obj);
+            a->retain();
+            loras_.push_back(a);
+            lora_handles_.push_back(a->get());
+            lora_refs_.push_back(Napi::Persistent(obj));
+        }
+    }
     embeddings_ = p.Get("embeddings").ToBoolean();
     pooling_ = llama_pooling_type(ctx_);
     n_embd_out_ = pooling_ == LLAMA_POOLING_TYPE_RANK ? static_cast<int32_t>(std::max<uint32_t>(1, llama_model_n_cls_out(model_->get())))
@@ -262,6 +293,17 @@ std::unique_ptr<CompletionTask> Engine::parse_task(Napi::Env env, Napi::Object o
     task->n_probs = std::max(0, read_i32(o, "nProbs", 0));
     if (o.Get("tMaxPredictMs").IsNumber()) task->t_max_predict_ms = o.Get("tMaxPredictMs").As<Napi::Number>().Int64Value();
     task->stop = strings_from(env, o.Get("stop"), "task.stop");
+    task->lora_scales.assign(loras_.size(), 0.0f);
+    if (o.Get("loraScales").IsArray()) {
+        Napi::Array scales = o.Get("loraScales").As<Napi::Array>();
+        if (scales.Length() > loras_.size()) throw Napi::RangeError::New(env, "task.loraScales has more entries than the engine has adapters");
+        for (uint32_t i = 0; i < scales.Length(); i++) {
+            Napi::Value v = scales.Get(i);
+            double x = v.IsNumber() ? v.As<Napi::Number>().DoubleValue() : NAN;
+            if (!std::isfinite(x)) throw Napi::RangeError::New(env, "task.loraScales must be finite numbers");
+            task->lora_scales[i] = static_cast<float>(x);
+        }
+    }
     Napi::Value sampling = o.Get("sampling");
     sampling_params_from_js(env, sampling.IsObject() ? sampling.As<Napi::Object>() : Napi::Object::New(env), model_->get(), n_ctx_seq_,
                             task->sampling);
@@ -425,6 +467,8 @@ Napi::Value Engine::js_dispose(const Napi::CallbackInfo & info) {
             }
             model_->release();
             model_ref_.Reset();
+            for (LoraAdapter * a : loras_) a->release();
+            for (auto & r : lora_refs_) r.Reset();
             self_ref->Reset();
         });
     worker->Queue();
@@ -594,7 +638,7 @@ Slot * Engine::choose_slot(const CompletionTask & task) {
     Slot * lru = nullptr;
     for (auto & s : slots_) {
         if (s.busy()) continue;
-        if (task.cache_prompt) {
+        if (task.cache_prompt && s.cache_lora == task.lora_scales) {
             size_t n = 0;
             while (n < s.cache.size() && n < task.prompt.size() && s.cache[n] == task.prompt[n]) n++;
             if (n > best_prefix) {
@@ -623,6 +667,11 @@ void Engine::admit_waiting(int64_t now) {
 
 void Engine::start_task(Slot & slot, std::unique_ptr<CompletionTask> task, int64_t now) {
     llama_memory_t mem = llama_get_memory(ctx_);
+    // K/V computed under other adapter scales cannot be reused.
+    if (slot.cache_lora != task->lora_scales) {
+        slot.cache.clear();
+        slot.cache_lora = task->lora_scales;
+    }
     size_t keep = slot.assign(std::move(task), now);
     if (!llama_memory_seq_rm(mem, slot.id, static_cast<llama_pos>(keep), -1)) {
         // Memory that cannot drop a suffix (recurrent models): start the sequence afresh.
@@ -645,11 +694,24 @@ bool Engine::decode_batch() {
     struct Undo { size_t cache; size_t prompt_done; };
     std::vector<Undo> undo(slots_.size());
     while (true) {
+        // Slots decoded together must share adapter scales: a step serves the group of the busy
+        // slot served least recently, so groups alternate and none starves.
+        std::vector<float> group;
+        bool grouped = false;
+        if (!loras_.empty()) {
+            const Slot * first = nullptr;
+            for (const auto & s : slots_) if (s.busy() && (!first || s.last_step < first->last_step)) first = &s;
+            if (first) {
+                group = first->task->lora_scales;
+                grouped = true;
+            }
+        }
+        auto in_group = [&](const Slot & s) { return !grouped || s.task->lora_scales == group; };
         common_batch_clear(batch_);
         for (size_t i = 0; i < slots_.size(); i++) undo[i] = {slots_[i].cache.size(), slots_[i].n_prompt_done};
         for (auto & s : slots_) {
             s.i_batch = -1;
-            if (s.state != SlotState::GENERATING) continue;
+            if (s.state != SlotState::GENERATING || !in_group(s)) continue;
             s.i_batch = batch_.n_tokens;
             common_batch_add(batch_, s.sampled, static_cast<llama_pos>(s.cache.size()), {s.id}, true);
             s.cache.push_back(s.sampled);
@@ -658,7 +720,7 @@ bool Engine::decode_batch() {
         int32_t budget = std::min<int32_t>(prompt_budget, static_cast<int32_t>(params_.n_batch) - n_generating);
         // Prompts in arrival order, so an early long prompt is not starved by later ones.
         std::vector<Slot *> prompting;
-        for (auto & s : slots_) if (s.state == SlotState::PROMPT) prompting.push_back(&s);
+        for (auto & s : slots_) if (s.state == SlotState::PROMPT && in_group(s)) prompting.push_back(&s);
         std::sort(prompting.begin(), prompting.end(), [](Slot * a, Slot * b) { return a->t_start_us < b->t_start_us; });
         for (Slot * s : prompting) {
             const auto & prompt = s->task->prompt;
@@ -687,9 +749,17 @@ bool Engine::decode_batch() {
         }
         if (batch_.n_tokens == 0) return false;
 
+        if (grouped && applied_lora_ != group) {
+            llama_set_adapters_lora(ctx_, lora_handles_.data(), lora_handles_.size(), group.data());
+            applied_lora_ = group;
+        }
         const int32_t ret = llama_decode(ctx_, batch_);
         counters_.decode_calls++;
-        if (ret == 0) return true;
+        if (ret == 0) {
+            step_counter_++;
+            for (auto & s : slots_) if (s.busy() && in_group(s)) s.last_step = step_counter_;
+            return true;
+        }
 
         for (size_t i = 0; i < slots_.size(); i++) {
             slots_[i].cache.resize(undo[i].cache);

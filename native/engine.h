@@ -25,6 +25,7 @@
 namespace addon {
 
 class Model;
+class LoraAdapter;
 
 struct EngineParams {
     uint32_t n_ctx = 0;
@@ -101,6 +102,11 @@ private:
 
     Model * model_ = nullptr;
     Napi::ObjectReference model_ref_;
+    std::vector<LoraAdapter *> loras_;
+    std::vector<Napi::ObjectReference> lora_refs_;
+    std::vector<llama_adapter_lora *> lora_handles_;
+    std::vector<float> applied_lora_;   // scales currently set on the context
+    uint64_t step_counter_ = 0;
     llama_context * ctx_ = nullptr;
     const llama_vocab * vocab_ = nullptr;
     llama_batch batch_{};

@@ -33,6 +33,8 @@ struct Slot {
     int64_t t_start_us = 0;             // task assigned
     int64_t t_prompt_done_us = 0;       // first token sampled
     int64_t t_last_used_us = 0;         // for least-recently-used slot choice
+    uint64_t last_step = 0;             // engine step that last decoded this slot (fair LoRA groups)
+    std::vector<float> cache_lora;      // adapter scales the cached K/V were computed with
 
     bool busy() const { return state != SlotState::IDLE; }
 

@@ -26,6 +26,7 @@ struct CompletionTask {
     std::vector<std::string> stop; // stop strings (not emitted)
     common_params_sampling sampling;
     common_sampler_ptr sampler;    // built on the JS thread from `sampling`
+    std::vector<float> lora_scales; // one scale per adapter of the engine (0 = not applied)
 };
 
 enum class StopType { NONE, EOS, LIMIT, WORD };

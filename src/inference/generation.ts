@@ -4,6 +4,7 @@ import { native, type CompletionTaskSpec, type NativeModel, type SamplingParams 
 import { badRequest } from './errors.js';
 import type { GenerationFields } from './schemas.js';
 import type { Static, TObject } from '@sinclair/typebox';
+import type { LoraRegistry } from './lora.js';
 
 export type GenerationRequest = Static<TObject<typeof GenerationFields>>;
 
@@ -44,6 +45,7 @@ export const DEFAULT_SAMPLING = {
 
 export interface GenerationContext {
   model: NativeModel;
+  lora: LoraRegistry;
   vocabSize: number;
   /** Server-wide default for n_predict (-n); -1 = unlimited. */
   defaultNPredict: number;
@@ -176,5 +178,6 @@ export function buildTaskSpec(
     tMaxPredictMs: body.t_max_predict_ms ?? 0,
     stop: stopStrings(body.stop),
     sampling,
+    loraScales: body.lora ? ctx.lora.resolve(body.lora, 'lora') : ctx.lora.scales(),
   };
 }

@@ -65,6 +65,8 @@ export const GenerationFields = {
   model: Type.Optional(Type.String()),
   stream_options: Type.Optional(Type.Object({ include_usage: Type.Optional(Type.Boolean()) })),
   response_fields: Type.Optional(Type.Array(Type.String())),
+  /** Per-request LoRA scales, llama-server's [{id, scale}]; adapters not listed run at 0. */
+  lora: Type.Optional(Type.Array(Type.Object({ id: Type.Integer({ minimum: 0 }), scale: Type.Number() }))),
 };
 
 const PromptPiece = Type.Union([Type.String(), Int]);
@@ -183,3 +185,12 @@ export const RerankBody = Type.Object({
   model: Type.Optional(Type.String()),
 });
 export type RerankBody = Static<typeof RerankBody>;
+
+const LoraAdapterItem = Type.Object({
+  id: Type.Optional(Type.Integer({ minimum: 0 })),
+  path: Type.Optional(Type.String()),
+  scale: Type.Number(),
+});
+/** The spec's {"lora_adapters": [{path or id, scale}]}, or llama-server's bare array. */
+export const LoraAdaptersBody = Type.Union([Type.Object({ lora_adapters: Type.Array(LoraAdapterItem) }), Type.Array(LoraAdapterItem)]);
+export type LoraAdaptersBody = Static<typeof LoraAdaptersBody>;

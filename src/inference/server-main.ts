@@ -20,14 +20,26 @@ const SERVER_FLAGS: FlagSpec[] = [
   { names: ['--embedding', '--embeddings'], kind: 'bool', key: 'embedding', help: 'serve embeddings (/v1/embeddings, /embedding); completions are refused' },
   { names: ['--rerank', '--reranking'], kind: 'bool', key: 'rerank', help: 'serve reranking (/v1/rerank); needs a reranker model' },
   { names: ['--pooling'], kind: 'string', key: 'pooling', help: 'embedding pooling: none, mean, cls, last, rank (default: the model\'s)' },
-  { names: ['--lora'], kind: 'list', key: 'lora', help: 'LoRA adapters applied at scale 1.0', unsupported: NOT_YET },
-  { names: ['--lora-scaled'], kind: 'list', key: 'loraScaled', help: 'LoRA adapters with scales FILE:SCALE', unsupported: NOT_YET },
-  { names: ['--lora-init-without-apply'], kind: 'bool', key: 'loraInitWithoutApply', help: 'load adapters at scale 0', unsupported: NOT_YET },
+  { names: ['--lora'], kind: 'list', key: 'lora', help: 'LoRA adapters, applied at scale 1.0' },
+  { names: ['--lora-scaled'], kind: 'list', key: 'loraScaled', help: 'LoRA adapters with their scales, FILE:SCALE' },
+  { names: ['--lora-init-without-apply'], kind: 'bool', key: 'loraInitWithoutApply', help: 'load the adapters at scale 0 (apply later with POST /lora-adapters)' },
   { names: ['--auth'], kind: 'bool', key: 'auth', help: 'mount the authentication service routes on this port', unsupported: NOT_YET },
   { names: ['--auth-app'], kind: 'string', key: 'authApp', help: 'accept access tokens of this auth-service app (slug)', unsupported: NOT_YET },
   { names: ['--auth-role'], kind: 'string', key: 'authRole', help: 'role required in those tokens', unsupported: NOT_YET },
   { names: ['-h', '--help'], kind: 'bool', key: 'help', help: 'show this help' },
 ];
+
+/** --lora FILE (scale 1), --lora-scaled FILE:SCALE; --lora-init-without-apply makes every scale 0. */
+function loraOptions(plain: string[] = [], scaled: string[] = [], initWithoutApply: boolean): Array<{ path: string; scale: number }> {
+  const out = plain.map((path) => ({ path, scale: 1 }));
+  for (const item of scaled) {
+    const at = item.lastIndexOf(':');
+    const scale = at > 0 ? Number(item.slice(at + 1)) : NaN;
+    if (at <= 0 || item.slice(at + 1).trim() === '' || !Number.isFinite(scale)) throw new UsageError(`--lora-scaled: expected FILE:SCALE, got "${item}"`);
+    out.push({ path: item.slice(0, at), scale });
+  }
+  return initWithoutApply ? out.map((l) => ({ ...l, scale: 0 })) : out;
+}
 
 async function main(): Promise<number> {
   let flags;
@@ -42,6 +54,7 @@ async function main(): Promise<number> {
     if (parallel < 1) throw new UsageError('-np: must be at least 1');
     const pooling = flags.pooling as string | undefined;
     if (pooling !== undefined && !(pooling in POOLING_TYPES)) throw new UsageError(`--pooling: expected one of ${Object.keys(POOLING_TYPES).join(', ')}, got "${pooling}"`);
+    const loras = loraOptions(flags.lora as string[] | undefined, flags.loraScaled as string[] | undefined, Boolean(flags.loraInitWithoutApply));
     const host = (flags.host as string | undefined) ?? '127.0.0.1';
     const port = (flags.port as number | undefined) ?? 8080;
     const server = await startInferenceServer({
@@ -57,6 +70,7 @@ async function main(): Promise<number> {
       embedding: Boolean(flags.embedding),
       rerank: Boolean(flags.rerank),
       pooling: pooling as PoolingName | undefined,
+      loras,
       log: (line) => console.error(line),
     });
     console.error(`inference-server: listening on http://${host}:${server.port} (backend ${native.systemInfo().backend}), loading ${runtime.model}`);

@@ -13,6 +13,8 @@ import { infillRoute } from './routes/infill.js';
 import { healthRoute, metricsRoute, modelsRoute, propsRoute, slotsRoute, type RequestCounters } from './routes/info.js';
 import { chatCompletionsRoute, textCompletionsRoute } from './routes/openai.js';
 import { applyTemplateRoute, detokenizeRoute, tokenizeRoute } from './routes/tokenize.js';
+import { listLoraRoute, setLoraRoute } from './routes/lora.js';
+import { LoraRegistry } from './lora.js';
 import { nativeEmbeddingRoute, openaiEmbeddingsRoute, rerankRoute } from './routes/embeddings.js';
 import { InferenceService } from './service.js';
 import { ServerState } from './state.js';
@@ -35,6 +37,8 @@ export interface InferenceServerOptions {
   rerank?: boolean;
   /** --pooling: none, mean, cls, last or rank; default the model's own. */
   pooling?: PoolingName;
+  /** LoRA adapters to load, with their initial scales (--lora, --lora-scaled, --lora-init-without-apply). */
+  loras?: Array<{ path: string; scale: number }>;
   /** Extra bearer-token check (e.g. --auth-app); true admits the request like a valid API key. */
   acceptBearer?: (authorization: string | undefined) => Promise<boolean>;
   /** Routes mounted as they are (e.g. --auth); they do their own authentication. */
@@ -104,6 +108,8 @@ export async function startInferenceServer(options: InferenceServerOptions): Pro
     { method: 'POST', path: '/tokenize', handler: tokenize },
     { method: 'POST', path: '/detokenize', handler: detokenize },
     { method: 'POST', path: '/apply-template', handler: guarded(applyTemplateRoute(state)) },
+    { method: 'GET', path: '/lora-adapters', handler: guarded(listLoraRoute(state)) },
+    { method: 'POST', path: '/lora-adapters', handler: guarded(setLoraRoute(state)) },
     { method: 'POST', path: '/v1/embeddings', handler: embeddings },
     { method: 'POST', path: '/embeddings', handler: embedding },
     { method: 'POST', path: '/embedding', handler: embedding },
@@ -144,11 +150,21 @@ export async function startInferenceServer(options: InferenceServerOptions): Pro
       model.dispose();
       throw new Error(`${options.runtime.model} is not a reranker (its pooling type is ${metadata.poolingType ?? 'unset'}, rank is ${POOLING_TYPES.rank}): --rerank needs a model with rank pooling and a classification head`);
     }
+    const loraSpecs = options.loras ?? [];
+    const adapters = [];
+    try {
+      for (const spec of loraSpecs) adapters.push(await native.LoraAdapter.load(model, spec.path));
+    } catch (err) {
+      for (const a of adapters) a.dispose();
+      model.dispose();
+      throw err;
+    }
     const embeddingMode = Boolean(options.embedding || options.rerank);
     const pooling = options.rerank ? POOLING_TYPES.rank : options.pooling ? POOLING_TYPES[options.pooling] : -1;
     const engine = await InferenceEngine.create(model, {
       embeddings: embeddingMode,
       pooling,
+      loras: adapters,
       nCtx: contextSize(options.runtime.ctxSize, metadata.nCtxTrain),
       nParallel: options.parallel,
       nBatch: options.runtime.batchSize,
@@ -162,7 +178,7 @@ export async function startInferenceServer(options: InferenceServerOptions): Pro
       modelPath: options.runtime.model,
       alias: options.alias ?? basename(options.runtime.model),
       defaultNPredict: options.nPredict,
-    });
+    }, new LoraRegistry(loraSpecs));
     state.setReady(service);
     return service;
   })();

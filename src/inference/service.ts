@@ -4,6 +4,7 @@ import type { CompletionTaskSpec, EngineInfo, ModelMetadata, NativeModel } from 
 import { EngineTaskError, InferenceEngine, type CompletionOutcome, type EmbeddingOutcome, type GeneratedToken } from './engine.js';
 import { ErrorType, inferenceError } from './errors.js';
 import type { GenerationContext } from './generation.js';
+import type { LoraRegistry } from './lora.js';
 
 export interface ServiceSettings {
   modelPath: string;
@@ -22,6 +23,7 @@ export class InferenceService implements GenerationContext {
     readonly model: NativeModel,
     readonly engine: InferenceEngine,
     readonly settings: ServiceSettings,
+    readonly lora: LoraRegistry,
   ) {
     this.metadata = model.metadata();
     this.info = engine.native.info();

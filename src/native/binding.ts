@@ -94,6 +94,16 @@ export interface EngineParams {
   embeddings?: boolean;
   /** llama_pooling_type (0 none, 1 mean, 2 cls, 3 last, 4 rank); -1 = the model's own. */
   pooling?: number;
+  /** LoRA adapters of this model that tasks may apply (task.loraScales indexes them). */
+  loras?: NativeLoraAdapter[];
+}
+
+export interface NativeLoraAdapter {
+  readonly path: string;
+  /** The adapter's GGUF key/values. */
+  metadata(): Record<string, string>;
+  /** Frees the adapter (throws while an engine uses it). Idempotent. */
+  dispose(): void;
 }
 
 /** Sampling parameters, in llama.cpp's units; absent fields take llama.cpp's defaults. */
@@ -151,6 +161,8 @@ export interface CompletionTaskSpec {
   tMaxPredictMs?: number;
   stop?: string[];
   sampling?: SamplingParams;
+  /** One scale per engine adapter (missing entries are 0); fixed for the task's whole life. */
+  loraScales?: number[];
 }
 
 export type StopType = 'none' | 'eos' | 'limit' | 'word';
@@ -232,6 +244,7 @@ export interface SystemInfo {
 
 export interface NativeAddon {
   Model: { load(path: string, options: ModelLoadOptions, onProgress?: (progress: number) => void): ModelLoadHandle };
+  LoraAdapter: { load(model: NativeModel, path: string): Promise<NativeLoraAdapter> };
   Engine: { create(model: NativeModel, params: EngineParams, onEvents: (events: EngineEvent[]) => void): Promise<NativeEngine> };
   systemInfo(): SystemInfo;
   /** Converts a JSON schema (as JSON text) to a GBNF grammar; throws on unsupported schemas. */
