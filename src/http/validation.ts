@@ -1,6 +1,7 @@
 // JSON bodies: parsed once, checked against a TypeBox schema compiled at route registration.
 import type { Static, TSchema } from '@sinclair/typebox';
 import { TypeCompiler } from '@sinclair/typebox/compiler';
+import type { ValueError } from '@sinclair/typebox/errors';
 import { HttpError, HttpLayerCode } from './errors.js';
 import type { HttpRequest } from './request.js';
 
@@ -25,7 +26,8 @@ export function compileBody<S extends TSchema>(schema: S, options: BodyOptions =
   const compiled = TypeCompiler.Compile(schema);
   const check = (value: unknown): Static<S> => {
     if (compiled.Check(value)) return value;
-    const first = compiled.Errors(value).First();
+    const top = compiled.Errors(value).First();
+    const first = top ? deepest(top) : undefined;
     const field = first ? jsonPointerToField(first.path) : '';
     const message = first
       ? field ? `Invalid field "${field}": ${first.message}` : `Invalid request body: ${first.message}`
@@ -50,6 +52,21 @@ export function parseJson(req: HttpRequest, strictContentType = true): unknown {
   } catch (err) {
     throw new HttpError(400, HttpLayerCode.MALFORMED_JSON, `Malformed JSON in request body: ${(err as Error).message}`);
   }
+}
+
+/**
+ * A union's own error ("Expected union value") says little: report instead the error of the
+ * variant that matched deepest into the value, which names the offending field.
+ */
+function deepest(error: ValueError): ValueError {
+  let best = error;
+  for (const variant of error.errors ?? []) {
+    const inner = variant.First();
+    if (!inner) continue;
+    const candidate = deepest(inner);
+    if (candidate.path.length > best.path.length) best = candidate;
+  }
+  return best;
 }
 
 /** `/messages/0/role` -> `messages[0].role` */
