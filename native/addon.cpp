@@ -9,6 +9,7 @@
 #include "log.h"
 #include "lora.h"
 #include "model.h"
+#include "vision.h"
 #include "sampler.h"
 
 #ifndef ADDON_BACKEND
@@ -40,6 +41,7 @@ static Napi::Object init(Napi::Env env, Napi::Object exports) {
     exports.Set("Model", Model::define(env));
     exports.Set("Engine", Engine::define(env));
     exports.Set("LoraAdapter", LoraAdapter::define(env));
+    exports.Set("Vision", Vision::define(env));
     exports.Set("systemInfo", Napi::Function::New(env, system_info));
     exports.Set("jsonSchemaToGrammar", Napi::Function::New(env, json_schema_to_grammar_js));
     return exports;

@@ -9,6 +9,8 @@
 #include "log.h"
 #include "lora.h"
 #include "model.h"
+#include "mtmd-helper.h"
+#include "vision.h"
 #include "sampler.h"
 
 namespace addon {
@@ -33,6 +35,7 @@ public:
         model_->retain();
     }
     void set_loras(Napi::Array loras) { loras_ = Napi::Persistent(loras); }
+    void set_vision(Napi::Object vision) { vision_ = Napi::Persistent(vision); }
     ~EngineCreateWorker() override {
         if (ctx_) llama_free(ctx_);
     }
@@ -69,6 +72,7 @@ public:
         p.Set("nBatch", params_.n_batch);
         p.Set("embeddings", params_.embeddings);
         p.Set("loras", loras_.IsEmpty() ? Napi::Array::New(env) : loras_.Value());
+        if (!vision_.IsEmpty()) p.Set("vision", vision_.Value());
         Napi::Object engine = Engine::constructor.New({Napi::External<llama_context>::New(env, ctx), model_ref_.Value(), on_events_.Value(), p});
         model_->release();  // the engine took its own reference
         deferred_.Resolve(engine);
@@ -85,6 +89,7 @@ private:
     Napi::ObjectReference model_ref_;
     Napi::FunctionReference on_events_;
     Napi::Reference<Napi::Array> loras_;
+    Napi::ObjectReference vision_;
     EngineParams params_;
     llama_context * ctx_ = nullptr;
 };
@@ -140,6 +145,14 @@ Napi::Value Engine::create(const Napi::CallbackInfo & info) {
         }
         worker->set_loras(loras);
     }
+    if (o.Get("vision").IsObject()) {
+        Napi::Object v = o.Get("vision").As<Napi::Object>();
+        if (!v.InstanceOf(Vision::constructor.Value()) || Vision::Unwrap(v)->model() != model || !Vision::Unwrap(v)->get()) {
+            delete worker;
+            throw Napi::TypeError::New(env, "params.vision must be a Vision loaded for this model");
+        }
+        worker->set_vision(v);
+    }
     worker->Queue();
     return worker->promise();
 }
@@ -182,6 +195,12 @@ Engine::Engine(const Napi::CallbackInfo & info) : Napi::ObjectWrap<Engine>(info)
             lora_handles_.push_back(a->get());
             lora_refs_.push_back(Napi::Persistent(obj));
         }
+    }
+    if (p.Get("vision").IsObject()) {
+        Napi::Object v = p.Get("vision").As<Napi::Object>();
+        vision_ = Vision::Unwrap(v);
+        vision_->retain();
+        vision_ref_ = Napi::Persistent(v);
     }
     embeddings_ = p.Get("embeddings").ToBoolean();
     pooling_ = llama_pooling_type(ctx_);
@@ -253,15 +272,19 @@ static std::vector<std::string> strings_from(Napi::Env env, Napi::Value v, const
 std::unique_ptr<CompletionTask> Engine::parse_task(Napi::Env env, Napi::Object o) {
     auto task = std::make_unique<CompletionTask>();
 
-    Napi::Value prompt = o.Get("prompt");
-    if (!prompt.IsTypedArray() || prompt.As<Napi::TypedArray>().TypedArrayType() != napi_int32_array) {
-        throw Napi::TypeError::New(env, "task.prompt must be an Int32Array of tokens");
-    }
-    Napi::Int32Array tokens = prompt.As<Napi::Int32Array>();
-    const int32_t n_vocab = llama_vocab_n_tokens(vocab_);
-    task->prompt.assign(tokens.Data(), tokens.Data() + tokens.ElementLength());
-    for (llama_token t : task->prompt) {
-        if (t < 0 || t >= n_vocab) throw Napi::RangeError::New(env, "prompt token out of range: " + std::to_string(t));
+    if (o.Get("media").IsArray()) {
+        tokenize_media(env, o, *task);
+    } else {
+        Napi::Value prompt = o.Get("prompt");
+        if (!prompt.IsTypedArray() || prompt.As<Napi::TypedArray>().TypedArrayType() != napi_int32_array) {
+            throw Napi::TypeError::New(env, "task.prompt must be an Int32Array of tokens");
+        }
+        Napi::Int32Array tokens = prompt.As<Napi::Int32Array>();
+        const int32_t n_vocab = llama_vocab_n_tokens(vocab_);
+        task->prompt.assign(tokens.Data(), tokens.Data() + tokens.ElementLength());
+        for (llama_token t : task->prompt) {
+            if (t < 0 || t >= n_vocab) throw Napi::RangeError::New(env, "prompt token out of range: " + std::to_string(t));
+        }
     }
     if (task->prompt.empty()) throw Napi::Error::New(env, "the prompt is empty");
     if (static_cast<int32_t>(task->prompt.size()) >= n_ctx_seq_) {
@@ -290,6 +313,7 @@ std::unique_ptr<CompletionTask> Engine::parse_task(Napi::Env env, Napi::Object o
     task->id_slot = read_i32(o, "idSlot", -1);
     if (task->id_slot >= params_.n_parallel) throw Napi::RangeError::New(env, "idSlot out of range");
     if (o.Get("cachePrompt").IsBoolean()) task->cache_prompt = o.Get("cachePrompt").As<Napi::Boolean>();
+    if (!task->media.empty()) task->cache_prompt = false;  // placeholders cannot be compared
     task->n_probs = std::max(0, read_i32(o, "nProbs", 0));
     if (o.Get("tMaxPredictMs").IsNumber()) task->t_max_predict_ms = o.Get("tMaxPredictMs").As<Napi::Number>().Int64Value();
     task->stop = strings_from(env, o.Get("stop"), "task.stop");
@@ -309,6 +333,101 @@ std::unique_ptr<CompletionTask> Engine::parse_task(Napi::Env env, Napi::Object o
                             task->sampling);
     task->sampler.reset(sampler_create(env, model_->get(), task->sampling));
     return task;
+}
+
+// True when `bytes` start like a format stb_image decodes. Anything else is refused before mtmd,
+// which would otherwise try it as audio or video (spawning ffprobe).
+static bool looks_like_image(const uint8_t * b, size_t n) {
+    auto starts = [&](const char * magic, size_t len) { return n >= len && std::memcmp(b, magic, len) == 0; };
+    return starts("\x89PNG", 4) || starts("\xFF\xD8\xFF", 3) || starts("GIF8", 4) || starts("BM", 2) || starts("8BPS", 4) ||
+           starts("#?RADIANCE", 10) || starts("#?RGBE", 6) || (n >= 2 && b[0] == 'P' && b[1] >= '1' && b[1] <= '7');
+}
+
+// Images in a prompt: `promptText` holds the projector's media marker once per entry of `media`
+// (encoded image files). Decoding and tokenizing happen here; encoding waits for the engine thread.
+void Engine::tokenize_media(Napi::Env env, Napi::Object o, CompletionTask & task) {
+    if (!vision_ || !vision_->get()) throw Napi::Error::New(env, "this engine has no multimodal projector (-mm)");
+    if (!o.Get("promptText").IsString()) throw Napi::TypeError::New(env, "task.promptText must be a string when task.media is given");
+    const std::string text = o.Get("promptText").As<Napi::String>();
+    Napi::Array media = o.Get("media").As<Napi::Array>();
+    const std::string marker = mtmd_get_marker(vision_->get());
+    size_t n_markers = 0;
+    for (size_t pos = text.find(marker); pos != std::string::npos; pos = text.find(marker, pos + marker.size())) n_markers++;
+    if (n_markers != media.Length()) {
+        Napi::Error err = Napi::Error::New(env, "the number of images (" + std::to_string(media.Length()) + ") does not match the number of media markers \"" +
+                                                    marker + "\" in the prompt (" + std::to_string(n_markers) + ")");
+        err.Set("code", "BAD_MEDIA");
+        throw err;
+    }
+    std::vector<mtmd_bitmap *> bitmaps;
+    auto free_bitmaps = [&] { for (auto * b : bitmaps) mtmd_bitmap_free(b); bitmaps.clear(); };
+    constexpr uint64_t max_pixels = 64ull * 1024 * 1024;
+    for (uint32_t i = 0; i < media.Length(); i++) {
+        Napi::Value v = media.Get(i);
+        if (!v.IsTypedArray() || v.As<Napi::TypedArray>().TypedArrayType() != napi_uint8_array) {
+            free_bitmaps();
+            throw Napi::TypeError::New(env, "task.media entries must be Uint8Arrays");
+        }
+        Napi::Uint8Array bytes = v.As<Napi::Uint8Array>();
+        if (!looks_like_image(bytes.Data(), bytes.ElementLength())) {
+            free_bitmaps();
+            Napi::Error err = Napi::Error::New(env, "image " + std::to_string(i) + " is not in a supported format (PNG, JPEG, GIF, BMP, PSD, HDR or PNM)");
+            err.Set("code", "BAD_MEDIA");
+            throw err;
+        }
+        mtmd_helper_bitmap_wrapper w = mtmd_helper_bitmap_init_from_buf(vision_->get(), bytes.Data(), bytes.ElementLength(), false, mtmd_helper_init_opt_default());
+        if (!w.bitmap || mtmd_bitmap_is_audio(w.bitmap)) {
+            if (w.bitmap) mtmd_bitmap_free(w.bitmap);
+            free_bitmaps();
+            Napi::Error err = Napi::Error::New(env, "image " + std::to_string(i) + " could not be decoded (corrupt or truncated)");
+            err.Set("code", "BAD_MEDIA");
+            throw err;
+        }
+        bitmaps.push_back(w.bitmap);
+        if (static_cast<uint64_t>(mtmd_bitmap_get_nx(w.bitmap)) * mtmd_bitmap_get_ny(w.bitmap) > max_pixels) {
+            free_bitmaps();
+            Napi::Error err = Napi::Error::New(env, "image " + std::to_string(i) + " is too large (more than 64 megapixels)");
+            err.Set("code", "BAD_MEDIA");
+            throw err;
+        }
+    }
+    mtmd_input_chunks * chunks = mtmd_input_chunks_init();
+    mtmd_input_text input{text.c_str(), text.size(), true, true};
+    const int32_t ret = mtmd_tokenize(vision_->get(), chunks, &input, const_cast<const mtmd_bitmap **>(bitmaps.data()), bitmaps.size());
+    free_bitmaps();
+    if (ret != 0) {
+        mtmd_input_chunks_free(chunks);
+        Napi::Error err = Napi::Error::New(env, ret == 1 ? "the number of images does not match the number of media markers in the prompt"
+                                                        : "an image could not be preprocessed");
+        err.Set("code", "BAD_MEDIA");
+        throw err;
+    }
+    const size_t n = mtmd_input_chunks_size(chunks);
+    for (size_t i = 0; i < n; i++) {
+        const mtmd_input_chunk * chunk = mtmd_input_chunks_get(chunks, i);
+        const auto type = mtmd_input_chunk_get_type(chunk);
+        if (type == MTMD_INPUT_CHUNK_TYPE_TEXT) {
+            size_t n_tokens = 0;
+            const llama_token * tokens = mtmd_input_chunk_get_tokens_text(chunk, &n_tokens);
+            task.prompt.insert(task.prompt.end(), tokens, tokens + n_tokens);
+        } else if (type == MTMD_INPUT_CHUNK_TYPE_IMAGE) {
+            MediaSpan span;
+            span.start = task.prompt.size();
+            span.n_pos = static_cast<size_t>(mtmd_input_chunk_get_n_pos(chunk));
+            span.chunk.reset(mtmd_input_chunk_copy(chunk));
+            task.prompt.insert(task.prompt.end(), span.n_pos, LLAMA_TOKEN_NULL);
+            task.media.push_back(std::move(span));
+        } else {
+            mtmd_input_chunks_free(chunks);
+            throw Napi::Error::New(env, "audio input is not supported");
+        }
+    }
+    mtmd_input_chunks_free(chunks);
+    if (!task.media.empty() && task.media.back().start + task.media.back().n_pos == task.prompt.size()) {
+        Napi::Error err = Napi::Error::New(env, "the prompt must continue with text after its last image");
+        err.Set("code", "BAD_MEDIA");
+        throw err;
+    }
 }
 
 // submit(task) -> id, or submit([task, ...]) -> ids: the tasks of one call enter the queue
@@ -468,6 +587,8 @@ Napi::Value Engine::js_dispose(const Napi::CallbackInfo & info) {
             model_->release();
             model_ref_.Reset();
             for (LoraAdapter * a : loras_) a->release();
+            if (vision_) vision_->release();
+            vision_ref_.Reset();
             for (auto & r : lora_refs_) r.Reset();
             self_ref->Reset();
         });
@@ -736,7 +857,14 @@ bool Engine::decode_batch() {
                 budget -= static_cast<int32_t>(prompt.size());
                 continue;
             }
-            while (budget > 0 && s->n_prompt_done < prompt.size()) {
+            size_t stop_at = prompt.size();  // an image is evaluated on its own (eval_media)
+            for (const auto & span : s->task->media) {
+                if (span.start >= s->n_prompt_done) {
+                    stop_at = span.start;
+                    break;
+                }
+            }
+            while (budget > 0 && s->n_prompt_done < stop_at) {
                 common_batch_add(batch_, prompt[s->n_prompt_done], static_cast<llama_pos>(s->cache.size()), {s->id}, false);
                 s->cache.push_back(prompt[s->n_prompt_done]);
                 s->n_prompt_done++;
@@ -808,9 +936,34 @@ bool Engine::decode_batch() {
     }
 }
 
+// Encodes and decodes the images that slots have reached, one image per slot and step; text
+// around them goes through the shared batch.
+void Engine::eval_media() {
+    for (auto & s : slots_) {
+        if (s.state != SlotState::PROMPT || s.task->media.empty()) continue;
+        for (const auto & span : s.task->media) {
+            if (span.start != s.n_prompt_done) continue;
+            llama_pos new_n_past = 0;
+            const int32_t ret = mtmd_helper_eval_chunk_single(vision_->get(), ctx_, span.chunk.get(), static_cast<llama_pos>(s.cache.size()),
+                                                              s.id, static_cast<int32_t>(params_.n_batch), false, &new_n_past);
+            counters_.decode_calls++;
+            if (ret != 0) {
+                llama_memory_seq_rm(llama_get_memory(ctx_), s.id, -1, -1);
+                s.cache.clear();
+                fail(s, "failed to evaluate an image");
+                break;
+            }
+            s.cache.insert(s.cache.end(), span.n_pos, LLAMA_TOKEN_NULL);
+            s.n_prompt_done += span.n_pos;
+            break;
+        }
+    }
+}
+
 void Engine::step() {
     if (!std::any_of(slots_.begin(), slots_.end(), [](const Slot & s) { return s.busy(); })) return;
     const int64_t t_step = now_us();
+    if (vision_) eval_media();
     if (!decode_batch()) return;
     for (auto & s : slots_) {
         if (!s.busy() || s.i_batch < 0) continue;

@@ -26,6 +26,7 @@ namespace addon {
 
 class Model;
 class LoraAdapter;
+class Vision;
 
 struct EngineParams {
     uint32_t n_ctx = 0;
@@ -86,6 +87,8 @@ private:
     void start_task(Slot & slot, std::unique_ptr<CompletionTask> task, int64_t now_us);
     void step();
     bool decode_batch();
+    void eval_media();
+    void tokenize_media(Napi::Env env, Napi::Object o, CompletionTask & task);
     void handle_sampled(Slot & slot, llama_token token);
     void finish_embedding(Slot & slot, int32_t first_index);
     void finish(Slot & slot);
@@ -106,6 +109,8 @@ private:
     std::vector<Napi::ObjectReference> lora_refs_;
     std::vector<llama_adapter_lora *> lora_handles_;
     std::vector<float> applied_lora_;   // scales currently set on the context
+    Vision * vision_ = nullptr;
+    Napi::ObjectReference vision_ref_;
     uint64_t step_counter_ = 0;
     llama_context * ctx_ = nullptr;
     const llama_vocab * vocab_ = nullptr;

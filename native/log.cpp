@@ -6,6 +6,8 @@
 
 #include "llama.h"
 #include "log.h"
+#include "mtmd-helper.h"
+#include "mtmd.h"
 
 namespace addon {
 
@@ -36,6 +38,8 @@ static void on_log(ggml_log_level level, const char * text, void *) {
 void log_install() {
     g_min_level = level_from_env();
     llama_log_set(on_log, nullptr);
+    mtmd_log_set(on_log, nullptr);
+    mtmd_helper_log_set(on_log, nullptr);
 }
 
 void log_capture_begin() {

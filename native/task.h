@@ -8,11 +8,24 @@
 #include <vector>
 
 #include "common.h"
+#include "mtmd.h"
 #include "sampling.h"
 
 namespace addon {
 
 enum class TaskKind { COMPLETION, EMBEDDING };
+
+struct MediaChunkDeleter {
+    void operator()(mtmd_input_chunk * c) const { mtmd_input_chunk_free(c); }
+};
+
+// An image inside a prompt: positions [start, start + n_pos) of the prompt are placeholders
+// (LLAMA_TOKEN_NULL) that the projector's embeddings fill when the slot reaches them.
+struct MediaSpan {
+    size_t start = 0;
+    size_t n_pos = 0;
+    std::unique_ptr<mtmd_input_chunk, MediaChunkDeleter> chunk;
+};
 
 struct CompletionTask {
     int64_t id = 0;
@@ -27,6 +40,7 @@ struct CompletionTask {
     common_params_sampling sampling;
     common_sampler_ptr sampler;    // built on the JS thread from `sampling`
     std::vector<float> lora_scales; // one scale per adapter of the engine (0 = not applied)
+    std::vector<MediaSpan> media;   // images, in prompt order
 };
 
 enum class StopType { NONE, EOS, LIMIT, WORD };

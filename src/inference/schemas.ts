@@ -76,7 +76,15 @@ export const PromptField = Type.Union([
   Type.Array(Type.Union([PromptPiece, Type.Array(PromptPiece)])),
 ]);
 
-export const CompletionBody = Type.Object({ prompt: PromptField, ...GenerationFields });
+/** llama-server's multimodal prompt: text with media markers, and base64 images. */
+const MultimodalPrompt = Type.Object({ prompt_string: Type.String(), multimodal_data: Type.Optional(Type.Array(Type.String())) });
+
+export const CompletionBody = Type.Object({
+  prompt: Type.Union([PromptField, MultimodalPrompt]),
+  /** Base64 images for the media markers of a text prompt (also accepted inside `prompt`). */
+  multimodal_data: Type.Optional(Type.Array(Type.String())),
+  ...GenerationFields,
+});
 export type CompletionBody = Static<typeof CompletionBody>;
 
 /** /infill: prefix and suffix are text or, as llama-server allows, a mix of text and token ids. */

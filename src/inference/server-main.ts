@@ -16,7 +16,8 @@ const SERVER_FLAGS: FlagSpec[] = [
   { names: ['--api-key'], kind: 'list', key: 'apiKey', help: 'API keys; requests must send one (Authorization: Bearer or X-Api-Key)', env: 'LLAMA_API_KEY' },
   { names: ['--metrics'], kind: 'bool', key: 'metrics', help: 'serve Prometheus metrics at /metrics' },
   { names: ['--max-body-bytes'], kind: 'int', key: 'maxBodyBytes', help: 'largest accepted request body (default 33554432)' },
-  { names: ['-mm', '--mmproj'], kind: 'string', key: 'mmproj', help: 'multimodal projector file', unsupported: NOT_YET },
+  { names: ['-mm', '--mmproj'], kind: 'string', key: 'mmproj', help: 'multimodal projector file (vision)' },
+  { names: ['--media-allow-remote'], kind: 'bool', key: 'mediaAllowRemote', help: 'fetch http(s) image URLs in chat messages (default: only data URLs)' },
   { names: ['--embedding', '--embeddings'], kind: 'bool', key: 'embedding', help: 'serve embeddings (/v1/embeddings, /embedding); completions are refused' },
   { names: ['--rerank', '--reranking'], kind: 'bool', key: 'rerank', help: 'serve reranking (/v1/rerank); needs a reranker model' },
   { names: ['--pooling'], kind: 'string', key: 'pooling', help: 'embedding pooling: none, mean, cls, last, rank (default: the model\'s)' },
@@ -71,6 +72,8 @@ async function main(): Promise<number> {
       rerank: Boolean(flags.rerank),
       pooling: pooling as PoolingName | undefined,
       loras,
+      mmproj: flags.mmproj as string | undefined,
+      allowRemoteMedia: Boolean(flags.mediaAllowRemote),
       log: (line) => console.error(line),
     });
     console.error(`inference-server: listening on http://${host}:${server.port} (backend ${native.systemInfo().backend}), loading ${runtime.model}`);

@@ -39,6 +39,10 @@ export interface InferenceServerOptions {
   pooling?: PoolingName;
   /** LoRA adapters to load, with their initial scales (--lora, --lora-scaled, --lora-init-without-apply). */
   loras?: Array<{ path: string; scale: number }>;
+  /** -mm: a multimodal projector for the model. */
+  mmproj?: string;
+  /** Fetch http(s) image URLs given in chat messages; off by default. */
+  allowRemoteMedia?: boolean;
   /** Extra bearer-token check (e.g. --auth-app); true admits the request like a valid API key. */
   acceptBearer?: (authorization: string | undefined) => Promise<boolean>;
   /** Routes mounted as they are (e.g. --auth); they do their own authentication. */
@@ -159,12 +163,23 @@ export async function startInferenceServer(options: InferenceServerOptions): Pro
       model.dispose();
       throw err;
     }
+    let vision = null;
+    if (options.mmproj) {
+      try {
+        vision = await native.Vision.load(model, options.mmproj, { nThreads: options.runtime.threads, useGpu: options.runtime.nGpuLayers !== 0 });
+      } catch (err) {
+        for (const a of adapters) a.dispose();
+        model.dispose();
+        throw err;
+      }
+    }
     const embeddingMode = Boolean(options.embedding || options.rerank);
     const pooling = options.rerank ? POOLING_TYPES.rank : options.pooling ? POOLING_TYPES[options.pooling] : -1;
     const engine = await InferenceEngine.create(model, {
       embeddings: embeddingMode,
       pooling,
       loras: adapters,
+      ...(vision ? { vision } : {}),
       nCtx: contextSize(options.runtime.ctxSize, metadata.nCtxTrain),
       nParallel: options.parallel,
       nBatch: options.runtime.batchSize,
@@ -174,10 +189,11 @@ export async function startInferenceServer(options: InferenceServerOptions): Pro
       flashAttn: options.runtime.flashAttn,
       kvUnified: true,
     });
-    const service = new InferenceService(model, engine, {
+    const service = new InferenceService(model, vision, engine, {
       modelPath: options.runtime.model,
       alias: options.alias ?? basename(options.runtime.model),
       defaultNPredict: options.nPredict,
+      allowRemoteMedia: options.allowRemoteMedia ?? false,
     }, new LoraRegistry(loraSpecs));
     state.setReady(service);
     return service;

@@ -1,6 +1,6 @@
 // InferenceService: the loaded model and its engine, with what the routes need to know about
 // them. Exists only once the model is ready; routes reach it through ServerState.ready().
-import type { CompletionTaskSpec, EngineInfo, ModelMetadata, NativeModel } from '../native/binding.js';
+import type { CompletionTaskSpec, EngineInfo, ModelMetadata, NativeModel, NativeVision } from '../native/binding.js';
 import { EngineTaskError, InferenceEngine, type CompletionOutcome, type EmbeddingOutcome, type GeneratedToken } from './engine.js';
 import { ErrorType, inferenceError } from './errors.js';
 import type { GenerationContext } from './generation.js';
@@ -11,6 +11,8 @@ export interface ServiceSettings {
   /** Name reported as `model` in responses (-a/--alias, else the file name). */
   alias: string;
   defaultNPredict: number;
+  /** Fetch http(s) image URLs in chat messages (--media-allow-remote). */
+  allowRemoteMedia: boolean;
 }
 
 export class InferenceService implements GenerationContext {
@@ -21,6 +23,7 @@ export class InferenceService implements GenerationContext {
 
   constructor(
     readonly model: NativeModel,
+    readonly vision: NativeVision | null,
     readonly engine: InferenceEngine,
     readonly settings: ServiceSettings,
     readonly lora: LoraRegistry,
@@ -55,14 +58,15 @@ export class InferenceService implements GenerationContext {
     if (this.info.embeddings) {
       throw inferenceError(ErrorType.NOT_SUPPORTED, 'This server does not support completions. Start it without `--embedding` or `--rerank`');
     }
-    this.checkPromptFits(spec.prompt);
+    if (!spec.media) this.checkPromptFits(spec.prompt);
     try {
       return await this.engine.run(spec, { signal, onToken });
     } catch (err) {
       if (signal.aborted) throw inferenceError(ErrorType.INVALID_REQUEST, 'the client closed the connection');
       if (err instanceof EngineTaskError) throw inferenceError(ErrorType.SERVER, err.message);
-      const message = (err as Error).message ?? String(err);
-      if (/^invalid sampling parameters/.test(message)) throw inferenceError(ErrorType.INVALID_REQUEST, message);
+      const { message = String(err), code } = err as Error & { code?: string };
+      if (code === 'EXCEEDS_CONTEXT') throw inferenceError(ErrorType.EXCEED_CONTEXT, message, { n_ctx: this.info.nCtxSlot });
+      if (code === 'BAD_MEDIA' || /^invalid sampling parameters/.test(message)) throw inferenceError(ErrorType.INVALID_REQUEST, message);
       throw err;
     }
   }
@@ -80,6 +84,7 @@ export class InferenceService implements GenerationContext {
 
   async dispose(): Promise<void> {
     await this.engine.dispose();
+    this.vision?.dispose();
     this.model.dispose();
   }
 }

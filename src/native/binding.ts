@@ -96,6 +96,15 @@ export interface EngineParams {
   pooling?: number;
   /** LoRA adapters of this model that tasks may apply (task.loraScales indexes them). */
   loras?: NativeLoraAdapter[];
+  /** A multimodal projector for this model: tasks may then carry images. */
+  vision?: NativeVision;
+}
+
+export interface NativeVision {
+  /** The text that stands for one image in a prompt (e.g. "<__media__>"). */
+  readonly marker: string;
+  readonly supportsVision: boolean;
+  dispose(): void;
 }
 
 export interface NativeLoraAdapter {
@@ -149,7 +158,12 @@ export interface SamplingParams {
 export interface CompletionTaskSpec {
   /** "embedding" on an engine in embedding mode; default "completion". */
   kind?: 'completion' | 'embedding';
+  /** The prompt's tokens. Ignored when `media` is given (then `promptText` is tokenized natively). */
   prompt: Int32Array;
+  /** Text with one media marker per image (with `media`). */
+  promptText?: string;
+  /** Encoded image files (PNG, JPEG, ...), in marker order; needs an engine with `vision`. */
+  media?: Uint8Array[];
   /** -1 = until end of generation or the slot's context is full. */
   nPredict?: number;
   /** -1 = choose automatically. */
@@ -245,6 +259,7 @@ export interface SystemInfo {
 export interface NativeAddon {
   Model: { load(path: string, options: ModelLoadOptions, onProgress?: (progress: number) => void): ModelLoadHandle };
   LoraAdapter: { load(model: NativeModel, path: string): Promise<NativeLoraAdapter> };
+  Vision: { load(model: NativeModel, path: string, options?: { nThreads?: number; useGpu?: boolean }): Promise<NativeVision> };
   Engine: { create(model: NativeModel, params: EngineParams, onEvents: (events: EngineEvent[]) => void): Promise<NativeEngine> };
   systemInfo(): SystemInfo;
   /** Converts a JSON schema (as JSON text) to a GBNF grammar; throws on unsupported schemas. */

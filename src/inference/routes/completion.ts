@@ -5,7 +5,9 @@ import type { CompletionOutcome } from '../engine.js';
 import { completionChunk, completionResponse, finalChunk, type NativeFormatOptions } from '../format/native.js';
 import type { CompletionTaskSpec } from '../../native/binding.js';
 import { buildTaskSpec, type GenerationRequest } from '../generation.js';
-import { splitPrompts, tokenizePrompt } from '../prompt.js';
+import { decodeDataUrl } from '../chat.js';
+import { badRequest } from '../errors.js';
+import { splitPrompts, tokenizePrompt, type PromptInput } from '../prompt.js';
 import { CompletionBody } from '../schemas.js';
 import type { InferenceService } from '../service.js';
 import type { ServerState } from '../state.js';
@@ -17,10 +19,21 @@ export function completionRoute(state: ServerState) {
   return async (req: HttpRequest): Promise<HttpResult | void> => {
     const service = state.ready();
     const body = Body.parse(req);
-    const prompts = splitPrompts(body.prompt).map((p) => tokenizePrompt(service.model, service.vocabSize, p));
+    const multimodal = typeof body.prompt === 'object' && !Array.isArray(body.prompt) ? body.prompt : null;
+    const images = multimodal?.multimodal_data ?? body.multimodal_data;
+    if (multimodal || images) {
+      const text = multimodal ? multimodal.prompt_string : body.prompt;
+      if (typeof text !== 'string') throw badRequest('Invalid field "prompt": with multimodal_data the prompt must be text with media markers', { field: 'prompt' });
+      if (!service.vision) throw badRequest('multimodal_data needs a multimodal projector: start the server with -mm', { field: 'multimodal_data' });
+      const media = (images ?? []).map((b64, i) => decodeDataUrl(`data:;base64,${b64}`, `multimodal_data[${i}]`));
+      const spec = { ...buildTaskSpec(service, body, new Int32Array(0)), promptText: text, media };
+      return answerCompletions(req, service, body, [spec], text);
+    }
+    const prompt = body.prompt as PromptInput;
+    const prompts = splitPrompts(prompt).map((p) => tokenizePrompt(service.model, service.vocabSize, p));
     prompts.forEach((p) => service.checkPromptFits(p));
     const specs = prompts.map((p) => buildTaskSpec(service, body, p));
-    return answerCompletions(req, service, body, specs, typeof body.prompt === 'string' ? body.prompt : '');
+    return answerCompletions(req, service, body, specs, typeof prompt === 'string' ? prompt : '');
   };
 }
 

@@ -60,7 +60,7 @@ export function propsRoute(state: ServerState) {
         total_slots: service.info.nParallel,
         model_alias: service.alias,
         model_path: service.settings.modelPath,
-        modalities: { vision: false, audio: false },
+        modalities: { vision: service.vision?.supportsVision ?? false, audio: false },
         chat_template: service.metadata.chatTemplate ?? '',
         bos_token: tokenText(service, service.metadata.tokens.bos),
         eos_token: tokenText(service, service.metadata.tokens.eos),

@@ -40,9 +40,14 @@ export function chatCompletionsRoute(state: ServerState) {
     const service = state.ready();
     const body = ChatBody.parse(req);
     const n = choiceCount(body.n, service);
-    const prompt = renderChat(service, body.messages, { addGenerationPrompt: body.add_generation_prompt, kwargs: body.chat_template_kwargs });
-    const tokens = service.model.tokenize(prompt, true, true);
-    service.checkPromptFits(tokens);
+    const { prompt, media } = await renderChat(service, body.messages, {
+      addGenerationPrompt: body.add_generation_prompt,
+      kwargs: body.chat_template_kwargs,
+      media: { allowRemote: service.settings.allowRemoteMedia },
+    });
+    // With images the prompt is tokenized natively, around the images.
+    const tokens = media.length > 0 ? new Int32Array(0) : service.model.tokenize(prompt, true, true);
+    if (media.length === 0) service.checkPromptFits(tokens);
 
     let grammar: string | undefined;
     const format = body.response_format;
@@ -57,6 +62,7 @@ export function chatCompletionsRoute(state: ServerState) {
       ...(grammar !== undefined ? { grammar, grammarFromSchema: true } : {}),
       ...(wantLogprobs ? { nProbs: Math.max(1, topLogprobs) } : {}),
     });
+    if (media.length > 0) Object.assign(spec, { promptText: prompt, media });
     const specs = perChoice(spec, n);
     const id = completionId('chatcmpl');
     const created = Math.floor(Date.now() / 1000);

@@ -43,9 +43,10 @@ export function detokenizeRoute(state: ServerState) {
 }
 
 export function applyTemplateRoute(state: ServerState) {
-  return (req: HttpRequest): HttpResult => {
+  return async (req: HttpRequest): Promise<HttpResult> => {
     const service = state.ready();
     const body = ApplyTemplate.parse(req);
-    return { body: { prompt: renderChat(service, body.messages, { addGenerationPrompt: body.add_generation_prompt, kwargs: body.chat_template_kwargs }) } };
+    const rendered = await renderChat(service, body.messages, { addGenerationPrompt: body.add_generation_prompt, kwargs: body.chat_template_kwargs, media: { allowRemote: false } });
+    return { body: { prompt: rendered.prompt } };
   };
 }

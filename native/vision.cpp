@@ -1,0 +1,126 @@
+#include "vision.h"
+
+#include <sys/stat.h>
+
+#include "log.h"
+#include "model.h"
+
+namespace addon {
+
+Napi::FunctionReference Vision::constructor;
+
+class VisionLoadWorker : public Napi::AsyncWorker {
+public:
+    VisionLoadWorker(Napi::Env env, Model * model, Napi::Object model_obj, std::string path, int32_t n_threads, bool use_gpu)
+        : Napi::AsyncWorker(env), deferred_(Napi::Promise::Deferred::New(env)), model_(model), path_(std::move(path)),
+          n_threads_(n_threads), use_gpu_(use_gpu) {
+        model_ref_ = Napi::Persistent(model_obj);
+        model_->retain();
+    }
+    ~VisionLoadWorker() override {
+        if (ctx_) mtmd_free(ctx_);
+    }
+    Napi::Promise promise() { return deferred_.Promise(); }
+
+    void Execute() override {
+        struct stat st;
+        if (stat(path_.c_str(), &st) != 0) {
+            SetError("multimodal projector file not found: " + path_);
+            return;
+        }
+        mtmd_context_params params = mtmd_context_params_default();
+        params.use_gpu = use_gpu_;
+        params.print_timings = false;
+        params.warmup = false;
+        if (n_threads_ > 0) params.n_threads = n_threads_;
+        log_capture_begin();
+        ctx_ = mtmd_init_from_file(path_.c_str(), model_->get(), params);
+        std::string errors = log_capture_end();
+        if (!ctx_) SetError("failed to load multimodal projector " + path_ + (errors.empty() ? "" : ": " + errors));
+    }
+
+    void OnOK() override {
+        model_->release();
+        Napi::Env env = Env();
+        mtmd_context * ctx = ctx_;
+        ctx_ = nullptr;
+        deferred_.Resolve(Vision::constructor.New({Napi::External<mtmd_context>::New(env, ctx), model_ref_.Value()}));
+    }
+
+    void OnError(const Napi::Error & error) override {
+        model_->release();
+        deferred_.Reject(error.Value());
+    }
+
+private:
+    Napi::Promise::Deferred deferred_;
+    Model * model_;
+    Napi::ObjectReference model_ref_;
+    std::string path_;
+    int32_t n_threads_;
+    bool use_gpu_;
+    mtmd_context * ctx_ = nullptr;
+};
+
+// Vision.load(model, path, { nThreads, useGpu }) -> Promise<Vision>
+Napi::Value Vision::load(const Napi::CallbackInfo & info) {
+    Napi::Env env = info.Env();
+    if (info.Length() < 2 || !info[0].IsObject() || !info[1].IsString()) throw Napi::TypeError::New(env, "Vision.load(model, path, options)");
+    Napi::Object model_obj = info[0].As<Napi::Object>();
+    if (!model_obj.InstanceOf(Model::constructor.Value())) throw Napi::TypeError::New(env, "first argument must be a Model");
+    Model * model = Model::Unwrap(model_obj);
+    if (!model->get()) throw Napi::Error::New(env, "model is disposed");
+    int32_t n_threads = 0;
+    bool use_gpu = true;
+    if (info.Length() > 2 && info[2].IsObject()) {
+        Napi::Object o = info[2].As<Napi::Object>();
+        if (o.Get("nThreads").IsNumber()) n_threads = o.Get("nThreads").As<Napi::Number>().Int32Value();
+        if (o.Get("useGpu").IsBoolean()) use_gpu = o.Get("useGpu").As<Napi::Boolean>();
+    }
+    auto * worker = new VisionLoadWorker(env, model, model_obj, info[1].As<Napi::String>(), n_threads, use_gpu);
+    worker->Queue();
+    return worker->promise();
+}
+
+Napi::Function Vision::define(Napi::Env env) {
+    Napi::Function fn = DefineClass(env, "Vision", {
+        StaticMethod<&Vision::load>("load"),
+        InstanceAccessor<&Vision::js_marker>("marker"),
+        InstanceAccessor<&Vision::js_supports_vision>("supportsVision"),
+        InstanceMethod<&Vision::js_dispose>("dispose"),
+    });
+    constructor = Napi::Persistent(fn);
+    constructor.SuppressDestruct();
+    return fn;
+}
+
+Vision::Vision(const Napi::CallbackInfo & info) : Napi::ObjectWrap<Vision>(info) {
+    if (info.Length() < 2 || !info[0].IsExternal()) throw Napi::TypeError::New(info.Env(), "use Vision.load(model, path)");
+    ctx_ = info[0].As<Napi::External<mtmd_context>>().Data();
+    Napi::Object model_obj = info[1].As<Napi::Object>();
+    model_ = Model::Unwrap(model_obj);
+    model_ref_ = Napi::Persistent(model_obj);
+}
+
+Vision::~Vision() {
+    if (ctx_) mtmd_free(ctx_);
+}
+
+Napi::Value Vision::js_marker(const Napi::CallbackInfo & info) {
+    return Napi::String::New(info.Env(), ctx_ ? mtmd_get_marker(ctx_) : mtmd_default_marker());
+}
+
+Napi::Value Vision::js_supports_vision(const Napi::CallbackInfo & info) {
+    return Napi::Boolean::New(info.Env(), ctx_ && mtmd_support_vision(ctx_));
+}
+
+Napi::Value Vision::js_dispose(const Napi::CallbackInfo & info) {
+    if (!ctx_) return info.Env().Undefined();
+    if (users_.load() > 0) throw Napi::Error::New(info.Env(), "projector is still used by an engine; dispose the engine first");
+    mtmd_free(ctx_);
+    ctx_ = nullptr;
+    model_ref_.Reset();
+    return info.Env().Undefined();
+}
+
+}  // namespace addon

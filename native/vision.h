@@ -1,0 +1,44 @@
+#pragma once
+// Vision: a multimodal projector (mtmd_context) for one Model, loaded from an mmproj GGUF.
+// Ownership: keeps its Model's JS object alive; freed by dispose() (refused while an engine uses
+// it) or the destructor. Loading runs on a worker thread; tokenizing media runs at task submit
+// (JS thread, image decoding only); encoding images runs on the engine thread.
+#include <napi.h>
+
+#include <atomic>
+#include <string>
+#include <vector>
+
+#include "llama.h"
+#include "mtmd.h"
+
+namespace addon {
+
+class Model;
+
+class Vision : public Napi::ObjectWrap<Vision> {
+public:
+    static Napi::Function define(Napi::Env env);
+    static Napi::FunctionReference constructor;
+
+    explicit Vision(const Napi::CallbackInfo & info);
+    ~Vision() override;
+
+    mtmd_context * get() const { return ctx_; }
+    Model * model() const { return model_; }
+    void retain() { users_++; }
+    void release() { users_--; }
+
+private:
+    static Napi::Value load(const Napi::CallbackInfo & info);
+    Napi::Value js_marker(const Napi::CallbackInfo & info);
+    Napi::Value js_supports_vision(const Napi::CallbackInfo & info);
+    Napi::Value js_dispose(const Napi::CallbackInfo & info);
+
+    mtmd_context * ctx_ = nullptr;
+    Model * model_ = nullptr;
+    Napi::ObjectReference model_ref_;
+    std::atomic<int> users_{0};
+};
+
+}  // namespace addon

@@ -1,0 +1,94 @@
+import t from 'tap';
+import { startInferenceServer } from '../../src/inference/server.js';
+import { resolveRuntime } from '../../src/inference/options.js';
+import { ensureTestModels } from '../fixtures/models.js';
+import { postJson, startTestServer } from '../helpers/inference-server.js';
+import { dataUrl, encodePng } from '../helpers/png.js';
+
+const models = await ensureTestModels();
+const vision = await startTestServer(models.chat, { mmproj: models.mmproj, ctxSize: 2048 });
+t.teardown(vision.close);
+
+const red = encodePng(64, 64, () => [255, 0, 0]);
+const blue = encodePng(64, 64, () => [0, 0, 255]);
+const gradient = encodePng(64, 64, (x, y) => [x * 4, y * 4, 128]);
+const ask = (url: string, extra: object = {}) => postJson(`${vision.base}/v1/chat/completions`, {
+  messages: [{ role: 'user', content: [{ type: 'text', text: 'What is in the picture?' }, { type: 'image_url', image_url: { url } }] }],
+  max_tokens: 8, temperature: 0, ...extra,
+});
+
+t.test('/props reports vision', async (t) => {
+  const props = await (await fetch(`${vision.base}/props`)).json();
+  t.same(props.modalities, { vision: true, audio: false });
+});
+
+t.test('a PNG data URL passes through the projector and changes the output', async (t) => {
+  const text = await postJson(`${vision.base}/v1/chat/completions`, { messages: [{ role: 'user', content: 'What is in the picture?' }], max_tokens: 8, temperature: 0 });
+  const a = await ask(dataUrl(red));
+  const b = await ask(dataUrl(blue));
+  const c = await ask(dataUrl(gradient));
+  t.equal(a.status, 200);
+  t.equal(a.body.usage.prompt_tokens, text.body.usage.prompt_tokens + 64 + 1, 'the image adds its 64 tokens (and a line break)');
+  const outputs = new Set([text, a, b, c].map((r) => r.body.choices[0].message.content));
+  t.equal(outputs.size, 4, 'each image gives a different answer, and none equals the text-only one');
+  t.equal((await ask(dataUrl(red))).body.choices[0].message.content, a.body.choices[0].message.content, 'deterministic');
+});
+
+t.test('the decoder sniffs the format whatever the data URL says; jpeg MIME with PNG bytes works', async (t) => {
+  const res = await ask(`data:image/jpeg;base64,${red.toString('base64')}`);
+  t.equal(res.status, 200);
+  t.equal(res.body.choices[0].message.content, (await ask(dataUrl(red))).body.choices[0].message.content);
+});
+
+t.test('streaming a vision chat works', async (t) => {
+  const res = await fetch(`${vision.base}/v1/chat/completions`, { method: 'POST', body: JSON.stringify({ messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url: dataUrl(blue) } }, { type: 'text', text: 'hi' }] }], max_tokens: 4, temperature: 0, stream: true }) });
+  const text = await res.text();
+  t.match(text, /data: \[DONE\]\n\n$/);
+});
+
+t.test('/completion accepts llama-server multimodal_data', async (t) => {
+  const res = await postJson(`${vision.base}/completion`, { prompt: { prompt_string: 'Look: <__media__> and say', multimodal_data: [red.toString('base64')] }, n_predict: 4, temperature: 0 });
+  t.equal(res.status, 200);
+  t.ok(res.body.tokens_evaluated > 64);
+  const top = await postJson(`${vision.base}/completion`, { prompt: 'Look: <__media__> and say', multimodal_data: [red.toString('base64')], n_predict: 4, temperature: 0 });
+  t.equal(top.body.content, res.body.content, 'top-level multimodal_data is the same');
+  const mismatch = await postJson(`${vision.base}/completion`, { prompt: 'no marker here', multimodal_data: [red.toString('base64')] });
+  t.equal(mismatch.status, 400);
+  t.match(mismatch.body.error.message, /number of images/);
+});
+
+t.test('bad images fail cleanly with 400 and the server keeps serving', async (t) => {
+  const truncated = red.subarray(0, 60);
+  const cases: Array<[string, RegExp]> = [
+    ['data:image/png;base64,AAAAAAAAAAAA', /not in a supported format/],
+    [dataUrl(truncated), /could not be decoded/],
+    ['data:image/png;base64,', /data URL|empty/],
+    ['not a url', /data URL/],
+    ['https://example.com/cat.png', /remote image URLs are not allowed/],
+  ];
+  for (const [url, message] of cases) {
+    const res = await ask(url);
+    t.equal(res.status, 400, url.slice(0, 40));
+    t.match(res.body.error.message, message);
+  }
+  const big = Buffer.alloc(21 * 1024 * 1024, 1);
+  const huge = await postJson(`${vision.base}/v1/chat/completions`, { messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url: dataUrl(big) } }] }] });
+  t.equal(huge.status, 413, 'a body beyond the server cap');
+  t.equal((await ask(dataUrl(red))).status, 200, 'still serving');
+});
+
+t.test('an image part without a projector is 400', async (t) => {
+  const plain = await startTestServer(models.chat, { parallel: 1, ctxSize: 512 });
+  t.teardown(plain.close);
+  const res = await postJson(`${plain.base}/v1/chat/completions`, { messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url: dataUrl(red) } }] }] });
+  t.equal(res.status, 400);
+  t.match(res.body.error.message, /multimodal projector/);
+  const mm = await postJson(`${plain.base}/completion`, { prompt: 'x <__media__> y', multimodal_data: [red.toString('base64')] });
+  t.equal(mm.status, 400);
+});
+
+t.test('a projector file that is missing fails at start-up', async (t) => {
+  const server = await startInferenceServer({ runtime: resolveRuntime({ model: models.chat }, false), host: '127.0.0.1', port: 0, parallel: 1, apiKeys: [], metrics: false, nPredict: -1, maxBodyBytes: 1 << 20, mmproj: '/nope/mmproj.gguf' });
+  await t.rejects(server.ready, /multimodal projector file not found/);
+  await server.close();
+});
