@@ -1,6 +1,8 @@
 #!/usr/bin/env node
 // inference-cli: one prompt, streamed to stdout; a timing summary on stderr.
-import { native } from '../native/binding.js';
+import { readFileSync } from 'node:fs';
+import { createInterface } from 'node:readline';
+import { native, type CompletionTaskSpec, type ChatMessageText, type NativeVision } from '../native/binding.js';
 import { InferenceEngine } from './engine.js';
 import { DEFAULT_SAMPLING, DEFAULT_SAMPLERS } from './generation.js';
 import { contextSize, MODEL_FLAGS, parseFlags, resolveRuntime, usage, UsageError, type FlagSpec } from './options.js';
@@ -15,9 +17,9 @@ const CLI_FLAGS: FlagSpec[] = [
   { names: ['--top-p'], kind: 'float', key: 'topP', help: `top-p (default ${DEFAULT_SAMPLING.top_p})` },
   { names: ['--min-p'], kind: 'float', key: 'minP', help: `min-p (default ${DEFAULT_SAMPLING.min_p})` },
   { names: ['--repeat-penalty'], kind: 'float', key: 'repeatPenalty', help: 'repeat penalty (default 1.0 = off)' },
-  { names: ['-mm', '--mmproj'], kind: 'string', key: 'mmproj', help: 'multimodal projector file', unsupported: 'not supported yet in this version' },
-  { names: ['--image'], kind: 'string', key: 'image', help: 'image file for a vision model (with -mm)', unsupported: 'not supported yet in this version' },
-  { names: ['-i', '--interactive'], kind: 'bool', key: 'interactive', help: 'chat loop on stdin/stdout', unsupported: 'not supported yet in this version' },
+  { names: ['-mm', '--mmproj'], kind: 'string', key: 'mmproj', help: 'multimodal projector file (vision)' },
+  { names: ['--image'], kind: 'list', key: 'image', help: 'image file(s) for the prompt (with -mm); the prompt goes through the chat template' },
+  { names: ['-i', '--interactive'], kind: 'bool', key: 'interactive', help: 'chat loop on stdin/stdout with the model\'s chat template (/exit or end of input quits)' },
   { names: ['-h', '--help'], kind: 'bool', key: 'help', help: 'show this help' },
 ];
 
@@ -34,7 +36,16 @@ async function main(): Promise<number> {
     return 0;
   }
   const runtime = resolveRuntime(flags, native.systemInfo().supportsGpuOffload);
-  if (typeof flags.prompt !== 'string') throw new UsageError('-p <prompt> is required');
+  const images = (flags.image as string[] | undefined) ?? [];
+  if (typeof flags.prompt !== 'string' && !flags.interactive) throw new UsageError('-p <prompt> is required (or --interactive)');
+  if (images.length > 0 && typeof flags.mmproj !== 'string') throw new UsageError('--image needs a multimodal projector: -mm <mmproj.gguf>');
+  const imageBytes = images.map((path) => {
+    try {
+      return readFileSync(path);
+    } catch {
+      throw new UsageError(`--image: cannot read ${path}`);
+    }
+  });
   const showProgress = process.stderr.isTTY === true;
   const handle = native.Model.load(runtime.model, { nGpuLayers: runtime.nGpuLayers, useMmap: runtime.useMmap }, showProgress ? progressBar : undefined);
   const onSignal = (): void => handle.cancel();
@@ -43,7 +54,10 @@ async function main(): Promise<number> {
   process.off('SIGINT', onSignal);
   if (showProgress) process.stderr.write('\n');
   const metadata = model.metadata();
+  let vision: NativeVision | undefined;
+  if (typeof flags.mmproj === 'string') vision = await native.Vision.load(model, flags.mmproj, { nThreads: runtime.threads, useGpu: runtime.nGpuLayers !== 0 });
   const engine = await InferenceEngine.create(model, {
+    ...(vision ? { vision } : {}),
     nCtx: contextSize(runtime.ctxSize, metadata.nCtxTrain),
     nParallel: 1,
     nBatch: runtime.batchSize,
@@ -52,37 +66,79 @@ async function main(): Promise<number> {
     nThreadsBatch: runtime.threadsBatch,
     flashAttn: runtime.flashAttn,
   });
-  try {
-    const prompt = model.tokenize(flags.prompt, true, true);
-    const nCtx = engine.native.info().nCtxSlot;
-    if (prompt.length >= nCtx) throw new UsageError(`the prompt has ${prompt.length} tokens, more than the context of ${nCtx} (-c)`);
+  const sampling = {
+    temperature: (flags.temp as number | undefined) ?? DEFAULT_SAMPLING.temperature,
+    seed: (flags.seed as number | undefined) ?? -1,
+    topK: (flags.topK as number | undefined) ?? DEFAULT_SAMPLING.top_k,
+    topP: (flags.topP as number | undefined) ?? DEFAULT_SAMPLING.top_p,
+    minP: (flags.minP as number | undefined) ?? DEFAULT_SAMPLING.min_p,
+    repeatPenalty: (flags.repeatPenalty as number | undefined) ?? 1,
+    samplers: ['penalties', ...DEFAULT_SAMPLERS],
+  };
+  const nCtx = engine.native.info().nCtxSlot;
+  /** Generates for one prompt (tokens, or text with images), streaming to stdout. */
+  const generate = async (task: Pick<CompletionTaskSpec, 'prompt' | 'promptText' | 'media'>, nPredict: number): Promise<string | null> => {
+    if (!task.media && task.prompt.length >= nCtx) throw new UsageError(`the prompt has ${task.prompt.length} tokens, more than the context of ${nCtx} (-c)`);
     const abort = new AbortController();
-    process.once('SIGINT', () => abort.abort());
-    const outcome = await engine.run({
-      prompt,
-      nPredict: (flags.nPredict as number | undefined) ?? -1,
-      sampling: {
-        temperature: (flags.temp as number | undefined) ?? DEFAULT_SAMPLING.temperature,
-        seed: (flags.seed as number | undefined) ?? -1,
-        topK: (flags.topK as number | undefined) ?? DEFAULT_SAMPLING.top_k,
-        topP: (flags.topP as number | undefined) ?? DEFAULT_SAMPLING.top_p,
-        minP: (flags.minP as number | undefined) ?? DEFAULT_SAMPLING.min_p,
-        repeatPenalty: (flags.repeatPenalty as number | undefined) ?? 1,
-        samplers: ['penalties', ...DEFAULT_SAMPLERS],
-      },
-    }, { signal: abort.signal, onToken: (t) => { if (t.text) process.stdout.write(t.text); } }).catch((err) => {
-      if (abort.signal.aborted) return null;
-      throw err;
-    });
-    process.stdout.write('\n');
-    if (outcome) {
+    const onSigint = (): void => abort.abort();
+    process.once('SIGINT', onSigint);
+    try {
+      const outcome = await engine.run({ ...task, nPredict, sampling }, { signal: abort.signal, onToken: (t) => { if (t.text) process.stdout.write(t.text); } });
+      process.stdout.write('\n');
       const promptN = outcome.nPrompt - outcome.nCached;
       const pps = outcome.tPromptMs > 0 ? (1000 * promptN) / outcome.tPromptMs : 0;
       const gps = outcome.tPredictMs > 0 ? (1000 * outcome.nPredicted) / outcome.tPredictMs : 0;
       process.stderr.write(`prompt: ${promptN} tokens, ${pps.toFixed(1)} tokens/s | generation: ${outcome.nPredicted} tokens, ${gps.toFixed(1)} tokens/s | stop: ${outcome.stop}\n`);
+      return outcome.content;
+    } catch (err) {
+      if (abort.signal.aborted) {
+        process.stdout.write('\n');
+        return null;
+      }
+      const { code, message } = err as Error & { code?: string };
+      if (code === 'BAD_MEDIA' || code === 'EXCEEDS_CONTEXT') throw new UsageError(message);
+      throw err;
+    } finally {
+      process.off('SIGINT', onSigint);
+    }
+  };
+  /** The chat template applied to `messages`; with images, the user turn starts with their markers. */
+  const chatTask = (messages: ChatMessageText[], media: Uint8Array[]) => {
+    const promptText = model.applyChatTemplate(messages, { addGenerationPrompt: true });
+    return media.length > 0 ? { prompt: new Int32Array(0), promptText, media } : { prompt: model.tokenize(promptText, true, true) };
+  };
+  const nPredict = (flags.nPredict as number | undefined) ?? -1;
+  try {
+    if (flags.interactive) {
+      const history: ChatMessageText[] = [];
+      const rl = createInterface({ input: process.stdin, terminal: false });
+      let pendingImages = imageBytes;
+      if (process.stdin.isTTY) process.stderr.write('interactive chat: type a message, /exit or end of input to quit\n> ');
+      const first = typeof flags.prompt === 'string' ? [flags.prompt] : [];
+      const lines = (async function* () {
+        yield* first;
+        for await (const line of rl) yield line;
+      })();
+      for await (const line of lines) {
+        if (line.trim() === '/exit') break;
+        if (line.trim() === '') continue;
+        const marker = pendingImages.length > 0 && vision ? pendingImages.map(() => vision!.marker).join('\n') + '\n' : '';
+        history.push({ role: 'user', content: marker + line });
+        const reply = await generate(chatTask(history, pendingImages), nPredict < 0 ? 512 : nPredict);
+        pendingImages = [];
+        history.push({ role: 'assistant', content: reply ?? '' });
+        if (process.stdin.isTTY) process.stderr.write('> ');
+      }
+      rl.close();
+    } else if (imageBytes.length > 0) {
+      const markers = imageBytes.map(() => vision!.marker).join('\n');
+      await generate(chatTask([{ role: 'user', content: `${markers}\n${flags.prompt as string}` }], imageBytes), nPredict);
+    } else {
+      await generate({ prompt: model.tokenize(flags.prompt as string, true, true) }, nPredict);
     }
   } finally {
     await engine.dispose();
+    vision?.dispose();
     model.dispose();
   }
   return 0;

@@ -1,10 +1,11 @@
 import { execFile } from 'node:child_process';
-import { copyFile, mkdtemp, open, rm, stat } from 'node:fs/promises';
+import { copyFile, mkdtemp, open, rm, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import t from 'tap';
 import { ensureTestModels } from '../fixtures/models.js';
+import { encodePng } from '../helpers/png.js';
 import { llamaSimpleGreedy, REPO_ROOT } from '../helpers/reference.js';
 
 const run = promisify(execFile);
@@ -56,12 +57,43 @@ t.test('a missing model file is exit code 1 with the path', async (t) => {
   t.match(out.stderr, /model file not found: \/nonexistent\/model.gguf/);
 });
 
-t.test('--interactive and --image are recognised but refused as not yet supported', async (t) => {
-  for (const args of [['--interactive'], ['--image', 'x.png'], ['-mm', 'p.gguf']]) {
-    const out = await cli(['-m', models.chat, '-p', 'x', ...args]);
-    t.equal(out.code, 2, args[0]);
-    t.match(out.stderr, /not supported yet/);
-  }
+t.test('--image with -mm runs the prompt and the image through the chat template', async (t) => {
+  const dir = await mkdtemp(join(tmpdir(), 'cli-image-'));
+  t.teardown(() => rm(dir, { recursive: true, force: true }));
+  const red = join(dir, 'red.png');
+  const blue = join(dir, 'blue.png');
+  await writeFile(red, encodePng(64, 64, () => [255, 0, 0]));
+  await writeFile(blue, encodePng(64, 64, () => [0, 0, 255]));
+  const a = await cli(['-m', models.chat, '-mm', models.mmproj, '--image', red, '-p', 'Describe it', '-n', '8', '--temp', '0']);
+  const b = await cli(['-m', models.chat, '-mm', models.mmproj, '--image', blue, '-p', 'Describe it', '-n', '8', '--temp', '0']);
+  t.equal(a.code, 0, a.stderr);
+  t.match(a.stderr, /prompt: (7\d|8\d) tokens/, 'the image tokens are in the prompt');
+  t.not(a.stdout, b.stdout, 'the image changes the output');
+  const noProjector = await cli(['-m', models.chat, '--image', red, '-p', 'x']);
+  t.equal(noProjector.code, 2);
+  t.match(noProjector.stderr, /needs a multimodal projector/);
+  const bad = join(dir, 'bad.png');
+  await writeFile(bad, 'not an image');
+  const badImage = await cli(['-m', models.chat, '-mm', models.mmproj, '--image', bad, '-p', 'x', '-n', '2']);
+  t.equal(badImage.code, 2);
+  t.match(badImage.stderr, /not in a supported format/);
+});
+
+t.test('--interactive chats on stdin/stdout with the chat template and keeps history', async (t) => {
+  const child = execFile(process.execPath, ['--import', CLI[0]!, CLI[1]!, '-m', models.chat, '--interactive', '-n', '6', '--temp', '0'], { cwd: REPO_ROOT, timeout: 120_000 });
+  let stdout = '';
+  let stderr = '';
+  child.stdout!.on('data', (d) => { stdout += d; });
+  child.stderr!.on('data', (d) => { stderr += d; });
+  child.stdin!.write('Hello there\nAnd again\n/exit\n');
+  child.stdin!.end();
+  const code = await new Promise<number | null>((resolve) => child.on('exit', resolve));
+  t.equal(code, 0, stderr);
+  const replies = stdout.trim().split('\n');
+  t.equal(replies.length, 2, 'one reply per message');
+  t.equal((stderr.match(/generation: 6 tokens/g) ?? []).length, 2);
+  const prompts = [...stderr.matchAll(/prompt: (\d+) tokens/g)].map((m) => Number(m[1]));
+  t.ok(prompts[1]! > prompts[0]!, 'the second turn carries the history');
 });
 
 t.test('an unknown flag or a bad value is a usage error', async (t) => {
