@@ -111,9 +111,7 @@ Napi::Value Engine::create(const Napi::CallbackInfo & info) {
         throw Napi::TypeError::New(env, "Engine.create(model, params, onEvents)");
     }
     Napi::Object model_obj = info[0].As<Napi::Object>();
-    if (!model_obj.InstanceOf(Model::constructor.Value())) throw Napi::TypeError::New(env, "first argument must be a Model");
-    Model * model = Model::Unwrap(model_obj);
-    if (!model->get()) throw Napi::Error::New(env, "model is disposed");
+    Model * model = Model::from_js(env, model_obj);
     Napi::Object o = info[1].As<Napi::Object>();
     EngineParams p;
     p.n_parallel = std::max(1, read_i32(o, "nParallel", 4));

@@ -54,9 +54,7 @@ Napi::Value LoraAdapter::load(const Napi::CallbackInfo & info) {
     Napi::Env env = info.Env();
     if (info.Length() < 2 || !info[0].IsObject() || !info[1].IsString()) throw Napi::TypeError::New(env, "LoraAdapter.load(model, path)");
     Napi::Object model_obj = info[0].As<Napi::Object>();
-    if (!model_obj.InstanceOf(Model::constructor.Value())) throw Napi::TypeError::New(env, "first argument must be a Model");
-    Model * model = Model::Unwrap(model_obj);
-    if (!model->get()) throw Napi::Error::New(env, "model is disposed");
+    Model * model = Model::from_js(env, model_obj);
     auto * worker = new LoraLoadWorker(env, model, model_obj, info[1].As<Napi::String>());
     worker->Queue();
     return worker->promise();

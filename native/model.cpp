@@ -172,6 +172,13 @@ Model::~Model() {
     if (model_) llama_model_free(model_);
 }
 
+Model * Model::from_js(Napi::Env env, Napi::Value value) {
+    if (!value.IsObject() || !value.As<Napi::Object>().InstanceOf(constructor.Value())) throw Napi::TypeError::New(env, "expected a Model");
+    Model * model = Model::Unwrap(value.As<Napi::Object>());
+    if (!model->get()) throw Napi::Error::New(env, "model is disposed");
+    return model;
+}
+
 void Model::check_alive(Napi::Env env) const {
     if (!model_) throw Napi::Error::New(env, "model is disposed");
 }

@@ -31,6 +31,10 @@ public:
     void retain() { users_++; }
     void release() { users_--; }
 
+    // The live Model behind a JS value; throws a TypeError for anything else and an Error for a
+    // disposed model.
+    static Model * from_js(Napi::Env env, Napi::Value value);
+
     std::vector<llama_token> tokenize(const std::string & text, bool add_special, bool parse_special) const;
     std::string piece(llama_token token, bool special) const;
 

@@ -67,9 +67,7 @@ Napi::Value Vision::load(const Napi::CallbackInfo & info) {
     Napi::Env env = info.Env();
     if (info.Length() < 2 || !info[0].IsObject() || !info[1].IsString()) throw Napi::TypeError::New(env, "Vision.load(model, path, options)");
     Napi::Object model_obj = info[0].As<Napi::Object>();
-    if (!model_obj.InstanceOf(Model::constructor.Value())) throw Napi::TypeError::New(env, "first argument must be a Model");
-    Model * model = Model::Unwrap(model_obj);
-    if (!model->get()) throw Napi::Error::New(env, "model is disposed");
+    Model * model = Model::from_js(env, model_obj);
     int32_t n_threads = 0;
     bool use_gpu = true;
     if (info.Length() > 2 && info[2].IsObject()) {
