@@ -10,6 +10,7 @@ const steps = [
   ['vendor', [join(root, 'vendor', 'fetch-llama.mjs')]],
   ['addon', [join(root, 'scripts', 'build-addon.mjs')]],
   ['typescript', [join(root, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', join(root, 'tsconfig.json')]],
+  ['bins', [join(root, 'scripts', 'chmod-bins.mjs')]],
 ];
 for (const [name, args] of steps) {
   const result = spawnSync(process.execPath, args, { stdio: 'inherit', cwd: root });
