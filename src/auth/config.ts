@@ -1,0 +1,126 @@
+// Configuration of the auth service. Every setting is an environment variable; auth-server's
+// command-line flags are aliases of them (a flag wins over the variable). inference-server
+// mounting the routes reads the same variables with readAuthServiceConfig(process.env).
+import path from 'node:path';
+import type { Clock } from './clock.js';
+import type { OtpLimits } from './limits.js';
+import type { OtpDelivery, OtpDeliveryConfig } from './otp-delivery.js';
+
+export interface AuthServiceConfig {
+  /** PostgreSQL >= 15. When absent, an embedded PostgreSQL runs with its data in `<dataDir>/postgres`. */
+  databaseUrl?: string;
+  /** Home of the embedded database and the default key directory. */
+  dataDir: string;
+  /** Holds master.key (created at first start). Instances sharing a database must share it. */
+  keyDir: string;
+  /** The `iss` claim and base of jwks_uri: this service's public URL, no trailing slash. */
+  issuer: string;
+  /** Value of X-Admin-Key for the admin routes; at least 16 characters. */
+  adminKey: string;
+  /** A configured delivery, or any OtpDelivery (tests pass one that records codes). */
+  otpDelivery: OtpDeliveryConfig | OtpDelivery;
+  otpLimits?: Partial<OtpLimits>;
+  /** Port of the embedded PostgreSQL on 127.0.0.1; 0 or absent picks a free one. */
+  embeddedDatabasePort?: number;
+  /** Embedded database without fsync, for tests and benchmarks. */
+  disposableDatabase?: boolean;
+  /** Connections in the pool (default 10). */
+  databasePoolSize?: number;
+  clock?: Clock;
+  /** Start-up and error lines (default: stderr). */
+  log?: (line: string) => void;
+}
+
+export interface AuthServerOptions {
+  host: string;
+  port: number;
+  service: AuthServiceConfig;
+  /** True when the issuer was derived from host and port rather than configured. */
+  issuerIsDefault: boolean;
+}
+
+/** Flag → environment variable, with its help text. */
+const SETTINGS: ReadonlyArray<{ flag: string; env: string; help: string }> = [
+  { flag: '--host', env: 'AUTH_HOST', help: 'address to listen on (default 127.0.0.1)' },
+  { flag: '--port', env: 'AUTH_PORT', help: 'port to listen on (default 8081)' },
+  { flag: '--database-url', env: 'DATABASE_URL', help: 'PostgreSQL URL; without it an embedded PostgreSQL is started' },
+  { flag: '--data-dir', env: 'AUTH_DATA_DIR', help: 'embedded database and default key directory (default ./.auth-data)' },
+  { flag: '--key-dir', env: 'AUTH_KEY_DIR', help: 'directory of master.key (default <data-dir>/keys)' },
+  { flag: '--issuer', env: 'AUTH_ISSUER', help: 'public base URL, the iss claim (default http://<host>:<port>)' },
+  { flag: '--admin-key', env: 'AUTH_ADMIN_KEY', help: 'X-Admin-Key for the admin routes, >= 16 characters (required)' },
+  { flag: '--otp-delivery', env: 'AUTH_OTP_DELIVERY', help: 'log | webhook (default log; log is refused when NODE_ENV=production)' },
+  { flag: '--otp-webhook-url', env: 'AUTH_OTP_WEBHOOK_URL', help: 'URL receiving POST {channel, to, code, app_id}' },
+  { flag: '--otp-webhook-secret', env: 'AUTH_OTP_WEBHOOK_SECRET', help: 'sent to the webhook as "Authorization: Bearer <secret>"' },
+  { flag: '--otp-app-hourly-limit', env: 'AUTH_OTP_APP_HOURLY_LIMIT', help: 'codes per app per hour (default 1000)' },
+  { flag: '--embedded-db-port', env: 'AUTH_EMBEDDED_DB_PORT', help: 'port of the embedded PostgreSQL (default: a free one)' },
+  { flag: '--db-pool-size', env: 'AUTH_DB_POOL_SIZE', help: 'database connections (default 10)' },
+];
+
+export const AUTH_SERVER_USAGE = [
+  'usage: auth-server [options]',
+  '',
+  'Every option can also be given as the environment variable shown.',
+  '',
+  ...SETTINGS.map((s) => `  ${`${s.flag} VALUE`.padEnd(28)} ${s.env.padEnd(26)} ${s.help}`),
+  `  ${'-h, --help'.padEnd(28)} ${''.padEnd(26)} show this help`,
+].join('\n');
+
+/** Parses auth-server's argv (without node and script); throws an Error with a usage hint on bad input. */
+export function parseAuthServerArgs(argv: string[], env: NodeJS.ProcessEnv): AuthServerOptions | 'help' {
+  const vars: Record<string, string | undefined> = { ...env };
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i]!;
+    if (arg === '-h' || arg === '--help') return 'help';
+    const [flag, inline] = arg.includes('=') ? [arg.slice(0, arg.indexOf('=')), arg.slice(arg.indexOf('=') + 1)] : [arg, undefined];
+    const setting = SETTINGS.find((s) => s.flag === flag);
+    if (!setting) throw new Error(`unknown option ${flag}`);
+    const value = inline ?? argv[++i];
+    if (value === undefined) throw new Error(`option ${flag} needs a value`);
+    vars[setting.env] = value;
+  }
+  const host = vars.AUTH_HOST || '127.0.0.1';
+  const port = integer(vars, 'AUTH_PORT', 8081, 0, 65535);
+  return { host, port, service: readAuthServiceConfig(vars, { issuer: defaultIssuer(host, port) }), issuerIsDefault: !vars.AUTH_ISSUER };
+}
+
+/** `http://<host>:<port>`, with a wildcard listen address replaced by 127.0.0.1. */
+export function defaultIssuer(host: string, port: number): string {
+  const issuerHost = host === '0.0.0.0' || host === '::' ? '127.0.0.1' : host;
+  return `http://${issuerHost.includes(':') ? `[${issuerHost}]` : issuerHost}:${port}`;
+}
+
+/** The service's settings from environment variables (see SETTINGS); throws on missing or invalid values. */
+export function readAuthServiceConfig(vars: Record<string, string | undefined>, defaults: { issuer: string }): AuthServiceConfig {
+  const adminKey = vars.AUTH_ADMIN_KEY;
+  if (!adminKey) throw new Error('an admin key is required: set AUTH_ADMIN_KEY or --admin-key');
+  const dataDir = path.resolve(vars.AUTH_DATA_DIR || '.auth-data');
+  const delivery = vars.AUTH_OTP_DELIVERY || 'log';
+  let otpDelivery: OtpDeliveryConfig;
+  if (delivery === 'log') {
+    otpDelivery = { kind: 'log' };
+  } else if (delivery === 'webhook') {
+    if (!vars.AUTH_OTP_WEBHOOK_URL) throw new Error('--otp-delivery webhook needs --otp-webhook-url (AUTH_OTP_WEBHOOK_URL)');
+    otpDelivery = { kind: 'webhook', url: vars.AUTH_OTP_WEBHOOK_URL, secret: vars.AUTH_OTP_WEBHOOK_SECRET || undefined };
+  } else {
+    throw new Error(`unknown OTP delivery "${delivery}": expected log or webhook`);
+  }
+  return {
+    databaseUrl: vars.DATABASE_URL || undefined,
+    dataDir,
+    keyDir: path.resolve(vars.AUTH_KEY_DIR || path.join(dataDir, 'keys')),
+    issuer: vars.AUTH_ISSUER || defaults.issuer,
+    adminKey,
+    otpDelivery,
+    otpLimits: vars.AUTH_OTP_APP_HOURLY_LIMIT ? { appHourly: integer(vars, 'AUTH_OTP_APP_HOURLY_LIMIT', 1000, 1, 1e9) } : undefined,
+    embeddedDatabasePort: integer(vars, 'AUTH_EMBEDDED_DB_PORT', 0, 0, 65535),
+    databasePoolSize: integer(vars, 'AUTH_DB_POOL_SIZE', 10, 1, 1000),
+  };
+}
+
+function integer(vars: Record<string, string | undefined>, name: string, fallback: number, min: number, max: number): number {
+  const raw = vars[name];
+  if (raw === undefined || raw === '') return fallback;
+  const value = /^\d+$/.test(raw) ? Number(raw) : NaN;
+  if (!(value >= min && value <= max)) throw new Error(`${name} must be an integer from ${min} to ${max}, got "${raw}"`);
+  return value;
+}

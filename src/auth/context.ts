@@ -1,0 +1,25 @@
+// Everything a handler or service function needs, built once by createAuthService.
+import type { HttpError } from '../http/errors.js';
+import type { Clock } from './clock.js';
+import type { Sql } from './db.js';
+import type { OtpLimits } from './limits.js';
+import type { OtpDelivery } from './otp-delivery.js';
+import type { SigningKeyRing } from './tokens/signing-key-ring.js';
+
+export interface AuthContext {
+  readonly sql: Sql;
+  readonly clock: Clock;
+  /** The `iss` of access tokens: this service's public base URL, no trailing slash. */
+  readonly issuer: string;
+  /** SHA-256 of the admin key, compared in constant time with the SHA-256 of X-Admin-Key. */
+  readonly adminKeyHash: Buffer;
+  readonly keys: SigningKeyRing;
+  readonly otp: {
+    readonly delivery: OtpDelivery;
+    /** HMAC key of stored code hashes (derived from the master key). */
+    readonly hashKey: Buffer;
+    readonly limits: OtpLimits;
+  };
+  /** Receives 5xx errors with their causes; never shown to clients. */
+  readonly logError: (error: HttpError, request: { method: string; path: string }) => void;
+}

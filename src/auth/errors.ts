@@ -1,0 +1,63 @@
+// The error catalog of the auth service: every code it answers with, its HTTP status and the
+// default client message. Handlers throw `authError(code)`; the route wrapper (respond.ts) turns
+// it into `{"error": {"code", "message"}}`. Causes are logged, never returned.
+import { HttpError } from '../http/errors.js';
+
+export const AUTH_ERRORS = {
+  // From the spec (section 7).
+  TOKEN_INVALID: { status: 401, message: 'The token or the app credentials are invalid' },
+  TOKEN_EXPIRED: { status: 401, message: 'The access token has expired' },
+  TOKEN_REVOKED: { status: 401, message: 'The refresh token was revoked; log in again' },
+  TOKEN_REUSE: { status: 401, message: 'The refresh token was already used; the whole session is revoked' },
+  USER_DELETED: { status: 403, message: 'The user is deleted' },
+  USER_NOT_FOUND: { status: 404, message: 'The user does not exist in this app' },
+  TENANT_NOT_FOUND: { status: 404, message: 'The tenant does not exist in this app' },
+  VALIDATION_ERROR: { status: 400, message: 'The request body is invalid' },
+  // This service's decisions where the spec says "not shown".
+  OTP_INVALID: { status: 401, message: 'The code is wrong, expired or used up' },
+  RATE_LIMITED: { status: 429, message: 'Too many codes requested; retry later' },
+  OTP_DELIVERY_FAILED: { status: 502, message: 'The code could not be delivered; retry later' },
+  INSUFFICIENT_ROLE: { status: 403, message: 'The token does not carry the required role' },
+  ADMIN_KEY_INVALID: { status: 401, message: 'The X-Admin-Key header is missing or wrong' },
+  APP_NOT_FOUND: { status: 404, message: 'The app does not exist' },
+  APP_SLUG_TAKEN: { status: 409, message: 'An app with this slug already exists' },
+  // Raised by the shared HTTP layer (src/http) before or while reading the body.
+  MALFORMED_JSON: { status: 400, message: 'The request body is not valid JSON' },
+  UNSUPPORTED_MEDIA_TYPE: { status: 415, message: 'Send the body as application/json' },
+  BODY_TOO_LARGE: { status: 413, message: 'The request body is too large' },
+  NOT_FOUND: { status: 404, message: 'No such route' },
+  METHOD_NOT_ALLOWED: { status: 405, message: 'Method not allowed on this route' },
+  INTERNAL: { status: 500, message: 'Internal server error' },
+} as const satisfies Record<string, { status: number; message: string }>;
+
+export type AuthErrorCode = keyof typeof AUTH_ERRORS;
+
+/** An HttpError with a catalog code; `message` defaults to the catalog's. */
+export function authError(code: AuthErrorCode, message?: string, options?: { cause?: unknown; details?: Record<string, unknown> }): HttpError {
+  const entry = AUTH_ERRORS[code];
+  return new HttpError(entry.status, code, message ?? entry.message, options?.details ?? {}, { cause: options?.cause });
+}
+
+/**
+ * Normalises anything thrown into a catalog error. HttpErrors of the HTTP layer keep their
+ * status and code (they are in the catalog); an HttpError with a code outside the catalog, and
+ * anything else (a PostgresError, a bug), becomes 500 INTERNAL so that no SQL text or stack
+ * reaches a client.
+ */
+export function toAuthError(thrown: unknown): HttpError {
+  if (thrown instanceof HttpError && thrown.code in AUTH_ERRORS && thrown.status === AUTH_ERRORS[thrown.code as AuthErrorCode].status) {
+    return thrown;
+  }
+  return authError('INTERNAL', undefined, { cause: thrown });
+}
+
+/** The body of every auth error response. */
+export function authErrorBody(error: HttpError): { error: { code: string; message: string } } {
+  return { error: { code: error.code, message: error.message } };
+}
+
+/** ErrorFormatter for startHttpServer: errors raised outside auth handlers (404, 405, 413). */
+export function formatAuthError(error: HttpError): { status: number; body: unknown } {
+  const normalised = toAuthError(error);
+  return { status: normalised.status, body: authErrorBody(normalised) };
+}

@@ -1,0 +1,111 @@
+// Admin routes (X-Admin-Key): apps, tenants, users, signing keys.
+import type { HttpRequest, HttpResult } from '../../http/request.js';
+import { compileBody } from '../../http/validation.js';
+import type { AuthContext } from '../context.js';
+import { authError } from '../errors.js';
+import type { AppRow } from '../queries/apps.js';
+import type { TenantRow } from '../queries/tenants.js';
+import type { UserRow } from '../queries/users.js';
+import { CreateAppBody, CreateTenantBody } from '../schemas.js';
+import * as admin from '../service/admin.js';
+
+const createAppBody = compileBody(CreateAppBody);
+const createTenantBody = compileBody(CreateTenantBody);
+type NoInput = Record<string, never>;
+
+/** POST /admin/apps → 201 `{id, slug, name, created_at, app_secret}`; the only time the secret is shown. */
+export async function handleCreateApp(ctx: AuthContext, _: NoInput, req: HttpRequest): Promise<HttpResult> {
+  const { app, secret } = await admin.createApp(ctx, createAppBody.parse(req));
+  return { status: 201, body: { ...appJson(app), app_secret: secret } };
+}
+
+/** GET /admin/apps → 200 `{apps: [...]}` (no secrets). */
+export async function handleListApps(ctx: AuthContext): Promise<HttpResult> {
+  return { body: { apps: (await admin.listApps(ctx)).map(appJson) } };
+}
+
+/** GET /admin/apps/:app_id → 200 app. */
+export async function handleGetApp(ctx: AuthContext, _: NoInput, req: HttpRequest): Promise<HttpResult> {
+  return { body: appJson(await admin.getApp(ctx, req.params.app_id!)) };
+}
+
+/** POST /admin/apps/:app_id/secret → 200 `{..app, app_secret}`; the previous secret stops working. */
+export async function handleRotateAppSecret(ctx: AuthContext, _: NoInput, req: HttpRequest): Promise<HttpResult> {
+  const { app, secret } = await admin.rotateAppSecret(ctx, req.params.app_id!);
+  return { body: { ...appJson(app), app_secret: secret } };
+}
+
+/** POST /admin/apps/:app_id/tenants → 201 tenant (spec section 4). */
+export async function handleCreateTenant(ctx: AuthContext, _: NoInput, req: HttpRequest): Promise<HttpResult> {
+  const app = await admin.getApp(ctx, req.params.app_id!); // 404 for a missing app before a 400 for its body
+  const { name } = createTenantBody.parse(req);
+  return { status: 201, body: tenantJson(await admin.createTenant(ctx, app, name)) };
+}
+
+/** GET /admin/apps/:app_id/tenants?limit=100&offset=0 → 200 `{tenants: [...]}`, oldest first. */
+export async function handleListTenants(ctx: AuthContext, _: NoInput, req: HttpRequest): Promise<HttpResult> {
+  const limit = queryInteger(req, 'limit', 100, 1, 1000);
+  const offset = queryInteger(req, 'offset', 0, 0, 1_000_000_000);
+  const tenants = await admin.listTenants(ctx, req.params.app_id!, { limit, offset });
+  return { body: { tenants: tenants.map(tenantJson) } };
+}
+
+/** GET /admin/apps/:app_id/tenants/:tenant_id → 200 tenant. */
+export async function handleGetTenant(ctx: AuthContext, _: NoInput, req: HttpRequest): Promise<HttpResult> {
+  return { body: tenantJson(await admin.getTenant(ctx, req.params.app_id!, req.params.tenant_id!)) };
+}
+
+/** GET /admin/users/:user_id → 200 user. */
+export async function handleGetUser(ctx: AuthContext, _: NoInput, req: HttpRequest): Promise<HttpResult> {
+  return { body: userJson(await admin.getUser(ctx, req.params.user_id!)) };
+}
+
+/** DELETE /admin/users/:user_id → 200 `{..user, sessions_revoked}`: soft delete. */
+export async function handleDeleteUser(ctx: AuthContext, _: NoInput, req: HttpRequest): Promise<HttpResult> {
+  const { user, sessionsRevoked } = await admin.softDeleteUser(ctx, req.params.user_id!);
+  return { body: { ...userJson(user), sessions_revoked: sessionsRevoked } };
+}
+
+/** POST /admin/users/:user_id/restore → 200 user. */
+export async function handleRestoreUser(ctx: AuthContext, _: NoInput, req: HttpRequest): Promise<HttpResult> {
+  return { body: userJson(await admin.restoreUser(ctx, req.params.user_id!)) };
+}
+
+/** POST /admin/signing-keys/rotate → 200 `{kid, retired_kid}`. */
+export async function handleRotateSigningKey(ctx: AuthContext): Promise<HttpResult> {
+  const { kid, retiredKid } = await ctx.keys.rotate();
+  return { body: { kid, retired_kid: retiredKid } };
+}
+
+function appJson(app: AppRow): Record<string, unknown> {
+  return {
+    id: app.id,
+    slug: app.slug,
+    name: app.name,
+    created_at: app.created_at.toISOString(),
+    secret_rotated_at: app.secret_rotated_at?.toISOString() ?? null,
+  };
+}
+
+/** The Tenant resource of spec section 2; created_at is ISO 8601 UTC with milliseconds. */
+function tenantJson(tenant: TenantRow): Record<string, unknown> {
+  return { id: tenant.id, app_id: tenant.app_id, name: tenant.name, created_at: tenant.created_at.toISOString() };
+}
+
+function userJson(user: UserRow): Record<string, unknown> {
+  return {
+    id: user.id,
+    email: user.email,
+    phone: user.phone,
+    created_at: user.created_at.toISOString(),
+    deleted_at: user.deleted_at?.toISOString() ?? null,
+  };
+}
+
+function queryInteger(req: HttpRequest, name: string, fallback: number, min: number, max: number): number {
+  const raw = req.query.get(name);
+  if (raw === null) return fallback;
+  const value = /^\d{1,10}$/.test(raw) ? Number(raw) : NaN;
+  if (!(value >= min && value <= max)) throw authError('VALIDATION_ERROR', `Invalid query parameter "${name}": expected an integer from ${min} to ${max}`);
+  return value;
+}

@@ -1,0 +1,22 @@
+// GET /.well-known/jwks.json and GET /.well-known/openid-configuration: how a backend obtains
+// the public keys (spec section 5 rule 4). Cacheable for 5 minutes; a verifier that meets an
+// unknown kid refetches (jose's createRemoteJWKSet does), so a rotation is picked up at once.
+import type { HttpResult } from '../../http/request.js';
+import type { AuthContext } from '../context.js';
+
+const CACHEABLE = { 'Cache-Control': 'public, max-age=300' };
+
+export async function handleJwks(ctx: AuthContext): Promise<HttpResult> {
+  return { headers: CACHEABLE, body: { keys: ctx.keys.publishedJwks() } };
+}
+
+export async function handleDiscovery(ctx: AuthContext): Promise<HttpResult> {
+  return {
+    headers: CACHEABLE,
+    body: {
+      issuer: ctx.issuer,
+      jwks_uri: `${ctx.issuer}/.well-known/jwks.json`,
+      id_token_signing_alg_values_supported: ['RS256'],
+    },
+  };
+}

@@ -1,0 +1,42 @@
+// Lifetimes and limits of the service in one place. The first four come from the spec
+// (section 8); the rest are this service's decisions, documented in docs/auth-service.md.
+
+/** Access token lifetime: exp = iat + 30 minutes. */
+export const ACCESS_TOKEN_TTL_SECONDS = 30 * 60;
+/** Refresh token lifetime: expires_at = issued_at + 30 days, capped at the session's end. */
+export const REFRESH_TOKEN_TTL_MS = 30 * 24 * 3600 * 1000;
+/** Absolute session (refresh family) lifetime: created_at + 365 days; rotation never extends it. */
+export const SESSION_LIFETIME_MS = 365 * 24 * 3600 * 1000;
+/** The four role names; the database enforces the same set. */
+export const ROLE_NAMES = ['owner', 'admin', 'staff', 'viewer'] as const;
+export type RoleName = (typeof ROLE_NAMES)[number];
+
+/** A one-time code is valid for 10 minutes. */
+export const OTP_TTL_MS = 10 * 60 * 1000;
+/** Verification attempts per code, right or wrong; after 5 the code is burned. */
+export const OTP_MAX_ATTEMPTS = 5;
+/** Default send throttles; see OtpLimits. */
+export const OTP_DEFAULT_LIMITS = {
+  /** Minimum time between two codes to the same destination of one app. */
+  resendIntervalMs: 60 * 1000,
+  /** Codes per destination of one app per fixed hour window. */
+  destinationHourly: 5,
+  /** Codes per app per fixed hour window (all destinations). */
+  appHourly: 1000,
+} as const;
+export type OtpLimits = { resendIntervalMs: number; destinationHourly: number; appHourly: number };
+export const OTP_WINDOW_MS = 3600 * 1000;
+
+/** Largest accepted request body of an auth route. */
+export const MAX_BODY_BYTES = 16 * 1024;
+/** Longest accepted secret, token or code string (anything longer is a validation error). */
+export const MAX_TOKEN_CHARS = 4096;
+
+/** How often a process re-reads the signing keys (to see a rotation done by another instance). */
+export const KEY_RING_RELOAD_MS = 30 * 1000;
+/**
+ * A retired signing key stays in the JWKS for this long after retirement: the last token it
+ * signed (by this or a slower instance) expires within ACCESS_TOKEN_TTL + reload interval; one
+ * more minute covers clock skew between instances.
+ */
+export const RETIRED_KEY_PUBLISH_MS = ACCESS_TOKEN_TTL_SECONDS * 1000 + KEY_RING_RELOAD_MS + 60 * 1000;

@@ -1,0 +1,118 @@
+// The auth service as a library: createAuthService builds the routes for a host server
+// (auth-server, or inference-server with --auth), createAccessTokenGuard protects another
+// server's routes with this service's access tokens (inference-server --auth-app SLUG).
+//
+// Error format when mounted: every auth route catches its own errors and answers
+// `{"error": {"code", "message"}}` with the catalog's status (respond.ts), whatever the host's
+// ErrorFormatter. Only what the HTTP layer answers before a handler runs goes through the
+// host's formatter: an unknown path (404), a wrong method (405), and a body over the host's
+// maxBodyBytes (413). auth-server uses formatAuthError for those; a host that wants auth-format
+// bodies there too can call formatAuthError for paths under /auth/, /admin/ and /.well-known/.
+import path from 'node:path';
+import type { JWTVerifyGetKey } from 'jose';
+import type { HttpError } from '../http/errors.js';
+import type { Route } from '../http/router.js';
+import { systemClock } from './clock.js';
+import type { AuthServiceConfig } from './config.js';
+import type { AuthContext } from './context.js';
+import { createDatabaseClient, type Sql } from './db.js';
+import { startEmbeddedPostgres, type EmbeddedPostgres } from './embedded-postgres.js';
+import { OTP_DEFAULT_LIMITS } from './limits.js';
+import { applyMigrations } from './migrate.js';
+import { createOtpDelivery, type OtpDelivery } from './otp-delivery.js';
+import { authRoutes } from './routes.js';
+import { hashAdminKey } from './service/credentials.js';
+import { loadMasterKey } from './tokens/master-key.js';
+import { SigningKeyRing } from './tokens/signing-key-ring.js';
+
+export { readAuthServiceConfig, type AuthServiceConfig } from './config.js';
+export { formatAuthError } from './errors.js';
+export { MAX_BODY_BYTES as AUTH_MAX_BODY_BYTES } from './limits.js';
+export { createAccessTokenGuard, type AccessTokenGuard, type AccessTokenGuardOptions, type AccessTokenKeys } from './tokens/access-token-guard.js';
+export type { AccessTokenClaims } from './tokens/access-token.js';
+
+export interface AuthService {
+  /** Mount these on the host's startHttpServer (they need maxBodyBytes >= AUTH_MAX_BODY_BYTES). */
+  readonly routes: Route[];
+  /** The iss claim of the tokens this service signs. */
+  readonly issuer: string;
+  /** In-process key resolver: `createAccessTokenGuard({ ..., keys: service.accessTokenKeys })`. */
+  readonly accessTokenKeys: { getKey: JWTVerifyGetKey };
+  /** The database pool (for tests and tools). */
+  readonly sql: Sql;
+  /** Stops key reloading, closes the pool, stops the embedded PostgreSQL if one was started. */
+  close(): Promise<void>;
+}
+
+/**
+ * Connects to PostgreSQL (starting the embedded one when config.databaseUrl is absent), applies
+ * migrations, loads or creates the signing key, and returns the routes. Throws when the
+ * configuration is unusable (short admin key, `log` delivery in production, ...).
+ */
+export async function createAuthService(config: AuthServiceConfig): Promise<AuthService> {
+  if (config.adminKey.length < 16) throw new Error('the admin key must be at least 16 characters');
+  const issuer = new URL(config.issuer).toString().replace(/\/+$/, '');
+  const log = config.log ?? ((line: string) => process.stderr.write(`[auth-server] ${line}\n`));
+  const delivery: OtpDelivery = 'send' in config.otpDelivery ? config.otpDelivery : createOtpDelivery(config.otpDelivery);
+  const clock = config.clock ?? systemClock;
+
+  let embedded: EmbeddedPostgres | null = null;
+  let sql: Sql | null = null;
+  try {
+    if (!config.databaseUrl) {
+      embedded = await startEmbeddedPostgres({
+        dir: path.join(config.dataDir, 'postgres'),
+        port: config.embeddedDatabasePort,
+        disposable: config.disposableDatabase,
+        log,
+      });
+    }
+    sql = createDatabaseClient(config.databaseUrl ?? embedded!.url, { max: config.databasePoolSize });
+    const applied = await applyMigrations(sql);
+    if (applied.length > 0) log(`applied migrations: ${applied.join(', ')}`);
+    const masterKey = await loadMasterKey(config.keyDir);
+    const keys = new SigningKeyRing(sql, clock, masterKey.derive('signing-key-encryption'));
+    await keys.start();
+
+    const ctx: AuthContext = {
+      sql,
+      clock,
+      issuer,
+      adminKeyHash: hashAdminKey(config.adminKey),
+      keys,
+      otp: { delivery, hashKey: masterKey.derive('otp-code-hash'), limits: { ...OTP_DEFAULT_LIMITS, ...config.otpLimits } },
+      logError: (error: HttpError, request) => log(`${request.method} ${request.path} failed: ${describe(error)}`),
+    };
+    const pool = sql;
+    let closing: Promise<void> | null = null;
+    return {
+      routes: authRoutes(ctx),
+      issuer,
+      accessTokenKeys: {
+        getKey: async (header) => {
+          const key = await keys.verificationKey(header.kid);
+          if (!key) throw new Error('unknown signing key');
+          return key;
+        },
+      },
+      sql: pool,
+      close() {
+        closing ??= (async () => {
+          keys.stop();
+          await pool.end({ timeout: 5 });
+          await embedded?.stop();
+        })();
+        return closing;
+      },
+    };
+  } catch (error) {
+    await sql?.end({ timeout: 0 });
+    await embedded?.stop();
+    throw error;
+  }
+}
+
+function describe(error: HttpError): string {
+  const cause = error.cause;
+  return cause instanceof Error ? `${error.code}: ${cause.stack ?? cause.message}` : `${error.code}: ${error.message}`;
+}

@@ -1,0 +1,147 @@
+// Queries on refresh families (sessions) and their tokens. Invariant: every write to a family's
+// tokens happens in a transaction that first locked the family row, so reading
+// `current_token_id` from the locked row tells which token is live without racing.
+import type { Queryable } from '../db.js';
+import type { RoleRow } from './roles.js';
+
+export type RevokedReason = 'logout' | 'reuse' | 'revoke_user' | 'user_deleted';
+
+export interface NewRefreshToken {
+  id: string;
+  hash: Buffer;
+  expiresAt: Date;
+}
+
+/** Creates a session and its first token in one statement. */
+export async function insertRefreshFamily(sql: Queryable, family: {
+  id: string; appId: string; userId: string; tenantId: string | null; now: Date; expiresAt: Date; token: NewRefreshToken;
+}): Promise<void> {
+  await sql`
+    with family as (
+      insert into refresh_families (id, app_id, user_id, tenant_id, current_token_id, created_at, expires_at)
+      values (${family.id}, ${family.appId}, ${family.userId}, ${family.tenantId}, ${family.token.id}, ${family.now}, ${family.expiresAt})
+      returning id
+    )
+    insert into refresh_tokens (id, family_id, parent_id, token_hash, state, issued_at, expires_at)
+    select ${family.token.id}, family.id, null, ${family.token.hash}, 'active', ${family.now}, ${family.token.expiresAt}
+    from family
+  `;
+}
+
+/** What revocation needs to decide, read under the family's row lock. */
+export interface LockedRefreshSession {
+  token_id: string;
+  family_id: string;
+  current_token_id: string;
+  revoked_at: Date | null;
+}
+
+/**
+ * Finds the token of this app by hash and locks its family (`for update of f`). When the call
+ * had to wait for the lock, PostgreSQL re-reads the family row, so `current_token_id` and
+ * `revoked_at` are the committed values of whoever held it; the token's id never changes. A
+ * token of another app is not found.
+ */
+export async function lockRefreshSession(sql: Queryable, tokenHash: Buffer, appId: string): Promise<LockedRefreshSession | undefined> {
+  const [row] = await sql<LockedRefreshSession[]>`
+    select t.id as token_id, f.id as family_id, f.current_token_id, f.revoked_at
+    from refresh_tokens t
+    join refresh_families f on f.id = t.family_id
+    where t.token_hash = ${tokenHash} and f.app_id = ${appId}
+    for update of f
+  `;
+  return row;
+}
+
+export type RotationOutcome = 'invalid_credentials' | 'rotated' | 'not_found' | 'user_deleted' | 'reuse' | 'revoked' | 'expired' | 'tenant_not_found';
+
+export interface RotationResult {
+  outcome: RotationOutcome;
+  /** Set when rotated. */
+  app_slug: string | null;
+  /** Set when rotated. */
+  user_id: string | null;
+  /** The tenant the session remembers after this refresh (set when rotated). */
+  remembered_tenant_id: string | null;
+  /** The user's roles in the app, oldest assignment first (set when rotated). */
+  roles: RoleRow[] | null;
+}
+
+/**
+ * Checks the app's credentials, then rotates the presented token or detects its reuse: one call
+ * of the rotate_refresh_token function (migration 0009), i.e. one round trip and one transaction
+ * holding the family's row lock. On `reuse` the family and its live token are revoked and that
+ * is committed; on `rotated` the child token is the family's new live token (expiring after
+ * `childLifetimeMs`, capped at the session's end). Nothing is written on `invalid_credentials`.
+ */
+export async function rotateRefreshToken(sql: Queryable, rotation: {
+  appId: string; secretHash: Buffer; tokenHash: Buffer; requestedTenantId: string | null;
+  child: { id: string; hash: Buffer }; now: Date; childLifetimeMs: number;
+}): Promise<RotationResult> {
+  const [row] = await sql<RotationResult[]>`
+    select outcome, app_slug, user_id, remembered_tenant_id, roles
+    from rotate_refresh_token(
+      ${rotation.appId}, ${rotation.secretHash}, ${rotation.tokenHash}, ${rotation.requestedTenantId},
+      ${rotation.child.id}, ${rotation.child.hash}, ${rotation.now},
+      make_interval(secs => ${rotation.childLifetimeMs / 1000})
+    )
+  `;
+  return row!;
+}
+
+/**
+ * Revokes one locked family and its live token. Runs after lockRefreshSession in the same
+ * transaction, so this statement sees a live token committed by a rotation that held the lock.
+ */
+export async function revokeRefreshFamily(sql: Queryable, revocation: {
+  familyId: string; currentTokenId: string; now: Date; reason: RevokedReason;
+}): Promise<void> {
+  await sql`
+    with family as (
+      update refresh_families
+      set revoked_at = ${revocation.now}, revoked_reason = ${revocation.reason}
+      where id = ${revocation.familyId} and revoked_at is null
+    )
+    update refresh_tokens
+    set state = 'revoked'
+    where id = ${revocation.currentTokenId} and state = 'active'
+  `;
+}
+
+/**
+ * Locks the user's live families (of one app, or of every app when appId is null) in id order,
+ * so two revocations of the same user cannot deadlock. Returns their live tokens.
+ */
+export async function lockLiveFamiliesOfUser(sql: Queryable, userId: string, appId: string | null): Promise<{ id: string; current_token_id: string }[]> {
+  return appId === null
+    ? sql<{ id: string; current_token_id: string }[]>`
+        select id, current_token_id
+        from refresh_families
+        where user_id = ${userId} and revoked_at is null
+        order by id
+        for update
+      `
+    : sql<{ id: string; current_token_id: string }[]>`
+        select id, current_token_id
+        from refresh_families
+        where app_id = ${appId} and user_id = ${userId} and revoked_at is null
+        order by id
+        for update
+      `;
+}
+
+/** Revokes families locked by lockLiveFamiliesOfUser and their live tokens. */
+export async function revokeRefreshFamilies(sql: Queryable, revocation: {
+  familyIds: string[]; currentTokenIds: string[]; now: Date; reason: RevokedReason;
+}): Promise<void> {
+  await sql`
+    with families as (
+      update refresh_families
+      set revoked_at = ${revocation.now}, revoked_reason = ${revocation.reason}
+      where id = any(${revocation.familyIds}::uuid[]) and revoked_at is null
+    )
+    update refresh_tokens
+    set state = 'revoked'
+    where id = any(${revocation.currentTokenIds}::uuid[]) and state = 'active'
+  `;
+}

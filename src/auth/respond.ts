@@ -1,0 +1,118 @@
+// How an auth route runs: a guard authenticates the request, the handler does the work, and
+// every outcome, errors included, is answered here in the auth format
+// (`{"error": {"code", "message"}}`) with `Cache-Control: no-store`. Handlers therefore never
+// depend on the host server's ErrorFormatter: the same routes answer the same way in
+// auth-server and when mounted in inference-server.
+import type { Static, TSchema } from '@sinclair/typebox';
+import type { CryptoKey } from 'jose';
+import type { HttpError } from '../http/errors.js';
+import type { HttpRequest, HttpResult } from '../http/request.js';
+import type { Method, Route } from '../http/router.js';
+import { compileBody } from '../http/validation.js';
+import type { AuthContext } from './context.js';
+import { authError, authErrorBody, toAuthError } from './errors.js';
+import { MAX_BODY_BYTES } from './limits.js';
+import { authenticateApp, checkAdminKey, presentedCredentials, type AuthenticatedApp, type PresentedCredentials } from './service/credentials.js';
+import { bearerToken, verifyAccessToken, type AccessTokenClaims } from './tokens/access-token.js';
+
+/** Token and credential responses must not be stored by browsers or proxies. */
+export const NO_STORE: Readonly<Record<string, string>> = { 'Cache-Control': 'no-store', Pragma: 'no-cache' };
+
+/** Authenticates a request and produces the handler's input; throws catalog errors. */
+export interface Guard<I> {
+  readonly name: string;
+  authenticate(ctx: AuthContext, req: HttpRequest): Promise<I>;
+}
+
+export type AuthHandler<I> = (ctx: AuthContext, input: I, req: HttpRequest) => Promise<HttpResult>;
+
+/** No credentials (JWKS, discovery). */
+export const publicAccess: Guard<Record<string, never>> = {
+  name: 'public',
+  authenticate: async () => ({}),
+};
+
+/** `X-Admin-Key` equal to the configured admin key (constant-time). The body, if any, is the handler's to parse. */
+export const adminKey: Guard<Record<string, never>> = {
+  name: 'admin-key',
+  authenticate: async (ctx, req) => {
+    checkAdminKey(ctx.adminKeyHash, req.headers['x-admin-key']);
+    return {};
+  },
+};
+
+/** `Authorization: Bearer <access token>` of any app, verified against this service's keys. */
+export const bearer: Guard<{ claims: AccessTokenClaims }> = {
+  name: 'bearer',
+  authenticate: async (ctx, req) => ({
+    claims: await verifyAccessToken(bearerToken(req.headers.authorization), {
+      getKey: (header) => verificationKey(ctx, header.kid),
+      issuer: ctx.issuer,
+      nowMs: ctx.clock.now(),
+    }),
+  }),
+};
+
+/**
+ * app_id and app_secret in the JSON body. The whole body is validated against `schema` (which
+ * includes the credentials) first: 400/415 before 401.
+ */
+export function appSecret<S extends TSchema>(schema: S): Guard<{ app: AuthenticatedApp; body: Static<S> }> {
+  const validator = compileBody(schema);
+  return {
+    name: 'app-secret',
+    authenticate: async (ctx, req) => {
+      const body = validator.parse(req) as Static<S> & { app_id: string; app_secret: string };
+      return { app: await authenticateApp(ctx.sql, body.app_id, body.app_secret), body };
+    },
+  };
+}
+
+/**
+ * app_id and app_secret in the JSON body, checked by the handler's own statement instead of a
+ * query of their own: the guard validates the body and hashes the secret, and the handler must
+ * pass `credentials` to a query that verifies them before it has any effect (for
+ * /auth/refresh, rotate_refresh_token does, so the whole refresh is one round trip). The
+ * answer for wrong credentials is the same 401 TOKEN_INVALID as appSecret's.
+ */
+export function appSecretInQuery<S extends TSchema>(schema: S): Guard<{ credentials: PresentedCredentials; body: Static<S> }> {
+  const validator = compileBody(schema);
+  return {
+    name: 'app-secret-in-query',
+    authenticate: async (_ctx, req) => {
+      const body = validator.parse(req) as Static<S> & { app_id: string; app_secret: string };
+      return { credentials: presentedCredentials(body.app_id, body.app_secret), body };
+    },
+  };
+}
+
+/** One line of the route table: method, path, guard, handler. */
+export function authRoute<I>(ctx: AuthContext, method: Method, path: string, guard: Guard<I>, handler: AuthHandler<I>): Route {
+  return {
+    method,
+    path,
+    handler: async (req) => {
+      try {
+        if (req.body.length > MAX_BODY_BYTES) throw authError('BODY_TOO_LARGE', `The request body exceeds ${MAX_BODY_BYTES} bytes`);
+        const result = await handler(ctx, await guard.authenticate(ctx, req), req);
+        return { ...result, headers: { ...NO_STORE, ...result.headers } };
+      } catch (thrown) {
+        return errorResult(ctx, thrown, req);
+      }
+    },
+  };
+}
+
+function errorResult(ctx: AuthContext, thrown: unknown, req: HttpRequest): HttpResult {
+  const error: HttpError = toAuthError(thrown);
+  if (error.status >= 500) ctx.logError(error, { method: req.method, path: req.path });
+  const headers: Record<string, string> = { ...NO_STORE };
+  if (error.code === 'RATE_LIMITED') headers['Retry-After'] = String(Math.ceil(ctx.otp.limits.resendIntervalMs / 1000));
+  return { status: error.status, headers, body: authErrorBody(error) };
+}
+
+async function verificationKey(ctx: AuthContext, kid: unknown): Promise<CryptoKey> {
+  const key = await ctx.keys.verificationKey(kid);
+  if (!key) throw authError('TOKEN_INVALID', 'Unknown signing key');
+  return key;
+}

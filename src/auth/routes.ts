@@ -1,0 +1,43 @@
+// The route table of the auth service: one line per route, its guard visible on the line.
+//   public     no credentials
+//   appSecret         app_id + app_secret in the JSON body (validated with the route's schema first)
+//   appSecretInQuery  the same credentials, verified by the handler's single statement (refresh)
+//   bearer     Authorization: Bearer <access token>
+//   adminKey   X-Admin-Key header
+import type { Method, Route } from '../http/router.js';
+import type { AuthContext } from './context.js';
+import * as admin from './handlers/admin.js';
+import { handleOtpRequest, handleOtpVerify } from './handlers/login.js';
+import { handleMe } from './handlers/me.js';
+import { handleRoleAssign, handleRoleRevoke } from './handlers/roles.js';
+import { handleRefresh, handleRevoke, handleRevokeUser } from './handlers/sessions.js';
+import { handleDiscovery, handleJwks } from './handlers/well-known.js';
+import { adminKey, appSecret, appSecretInQuery, authRoute, bearer, publicAccess, type AuthHandler, type Guard } from './respond.js';
+import { OtpRequestBody, OtpVerifyBody, RefreshBody, RevokeBody, RevokeUserBody, RoleAssignBody, RoleRevokeBody } from './schemas.js';
+
+export function authRoutes(ctx: AuthContext): Route[] {
+  const route = <I>(method: Method, path: string, guard: Guard<I>, handler: AuthHandler<I>): Route => authRoute(ctx, method, path, guard, handler);
+  return [
+    route('POST',   '/auth/otp/request',                         appSecret(OtpRequestBody),       handleOtpRequest),
+    route('POST',   '/auth/otp/verify',                          appSecret(OtpVerifyBody),        handleOtpVerify),
+    route('POST',   '/auth/refresh',                             appSecretInQuery(RefreshBody),   handleRefresh),
+    route('POST',   '/auth/revoke',                              appSecret(RevokeBody),           handleRevoke),
+    route('POST',   '/auth/revoke-user',                         appSecret(RevokeUserBody),       handleRevokeUser),
+    route('POST',   '/auth/roles/assign',                        appSecret(RoleAssignBody),       handleRoleAssign),
+    route('POST',   '/auth/roles/revoke',                        appSecret(RoleRevokeBody),       handleRoleRevoke),
+    route('GET',    '/auth/me',                                  bearer,                          handleMe),
+    route('POST',   '/admin/apps',                               adminKey,                        admin.handleCreateApp),
+    route('GET',    '/admin/apps',                               adminKey,                        admin.handleListApps),
+    route('GET',    '/admin/apps/:app_id',                       adminKey,                        admin.handleGetApp),
+    route('POST',   '/admin/apps/:app_id/secret',                adminKey,                        admin.handleRotateAppSecret),
+    route('POST',   '/admin/apps/:app_id/tenants',               adminKey,                        admin.handleCreateTenant),
+    route('GET',    '/admin/apps/:app_id/tenants',               adminKey,                        admin.handleListTenants),
+    route('GET',    '/admin/apps/:app_id/tenants/:tenant_id',    adminKey,                        admin.handleGetTenant),
+    route('GET',    '/admin/users/:user_id',                     adminKey,                        admin.handleGetUser),
+    route('DELETE', '/admin/users/:user_id',                     adminKey,                        admin.handleDeleteUser),
+    route('POST',   '/admin/users/:user_id/restore',             adminKey,                        admin.handleRestoreUser),
+    route('POST',   '/admin/signing-keys/rotate',                adminKey,                        admin.handleRotateSigningKey),
+    route('GET',    '/.well-known/jwks.json',                    publicAccess,                    handleJwks),
+    route('GET',    '/.well-known/openid-configuration',         publicAccess,                    handleDiscovery),
+  ];
+}

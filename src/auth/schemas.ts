@@ -1,0 +1,64 @@
+// Request bodies of the auth routes. Every object refuses unknown properties (so `__proto__`,
+// typos and smuggled fields are 400), and every string refuses control characters (NUL bytes
+// never reach PostgreSQL) and has a length cap.
+import { Type, type Static, type TString } from '@sinclair/typebox';
+import { MAX_TOKEN_CHARS } from './limits.js';
+
+const NO_CONTROL_CHARACTERS = '^[^\\x00-\\x1F\\x7F]*$';
+const UUID_PATTERN = '^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$';
+
+function text(maxLength: number): TString {
+  return Type.String({ minLength: 1, maxLength, pattern: NO_CONTROL_CHARACTERS });
+}
+const Uuid = Type.String({ pattern: UUID_PATTERN });
+const strict = { additionalProperties: false } as const;
+
+/** Present on every app-authenticated body. */
+const appCredentials = {
+  app_id: text(64),
+  app_secret: text(256),
+};
+const destination = {
+  email: Type.Optional(text(320)),
+  phone: Type.Optional(text(32)),
+};
+/** A tenant choice; null is the same as leaving it out. */
+const optionalTenant = Type.Optional(Type.Union([Uuid, Type.Null()]));
+
+export const OtpRequestBody = Type.Object({ ...appCredentials, ...destination }, strict);
+export type OtpRequestBody = Static<typeof OtpRequestBody>;
+
+export const OtpVerifyBody = Type.Object({
+  ...appCredentials,
+  ...destination,
+  /** Six digits as a JSON string: a number would lose leading zeros, so it is refused. */
+  code: Type.String({ pattern: '^[0-9]{6}$' }),
+  tenant_id: optionalTenant,
+}, strict);
+export type OtpVerifyBody = Static<typeof OtpVerifyBody>;
+
+export const RefreshBody = Type.Object({ ...appCredentials, refresh_token: text(MAX_TOKEN_CHARS), tenant_id: optionalTenant }, strict);
+export type RefreshBody = Static<typeof RefreshBody>;
+
+export const RevokeBody = Type.Object({ ...appCredentials, refresh_token: text(MAX_TOKEN_CHARS) }, strict);
+export type RevokeBody = Static<typeof RevokeBody>;
+
+export const RevokeUserBody = Type.Object({ ...appCredentials, user_id: Uuid }, strict);
+export type RevokeUserBody = Static<typeof RevokeUserBody>;
+
+/** `role` is checked by the handler against the four names, for a message that lists them. */
+export const RoleAssignBody = Type.Object({ ...appCredentials, user_id: Uuid, tenant_id: Uuid, role: text(32) }, strict);
+export type RoleAssignBody = Static<typeof RoleAssignBody>;
+
+export const RoleRevokeBody = Type.Object({ ...appCredentials, user_id: Uuid, tenant_id: Uuid }, strict);
+export type RoleRevokeBody = Static<typeof RoleRevokeBody>;
+
+export const CreateAppBody = Type.Object({
+  /** Lower-case letters, digits and inner dashes; becomes `aud` and `app_id` of tokens. */
+  slug: Type.String({ pattern: '^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$' }),
+  name: text(200),
+}, strict);
+export type CreateAppBody = Static<typeof CreateAppBody>;
+
+export const CreateTenantBody = Type.Object({ name: text(200) }, strict);
+export type CreateTenantBody = Static<typeof CreateTenantBody>;

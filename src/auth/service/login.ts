@@ -1,0 +1,77 @@
+// Login by one-time code. Requesting a code never reveals whether the user exists (the answer
+// depends only on the throttles); verifying spends one attempt before comparing, so at most
+// OTP_MAX_ATTEMPTS guesses are ever compared against one code, however many arrive in parallel.
+import { createHmac, randomInt, timingSafeEqual } from 'node:crypto';
+import type { AuthContext } from '../context.js';
+import { authError } from '../errors.js';
+import { OTP_MAX_ATTEMPTS, OTP_TTL_MS, OTP_WINDOW_MS } from '../limits.js';
+import { cancelOtpCode, consumeOtpCode, recordOtpAttempt, storeOtpCode, takeAppSendQuota, type OtpDestination } from '../queries/otp-codes.js';
+import { listRolesOfUser } from '../queries/roles.js';
+import { findOrInsertUser, upsertMembership, type Identifier } from '../queries/users.js';
+import type { AuthenticatedApp } from './credentials.js';
+import { chooseTenant, startSession, type SessionTokens } from './sessions.js';
+
+/**
+ * POST /auth/otp/request: stores a new code for the destination (replacing any previous one) and
+ * hands it to the delivery. 429 RATE_LIMITED when the destination's or the app's send throttle
+ * refuses; 502 OTP_DELIVERY_FAILED when the delivery fails (the code is then dropped).
+ */
+export async function requestOtp(ctx: AuthContext, app: AuthenticatedApp, identifier: Identifier): Promise<void> {
+  const code = randomInt(0, 1_000_000).toString().padStart(6, '0');
+  const destination = destinationOf(app, identifier);
+  const codeHash = hashOtpCode(ctx.otp.hashKey, destination, code);
+  const nowMs = ctx.clock.now();
+  const { limits } = ctx.otp;
+  await ctx.sql.begin(async (tx) => {
+    const stored = await storeOtpCode(tx, {
+      ...destination,
+      codeHash,
+      now: new Date(nowMs),
+      expiresAt: new Date(nowMs + OTP_TTL_MS),
+      resendAfter: new Date(nowMs - limits.resendIntervalMs),
+      windowStartsAfter: new Date(nowMs - OTP_WINDOW_MS),
+      destinationHourly: limits.destinationHourly,
+    });
+    if (!stored) throw authError('RATE_LIMITED', 'A code was sent to this destination too recently; retry later');
+    const withinQuota = await takeAppSendQuota(tx, { appId: app.id, now: new Date(nowMs), windowStartsAfter: new Date(nowMs - OTP_WINDOW_MS), appHourly: limits.appHourly });
+    if (!withinQuota) throw authError('RATE_LIMITED', 'This app has sent too many codes this hour; retry later');
+  });
+  try {
+    await ctx.otp.delivery.send({ channel: identifier.channel, to: identifier.value, code, appId: app.id });
+  } catch (error) {
+    await cancelOtpCode(ctx.sql, { ...destination, codeHash });
+    throw authError('OTP_DELIVERY_FAILED', undefined, { cause: error });
+  }
+}
+
+/**
+ * POST /auth/otp/verify: checks the code, then in one transaction uses it up, finds or creates
+ * the user, records the app membership and starts a session. 401 OTP_INVALID for a wrong,
+ * expired, used or burned code; 403 USER_DELETED; 404 TENANT_NOT_FOUND for a requested tenant
+ * where the user has no role (the code then stays usable, its attempt counted).
+ */
+export async function verifyOtp(ctx: AuthContext, app: AuthenticatedApp, identifier: Identifier, code: string, requestedTenant?: string | null): Promise<SessionTokens> {
+  const destination = destinationOf(app, identifier);
+  const codeHash = hashOtpCode(ctx.otp.hashKey, destination, code);
+  const nowMs = ctx.clock.now();
+  const now = new Date(nowMs);
+  const stored = await recordOtpAttempt(ctx.sql, { ...destination, now, maxAttempts: OTP_MAX_ATTEMPTS });
+  if (!stored || !timingSafeEqual(stored, codeHash)) throw authError('OTP_INVALID');
+  return ctx.sql.begin(async (tx) => {
+    if (!(await consumeOtpCode(tx, { ...destination, codeHash }))) throw authError('OTP_INVALID');
+    const user = await findOrInsertUser(tx, identifier, now);
+    if (user.deleted_at) throw authError('USER_DELETED');
+    await upsertMembership(tx, app.id, user.id, now);
+    const tenant = chooseTenant(await listRolesOfUser(tx, app.id, user.id), requestedTenant, null);
+    return startSession(tx, ctx, { app, userId: user.id, tenant, nowMs });
+  });
+}
+
+function destinationOf(app: AuthenticatedApp, identifier: Identifier): OtpDestination {
+  return { appId: app.id, channel: identifier.channel, destination: identifier.value };
+}
+
+/** HMAC over app, channel, destination and code: a leaked table does not give codes away. */
+export function hashOtpCode(key: Buffer, destination: OtpDestination, code: string): Buffer {
+  return createHmac('sha256', key).update(`${destination.appId}\n${destination.channel}\n${destination.destination}\n${code}`).digest();
+}

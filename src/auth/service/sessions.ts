@@ -1,0 +1,166 @@
+// Sessions: a login starts a refresh family; each refresh rotates its token; replaying a rotated
+// token revokes the family; logout and revoke-user revoke families. Every decision about a
+// family is made in one transaction that holds the family's row lock, so a family revoked by
+// one request can never be rotated by another: every refresh token issued for it was issued
+// before the revocation and is dead after it.
+import { randomUUID } from 'node:crypto';
+import type { AuthContext } from '../context.js';
+import type { TransactionSql } from '../db.js';
+import { authError, type AuthErrorCode } from '../errors.js';
+import { ACCESS_TOKEN_TTL_SECONDS, REFRESH_TOKEN_TTL_MS, SESSION_LIFETIME_MS, type RoleName } from '../limits.js';
+import { findMember } from '../queries/users.js';
+import { insertRefreshFamily, lockLiveFamiliesOfUser, lockRefreshSession, revokeRefreshFamilies, revokeRefreshFamily, rotateRefreshToken, type RotationOutcome } from '../queries/refresh-tokens.js';
+import type { RoleRow } from '../queries/roles.js';
+import { signAccessToken } from '../tokens/access-token.js';
+import { generateRefreshToken, hashRefreshToken } from '../tokens/refresh-token.js';
+import type { AuthenticatedApp, PresentedCredentials } from './credentials.js';
+
+/** The body of a successful login or refresh. */
+export interface SessionTokens {
+  access_token: string;
+  refresh_token: string;
+  user_id: string;
+  expires_in: number;
+  token_type: 'Bearer';
+}
+
+export interface TenantChoice {
+  /** tenant_id claim: null when the user has no role in the app. */
+  tenantId: string | null;
+  /** roles claim: the user's role in that tenant, or []. */
+  roles: RoleName[];
+  /** What the session remembers: the tenant the caller chose explicitly, if any. */
+  remembered: string | null;
+}
+
+/**
+ * Which tenant a token is for. An explicitly requested tenant must be one where the user has a
+ * role (else 404 TENANT_NOT_FOUND) and is remembered by the session. Without a request, the
+ * remembered tenant is used while the user still has a role there; otherwise the tenant of the
+ * user's oldest role assignment; with no role at all, null and [].
+ */
+export function chooseTenant(roles: RoleRow[], requested: string | null | undefined, remembered: string | null): TenantChoice {
+  if (requested) {
+    const match = roles.find((r) => r.tenant_id === requested.toLowerCase());
+    if (!match) throw authError('TENANT_NOT_FOUND', 'The tenant does not exist in this app or the user has no role in it');
+    return { tenantId: match.tenant_id, roles: [match.role], remembered: match.tenant_id };
+  }
+  const current = (remembered && roles.find((r) => r.tenant_id === remembered)) || roles[0];
+  return current
+    ? { tenantId: current.tenant_id, roles: [current.role], remembered }
+    : { tenantId: null, roles: [], remembered };
+}
+
+/**
+ * Starts a session for a user who just logged in, inside the caller's transaction: a new family
+ * (absolute expiry now + 1 year) with its first token, and a signed access token.
+ */
+export async function startSession(tx: TransactionSql, ctx: AuthContext, session: {
+  app: AuthenticatedApp; userId: string; tenant: TenantChoice; nowMs: number;
+}): Promise<SessionTokens> {
+  const now = new Date(session.nowMs);
+  const refresh = generateRefreshToken();
+  const tokenId = randomUUID();
+  const expiresAt = new Date(session.nowMs + SESSION_LIFETIME_MS);
+  await insertRefreshFamily(tx, {
+    id: randomUUID(),
+    appId: session.app.id,
+    userId: session.userId,
+    tenantId: session.tenant.remembered,
+    now,
+    expiresAt,
+    token: { id: tokenId, hash: refresh.hash, expiresAt: new Date(Math.min(session.nowMs + REFRESH_TOKEN_TTL_MS, expiresAt.getTime())) },
+  });
+  return issueTokens(ctx, session.app, session.userId, session.tenant, refresh.token, session.nowMs);
+}
+
+/** The error answered for each refusal of rotate_refresh_token. */
+const REFUSALS: Record<Exclude<RotationOutcome, 'rotated'>, [AuthErrorCode, string?]> = {
+  invalid_credentials: ['TOKEN_INVALID', 'Invalid app credentials'],
+  not_found: ['TOKEN_INVALID', 'Invalid refresh token'],
+  user_deleted: ['USER_DELETED'],
+  reuse: ['TOKEN_REUSE'],
+  revoked: ['TOKEN_REVOKED'],
+  expired: ['TOKEN_INVALID', 'The refresh token has expired; log in again'],
+  tenant_not_found: ['TENANT_NOT_FOUND', 'The tenant does not exist in this app or the user has no role in it'],
+};
+
+/**
+ * POST /auth/refresh. One statement (rotateRefreshToken) checks the app credentials (401
+ * TOKEN_INVALID) and, in one transaction holding the family lock: rotates a live token and
+ * returns its child; treats a rotated token as a replay, revoking the family and its live token
+ * (401 TOKEN_REUSE, committed before answering); refuses a revoked live token (401
+ * TOKEN_REVOKED), an expired token or session (401 TOKEN_INVALID), a soft-deleted user (403
+ * USER_DELETED). The access token is signed after the commit with the roles read under the lock.
+ */
+export async function refreshSession(ctx: AuthContext, credentials: PresentedCredentials, presented: string, requestedTenant?: string | null): Promise<SessionTokens> {
+  const hash = hashRefreshToken(presented);
+  const nowMs = ctx.clock.now();
+  const child = generateRefreshToken();
+  const requested = requestedTenant ? requestedTenant.toLowerCase() : null;
+  const result = await rotateRefreshToken(ctx.sql, {
+    appId: credentials.appId,
+    secretHash: credentials.secretHash,
+    // A string that cannot be a refresh token still runs the query, so that a wrong secret is
+    // reported as such, whatever the token; its hash matches nothing.
+    tokenHash: hash ?? NO_TOKEN_HASH,
+    requestedTenantId: requested,
+    child: { id: randomUUID(), hash: child.hash },
+    now: new Date(nowMs),
+    childLifetimeMs: REFRESH_TOKEN_TTL_MS,
+  });
+  if (result.outcome !== 'rotated') {
+    const [code, message] = REFUSALS[result.outcome];
+    throw authError(code, message);
+  }
+  const app = { id: credentials.appId, slug: result.app_slug! };
+  const tenant = chooseTenant(result.roles!, requested, result.remembered_tenant_id);
+  return issueTokens(ctx, app, result.user_id!, tenant, child.token, nowMs);
+}
+
+/** Stands in for the hash of a string that cannot be a refresh token (32 bytes, as the column requires). */
+const NO_TOKEN_HASH = Buffer.alloc(32);
+
+/** POST /auth/revoke: revokes the token's family. Idempotent; 401 TOKEN_INVALID for a token this app never issued. */
+export async function revokeSession(ctx: AuthContext, app: AuthenticatedApp, presented: string): Promise<void> {
+  const hash = hashRefreshToken(presented);
+  if (!hash) throw authError('TOKEN_INVALID', 'Invalid refresh token');
+  const now = new Date(ctx.clock.now());
+  await ctx.sql.begin(async (tx) => {
+    const session = await lockRefreshSession(tx, hash, app.id);
+    if (!session) throw authError('TOKEN_INVALID', 'Invalid refresh token');
+    if (!session.revoked_at) {
+      await revokeRefreshFamily(tx, { familyId: session.family_id, currentTokenId: session.current_token_id, now, reason: 'logout' });
+    }
+  });
+}
+
+/** POST /auth/revoke-user: revokes every live family of the user in the app; returns how many. */
+export async function revokeUserSessions(ctx: AuthContext, app: AuthenticatedApp, userId: string): Promise<number> {
+  const now = new Date(ctx.clock.now());
+  return ctx.sql.begin(async (tx) => {
+    if (!(await findMember(tx, app.id, userId))) throw authError('USER_NOT_FOUND');
+    return revokeLiveFamilies(tx, userId, app.id, now, 'revoke_user');
+  });
+}
+
+/** Revokes the user's live families of one app (or all apps when appId is null); returns the count. */
+export async function revokeLiveFamilies(tx: TransactionSql, userId: string, appId: string | null, now: Date, reason: 'revoke_user' | 'user_deleted'): Promise<number> {
+  const families = await lockLiveFamiliesOfUser(tx, userId, appId);
+  if (families.length > 0) {
+    await revokeRefreshFamilies(tx, {
+      familyIds: families.map((f) => f.id),
+      currentTokenIds: families.map((f) => f.current_token_id),
+      now,
+      reason,
+    });
+  }
+  return families.length;
+}
+
+async function issueTokens(ctx: AuthContext, app: AuthenticatedApp, userId: string, tenant: TenantChoice, refreshToken: string, nowMs: number): Promise<SessionTokens> {
+  const accessToken = await signAccessToken(ctx.keys.signingKey(), ctx.issuer, {
+    userId, appSlug: app.slug, tenantId: tenant.tenantId, roles: tenant.roles,
+  }, nowMs);
+  return { access_token: accessToken, refresh_token: refreshToken, user_id: userId, expires_in: ACCESS_TOKEN_TTL_SECONDS, token_type: 'Bearer' };
+}

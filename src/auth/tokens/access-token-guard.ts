@@ -1,0 +1,69 @@
+// Verifies this service's access tokens for a protected backend route, e.g. inference-server
+// started with `--auth-app SLUG [--auth-role ROLE]`.
+//
+// Contract of the returned guard: given the request's Authorization header value (or undefined),
+// it resolves with the token's claims when the header is `Bearer <JWT>`, the JWT is RS256 signed
+// by one of the service's published keys, `iss` equals `issuer`, `aud` and `app_id` equal
+// `appSlug` (spec section 5 rule 1), it is not expired, and, when `role` is set, the token's
+// role in its tenant is that role or a higher one (owner > admin > staff > viewer). Otherwise it
+// rejects with an HttpError (src/http/errors.ts) whose status and code come from the auth error
+// catalog: 401 TOKEN_INVALID (missing/malformed header, bad signature, wrong iss/aud/app_id, ...),
+// 401 TOKEN_EXPIRED, or 403 INSUFFICIENT_ROLE. It never touches the database: revoking a session
+// does not invalidate access tokens already issued (spec section 1).
+import { createLocalJWKSet, createRemoteJWKSet, type JSONWebKeySet, type JWTVerifyGetKey } from 'jose';
+import type { Clock } from '../clock.js';
+import { authError } from '../errors.js';
+import { ROLE_NAMES, type RoleName } from '../limits.js';
+import { bearerToken, verifyAccessToken, type AccessTokenClaims } from './access-token.js';
+
+/** Where the guard finds the service's public keys. */
+export type AccessTokenKeys =
+  /** The auth service's JWKS URL (`<issuer>/.well-known/jwks.json`), fetched and cached by jose; unknown kids trigger a refetch. */
+  | { jwksUrl: string | URL }
+  /** A fixed key set. */
+  | { jwks: JSONWebKeySet }
+  /** A key resolver; in the same process as the service use `AuthService.accessTokenKeys`. */
+  | { getKey: JWTVerifyGetKey };
+
+export interface AccessTokenGuardOptions {
+  /** The app slug this backend serves; tokens of other apps are rejected. */
+  appSlug: string;
+  /** Minimum role required in the token's tenant; undefined accepts any signed-in user of the app. */
+  role?: RoleName;
+  /** The auth service's issuer URL (the `iss` claim). */
+  issuer: string;
+  keys: AccessTokenKeys;
+  /** For tests; defaults to the system clock. */
+  clock?: Clock;
+}
+
+export type AccessTokenGuard = (authorization: string | undefined) => Promise<AccessTokenClaims>;
+
+/** Rank of each role: a role satisfies a requirement of its own rank or lower. */
+const ROLE_RANK: Record<RoleName, number> = { viewer: 1, staff: 2, admin: 3, owner: 4 };
+
+export function createAccessTokenGuard(options: AccessTokenGuardOptions): AccessTokenGuard {
+  if (options.role !== undefined && !ROLE_NAMES.includes(options.role)) {
+    throw new Error(`unknown role "${options.role}"; expected one of ${ROLE_NAMES.join(', ')}`);
+  }
+  const getKey = keyResolver(options.keys);
+  const required = options.role === undefined ? 0 : ROLE_RANK[options.role];
+  return async (authorization) => {
+    const claims = await verifyAccessToken(bearerToken(authorization), {
+      getKey,
+      issuer: options.issuer,
+      appSlug: options.appSlug,
+      nowMs: options.clock?.now(),
+    });
+    if (required > 0 && !claims.roles.some((role) => ROLE_RANK[role] >= required)) {
+      throw authError('INSUFFICIENT_ROLE', `This route requires the role "${options.role}" or higher`);
+    }
+    return claims;
+  };
+}
+
+function keyResolver(keys: AccessTokenKeys): JWTVerifyGetKey {
+  if ('getKey' in keys) return keys.getKey;
+  if ('jwks' in keys) return createLocalJWKSet(keys.jwks);
+  return createRemoteJWKSet(new URL(keys.jwksUrl));
+}

@@ -1,0 +1,116 @@
+// Access tokens: RS256 JWTs with the claims of the spec (section 2). Signing uses node:crypto
+// directly (its asynchronous form runs on the libuv thread pool, off the event loop); verifying
+// uses jose with the algorithm pinned to RS256 and keys resolved only by kid, so `alg: none`,
+// HS256, and `jwk`/`jku`/`x5u` headers never pick the key.
+import { sign } from 'node:crypto';
+import { errors, jwtVerify, type JWTVerifyGetKey } from 'jose';
+import { authError } from '../errors.js';
+import { ACCESS_TOKEN_TTL_SECONDS, MAX_TOKEN_CHARS, ROLE_NAMES, type RoleName } from '../limits.js';
+import type { SigningKey } from './signing-key-ring.js';
+
+export interface AccessTokenClaims {
+  /** User UUID. */
+  sub: string;
+  /** App slug. */
+  app_id: string;
+  iss: string;
+  /** App slug, equal to app_id. */
+  aud: string;
+  /** Unix seconds. */
+  iat: number;
+  /** Unix seconds, iat + 1800. */
+  exp: number;
+  tenant_id: string | null;
+  roles: RoleName[];
+}
+
+export interface AccessTokenSubject {
+  userId: string;
+  appSlug: string;
+  tenantId: string | null;
+  roles: RoleName[];
+}
+
+/** Signs the token of a subject issued at `nowMs`. */
+export function signAccessToken(key: SigningKey, issuer: string, subject: AccessTokenSubject, nowMs: number): Promise<string> {
+  const iat = Math.floor(nowMs / 1000);
+  const claims: AccessTokenClaims = {
+    sub: subject.userId,
+    app_id: subject.appSlug,
+    iss: issuer,
+    aud: subject.appSlug,
+    iat,
+    exp: iat + ACCESS_TOKEN_TTL_SECONDS,
+    tenant_id: subject.tenantId,
+    roles: subject.roles,
+  };
+  const signingInput = `${key.encodedHeader}.${Buffer.from(JSON.stringify(claims)).toString('base64url')}`;
+  return new Promise((resolve, reject) => {
+    sign('sha256', Buffer.from(signingInput), key.privateKey, (error, signature) => {
+      if (error) reject(error);
+      else resolve(`${signingInput}.${signature.toString('base64url')}`);
+    });
+  });
+}
+
+export interface VerifyAccessTokenOptions {
+  /** Resolves the public key of a JWS header (by kid); never from the token itself. */
+  getKey: JWTVerifyGetKey;
+  issuer: string;
+  /** When given, `aud` and `app_id` must both equal this app slug (spec, section 5 rule 1). */
+  appSlug?: string;
+  /** Verification instant (ms); defaults to the system clock. */
+  nowMs?: number;
+}
+
+/** Allowed clock difference between the issuing and the verifying machine, in seconds. */
+const CLOCK_TOLERANCE_SECONDS = 5;
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
+const ROLE_SET: ReadonlySet<string> = new Set(ROLE_NAMES);
+
+/**
+ * Verifies a compact JWS and returns its claims. Throws HttpError 401 TOKEN_EXPIRED when the
+ * signature is good but `exp` has passed, and 401 TOKEN_INVALID for everything else (bad
+ * signature, wrong algorithm, unknown kid, wrong iss/aud/app_id, not yet valid, bad claims).
+ */
+export async function verifyAccessToken(token: string, options: VerifyAccessTokenOptions): Promise<AccessTokenClaims> {
+  if (token.length > MAX_TOKEN_CHARS) throw authError('TOKEN_INVALID', 'Malformed access token');
+  const nowMs = options.nowMs ?? Date.now();
+  let payload: Record<string, unknown>;
+  try {
+    ({ payload } = await jwtVerify(token, options.getKey, {
+      algorithms: ['RS256'],
+      issuer: options.issuer,
+      audience: options.appSlug,
+      requiredClaims: ['sub', 'iat', 'exp', 'aud', 'iss'],
+      currentDate: new Date(nowMs),
+      clockTolerance: CLOCK_TOLERANCE_SECONDS,
+    }));
+  } catch (error) {
+    if (error instanceof errors.JWTExpired) throw authError('TOKEN_EXPIRED');
+    throw authError('TOKEN_INVALID', 'Invalid access token', { cause: error });
+  }
+  const claims = payload as Partial<AccessTokenClaims>;
+  const wellFormed = typeof claims.sub === 'string' && UUID.test(claims.sub)
+    && typeof claims.app_id === 'string' && claims.aud === claims.app_id
+    && (options.appSlug === undefined || claims.app_id === options.appSlug)
+    && typeof claims.iat === 'number' && claims.iat <= nowMs / 1000 + CLOCK_TOLERANCE_SECONDS
+    && (claims.tenant_id === null || (typeof claims.tenant_id === 'string' && UUID.test(claims.tenant_id)))
+    && Array.isArray(claims.roles) && claims.roles.every((role) => ROLE_SET.has(role));
+  if (!wellFormed) throw authError('TOKEN_INVALID', 'Invalid access token');
+  return claims as AccessTokenClaims;
+}
+
+const BEARER = /^Bearer +(\S+) *$/i;
+const COMPACT_JWS = /^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+$/;
+
+/**
+ * The token of an `Authorization: Bearer <token>` header. 401 TOKEN_INVALID when the header is
+ * absent or not Bearer, or when the token is not shaped like a compact JWS.
+ */
+export function bearerToken(authorization: string | undefined): string {
+  const match = authorization === undefined ? null : BEARER.exec(authorization);
+  if (!match) throw authError('TOKEN_INVALID', 'Send the access token as "Authorization: Bearer <token>"');
+  if (match[1]!.length > MAX_TOKEN_CHARS || !COMPACT_JWS.test(match[1]!)) throw authError('TOKEN_INVALID', 'Invalid access token');
+  return match[1]!;
+}

@@ -1,0 +1,175 @@
+// The RS256 signing keys of this process, loaded from the signing_keys table: the active key
+// (signs) and the keys retired less than RETIRED_KEY_PUBLISH_MS ago (verify, and are published
+// in the JWKS). Private keys are stored encrypted with AES-256-GCM under a key derived from the
+// master key; the kid is the RFC 7638 thumbprint of the public key.
+//
+// Several instances may share one database: creation and rotation take an advisory lock, and
+// each instance re-reads the table every KEY_RING_RELOAD_MS and whenever it meets an unknown kid.
+import { createCipheriv, createDecipheriv, createPrivateKey, generateKeyPair, randomBytes, type KeyObject } from 'node:crypto';
+import { promisify } from 'node:util';
+import { calculateJwkThumbprint, importJWK, type CryptoKey, type JWK } from 'jose';
+import type { Clock } from '../clock.js';
+import type { Sql } from '../db.js';
+import { KEY_RING_RELOAD_MS, RETIRED_KEY_PUBLISH_MS } from '../limits.js';
+import { hasActiveSigningKey, insertActiveSigningKey, listPublishedSigningKeys, lockSigningKeys, retireActiveSigningKey, type SigningKeyRow } from '../queries/signing-keys.js';
+
+const generateRsaKeyPair = promisify(generateKeyPair);
+
+/** A key that signs access tokens. */
+export interface SigningKey {
+  readonly kid: string;
+  readonly privateKey: KeyObject;
+  /** base64url of the JWS header `{"alg":"RS256","typ":"JWT","kid":...}`, computed once. */
+  readonly encodedHeader: string;
+}
+
+interface LoadedKey {
+  row: SigningKeyRow;
+  signing: SigningKey;
+  /** Imported once for jose's verify (WebCrypto); reused by every verification. */
+  verification: CryptoKey;
+}
+
+/** Minimum time between two reloads triggered by unknown kids, so a flood of forged kids cannot hammer the database. */
+const UNKNOWN_KID_RELOAD_INTERVAL_MS = 1000;
+
+export class SigningKeyRing {
+  private keys = new Map<string, LoadedKey>();
+  private active: LoadedKey | null = null;
+  private loadedAt = 0;
+  private reloading: Promise<void> | null = null;
+  private timer: NodeJS.Timeout | null = null;
+
+  constructor(
+    private readonly sql: Sql,
+    private readonly clock: Clock,
+    private readonly encryptionKey: Buffer,
+  ) {}
+
+  /** Creates the first key when the table has no active key, loads the keys, starts reloading. */
+  async start(): Promise<void> {
+    if (!(await hasActiveSigningKey(this.sql))) {
+      await this.sql.begin(async (tx) => {
+        await lockSigningKeys(tx);
+        if (!(await hasActiveSigningKey(tx))) await insertActiveSigningKey(tx, await this.generate());
+      });
+    }
+    await this.reload();
+    this.timer = setInterval(() => { void this.reload().catch(() => {}); }, KEY_RING_RELOAD_MS);
+    this.timer.unref();
+  }
+
+  stop(): void {
+    if (this.timer) clearInterval(this.timer);
+    this.timer = null;
+  }
+
+  /** The key to sign with now. */
+  signingKey(): SigningKey {
+    if (!this.active) throw new Error('signing key ring is not started');
+    return this.active.signing;
+  }
+
+  /** The public key for a kid, for verification; undefined for an unknown or unpublished kid. */
+  async verificationKey(kid: unknown): Promise<CryptoKey | undefined> {
+    if (typeof kid !== 'string' || kid.length === 0 || kid.length > 128) return undefined;
+    let key = this.published(kid);
+    if (!key && this.clock.now() - this.loadedAt >= UNKNOWN_KID_RELOAD_INTERVAL_MS) {
+      await this.reload();
+      key = this.published(kid);
+    }
+    return key?.verification;
+  }
+
+  /** The public JWKs to publish: the active key and recently retired ones. */
+  publishedJwks(): JWK[] {
+    return [...this.keys.values()].filter((key) => this.isPublished(key)).map((key) => ({ ...key.row.public_jwk }));
+  }
+
+  /** Retires the active key and makes a new one active; returns both kids. */
+  async rotate(): Promise<{ kid: string; retiredKid: string | null }> {
+    const next = await this.generate();
+    const retiredKid = await this.sql.begin(async (tx) => {
+      await lockSigningKeys(tx);
+      const retired = await retireActiveSigningKey(tx, new Date(this.clock.now()));
+      await insertActiveSigningKey(tx, next);
+      return retired ?? null;
+    });
+    await this.reload();
+    return { kid: next.kid, retiredKid };
+  }
+
+  /** Re-reads the table. Concurrent callers share one reload. */
+  reload(): Promise<void> {
+    this.reloading ??= this.load().finally(() => { this.reloading = null; });
+    return this.reloading;
+  }
+
+  private async load(): Promise<void> {
+    const now = this.clock.now();
+    const rows = await listPublishedSigningKeys(this.sql, new Date(now - RETIRED_KEY_PUBLISH_MS));
+    const keys = new Map<string, LoadedKey>();
+    let active: LoadedKey | null = null;
+    for (const row of rows) {
+      const loaded = this.keys.get(row.kid);
+      const key = loaded ? { ...loaded, row } : await this.decode(row);
+      keys.set(row.kid, key);
+      if (row.status === 'active') active = key;
+    }
+    if (!active) throw new Error('no active signing key in the database');
+    this.keys = keys;
+    this.active = active;
+    this.loadedAt = now;
+  }
+
+  private published(kid: string): LoadedKey | undefined {
+    const key = this.keys.get(kid);
+    return key && this.isPublished(key) ? key : undefined;
+  }
+
+  private isPublished(key: LoadedKey): boolean {
+    const retiredAt = key.row.retired_at;
+    return retiredAt === null || retiredAt.getTime() > this.clock.now() - RETIRED_KEY_PUBLISH_MS;
+  }
+
+  private async decode(row: SigningKeyRow): Promise<LoadedKey> {
+    let der: Buffer;
+    try {
+      der = decrypt(this.encryptionKey, row.private_key_ciphertext, row.kid);
+    } catch (error) {
+      throw new Error(`cannot decrypt signing key ${row.kid}: the key directory's master.key is not the one that created it`, { cause: error });
+    }
+    const privateKey = createPrivateKey({ key: der, format: 'der', type: 'pkcs8' });
+    const header = Buffer.from(JSON.stringify({ alg: 'RS256', typ: 'JWT', kid: row.kid })).toString('base64url');
+    const verification = (await importJWK(row.public_jwk, 'RS256')) as CryptoKey;
+    return { row, signing: { kid: row.kid, privateKey, encodedHeader: header }, verification };
+  }
+
+  private async generate(): Promise<{ kid: string; publicJwk: JWK; privateKeyCiphertext: Buffer; now: Date }> {
+    const { publicKey, privateKey } = await generateRsaKeyPair('rsa', { modulusLength: 2048 });
+    const exported = publicKey.export({ format: 'jwk' }) as JWK;
+    const kid = await calculateJwkThumbprint({ kty: exported.kty, n: exported.n, e: exported.e });
+    const publicJwk: JWK = { kty: 'RSA', n: exported.n, e: exported.e, kid, alg: 'RS256', use: 'sig' };
+    const der = privateKey.export({ format: 'der', type: 'pkcs8' });
+    return { kid, publicJwk, privateKeyCiphertext: encrypt(this.encryptionKey, der, kid), now: new Date(this.clock.now()) };
+  }
+}
+
+const FORMAT_VERSION = 1;
+
+/** version(1) | iv(12) | tag(16) | ciphertext; the kid is authenticated as associated data. */
+function encrypt(key: Buffer, plaintext: Buffer, kid: string): Buffer {
+  const iv = randomBytes(12);
+  const cipher = createCipheriv('aes-256-gcm', key, iv);
+  cipher.setAAD(Buffer.from(kid));
+  const ciphertext = Buffer.concat([cipher.update(plaintext), cipher.final()]);
+  return Buffer.concat([Buffer.from([FORMAT_VERSION]), iv, cipher.getAuthTag(), ciphertext]);
+}
+
+function decrypt(key: Buffer, sealed: Buffer, kid: string): Buffer {
+  if (sealed[0] !== FORMAT_VERSION) throw new Error(`unknown private key format ${sealed[0]}`);
+  const decipher = createDecipheriv('aes-256-gcm', key, sealed.subarray(1, 13));
+  decipher.setAAD(Buffer.from(kid));
+  decipher.setAuthTag(sealed.subarray(13, 29));
+  return Buffer.concat([decipher.update(sealed.subarray(29)), decipher.final()]);
+}

@@ -1,0 +1,245 @@
+// Hostile and malformed requests: SQL-injection strings in every field, malformed JSON, wrong
+// content types, wrong JSON types, __proto__ keys, NUL bytes, oversized bodies, unknown
+// routes. No answer is ever a 500, a stack trace or SQL text.
+import t, { type Test } from 'tap';
+import { ADMIN_KEY, startAuthHarness, type Reply, type TestApp, type Tokens } from './fixtures/harness.js';
+
+const h = await startAuthHarness();
+t.teardown(() => h.close());
+
+let app: TestApp;
+let tokens: Tokens;
+let tenant: string;
+t.beforeEach(async () => {
+  await h.reset();
+  app = await h.createApp('app-a');
+  tokens = await h.login(app, 'ann@example.com');
+  tenant = await h.createTenant(app, 'Acme');
+});
+
+/** Every JSON route with a valid body. */
+function routes(): Array<{ path: string; body: Record<string, unknown>; headers?: Record<string, string> }> {
+  const credentials = h.credentials(app);
+  return [
+    { path: '/auth/otp/request', body: { ...credentials, email: 'bob@example.com' } },
+    { path: '/auth/otp/verify', body: { ...credentials, email: 'bob@example.com', code: '123456', tenant_id: tenant } },
+    { path: '/auth/refresh', body: { ...credentials, refresh_token: tokens.refresh_token, tenant_id: tenant } },
+    { path: '/auth/revoke', body: { ...credentials, refresh_token: tokens.refresh_token } },
+    { path: '/auth/revoke-user', body: { ...credentials, user_id: tokens.user_id } },
+    { path: '/auth/roles/assign', body: { ...credentials, user_id: tokens.user_id, tenant_id: tenant, role: 'owner' } },
+    { path: '/auth/roles/revoke', body: { ...credentials, user_id: tokens.user_id, tenant_id: tenant } },
+    { path: '/admin/apps', body: { slug: 'shop', name: 'Shop' }, headers: { 'x-admin-key': ADMIN_KEY } },
+    { path: `/admin/apps/${app.id}/tenants`, body: { name: 'Globex' }, headers: { 'x-admin-key': ADMIN_KEY } },
+  ];
+}
+
+/** Anything that would reveal internals: stack frames, file paths, SQL or driver text. */
+const INTERNALS = /\bat [\w.<>$]+ \(|\.ts:\d+|node:internal|node_modules|PostgresError|syntax error|relation "|\bselect\b.*\bfrom\b|\binsert into\b|\bupdate\b.*\bset\b|pg_sleep|duplicate key/i;
+
+/** Not a 500 and no internals in the body (an echo of the request's own `sent` text aside). */
+function assertClean(t: Test, reply: Reply, label: string, sent?: string): void {
+  t.not(reply.status, 500, label);
+  const text = JSON.stringify(reply.body);
+  t.notMatch(sent === undefined ? text : text.replaceAll(JSON.stringify(sent).slice(1, -1), ''), INTERNALS, `${label}: no internals in the body`);
+  t.match(reply.headers.get('content-type') ?? '', /application\/json/, `${label}: JSON`);
+}
+
+const INJECTIONS = [
+  "' OR '1'='1",
+  "'; DROP TABLE users; --",
+  "1' UNION SELECT secret_hash FROM apps --",
+  "$$; select pg_sleep(10); $$",
+  "\\'; select 1; --",
+  "x'or'1'='1@example.com",
+  '00000000-0000-4000-8000-000000000000\' OR 1=1 --',
+];
+
+t.test('SQL-injection strings in every field are inert', async (t) => {
+  for (const route of routes()) {
+    for (const field of Object.keys(route.body)) {
+      for (const payload of INJECTIONS) {
+        const reply = await h.request('POST', route.path, { json: { ...route.body, [field]: payload }, headers: route.headers });
+        assertClean(t, reply, `${route.path} ${field}=${payload}`, payload);
+        t.ok([200, 201, 400, 401, 404, 409, 429].includes(reply.status), `${route.path} ${field}: ${reply.status}`);
+      }
+    }
+  }
+  const [counts] = await h.sql`
+    select (select count(*)::int from users) as users, (select count(*)::int from tenants) as tenants,
+      (select count(*)::int from refresh_families) as families
+  `;
+  t.same({ ...counts }, { users: 1, tenants: 1 + INJECTIONS.length, families: 1 }, 'the tables are intact (one tenant per injected name)');
+  const names = await h.sql`select name from tenants where name <> 'Acme' order by name`;
+  t.same(names.map((r) => r.name), [...INJECTIONS].sort((a, b) => (a < b ? -1 : a > b ? 1 : 0)), 'tenant names are stored verbatim');
+  const [stored] = await h.sql`select destination from otp_codes where destination like 'x''or%'`;
+  t.equal(stored?.destination, "x'or'1'='1@example.com", 'an e-mail-shaped payload is stored as plain text');
+});
+
+t.test('SQL-injection strings in path parameters are inert', async (t) => {
+  for (const payload of INJECTIONS) {
+    const encoded = encodeURIComponent(payload);
+    for (const [method, route] of [['GET', `/admin/apps/${encoded}`], ['GET', `/admin/apps/${app.id}/tenants/${encoded}`], ['DELETE', `/admin/users/${encoded}`]]) {
+      const reply = await h.request(method!, route!, { headers: { 'x-admin-key': ADMIN_KEY } });
+      assertClean(t, reply, `${method} ${route}`);
+      t.equal(reply.status, 404);
+    }
+  }
+});
+
+t.test('malformed JSON is 400 MALFORMED_JSON', async (t) => {
+  for (const route of routes()) {
+    for (const raw of ['{"app_id":', "{'app_id': 'x'}", '{"a":1}}', 'NaN', '{"a":1,}', '\u0000']) {
+      const reply = await h.request('POST', route.path, { raw, headers: { 'content-type': 'application/json', ...route.headers } });
+      t.equal(reply.status, 400, `${route.path} ${JSON.stringify(raw)}`);
+      t.equal(reply.body.error.code, 'MALFORMED_JSON');
+      assertClean(t, reply, route.path);
+    }
+  }
+});
+
+t.test('an empty body is 400 MALFORMED_JSON', async (t) => {
+  const reply = await h.request('POST', '/auth/refresh', { raw: '', headers: { 'content-type': 'application/json' } });
+  t.equal(reply.status, 400);
+  t.same(reply.body, { error: { code: 'MALFORMED_JSON', message: 'Request body is empty: a JSON object is required' } });
+});
+
+t.test('a body that is not a JSON object is 400 VALIDATION_ERROR', async (t) => {
+  for (const route of routes()) {
+    for (const raw of ['[]', 'null', '"text"', '42', 'true', `[${JSON.stringify(route.body)}]`]) {
+      const reply = await h.request('POST', route.path, { raw, headers: { 'content-type': 'application/json', ...route.headers } });
+      t.equal(reply.status, 400, `${route.path} ${raw.slice(0, 20)}`);
+      t.equal(reply.body.error.code, 'VALIDATION_ERROR');
+    }
+  }
+});
+
+t.test('a content type other than JSON is 415 UNSUPPORTED_MEDIA_TYPE', async (t) => {
+  for (const route of routes()) {
+    for (const type of ['application/x-www-form-urlencoded', 'multipart/form-data; boundary=x', 'text/html', 'application/xml']) {
+      const reply = await h.request('POST', route.path, { raw: JSON.stringify(route.body), headers: { 'content-type': type, ...route.headers } });
+      t.equal(reply.status, 415, `${route.path} ${type}`);
+      t.same(reply.body, { error: { code: 'UNSUPPORTED_MEDIA_TYPE', message: `Unsupported content type "${type}": send application/json` } });
+    }
+  }
+});
+
+t.test('arrays, objects, numbers, booleans and null where strings belong are 400 VALIDATION_ERROR', async (t) => {
+  for (const route of routes()) {
+    for (const field of Object.keys(route.body)) {
+      const value = route.body[field];
+      const wrongs: unknown[] = [[value], { value }, 42, true, {}, []];
+      if (field !== 'tenant_id' || !['/auth/otp/verify', '/auth/refresh'].includes(route.path)) wrongs.push(null);
+      for (const wrong of wrongs) {
+        const reply = await h.request('POST', route.path, { json: { ...route.body, [field]: wrong }, headers: route.headers });
+        t.equal(reply.status, 400, `${route.path} ${field}=${JSON.stringify(wrong)}`);
+        t.equal(reply.body.error.code, 'VALIDATION_ERROR');
+        t.match(reply.body.error.message, new RegExp(`"${field}"`), 'the message names the field');
+      }
+    }
+  }
+});
+
+t.test('unknown fields are 400 VALIDATION_ERROR', async (t) => {
+  for (const route of routes()) {
+    const reply = await h.request('POST', route.path, { json: { ...route.body, is_admin: true }, headers: route.headers });
+    t.equal(reply.status, 400, route.path);
+    t.same(reply.body, { error: { code: 'VALIDATION_ERROR', message: 'Invalid field "is_admin": Unexpected property' } });
+  }
+});
+
+t.test('__proto__ and constructor keys are 400 VALIDATION_ERROR and pollute nothing', async (t) => {
+  for (const route of routes()) {
+    for (const key of ['__proto__', 'constructor', 'prototype']) {
+      const raw = `{"${key}": {"polluted": true, "isAdmin": true}, ${JSON.stringify(route.body).slice(1)}`;
+      const reply = await h.request('POST', route.path, { raw, headers: { 'content-type': 'application/json', ...route.headers } });
+      t.equal(reply.status, 400, `${route.path} ${key}`);
+      t.equal(reply.body.error.code, 'VALIDATION_ERROR');
+    }
+  }
+  t.equal(({} as Record<string, unknown>).polluted, undefined);
+  t.equal(({} as Record<string, unknown>).isAdmin, undefined);
+});
+
+t.test('NUL bytes and other control characters in strings are 400 VALIDATION_ERROR', async (t) => {
+  for (const route of routes()) {
+    for (const field of Object.keys(route.body)) {
+      for (const bad of ['\u0000', 'a\u0000b', '\u001b[31m', '\u007f']) {
+        const value = typeof route.body[field] === 'string' ? `${route.body[field]}${bad}` : bad;
+        const reply = await h.request('POST', route.path, { json: { ...route.body, [field]: value }, headers: route.headers });
+        t.equal(reply.status, 400, `${route.path} ${field} ${JSON.stringify(bad)}`);
+        t.equal(reply.body.error.code, 'VALIDATION_ERROR');
+      }
+    }
+  }
+});
+
+t.test('a body over 16 KiB is 413 BODY_TOO_LARGE, with or without Content-Length', async (t) => {
+  const big = JSON.stringify({ ...h.credentials(app), refresh_token: 'x'.repeat(17 * 1024) });
+  const declared = await h.request('POST', '/auth/refresh', { raw: big, headers: { 'content-type': 'application/json' } });
+  t.equal(declared.status, 413);
+  t.same(declared.body, { error: { code: 'BODY_TOO_LARGE', message: 'Request body exceeds 16384 bytes' } });
+  const stream = new ReadableStream({ start(c) { c.enqueue(new TextEncoder().encode(big)); c.close(); } });
+  const chunked = await fetch(`${h.base}/auth/refresh`, { method: 'POST', body: stream, duplex: 'half', headers: { 'content-type': 'application/json' } } as RequestInit);
+  t.equal(chunked.status, 413);
+  t.equal((await chunked.json()).error.code, 'BODY_TOO_LARGE');
+});
+
+t.test('strings over their length cap are 400 VALIDATION_ERROR', async (t) => {
+  const cases: Array<[string, Record<string, unknown>]> = [
+    ['/auth/otp/request', { ...h.credentials(app), email: `${'a'.repeat(320)}@example.com` }],
+    ['/auth/otp/request', { ...h.credentials(app), phone: `+1${'5'.repeat(40)}` }],
+    ['/auth/refresh', { ...h.credentials(app), refresh_token: 'r'.repeat(4097) }],
+    ['/auth/refresh', { app_id: 'a'.repeat(65), app_secret: app.secret, refresh_token: tokens.refresh_token }],
+    ['/auth/refresh', { app_id: app.id, app_secret: 's'.repeat(257), refresh_token: tokens.refresh_token }],
+  ];
+  for (const [path, body] of cases) {
+    const reply = await h.post(path, body);
+    t.equal(reply.status, 400, path);
+    t.equal(reply.body.error.code, 'VALIDATION_ERROR');
+  }
+});
+
+t.test('a wrong app_secret and an unknown app_id answer the same 401 TOKEN_INVALID on every app route', async (t) => {
+  for (const route of routes().filter((r) => r.path.startsWith('/auth/'))) {
+    const variants = [
+      { app_id: app.id, app_secret: 'as_wrong' },
+      { app_id: '00000000-0000-4000-8000-000000000000', app_secret: app.secret },
+      { app_id: 'not-a-uuid', app_secret: app.secret },
+      { app_id: app.id.toUpperCase(), app_secret: `${app.secret.slice(0, -1)}x` },
+    ];
+    for (const credentials of variants) {
+      const reply = await h.post(route.path, { ...route.body, ...credentials });
+      t.equal(reply.status, 401, `${route.path} ${JSON.stringify(credentials)}`);
+      t.same(reply.body, { error: { code: 'TOKEN_INVALID', message: 'Invalid app credentials' } });
+    }
+  }
+});
+
+t.test('app_id in upper case is the same app', async (t) => {
+  const reply = await h.post('/auth/revoke-user', { app_id: app.id.toUpperCase(), app_secret: app.secret, user_id: tokens.user_id.toUpperCase() });
+  t.equal(reply.status, 200);
+  t.same(reply.body, { sessions_revoked: 1 });
+});
+
+t.test('an unknown route is 404 NOT_FOUND and a wrong method 405 METHOD_NOT_ALLOWED, in the auth error format', async (t) => {
+  const missing = await h.get('/auth/nothing');
+  t.equal(missing.status, 404);
+  t.same(missing.body, { error: { code: 'NOT_FOUND', message: 'No route for GET /auth/nothing' } });
+  const wrong = await h.get('/auth/refresh');
+  t.equal(wrong.status, 405);
+  t.equal(wrong.headers.get('allow'), 'POST');
+  t.same(wrong.body, { error: { code: 'METHOD_NOT_ALLOWED', message: 'Method GET is not allowed on /auth/refresh' } });
+});
+
+t.test('an internal failure is 500 INTERNAL with no details; the cause is only logged', async (t) => {
+  await h.sql`alter table refresh_tokens rename to refresh_tokens_away`;
+  try {
+    const reply = await h.refresh(app, tokens.refresh_token);
+    t.equal(reply.status, 500);
+    t.same(reply.body, { error: { code: 'INTERNAL', message: 'Internal server error' } });
+    t.equal(reply.headers.get('cache-control'), 'no-store');
+    t.match(h.logs.at(-1), /POST \/auth\/refresh failed: INTERNAL: .*refresh_tokens/);
+  } finally {
+    await h.sql`alter table refresh_tokens_away rename to refresh_tokens`;
+  }
+});

@@ -1,0 +1,130 @@
+// Correctness under concurrency: parallel refreshes of one token, refresh against revoke,
+// parallel code guesses, parallel first logins.
+import t from 'tap';
+import { startAuthHarness, type Reply, type TestApp, type Tokens } from './fixtures/harness.js';
+
+const h = await startAuthHarness();
+t.teardown(() => h.close());
+
+let app: TestApp;
+let tokens: Tokens;
+t.beforeEach(async () => {
+  await h.reset();
+  app = await h.createApp('app-a');
+  tokens = await h.login(app, 'ann@example.com');
+});
+
+function statusCounts(replies: Reply[]): Record<string, number> {
+  const counts: Record<string, number> = {};
+  for (const r of replies) {
+    const key = r.status === 200 ? '200' : `${r.status} ${r.body?.error?.code}`;
+    counts[key] = (counts[key] ?? 0) + 1;
+  }
+  return counts;
+}
+
+t.test('50 concurrent refreshes of one token: exactly one 200, 49 TOKEN_REUSE, the family ends revoked', async (t) => {
+  const replies = await Promise.all(Array.from({ length: 50 }, () => h.refresh(app, tokens.refresh_token)));
+  t.same(statusCounts(replies), { '200': 1, '401 TOKEN_REUSE': 49 });
+  const [family] = await h.sql`select revoked_at is not null as revoked, revoked_reason from refresh_families`;
+  t.same({ ...family }, { revoked: true, revoked_reason: 'reuse' });
+  const states = await h.sql`select state, count(*)::int as n from refresh_tokens group by state order by state`;
+  t.same(states.map((r) => ({ ...r })), [{ state: 'revoked', n: 1 }, { state: 'rotated', n: 1 }], 'one token was ever issued from the family');
+  const winner = replies.find((r) => r.status === 200)!;
+  const late = await h.refresh(app, winner.body.refresh_token);
+  t.equal(late.status, 401);
+  t.equal(late.body.error.code, 'TOKEN_REVOKED', 'the token issued before the revocation no longer works');
+});
+
+t.test('50 concurrent refreshes of one token, repeated: never a 500 and never two winners', async (t) => {
+  for (let round = 0; round < 5; round++) {
+    const session = await h.login(app, `user${round}@example.com`);
+    const replies = await Promise.all(Array.from({ length: 50 }, () => h.refresh(app, session.refresh_token)));
+    t.same(statusCounts(replies), { '200': 1, '401 TOKEN_REUSE': 49 }, `round ${round}`);
+  }
+});
+
+t.test('concurrent refresh and revoke of one session never leave a usable refresh token', async (t) => {
+  for (let round = 0; round < 10; round++) {
+    const session = await h.login(app, `user${round}@example.com`);
+    const [refreshed, revoked] = await Promise.all([
+      h.refresh(app, session.refresh_token),
+      h.post('/auth/revoke', { ...h.credentials(app), refresh_token: session.refresh_token }),
+    ]);
+    t.equal(revoked.status, 200);
+    t.ok(refreshed.status === 200 || refreshed.body.error.code === 'TOKEN_REVOKED', `round ${round}: ${refreshed.status}`);
+    if (refreshed.status === 200) {
+      const next = await h.refresh(app, refreshed.body.refresh_token);
+      t.equal(next.body.error.code, 'TOKEN_REVOKED', `round ${round}: the rotated child was revoked with its family`);
+    }
+    const [family] = await h.sql`
+      select f.revoked_at is not null as revoked,
+        (select count(*)::int from refresh_tokens t where t.family_id = f.id and t.state = 'active') as active
+      from refresh_families f
+      where f.user_id = ${session.user_id}
+      order by f.created_at desc
+      limit 1
+    `;
+    t.same({ ...family }, { revoked: true, active: 0 }, `round ${round}: the family is revoked with no active token`);
+  }
+});
+
+t.test('concurrent refreshes and revoke-user leave every family of the user revoked', async (t) => {
+  const sessions: Tokens[] = [tokens];
+  for (let i = 0; i < 4; i++) {
+    h.clock.advance(60_000);
+    sessions.push(await h.login(app, 'ann@example.com'));
+  }
+  const [revoked, ...refreshed] = await Promise.all([
+    h.post('/auth/revoke-user', { ...h.credentials(app), user_id: tokens.user_id }),
+    ...sessions.map((s) => h.refresh(app, s.refresh_token)),
+  ]);
+  t.equal(revoked!.status, 200);
+  for (const reply of refreshed) {
+    if (reply.status === 200) t.equal((await h.refresh(app, reply.body.refresh_token)).body.error.code, 'TOKEN_REVOKED');
+    else t.equal(reply.body.error.code, 'TOKEN_REVOKED');
+  }
+  const [live] = await h.sql`select count(*)::int as n from refresh_families where revoked_at is null`;
+  t.equal(live!.n, 0);
+  const [active] = await h.sql`select count(*)::int as n from refresh_tokens where state = 'active'`;
+  t.equal(active!.n, 0, 'no token is left active in a revoked family');
+});
+
+t.test('50 parallel wrong guesses spend at most the 5 attempts of the code', async (t) => {
+  h.clock.advance(60_000);
+  await h.post('/auth/otp/request', { ...h.credentials(app), email: 'ann@example.com' });
+  const right = h.outbox.codeFor('ann@example.com');
+  const guesses = Array.from({ length: 50 }, (_, i) => String(i).padStart(6, '0')).filter((g) => g !== right).slice(0, 50);
+  const replies = await Promise.all(guesses.map((code) => h.post('/auth/otp/verify', { ...h.credentials(app), email: 'ann@example.com', code })));
+  t.same(statusCounts(replies), { [`401 OTP_INVALID`]: guesses.length });
+  const [row] = await h.sql`select attempts from otp_codes`;
+  t.equal(row!.attempts, 5);
+  const late = await h.post('/auth/otp/verify', { ...h.credentials(app), email: 'ann@example.com', code: right });
+  t.equal(late.status, 401);
+  t.equal(late.body.error.code, 'OTP_INVALID', 'the right code is burned');
+});
+
+t.test('the right code sent twice in parallel logs in exactly once', async (t) => {
+  h.clock.advance(60_000);
+  await h.post('/auth/otp/request', { ...h.credentials(app), email: 'ann@example.com' });
+  const code = h.outbox.codeFor('ann@example.com');
+  const replies = await Promise.all(Array.from({ length: 10 }, () => h.post('/auth/otp/verify', { ...h.credentials(app), email: 'ann@example.com', code })));
+  t.same(statusCounts(replies), { '200': 1, '401 OTP_INVALID': 9 });
+});
+
+t.test('first logins of one address in parallel create one user', async (t) => {
+  const apps = [await h.createApp('app-b'), await h.createApp('app-c'), await h.createApp('app-d')];
+  for (const target of apps) await h.post('/auth/otp/request', { ...h.credentials(target), email: 'new@example.com' });
+  const codes = h.outbox.messages.filter((m) => m.to === 'new@example.com');
+  const replies = await Promise.all(apps.map((target, i) => h.post('/auth/otp/verify', { ...h.credentials(target), email: 'new@example.com', code: codes[i]!.code })));
+  t.same(statusCounts(replies), { '200': 3 });
+  t.equal(new Set(replies.map((r) => r.body.user_id)).size, 1);
+  const [users] = await h.sql`select count(*)::int as n from users where email = 'new@example.com'`;
+  t.equal(users!.n, 1);
+});
+
+t.test('parallel code requests to one destination deliver one code', async (t) => {
+  const replies = await Promise.all(Array.from({ length: 20 }, () => h.post('/auth/otp/request', { ...h.credentials(app), email: 'bob@example.com' })));
+  t.same(statusCounts(replies), { '200': 1, '429 RATE_LIMITED': 19 });
+  t.equal(h.outbox.messages.filter((m) => m.to === 'bob@example.com').length, 1);
+});
