@@ -2,9 +2,9 @@
 // inference-server: serves a GGUF model over HTTP (OpenAI-compatible and llama-server native APIs).
 import { native } from '../native/binding.js';
 import { MODEL_FLAGS, parseFlags, resolveRuntime, usage, UsageError, type FlagSpec } from './options.js';
+import { createInferenceAuth } from './auth-bridge.js';
 import { POOLING_TYPES, startInferenceServer, type PoolingName } from './server.js';
 
-const NOT_YET = 'not supported yet in this version';
 
 const SERVER_FLAGS: FlagSpec[] = [
   ...MODEL_FLAGS,
@@ -24,9 +24,11 @@ const SERVER_FLAGS: FlagSpec[] = [
   { names: ['--lora'], kind: 'list', key: 'lora', help: 'LoRA adapters, applied at scale 1.0' },
   { names: ['--lora-scaled'], kind: 'list', key: 'loraScaled', help: 'LoRA adapters with their scales, FILE:SCALE' },
   { names: ['--lora-init-without-apply'], kind: 'bool', key: 'loraInitWithoutApply', help: 'load the adapters at scale 0 (apply later with POST /lora-adapters)' },
-  { names: ['--auth'], kind: 'bool', key: 'auth', help: 'mount the authentication service routes on this port', unsupported: NOT_YET },
-  { names: ['--auth-app'], kind: 'string', key: 'authApp', help: 'accept access tokens of this auth-service app (slug)', unsupported: NOT_YET },
-  { names: ['--auth-role'], kind: 'string', key: 'authRole', help: 'role required in those tokens', unsupported: NOT_YET },
+  { names: ['--auth'], kind: 'bool', key: 'auth', help: 'mount the authentication service on this port (configured by the AUTH_* variables, see docs/auth-service.md)' },
+  { names: ['--auth-app'], kind: 'string', key: 'authApp', help: 'also accept access tokens of this auth-service app (slug) where an API key is accepted' },
+  { names: ['--auth-role'], kind: 'string', key: 'authRole', help: 'with --auth-app: least role required in the token (viewer, staff, admin, owner)' },
+  { names: ['--auth-issuer'], kind: 'string', key: 'authIssuer', help: 'with --auth-app and no --auth: the issuer (iss) of the auth-server whose tokens are accepted' },
+  { names: ['--auth-jwks-url'], kind: 'string', key: 'authJwksUrl', help: 'with --auth-issuer: where its JWKS is, if not <issuer>/.well-known/jwks.json' },
   { names: ['-h', '--help'], kind: 'bool', key: 'help', help: 'show this help' },
 ];
 
@@ -58,6 +60,18 @@ async function main(): Promise<number> {
     const loras = loraOptions(flags.lora as string[] | undefined, flags.loraScaled as string[] | undefined, Boolean(flags.loraInitWithoutApply));
     const host = (flags.host as string | undefined) ?? '127.0.0.1';
     const port = (flags.port as number | undefined) ?? 8080;
+    const role = flags.authRole as string | undefined;
+    if (role !== undefined && !['viewer', 'staff', 'admin', 'owner'].includes(role)) throw new UsageError(`--auth-role: expected viewer, staff, admin or owner, got "${role}"`);
+    if (role !== undefined && !flags.authApp) throw new UsageError('--auth-role needs --auth-app');
+    const auth = await createInferenceAuth({
+      mount: Boolean(flags.auth),
+      appSlug: flags.authApp as string | undefined,
+      role,
+      issuer: flags.authIssuer as string | undefined,
+      jwksUrl: flags.authJwksUrl as string | undefined,
+      selfUrl: `http://${host}:${port}`,
+      env: process.env,
+    });
     const server = await startInferenceServer({
       runtime,
       host,
@@ -74,12 +88,14 @@ async function main(): Promise<number> {
       loras,
       mmproj: flags.mmproj as string | undefined,
       allowRemoteMedia: Boolean(flags.mediaAllowRemote),
+      extraRoutes: auth.routes,
+      ...(auth.acceptBearer ? { acceptBearer: auth.acceptBearer } : {}),
       log: (line) => console.error(line),
     });
     console.error(`inference-server: listening on http://${host}:${server.port} (backend ${native.systemInfo().backend}), loading ${runtime.model}`);
     const shutdown = (): void => {
       console.error('inference-server: shutting down');
-      server.close().then(() => process.exit(0), () => process.exit(1));
+      Promise.all([server.close(), auth.close()]).then(() => process.exit(0), () => process.exit(1));
     };
     process.once('SIGINT', shutdown);
     process.once('SIGTERM', shutdown);
@@ -90,6 +106,7 @@ async function main(): Promise<number> {
     } catch (err) {
       console.error(`inference-server: ${(err as Error).message}`);
       await server.close();
+      await auth.close();
       return 1;
     }
     return -1; // keep running
