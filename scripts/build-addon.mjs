@@ -20,7 +20,9 @@ const cmakeJs = join(root, 'node_modules', 'cmake-js', 'bin', 'cmake-js');
 const args = [cmakeJs, 'build', '--directory', root, '--out', join(root, 'build'), '--config', 'Release',
   '--parallel', String(availableParallelism()), ...defines];
 const started = Date.now();
-const result = spawnSync(process.execPath, args, { stdio: 'inherit', cwd: root });
+// ccache keys on paths relative to the checkout, so a fresh clone reuses an earlier build's objects.
+const env = { ...process.env, CCACHE_BASEDIR: process.env.CCACHE_BASEDIR ?? root };
+const result = spawnSync(process.execPath, args, { stdio: 'inherit', cwd: root, env });
 if (result.status !== 0) {
   console.error('\n[addon] the native build failed; see the compiler output above.');
   process.exit(result.status ?? 1);
