@@ -205,6 +205,13 @@ Engine::Engine(const Napi::CallbackInfo & info) : Napi::ObjectWrap<Engine>(info)
     n_embd_out_ = pooling_ == LLAMA_POOLING_TYPE_RANK ? static_cast<int32_t>(std::max<uint32_t>(1, llama_model_n_cls_out(model_->get())))
                                                       : llama_model_n_embd_out(model_->get());
 
+    {
+        common_params cpu;
+        cpu.cpuparams.n_threads = llama_n_threads(ctx_);
+        cpu.cpuparams_batch.n_threads = llama_n_threads_batch(ctx_);
+        threadpools_ = std::make_unique<common_threadpools>();
+        threadpools_->init(ctx_, cpu);
+    }
     batch_ = llama_batch_init(static_cast<int32_t>(std::max<uint32_t>(params_.n_batch, params_.n_parallel)), 0, 1);
     slots_.resize(params_.n_parallel);
     summaries_.resize(params_.n_parallel);
@@ -245,9 +252,11 @@ void Engine::free_context() {
         batch_ = {};
     }
     if (ctx_) {
+        llama_detach_threadpool(ctx_);
         llama_free(ctx_);
         ctx_ = nullptr;
     }
+    threadpools_.reset();
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -18,6 +18,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "common.h"
 #include "llama.h"
 #include "slot.h"
 #include "task.h"
@@ -113,6 +114,9 @@ private:
     Napi::ObjectReference vision_ref_;
     uint64_t step_counter_ = 0;
     llama_context * ctx_ = nullptr;
+    // Persistent CPU threadpools (with llama-server's polling), attached to the context: without
+    // them ggml starts and joins its worker threads on every decode.
+    std::unique_ptr<common_threadpools> threadpools_;
     const llama_vocab * vocab_ = nullptr;
     llama_batch batch_{};
     EngineParams params_;

@@ -148,6 +148,7 @@ Napi::Function Model::define(Napi::Env env) {
         StaticMethod<&Model::load>("load"),
         InstanceMethod<&Model::metadata>("metadata"),
         InstanceMethod<&Model::js_tokenize>("tokenize"),
+        InstanceMethod<&Model::js_tokenize_async>("tokenizeAsync"),
         InstanceMethod<&Model::js_detokenize>("detokenize"),
         InstanceMethod<&Model::js_token_piece>("tokenPiece"),
         InstanceMethod<&Model::js_apply_chat_template>("applyChatTemplate"),
@@ -342,6 +343,49 @@ Napi::Value Model::js_tokenize(const Napi::CallbackInfo & info) {
     Napi::Int32Array out = Napi::Int32Array::New(env, tokens.size());
     if (!tokens.empty()) std::memcpy(out.Data(), tokens.data(), tokens.size() * sizeof(llama_token));
     return out;
+}
+
+class TokenizeWorker : public Napi::AsyncWorker {
+public:
+    TokenizeWorker(Napi::Env env, Model * model, Napi::Object self, std::string text, bool add_special, bool parse_special)
+        : Napi::AsyncWorker(env), deferred_(Napi::Promise::Deferred::New(env)), model_(model), text_(std::move(text)),
+          add_special_(add_special), parse_special_(parse_special) {
+        self_ = Napi::Persistent(self);
+        model_->retain();  // dispose() waits for no one, but refuses while this runs
+    }
+    Napi::Promise promise() { return deferred_.Promise(); }
+    void Execute() override { tokens_ = model_->tokenize(text_, add_special_, parse_special_); }
+    void OnOK() override {
+        model_->release();
+        Napi::Int32Array out = Napi::Int32Array::New(Env(), tokens_.size());
+        if (!tokens_.empty()) std::memcpy(out.Data(), tokens_.data(), tokens_.size() * sizeof(llama_token));
+        deferred_.Resolve(out);
+    }
+    void OnError(const Napi::Error & e) override {
+        model_->release();
+        deferred_.Reject(e.Value());
+    }
+
+private:
+    Napi::Promise::Deferred deferred_;
+    Model * model_;
+    Napi::ObjectReference self_;
+    std::string text_;
+    bool add_special_;
+    bool parse_special_;
+    std::vector<llama_token> tokens_;
+};
+
+// tokenizeAsync(text, addSpecial, parseSpecial) -> Promise<Int32Array>: on a worker thread, so
+// long texts and many concurrent requests do not hold the JS thread.
+Napi::Value Model::js_tokenize_async(const Napi::CallbackInfo & info) {
+    Napi::Env env = info.Env();
+    check_alive(env);
+    if (info.Length() < 1 || !info[0].IsString()) throw Napi::TypeError::New(env, "tokenizeAsync(text, addSpecial, parseSpecial): text must be a string");
+    auto * worker = new TokenizeWorker(env, this, Value(), info[0].As<Napi::String>(), info.Length() > 1 && info[1].ToBoolean(),
+                                       info.Length() > 2 && info[2].ToBoolean());
+    worker->Queue();
+    return worker->promise();
 }
 
 // detokenize(tokens, removeSpecial = false, unparseSpecial = true) -> string

@@ -42,6 +42,7 @@ private:
     static Napi::Value load(const Napi::CallbackInfo & info);
     Napi::Value metadata(const Napi::CallbackInfo & info);
     Napi::Value js_tokenize(const Napi::CallbackInfo & info);
+    Napi::Value js_tokenize_async(const Napi::CallbackInfo & info);
     Napi::Value js_detokenize(const Napi::CallbackInfo & info);
     Napi::Value js_token_piece(const Napi::CallbackInfo & info);
     Napi::Value js_apply_chat_template(const Napi::CallbackInfo & info);

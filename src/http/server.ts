@@ -58,13 +58,24 @@ export async function startHttpServer(options: HttpServerOptions): Promise<HttpS
       headers[key] = key in headers ? `${headers[key]}, ${value}` : value;
     });
 
-    const abort = new AbortController();
+    // The AbortController is made only when a handler asks for the signal (most never do).
+    let abort: AbortController | null = null;
+    let aborted = false;
     let finished = false; // the response has ended or the client is gone: no more writes
     // onAborted must be registered before any asynchronous step, or uWS terminates the process.
     res.onAborted(() => {
       finished = true;
-      abort.abort();
+      aborted = true;
+      abort?.abort();
     });
+    const signal = (): AbortSignal => {
+      if (!abort) {
+        abort = new AbortController();
+        if (aborted) abort.abort();
+      }
+      return abort.signal;
+    };
+    // Read now: the socket address is gone once the response has ended.
     const remoteAddress = Buffer.from(res.getRemoteAddressAsText()).toString();
 
     const writeResult = (result: HttpResult, closeConnection = false): void => {
@@ -104,14 +115,19 @@ export async function startHttpServer(options: HttpServerOptions): Promise<HttpS
 
     let stream: EventStream | null = null;
     const run = async (body: Buffer): Promise<void> => {
+      let query: URLSearchParams | null = null;
       const request: HttpRequest = {
         method,
         path,
-        query: new URLSearchParams(queryString),
+        get query() {
+          return (query ??= new URLSearchParams(queryString));
+        },
         params: match.params,
         headers,
         body,
-        signal: abort.signal,
+        get signal() {
+          return signal();
+        },
         remoteAddress,
         openEventStream(init = {}) {
           if (stream) return stream;
@@ -134,9 +150,9 @@ export async function startHttpServer(options: HttpServerOptions): Promise<HttpS
             whenWritable: (ready) => {
               if (finished) return ready();
               const onAbort = (): void => ready();
-              abort.signal.addEventListener('abort', onAbort, { once: true });
+              signal().addEventListener('abort', onAbort, { once: true });
               res.onWritable(() => {
-                abort.signal.removeEventListener('abort', onAbort);
+                signal().removeEventListener('abort', onAbort);
                 ready();
                 return true;
               });

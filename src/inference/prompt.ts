@@ -22,19 +22,20 @@ export function splitPrompts(prompt: PromptInput): Array<string | Array<string |
 /**
  * Tokenizes one prompt. Text is tokenized with the model's special tokens added (BOS) and
  * special-token text parsed, as llama-server does; token ids are checked against the vocabulary.
+ * Text is tokenized on a worker thread.
  */
-export function tokenizePrompt(model: NativeModel, vocabSize: number, prompt: string | Array<string | number>): Int32Array {
-  if (typeof prompt === 'string') return model.tokenize(prompt, true, true);
+export async function tokenizePrompt(model: NativeModel, vocabSize: number, prompt: string | Array<string | number>): Promise<Int32Array> {
+  if (typeof prompt === 'string') return model.tokenizeAsync(prompt, true, true);
   const out: number[] = [];
-  prompt.forEach((piece, i) => {
+  for (const [i, piece] of prompt.entries()) {
     if (typeof piece === 'string') {
-      out.push(...model.tokenize(piece, i === 0, true));
+      out.push(...(await model.tokenizeAsync(piece, i === 0, true)));
     } else {
       if (!Number.isInteger(piece) || piece < 0 || piece >= vocabSize) {
         throw badRequest(`Invalid token id in "prompt": ${piece} (vocabulary size ${vocabSize})`);
       }
       out.push(piece);
     }
-  });
+  }
   return Int32Array.from(out);
 }

@@ -60,6 +60,8 @@ export interface ChatTemplateOptions {
 export interface NativeModel {
   metadata(): ModelMetadata;
   tokenize(text: string, addSpecial: boolean, parseSpecial: boolean): Int32Array;
+  /** The same on a worker thread (for long texts and busy servers). */
+  tokenizeAsync(text: string, addSpecial: boolean, parseSpecial: boolean): Promise<Int32Array>;
   detokenize(tokens: Int32Array | readonly number[], removeSpecial?: boolean, unparseSpecial?: boolean): string;
   /** The raw bytes of a token's text (may be an incomplete UTF-8 sequence). */
   tokenPiece(token: Token, special?: boolean): Uint8Array;

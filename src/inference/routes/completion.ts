@@ -30,7 +30,7 @@ export function completionRoute(state: ServerState) {
       return answerCompletions(req, service, body, [spec], text);
     }
     const prompt = body.prompt as PromptInput;
-    const prompts = splitPrompts(prompt).map((p) => tokenizePrompt(service.model, service.vocabSize, p));
+    const prompts = await Promise.all(splitPrompts(prompt).map((p) => tokenizePrompt(service.model, service.vocabSize, p)));
     prompts.forEach((p) => service.checkPromptFits(p));
     const specs = prompts.map((p) => buildTaskSpec(service, body, p));
     return answerCompletions(req, service, body, specs, typeof prompt === 'string' ? prompt : '');

@@ -18,14 +18,14 @@ const POOLING_RANK = 4;
 
 type Input = string | number[] | Array<string | number[]>;
 
-/** The inputs of a request, each tokenized with the model's special tokens. */
-function inputs(service: InferenceService, input: Input, field: string): Int32Array[] {
+/** The inputs of a request, each tokenized with the model's special tokens (on worker threads). */
+async function inputs(service: InferenceService, input: Input, field: string): Promise<Int32Array[]> {
   const list: Array<string | number[]> = typeof input === 'string' ? [input]
     : input.length > 0 && input.every((x) => typeof x === 'number') ? [input as number[]]
     : (input as Array<string | number[]>);
   if (list.length === 0) throw badRequest(`Invalid field "${field}": at least one input is required`, { field });
-  return list.map((item, i) => {
-    const tokens = typeof item === 'string' ? service.model.tokenize(item, true, true) : Int32Array.from(item);
+  const tokenized = await Promise.all(list.map((item) => (typeof item === 'string' ? service.model.tokenizeAsync(item, true, true) : Int32Array.from(item))));
+  return tokenized.map((tokens, i) => {
     if (tokens.length === 0) throw badRequest(`Invalid field "${field}": input ${i} is empty`, { field });
     for (const t of tokens) if (t < 0 || t >= service.vocabSize) throw badRequest(`Invalid field "${field}": token ${t} is outside the vocabulary`, { field });
     const limit = Math.min(service.info.nBatch, service.info.nCtxSlot);
@@ -51,7 +51,7 @@ export function openaiEmbeddingsRoute(state: ServerState) {
     if (service.info.pooling === POOLING_NONE) {
       throw badRequest("Pooling type 'none' is not OAI compatible. Please use a different pooling type (--pooling)");
     }
-    const prompts = inputs(service, body.input as Input, 'input');
+    const prompts = await inputs(service, body.input as Input, 'input');
     const outcomes = await service.embed(prompts, req.signal);
     const tokens = prompts.reduce((n, p) => n + p.length, 0);
     return {
@@ -73,7 +73,7 @@ export function nativeEmbeddingRoute(state: ServerState) {
     const service = embeddingService(state);
     const body = NativeBody.parse(req);
     const mode = body.embd_normalize ?? 2;
-    const prompts = inputs(service, body.content as Input, 'content');
+    const prompts = await inputs(service, body.content as Input, 'content');
     const outcomes = await service.embed(prompts, req.signal);
     return {
       body: outcomes.map((o, index) => ({

@@ -46,7 +46,7 @@ export function chatCompletionsRoute(state: ServerState) {
       media: { allowRemote: service.settings.allowRemoteMedia },
     });
     // With images the prompt is tokenized natively, around the images.
-    const tokens = media.length > 0 ? new Int32Array(0) : service.model.tokenize(prompt, true, true);
+    const tokens = media.length > 0 ? new Int32Array(0) : await service.model.tokenizeAsync(prompt, true, true);
     if (media.length === 0) service.checkPromptFits(tokens);
 
     let grammar: string | undefined;
@@ -120,7 +120,7 @@ export function textCompletionsRoute(state: ServerState) {
     const n = choiceCount(body.n, service);
     const prompts = splitPrompts(body.prompt);
     if (prompts.length !== 1) throw badRequest('Invalid field "prompt": one prompt per request (string or tokens)', { field: 'prompt' });
-    const tokens = tokenizePrompt(service.model, service.vocabSize, prompts[0]!);
+    const tokens = await tokenizePrompt(service.model, service.vocabSize, prompts[0]!);
     service.checkPromptFits(tokens);
     const top = body.logprobs ?? 0;
     if (top < 0 || top > 5) throw badRequest('Invalid field "logprobs": must be between 0 and 5', { field: 'logprobs' });

@@ -22,10 +22,11 @@ function pieceOf(bytes: Uint8Array): string | number[] {
 }
 
 export function tokenizeRoute(state: ServerState) {
-  return (req: HttpRequest): HttpResult => {
+  return async (req: HttpRequest): Promise<HttpResult> => {
     const service = state.ready();
     const body = Tokenize.parse(req);
-    const tokens = service.model.tokenize(body.content, body.add_special ?? false, body.parse_special ?? true);
+    // Tokenizing runs on a worker thread: the JS thread keeps serving other connections.
+    const tokens = await service.model.tokenizeAsync(body.content, body.add_special ?? false, body.parse_special ?? true);
     if (!body.with_pieces) return { body: { tokens: [...tokens] } };
     return { body: { tokens: [...tokens].map((id) => ({ id, piece: pieceOf(service.model.tokenPiece(id, true)) })) } };
   };
