@@ -1,0 +1,267 @@
+// Auth service throughput next to the raw RS256 rates of the same machine, measured in the same
+// run: POST /auth/refresh per second against RSA-2048 signatures per second, and GET /auth/me
+// per second against jose verifications per second (targets: both ratios >= 0.5).
+//
+//   node --import ./scripts/ts-loader.mjs bench/auth.ts
+//
+// The service runs in this process exactly as auth-server does (embedded PostgreSQL without
+// fsync, uWS, a pool of 10 connections). The load comes from a worker thread that keeps
+// CLIENTS keep-alive HTTP/1.1 connections busy, one request in flight each, over raw sockets so
+// that the client costs little CPU. Each refresh client follows its own session: every answer's
+// refresh token is sent next.
+import { generateKeyPairSync, sign, type KeyObject } from 'node:crypto';
+import fs from 'node:fs/promises';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { isMainThread, parentPort, Worker, workerData } from 'node:worker_threads';
+import { importJWK, jwtVerify, type JWK } from 'jose';
+
+export interface BenchResult {
+  name: string;
+  value: number;
+  unit: string;
+}
+
+const CLIENTS = 32;
+const DURATION_MS = Number(process.env.AUTH_BENCH_SECONDS ?? 5) * 1000;
+const WARMUP_MS = 1000;
+
+export async function runAuthBench(): Promise<BenchResult[]> {
+  const { startHttpServer } = await import('../src/http/server.js');
+  const { createAuthService, formatAuthError, AUTH_MAX_BODY_BYTES } = await import('../src/auth/mount.js');
+  const dataDir = await fs.mkdtemp(path.join(os.tmpdir(), 'auth-bench-'));
+  await fs.chmod(dataDir, 0o711); // as root, PostgreSQL runs as the postgres user
+  const codes = new Map<string, string>();
+  const service = await createAuthService({
+    dataDir,
+    keyDir: path.join(dataDir, 'keys'),
+    issuer: 'http://auth.bench',
+    adminKey: 'bench-admin-key-0123456789',
+    otpDelivery: { name: 'bench', send: async (m) => { codes.set(m.to, m.code); } },
+    otpLimits: { appHourly: 1_000_000 },
+    disposableDatabase: true,
+    log: () => {},
+  });
+  const server = await startHttpServer({
+    host: '127.0.0.1', port: 0, routes: service.routes, formatError: formatAuthError, maxBodyBytes: AUTH_MAX_BODY_BYTES,
+  });
+  try {
+    const base = `http://127.0.0.1:${server.port}`;
+    const app = await (await fetch(`${base}/admin/apps`, {
+      method: 'POST', headers: { 'x-admin-key': 'bench-admin-key-0123456789', 'content-type': 'application/json' },
+      body: JSON.stringify({ slug: 'bench', name: 'Bench' }),
+    })).json() as { id: string; app_secret: string };
+    const sessions: { refresh_token: string; access_token: string }[] = [];
+    for (let i = 0; i < CLIENTS; i++) {
+      const email = `user${i}@bench.test`;
+      const credentials = { app_id: app.id, app_secret: app.app_secret };
+      await fetch(`${base}/auth/otp/request`, { method: 'POST', body: JSON.stringify({ ...credentials, email }) });
+      sessions.push(await (await fetch(`${base}/auth/otp/verify`, {
+        method: 'POST', body: JSON.stringify({ ...credentials, email, code: codes.get(email) }),
+      })).json() as { refresh_token: string; access_token: string });
+    }
+    // Each raw rate is measured right before the HTTP figure it is compared with, so that a
+    // change in background load during the run skews both alike.
+    const rawSign = measureRawSign();
+    const rawSignConcurrent = await measureRawSignConcurrent();
+    const refresh = await runLoad({
+      port: server.port, kind: 'refresh', appId: app.id, appSecret: app.app_secret, tokens: sessions.map((s) => s.refresh_token),
+    });
+    const rawVerify = await measureRawVerify(1);
+    const rawVerifyConcurrent = await measureRawVerify(CLIENTS);
+    const me = await runLoad({ port: server.port, kind: 'me', appId: app.id, appSecret: app.app_secret, tokens: sessions.map((s) => s.access_token) });
+    return [
+      { name: 'raw RS256 sign (node:crypto, sequential)', value: rawSign, unit: 'ops/s' },
+      { name: `raw RS256 sign (node:crypto async, ${CLIENTS} in flight)`, value: rawSignConcurrent, unit: 'ops/s' },
+      { name: 'raw RS256 verify (jose, sequential)', value: rawVerify, unit: 'ops/s' },
+      { name: `raw RS256 verify (jose, ${CLIENTS} in flight)`, value: rawVerifyConcurrent, unit: 'ops/s' },
+      { name: `POST /auth/refresh (${CLIENTS} clients)`, value: refresh.rate, unit: 'req/s' },
+      { name: `GET /auth/me (${CLIENTS} clients)`, value: me.rate, unit: 'req/s' },
+      { name: 'refresh / raw sign (sequential)', value: refresh.rate / rawSign, unit: 'ratio' },
+      { name: 'refresh / raw sign (concurrent)', value: refresh.rate / rawSignConcurrent, unit: 'ratio' },
+      { name: '/auth/me / raw verify (sequential)', value: me.rate / rawVerify, unit: 'ratio' },
+      { name: '/auth/me / raw verify (concurrent)', value: me.rate / rawVerifyConcurrent, unit: 'ratio' },
+      { name: 'refresh non-200 answers', value: refresh.failures, unit: 'count' },
+      { name: '/auth/me non-200 answers', value: me.failures, unit: 'count' },
+    ];
+  } finally {
+    server.close();
+    await service.close();
+    await fs.rm(dataDir, { recursive: true, force: true });
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Raw RS256 rates
+
+/** An RSA-2048 key like the service's, and a signing input of an access token's size. */
+let rawKeys: { privateKey: KeyObject; publicKey: KeyObject } | null = null;
+function rawKey(): { privateKey: KeyObject; publicKey: KeyObject } {
+  rawKeys ??= generateKeyPairSync('rsa', { modulusLength: 2048 });
+  return rawKeys;
+}
+const RAW_INPUT = Buffer.from(`${Buffer.from(JSON.stringify({ alg: 'RS256', typ: 'JWT', kid: 'k'.repeat(43) })).toString('base64url')}.${Buffer.from(JSON.stringify({
+  sub: '6f1c2d3e-4b5a-4c6d-8e7f-9a0b1c2d3e4f', app_id: 'bench', iss: 'http://auth.bench', aud: 'bench', iat: 1, exp: 1801, tenant_id: null, roles: [],
+})).toString('base64url')}`);
+
+function measureRawSign(): number {
+  const { privateKey } = rawKey();
+  for (const end = Date.now() + WARMUP_MS / 2; Date.now() < end;) sign('sha256', RAW_INPUT, privateKey);
+  let count = 0;
+  const start = performance.now();
+  const end = start + DURATION_MS / 2;
+  while (performance.now() < end) {
+    sign('sha256', RAW_INPUT, privateKey);
+    count++;
+  }
+  return count / ((performance.now() - start) / 1000);
+}
+
+async function measureRawSignConcurrent(): Promise<number> {
+  const { privateKey } = rawKey();
+  const signOnce = (): Promise<void> => new Promise((resolve, reject) => sign('sha256', RAW_INPUT, privateKey, (e) => (e ? reject(e) : resolve())));
+  return measureConcurrent(signOnce, CLIENTS);
+}
+
+async function measureRawVerify(inFlight: number): Promise<number> {
+  const { privateKey, publicKey } = rawKey();
+  const jwk = publicKey.export({ format: 'jwk' }) as JWK;
+  const key = await importJWK({ ...jwk, alg: 'RS256' }, 'RS256');
+  const now = Math.floor(Date.now() / 1000);
+  const payload = Buffer.from(JSON.stringify({ sub: 'u', iss: 'http://auth.bench', aud: 'bench', iat: now, exp: now + 1800 })).toString('base64url');
+  const input = `${Buffer.from(JSON.stringify({ alg: 'RS256', typ: 'JWT', kid: 'k' })).toString('base64url')}.${payload}`;
+  const token = `${input}.${sign('sha256', Buffer.from(input), privateKey).toString('base64url')}`;
+  const verifyOnce = async (): Promise<void> => { await jwtVerify(token, key, { algorithms: ['RS256'], issuer: 'http://auth.bench', audience: 'bench' }); };
+  return measureConcurrent(verifyOnce, inFlight);
+}
+
+async function measureConcurrent(operation: () => Promise<void>, inFlight: number): Promise<number> {
+  const runFor = async (ms: number): Promise<number> => {
+    let count = 0;
+    const end = performance.now() + ms;
+    await Promise.all(Array.from({ length: inFlight }, async () => {
+      while (performance.now() < end) {
+        await operation();
+        count++;
+      }
+    }));
+    return count;
+  };
+  await runFor(WARMUP_MS / 2);
+  const start = performance.now();
+  const count = await runFor(DURATION_MS / 2);
+  return count / ((performance.now() - start) / 1000);
+}
+
+// ---------------------------------------------------------------------------------------------
+// HTTP load (worker thread)
+
+interface LoadPlan {
+  port: number;
+  kind: 'refresh' | 'me';
+  appId: string;
+  appSecret: string;
+  /** One per client: its refresh token (refresh) or access token (me). */
+  tokens: string[];
+}
+
+function runLoad(plan: LoadPlan): Promise<{ rate: number; failures: number }> {
+  return new Promise((resolve, reject) => {
+    const worker = new Worker(fileURLToPath(import.meta.url), { workerData: plan });
+    worker.once('message', resolve);
+    worker.once('error', reject);
+    worker.once('exit', (code) => { if (code !== 0) reject(new Error(`load worker exited with ${code}`)); });
+  });
+}
+
+async function loadWorker(plan: LoadPlan): Promise<{ rate: number; failures: number }> {
+  let counting = false;
+  let done = false;
+  let completed = 0;
+  let failures = 0;
+  const clients = plan.tokens.map(async (initial) => {
+    const connection = await openConnection(plan.port);
+    let token = initial;
+    while (!done) {
+      const request = plan.kind === 'refresh'
+        ? jsonPost('/auth/refresh', { app_id: plan.appId, app_secret: plan.appSecret, refresh_token: token })
+        : `GET /auth/me HTTP/1.1\r\nhost: bench\r\nauthorization: Bearer ${token}\r\n\r\n`;
+      const { status, body } = await connection.exchange(request);
+      if (status === 200) {
+        if (plan.kind === 'refresh') token = (JSON.parse(body) as { refresh_token: string }).refresh_token;
+        if (counting) completed++;
+      } else if (counting) {
+        failures++;
+      }
+    }
+    connection.close();
+  });
+  await new Promise((r) => setTimeout(r, WARMUP_MS));
+  counting = true;
+  const start = performance.now();
+  await new Promise((r) => setTimeout(r, DURATION_MS));
+  counting = false;
+  const seconds = (performance.now() - start) / 1000;
+  done = true;
+  await Promise.all(clients);
+  return { rate: completed / seconds, failures };
+}
+
+function jsonPost(route: string, body: unknown): string {
+  const json = JSON.stringify(body);
+  return `POST ${route} HTTP/1.1\r\nhost: bench\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(json)}\r\n\r\n${json}`;
+}
+
+/** A keep-alive connection with one request in flight; responses must carry Content-Length. */
+async function openConnection(port: number): Promise<{ exchange(request: string): Promise<{ status: number; body: string }>; close(): void }> {
+  const socket = net.connect(port, '127.0.0.1');
+  socket.setNoDelay(true);
+  await new Promise<void>((resolve, reject) => { socket.once('connect', resolve); socket.once('error', reject); });
+  let buffer: Buffer = Buffer.alloc(0);
+  let pending: ((response: { status: number; body: string }) => void) | null = null;
+  socket.on('data', (chunk: Buffer) => {
+    buffer = buffer.length === 0 ? chunk : Buffer.concat([buffer, chunk]);
+    const headerEnd = buffer.indexOf('\r\n\r\n');
+    if (headerEnd < 0) return;
+    const head = buffer.subarray(0, headerEnd).toString('latin1');
+    const length = Number(/\r\ncontent-length: *(\d+)/i.exec(head)?.[1] ?? 0);
+    if (buffer.length < headerEnd + 4 + length) return;
+    const body = buffer.subarray(headerEnd + 4, headerEnd + 4 + length).toString('utf8');
+    buffer = buffer.subarray(headerEnd + 4 + length);
+    const resolve = pending;
+    pending = null;
+    resolve?.({ status: Number(head.slice(9, 12)), body });
+  });
+  return {
+    exchange(request) {
+      return new Promise((resolve) => {
+        pending = resolve;
+        socket.write(request);
+      });
+    },
+    close: () => socket.destroy(),
+  };
+}
+
+// ---------------------------------------------------------------------------------------------
+
+function printTable(results: BenchResult[]): void {
+  const width = Math.max(...results.map((r) => r.name.length));
+  for (const r of results) {
+    const value = r.unit === 'ratio' ? r.value.toFixed(2) : r.unit === 'count' ? String(r.value) : r.value.toFixed(0);
+    process.stdout.write(`${r.name.padEnd(width)}  ${value.padStart(9)} ${r.unit}\n`);
+  }
+}
+
+if (!isMainThread && workerData) {
+  parentPort!.postMessage(await loadWorker(workerData as LoadPlan));
+} else if (isMainThread && process.argv[1] && path.resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
+  const results = await runAuthBench();
+  printTable(results);
+  const ratio = (name: string): number => results.find((r) => r.name === name)!.value;
+  const refreshOk = ratio('refresh / raw sign (sequential)') >= 0.5;
+  const meOk = ratio('/auth/me / raw verify (sequential)') >= 0.5;
+  process.stdout.write(`\ntargets (>= 0.5 x raw sequential rate): refresh ${refreshOk ? 'met' : 'NOT met'}, /auth/me ${meOk ? 'met' : 'NOT met'}\n`);
+}

@@ -1,0 +1,80 @@
+// The comparison framework: a profile is one server configuration (model and flags) plus the
+// scenarios measured against it; each scenario returns named metrics. Both servers run every
+// scenario of a profile, one server after the other, and each metric becomes a table row with
+// both figures and their ratio. Adding a scenario = adding a Scenario object to a profile (or a
+// new profile when it needs other server flags, e.g. --embedding with an embedding model).
+
+/**
+ * throughput: higher is better, target ours/llama-server >= 1.00.
+ * latency: lower is better, target ours/llama-server <= 1.00.
+ * info: reported for context (e.g. server-reported timings), no target.
+ */
+export type MetricKind = 'throughput' | 'latency' | 'info';
+
+export interface MetricDef {
+  key: string;
+  label: string;
+  unit: string;
+  kind: MetricKind;
+}
+
+export interface ScenarioContext {
+  /** http://127.0.0.1:PORT */
+  base: string;
+  /** 'ours' | 'llama-server' */
+  server: string;
+  /** Progress and anomaly notes (printed, and kept in the JSON). */
+  note(message: string): void;
+  progress(message: string): void;
+}
+
+export interface Scenario {
+  id: string;
+  title: string;
+  /** One line saying exactly what is measured (printed under the table and kept in the JSON). */
+  description: string;
+  metrics: MetricDef[];
+  /**
+   * Bound on the whole scenario (warm-up included). Past it the scenario's figures are reported
+   * as missing, the server is restarted, and the bench goes on.
+   */
+  timeoutSeconds: number;
+  run(ctx: ScenarioContext): Promise<Record<string, number>>;
+}
+
+export interface Profile {
+  id: string;
+  /** Path of the model, generated on demand. */
+  model(): Promise<string>;
+  /** Flags given to both servers (model path excluded). */
+  commonArgs(threads: number): string[];
+  /** Extra flags for one server only, to make the two equivalent (with the reason). */
+  oursExtra: string[];
+  referenceExtra: Array<{ flags: string[]; why: string }>;
+  /**
+   * Each server starts afresh for every scenario, so that no scenario inherits the state another
+   * left (llama-server keeps finished requests' tokens in idle slots of the unified KV cache,
+   * which slows attention and forces purges for a later large prompt).
+   */
+  scenarios: Scenario[];
+}
+
+export interface Row {
+  scenario: string;
+  metric: string;
+  unit: string;
+  kind: MetricKind | 'ceiling';
+  ours: number;
+  reference: number;
+  ratio: number;
+  target: string;
+  pass: boolean | null;
+  /** CPUs used by other processes (not the bench client, not the server) while ours / llama-server ran it. */
+  foreign: [number, number];
+}
+
+export function ratioTarget(kind: MetricKind): { target: string; pass: (ratio: number) => boolean | null } {
+  if (kind === 'throughput') return { target: '>= 1.00', pass: (r) => r >= 1 };
+  if (kind === 'latency') return { target: '<= 1.00', pass: (r) => r <= 1 };
+  return { target: '-', pass: () => null };
+}
