@@ -8,6 +8,7 @@
 #include "common.h"
 #include "log.h"
 #include "lora.h"
+#include "model-worker.h"
 #include "model.h"
 #include "mtmd-helper.h"
 #include "vision.h"
@@ -22,24 +23,17 @@ static int64_t now_us() { return ggml_time_us(); }
 // ---------------------------------------------------------------------------------------------
 // Creation: the context is allocated on a worker thread.
 
-struct ContextResult {
-    llama_context * ctx = nullptr;
-};
-
-class EngineCreateWorker : public Napi::AsyncWorker {
+class EngineCreateWorker : public ModelWorker {
 public:
     EngineCreateWorker(Napi::Env env, Model * model, Napi::Object model_obj, Napi::Function on_events, EngineParams params)
-        : Napi::AsyncWorker(env), deferred_(Napi::Promise::Deferred::New(env)), model_(model), params_(params) {
-        model_ref_ = Napi::Persistent(model_obj);
+        : ModelWorker(env, model, model_obj), params_(params) {
         on_events_ = Napi::Persistent(on_events);
-        model_->retain();
     }
     void set_loras(Napi::Array loras) { loras_ = Napi::Persistent(loras); }
     void set_vision(Napi::Object vision) { vision_ = Napi::Persistent(vision); }
     ~EngineCreateWorker() override {
         if (ctx_) llama_free(ctx_);
     }
-    Napi::Promise promise() { return deferred_.Promise(); }
 
     void Execute() override {
         llama_context_params cp = llama_context_default_params();
@@ -63,8 +57,7 @@ public:
         if (!ctx_) SetError("failed to create the inference context" + (errors.empty() ? std::string() : ": " + errors));
     }
 
-    void OnOK() override {
-        Napi::Env env = Env();
+    Napi::Value result(Napi::Env env) override {
         llama_context * ctx = ctx_;
         ctx_ = nullptr;
         Napi::Object p = Napi::Object::New(env);
@@ -73,20 +66,10 @@ public:
         p.Set("embeddings", params_.embeddings);
         p.Set("loras", loras_.IsEmpty() ? Napi::Array::New(env) : loras_.Value());
         if (!vision_.IsEmpty()) p.Set("vision", vision_.Value());
-        Napi::Object engine = Engine::constructor.New({Napi::External<llama_context>::New(env, ctx), model_ref_.Value(), on_events_.Value(), p});
-        model_->release();  // the engine took its own reference
-        deferred_.Resolve(engine);
-    }
-
-    void OnError(const Napi::Error & error) override {
-        model_->release();
-        deferred_.Reject(error.Value());
+        return Engine::constructor.New({Napi::External<llama_context>::New(env, ctx), model_ref_.Value(), on_events_.Value(), p});
     }
 
 private:
-    Napi::Promise::Deferred deferred_;
-    Model * model_;
-    Napi::ObjectReference model_ref_;
     Napi::FunctionReference on_events_;
     Napi::Reference<Napi::Array> loras_;
     Napi::ObjectReference vision_;
@@ -969,7 +952,6 @@ void Engine::eval_media() {
 
 void Engine::step() {
     if (!std::any_of(slots_.begin(), slots_.end(), [](const Slot & s) { return s.busy(); })) return;
-    const int64_t t_step = now_us();
     if (vision_) eval_media();
     if (!decode_batch()) return;
     for (auto & s : slots_) {
@@ -995,7 +977,6 @@ void Engine::step() {
         s.n_decoded++;
         handle_sampled(s, token);
     }
-    (void) t_step;
 }
 
 static void top_probabilities(llama_context * ctx, int32_t idx, int32_t n_vocab, int32_t n, llama_token sampled,

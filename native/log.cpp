@@ -5,7 +5,6 @@
 #include <cstring>
 
 #include "llama.h"
-#include "log.h"
 #include "mtmd-helper.h"
 #include "mtmd.h"
 

@@ -3,20 +3,17 @@
 #include <sys/stat.h>
 
 #include "log.h"
+#include "model-worker.h"
 #include "model.h"
 
 namespace addon {
 
 Napi::FunctionReference LoraAdapter::constructor;
 
-class LoraLoadWorker : public Napi::AsyncWorker {
+class LoraLoadWorker : public ModelWorker {
 public:
     LoraLoadWorker(Napi::Env env, Model * model, Napi::Object model_obj, std::string path)
-        : Napi::AsyncWorker(env), deferred_(Napi::Promise::Deferred::New(env)), model_(model), path_(std::move(path)) {
-        model_ref_ = Napi::Persistent(model_obj);
-        model_->retain();
-    }
-    Napi::Promise promise() { return deferred_.Promise(); }
+        : ModelWorker(env, model, model_obj), path_(std::move(path)) {}
 
     void Execute() override {
         struct stat st;
@@ -30,21 +27,11 @@ public:
         if (!adapter_) SetError("failed to load LoRA adapter " + path_ + (errors.empty() ? "" : ": " + errors));
     }
 
-    void OnOK() override {
-        model_->release();
-        Napi::Env env = Env();
-        deferred_.Resolve(LoraAdapter::constructor.New({Napi::External<llama_adapter_lora>::New(env, adapter_), model_ref_.Value(), Napi::String::New(env, path_)}));
-    }
-
-    void OnError(const Napi::Error & error) override {
-        model_->release();
-        deferred_.Reject(error.Value());
+    Napi::Value result(Napi::Env env) override {
+        return LoraAdapter::constructor.New({Napi::External<llama_adapter_lora>::New(env, adapter_), model_ref_.Value(), Napi::String::New(env, path_)});
     }
 
 private:
-    Napi::Promise::Deferred deferred_;
-    Model * model_;
-    Napi::ObjectReference model_ref_;
     std::string path_;
     llama_adapter_lora * adapter_ = nullptr;
 };

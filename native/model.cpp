@@ -14,6 +14,7 @@
 #include "chat-template.h"
 #include "common.h"
 #include "log.h"
+#include "model-worker.h"
 
 namespace addon {
 
@@ -345,31 +346,18 @@ Napi::Value Model::js_tokenize(const Napi::CallbackInfo & info) {
     return out;
 }
 
-class TokenizeWorker : public Napi::AsyncWorker {
+class TokenizeWorker : public ModelWorker {
 public:
     TokenizeWorker(Napi::Env env, Model * model, Napi::Object self, std::string text, bool add_special, bool parse_special)
-        : Napi::AsyncWorker(env), deferred_(Napi::Promise::Deferred::New(env)), model_(model), text_(std::move(text)),
-          add_special_(add_special), parse_special_(parse_special) {
-        self_ = Napi::Persistent(self);
-        model_->retain();  // dispose() waits for no one, but refuses while this runs
-    }
-    Napi::Promise promise() { return deferred_.Promise(); }
+        : ModelWorker(env, model, self), text_(std::move(text)), add_special_(add_special), parse_special_(parse_special) {}
     void Execute() override { tokens_ = model_->tokenize(text_, add_special_, parse_special_); }
-    void OnOK() override {
-        model_->release();
-        Napi::Int32Array out = Napi::Int32Array::New(Env(), tokens_.size());
+    Napi::Value result(Napi::Env env) override {
+        Napi::Int32Array out = Napi::Int32Array::New(env, tokens_.size());
         if (!tokens_.empty()) std::memcpy(out.Data(), tokens_.data(), tokens_.size() * sizeof(llama_token));
-        deferred_.Resolve(out);
-    }
-    void OnError(const Napi::Error & e) override {
-        model_->release();
-        deferred_.Reject(e.Value());
+        return out;
     }
 
 private:
-    Napi::Promise::Deferred deferred_;
-    Model * model_;
-    Napi::ObjectReference self_;
     std::string text_;
     bool add_special_;
     bool parse_special_;

@@ -82,9 +82,10 @@ std::string Slot::accept_piece(const std::string & piece, bool is_eog) {
         return out;
     }
     size_t send_until = generated.size();
-    if (!is_eog) {
+    if (!is_eog && !task->stop.empty()) {
+        const std::string tail = generated.substr(n_sent);
         for (const auto & word : task->stop) {
-            size_t pos = find_partial_stop(generated.substr(n_sent), word);
+            size_t pos = find_partial_stop(tail, word);
             if (pos != std::string::npos) send_until = std::min(send_until, n_sent + pos);
         }
     }

@@ -3,24 +3,20 @@
 #include <sys/stat.h>
 
 #include "log.h"
+#include "model-worker.h"
 #include "model.h"
 
 namespace addon {
 
 Napi::FunctionReference Vision::constructor;
 
-class VisionLoadWorker : public Napi::AsyncWorker {
+class VisionLoadWorker : public ModelWorker {
 public:
     VisionLoadWorker(Napi::Env env, Model * model, Napi::Object model_obj, std::string path, int32_t n_threads, bool use_gpu)
-        : Napi::AsyncWorker(env), deferred_(Napi::Promise::Deferred::New(env)), model_(model), path_(std::move(path)),
-          n_threads_(n_threads), use_gpu_(use_gpu) {
-        model_ref_ = Napi::Persistent(model_obj);
-        model_->retain();
-    }
+        : ModelWorker(env, model, model_obj), path_(std::move(path)), n_threads_(n_threads), use_gpu_(use_gpu) {}
     ~VisionLoadWorker() override {
         if (ctx_) mtmd_free(ctx_);
     }
-    Napi::Promise promise() { return deferred_.Promise(); }
 
     void Execute() override {
         struct stat st;
@@ -39,23 +35,13 @@ public:
         if (!ctx_) SetError("failed to load multimodal projector " + path_ + (errors.empty() ? "" : ": " + errors));
     }
 
-    void OnOK() override {
-        model_->release();
-        Napi::Env env = Env();
+    Napi::Value result(Napi::Env env) override {
         mtmd_context * ctx = ctx_;
         ctx_ = nullptr;
-        deferred_.Resolve(Vision::constructor.New({Napi::External<mtmd_context>::New(env, ctx), model_ref_.Value()}));
-    }
-
-    void OnError(const Napi::Error & error) override {
-        model_->release();
-        deferred_.Reject(error.Value());
+        return Vision::constructor.New({Napi::External<mtmd_context>::New(env, ctx), model_ref_.Value()});
     }
 
 private:
-    Napi::Promise::Deferred deferred_;
-    Model * model_;
-    Napi::ObjectReference model_ref_;
     std::string path_;
     int32_t n_threads_;
     bool use_gpu_;

@@ -1,0 +1,42 @@
+#pragma once
+// ModelWorker: a promise-returning AsyncWorker that uses a Model. From construction until it
+// settles it keeps the model's JS object alive and counts as a user of the model, so
+// Model.dispose() refuses while it runs. Subclasses do their work in Execute() (worker thread,
+// C++ data only) and build the resolved value in result() (JS thread).
+#include <napi.h>
+
+#include "model.h"
+
+namespace addon {
+
+class ModelWorker : public Napi::AsyncWorker {
+public:
+    Napi::Promise promise() { return deferred_.Promise(); }
+
+protected:
+    ModelWorker(Napi::Env env, Model * model, Napi::Object model_obj)
+        : Napi::AsyncWorker(env), deferred_(Napi::Promise::Deferred::New(env)), model_(model) {
+        model_ref_ = Napi::Persistent(model_obj);
+        model_->retain();
+    }
+
+    virtual Napi::Value result(Napi::Env env) = 0;
+
+    void OnOK() override {
+        model_->release();
+        deferred_.Resolve(result(Env()));
+    }
+
+    void OnError(const Napi::Error & error) override {
+        model_->release();
+        deferred_.Reject(error.Value());
+    }
+
+    Model * model_;
+    Napi::ObjectReference model_ref_;
+
+private:
+    Napi::Promise::Deferred deferred_;
+};
+
+}  // namespace addon
