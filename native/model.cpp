@@ -84,28 +84,45 @@ public:
     }
 
     void OnOK() override {
-        finish();
         Napi::Env env = Env();
         Napi::Object obj = Model::constructor.New({Napi::External<llama_model>::New(env, model_), Napi::String::New(env, path_)});
         model_ = nullptr;
-        deferred_.Resolve(obj);
+        settle(obj, true);
     }
 
-    void OnError(const Napi::Error & error) override {
-        finish();
-        deferred_.Reject(error.Value());
-    }
+    void OnError(const Napi::Error & error) override { settle(error.Value(), false); }
 
     ~ModelLoadWorker() override {
         if (model_) llama_model_free(model_);
     }
 
 private:
-    void finish() {
-        if (state_->has_progress) {
-            state_->has_progress = false;
-            state_->progress.Release();
+    // Progress calls travel through the ThreadSafeFunction's queue, the worker's completion through
+    // its own uv handle, and libuv does not order the two. With a progress callback the promise is
+    // therefore settled through the same queue, after every progress call made before it.
+    void settle(Napi::Value value, bool ok) {
+        if (!state_->has_progress) {
+            ok ? deferred_.Resolve(value) : deferred_.Reject(value);
+            return;
         }
+        struct Settlement {
+            Napi::Promise::Deferred deferred;
+            Napi::Reference<Napi::Value> value;
+            bool ok;
+        };
+        auto * settlement = new Settlement{deferred_, Napi::Persistent(value), ok};
+        state_->has_progress = false;
+        napi_status status = state_->progress.NonBlockingCall([settlement](Napi::Env, Napi::Function) {
+            Napi::Value v = settlement->value.Value();
+            settlement->ok ? settlement->deferred.Resolve(v) : settlement->deferred.Reject(v);
+            delete settlement;
+        });
+        if (status != napi_ok) {  // the queue is closing: settle here rather than never
+            Napi::Value v = settlement->value.Value();
+            ok ? deferred_.Resolve(v) : deferred_.Reject(v);
+            delete settlement;
+        }
+        state_->progress.Release();
     }
 
     Napi::Promise::Deferred deferred_;

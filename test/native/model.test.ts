@@ -26,6 +26,27 @@ t.test('loads a GGUF model off the JS thread, reporting progress up to 1', async
   t.throws(() => model.tokenize('x', false, false), /disposed/);
 });
 
+t.test('every progress call arrives before the load promise settles, even with a busy JS thread', async (t) => {
+  // Progress and completion reach JS through different libuv handles; this once lost the progress
+  // calls of most loads when the JS thread was busy.
+  const busy = setInterval(() => {
+    const until = Date.now() + 1;
+    while (Date.now() < until);
+  }, 0);
+  t.teardown(() => clearInterval(busy));
+  const lastReported: (number | undefined)[] = [];
+  for (let i = 0; i < 30; i++) {
+    const progress: number[] = [];
+    const model = await native.Model.load(models.chat, {}, (p) => progress.push(p)).promise;
+    lastReported.push(progress.at(-1));
+    model.dispose();
+  }
+  t.same(lastReported, new Array(30).fill(1));
+  const progress: number[] = [];
+  await t.rejects(native.Model.load(join(scratch, 'missing.gguf'), {}, (p) => progress.push(p)).promise);
+  t.same(progress, [], 'a failed load settles too');
+});
+
 t.test('metadata describes the model', async (t) => {
   const model = await native.Model.load(models.chat, {}).promise;
   t.teardown(() => model.dispose());
