@@ -305,6 +305,7 @@ std::unique_ptr<CompletionTask> Engine::parse_task(Napi::Env env, Napi::Object o
     if (o.Get("cachePrompt").IsBoolean()) task->cache_prompt = o.Get("cachePrompt").As<Napi::Boolean>();
     if (!task->media.empty()) task->cache_prompt = false;  // placeholders cannot be compared
     task->n_probs = std::max(0, read_i32(o, "nProbs", 0));
+    if (o.Get("postSamplingProbs").IsBoolean()) task->post_sampling_probs = o.Get("postSamplingProbs").As<Napi::Boolean>();
     if (o.Get("tMaxPredictMs").IsNumber()) task->t_max_predict_ms = o.Get("tMaxPredictMs").As<Napi::Number>().Int64Value();
     task->stop = strings_from(env, o.Get("stop"), "task.stop");
     task->lora_scales.assign(loras_.size(), 0.0f);
@@ -997,6 +998,24 @@ static void top_probabilities(llama_context * ctx, int32_t idx, int32_t n_vocab,
     sampled_p = static_cast<float>(std::exp(static_cast<double>(logits[sampled] - max_logit)) / sum);
 }
 
+// The candidates the sampler chain left for the token it just sampled, most probable first (as
+// llama-server's post_sampling_probs: candidates with probability 0 are left out).
+static void post_sampling_probabilities(common_sampler * sampler, int32_t n, llama_token sampled, float & sampled_p,
+                                        std::vector<std::pair<llama_token, float>> & out) {
+    const llama_token_data_array * cur = common_sampler_get_candidates(sampler, true);
+    sampled_p = 0.0f;
+    for (size_t i = 0; i < cur->size; i++) {
+        if (cur->data[i].id == sampled) {
+            sampled_p = cur->data[i].p;
+            break;
+        }
+    }
+    out.clear();
+    for (size_t i = 0; i < cur->size && static_cast<int32_t>(i) < n && cur->data[i].p != 0.0f; i++) {
+        out.emplace_back(cur->data[i].id, cur->data[i].p);
+    }
+}
+
 void Engine::handle_sampled(Slot & s, llama_token token) {
     const CompletionTask & task = *s.task;
     const bool eog = llama_vocab_is_eog(vocab_, token);
@@ -1006,7 +1025,11 @@ void Engine::handle_sampled(Slot & s, llama_token token) {
     ev.token = token;
     if (task.n_probs > 0) {
         std::vector<std::pair<llama_token, float>> top;
-        top_probabilities(ctx_, s.i_batch, llama_vocab_n_tokens(vocab_), task.n_probs, token, ev.prob, top);
+        if (task.post_sampling_probs) {
+            post_sampling_probabilities(task.sampler.get(), task.n_probs, token, ev.prob, top);
+        } else {
+            top_probabilities(ctx_, s.i_batch, llama_vocab_n_tokens(vocab_), task.n_probs, token, ev.prob, top);
+        }
         for (auto & [id, p] : top) ev.probs.push_back({id, common_token_to_piece(vocab_, id, false), p});
     }
     const std::string piece = common_token_to_piece(vocab_, token, false);

@@ -35,6 +35,7 @@ struct CompletionTask {
     int32_t id_slot = -1;          // -1: the idle slot whose cache shares the longest prefix
     bool cache_prompt = true;      // reuse the longest common prefix already in the slot's KV cache
     int32_t n_probs = 0;           // top-N probabilities per generated token (pre-sampling softmax)
+    bool post_sampling_probs = false; // n_probs from the sampler chain's final candidates, not the raw softmax
     int64_t t_max_predict_ms = 0;  // 0: no time limit; else stop at the first new line after it
     std::vector<std::string> stop; // stop strings (not emitted)
     common_params_sampling sampling;

@@ -73,7 +73,7 @@ async function main(): Promise<number> {
     topP: (flags.topP as number | undefined) ?? DEFAULT_SAMPLING.top_p,
     minP: (flags.minP as number | undefined) ?? DEFAULT_SAMPLING.min_p,
     repeatPenalty: (flags.repeatPenalty as number | undefined) ?? 1,
-    samplers: ['penalties', ...DEFAULT_SAMPLERS],
+    samplers: DEFAULT_SAMPLERS,
   };
   const nCtx = engine.native.info().nCtxSlot;
   /** Generates for one prompt (tokens, or text with images), streaming to stdout. */

@@ -8,10 +8,10 @@ import type { LoraRegistry } from './lora.js';
 
 export type GenerationRequest = Static<TObject<typeof GenerationFields>>;
 
-/** llama-server's default sampler order (penalties always run first unless listed elsewhere). */
-export const DEFAULT_SAMPLERS = ['dry', 'top_k', 'typ_p', 'top_p', 'min_p', 'xtc', 'temperature'];
+/** llama-server's default sampler order (common_params_sampling); penalties run first unless listed elsewhere. */
+export const DEFAULT_SAMPLERS = ['penalties', 'dry', 'top_n_sigma', 'top_k', 'typ_p', 'top_p', 'min_p', 'xtc', 'temperature'];
 
-/** The server's sampling defaults, as reported by /props. */
+/** The server's sampling defaults: what a request leaves out (reported by /props). */
 export const DEFAULT_SAMPLING = {
   temperature: 0.8,
   dynatemp_range: 0,
@@ -30,7 +30,7 @@ export const DEFAULT_SAMPLING = {
   dry_multiplier: 0,
   dry_base: 1.75,
   dry_allowed_length: 2,
-  dry_penalty_last_n: -1,
+  dry_penalty_last_n: 64,
   dry_sequence_breakers: ['\n', ':', '"', '*'],
   mirostat: 0,
   mirostat_tau: 5,
@@ -175,6 +175,7 @@ export function buildTaskSpec(
     idSlot: body.id_slot ?? -1,
     cachePrompt: body.cache_prompt ?? true,
     nProbs: overrides.nProbs ?? body.n_probs ?? 0,
+    postSamplingProbs: body.post_sampling_probs ?? false,
     tMaxPredictMs: body.t_max_predict_ms ?? 0,
     stop: stopStrings(body.stop),
     sampling,

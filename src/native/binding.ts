@@ -173,6 +173,8 @@ export interface CompletionTaskSpec {
   cachePrompt?: boolean;
   /** Top-N token probabilities for each generated token. */
   nProbs?: number;
+  /** Take them from the sampler chain's final candidates instead of the raw softmax over the vocabulary. */
+  postSamplingProbs?: boolean;
   /** 0 = no limit. As llama-server: checked once a new line has been generated. */
   tMaxPredictMs?: number;
   stop?: string[];

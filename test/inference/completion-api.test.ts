@@ -92,6 +92,68 @@ t.test('n_probs: per-token top probabilities, ranked, consistent with the chosen
   }
 });
 
+t.test('post_sampling_probs: the probabilities the sampler chain left, as prob/top_probs', async (t) => {
+  const res = await completion({ prompt: 'Hello', n_predict: 6, temperature: 1, top_k: 3, seed: 5, n_probs: 5, post_sampling_probs: true });
+  const probs = res.body.completion_probabilities;
+  t.equal(probs.length, 6);
+  for (const p of probs) {
+    t.notOk('logprob' in p, 'no logprob in the post-sampling shape');
+    t.ok(p.top_probs.length >= 1 && p.top_probs.length <= 3, 'top_k 3 leaves at most 3 candidates');
+    const sum = p.top_probs.reduce((s: number, x: any) => s + x.prob, 0);
+    t.ok(Math.abs(sum - 1) < 1e-4, `the candidates' probabilities sum to 1 (${sum})`);
+    const chosen = p.top_probs.find((x: any) => x.id === p.id);
+    t.ok(chosen, 'the sampled token is one of the candidates');
+    t.equal(p.prob, chosen.prob);
+    for (let i = 1; i < p.top_probs.length; i++) t.ok(p.top_probs[i - 1].prob >= p.top_probs[i].prob, 'ranked');
+  }
+  const greedy = await completion({ prompt: 'Hello', n_predict: 2, temperature: 0, n_probs: 5, post_sampling_probs: true });
+  for (const p of greedy.body.completion_probabilities) {
+    t.equal(p.prob, 1, 'greedy keeps one candidate');
+    t.same(p.top_probs.map((x: any) => x.id), [p.id]);
+  }
+});
+
+t.test('generation_settings reports the parameters the task ran with', async (t) => {
+  const res = await completion({ prompt: 'Hello', n_predict: 3, temperature: 0.5, top_k: 7, seed: 42, stop: ['zz'], n_probs: 2, logit_bias: [[5, 1.5]] });
+  const g = res.body.generation_settings;
+  t.equal(g.n_predict, 3);
+  t.equal(g.max_tokens, 3);
+  t.equal(g.temperature, 0.5);
+  t.equal(g.top_k, 7);
+  t.equal(g.top_p, 0.95, 'defaults fill what the request left out');
+  t.equal(g.seed, 42);
+  t.same(g.stop, ['zz']);
+  t.equal(g.n_probs, 2);
+  t.same(g.logit_bias, [{ bias: 1.5, token: 5 }]);
+  t.same(g.samplers, ['penalties', 'dry', 'top_n_sigma', 'top_k', 'typ_p', 'top_p', 'min_p', 'xtc', 'temperature']);
+  t.equal(g.stream, false);
+  t.equal(g.post_sampling_probs, false);
+  t.same(g.lora, []);
+  const random = await completion({ prompt: 'Hello', n_predict: 1 });
+  t.equal(random.body.generation_settings.seed, 4294967295, 'seed -1 (random) reads as llama-server reports it');
+});
+
+t.test('response_fields keeps only the named paths, nested ones keyed by their path', async (t) => {
+  const full = await completion({ prompt: 'Hello', n_predict: 4, temperature: 0 });
+  const res = await completion({ prompt: 'Hello', n_predict: 4, temperature: 0, response_fields: ['content', 'generation_settings/n_predict', 'no_such_field', 'timings/missing'] });
+  t.equal(res.status, 200);
+  t.same(res.body, { content: full.body.content, 'generation_settings/n_predict': 4 });
+});
+
+t.test('the final stream chunk carries generation_settings but not the streamed content or probabilities', async (t) => {
+  const full = await completion({ prompt: 'Hello', n_predict: 12, temperature: 0 });
+  const res = await fetch(`${base}/completion`, { method: 'POST', body: JSON.stringify({ prompt: 'Hello', n_predict: 12, temperature: 0, n_probs: 2, stream: true }) });
+  const events = parseSse(await res.text()) as any[];
+  const last = events.at(-1);
+  t.equal(last.stop, true);
+  t.equal(last.content, '');
+  t.notOk('completion_probabilities' in last);
+  t.equal(last.generation_settings.n_predict, 12);
+  t.equal(last.generation_settings.stream, true);
+  t.equal(last.has_new_line, full.body.content.includes('\n'), 'has_new_line describes the whole generated text');
+  t.ok(events.slice(0, -1).every((e) => e.completion_probabilities.length > 0), 'the partial chunks carry the probabilities');
+});
+
 t.test('json_schema yields JSON that validates against the schema', async (t) => {
   const schema = { type: 'object', properties: { ok: { type: 'boolean' }, level: { type: 'string', enum: ['low', 'high'] } }, required: ['ok', 'level'], additionalProperties: false };
   const res = await completion({ prompt: 'Give JSON:', n_predict: 64, temperature: 0, json_schema: schema });

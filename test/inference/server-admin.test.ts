@@ -56,7 +56,9 @@ t.test('GET /props: model path, chat template, defaults, modalities, slots', asy
   t.equal(params.top_p, 0.95);
   t.equal(params.min_p, 0.05);
   t.equal(params.n_predict, -1);
-  t.same(params.samplers.slice(0, 2), ['dry', 'top_k']);
+  t.same(params.samplers, ['penalties', 'dry', 'top_n_sigma', 'top_k', 'typ_p', 'top_p', 'min_p', 'xtc', 'temperature']);
+  t.equal(params.post_sampling_probs, false);
+  t.same(params.lora, []);
 });
 
 t.test('GET /slots reports each slot', async (t) => {

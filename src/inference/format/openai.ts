@@ -2,7 +2,7 @@
 import { randomBytes } from 'node:crypto';
 import type { StopType, TokenProbability } from '../../native/binding.js';
 import type { CompletionOutcome } from '../engine.js';
-import { timings } from './timings.js';
+import { logprob, timings, tokenText } from './timings.js';
 
 export function completionId(prefix: 'chatcmpl' | 'cmpl'): string {
   return `${prefix}-${randomBytes(12).toString('base64url')}`;
@@ -44,10 +44,10 @@ export function chatLogprobs(
     content: items.map((it) => {
       const bytes = piece(it.token);
       return {
-        token: decoder.decode(bytes),
-        logprob: Math.log(it.prob),
+        token: tokenText(bytes),
+        logprob: logprob(it.prob),
         bytes: [...bytes],
-        top_logprobs: it.probs.slice(0, top).map((p: TokenProbability) => ({ token: decoder.decode(p.piece), logprob: Math.log(p.p), bytes: [...p.piece] })),
+        top_logprobs: it.probs.slice(0, top).map((p: TokenProbability) => ({ token: tokenText(p.piece), logprob: logprob(p.p), bytes: [...p.piece] })),
       };
     }),
   };
@@ -63,8 +63,8 @@ export function textLogprobs(items: CompletionOutcome['probabilities'], piece: (
   for (const it of items) {
     const text = decoder.decode(piece(it.token));
     tokens.push(text);
-    tokenLogprobs.push(Math.log(it.prob));
-    topLogprobs.push(Object.fromEntries(it.probs.slice(0, top).map((p) => [decoder.decode(p.piece), Math.log(p.p)])));
+    tokenLogprobs.push(logprob(it.prob));
+    topLogprobs.push(Object.fromEntries(it.probs.slice(0, top).map((p) => [decoder.decode(p.piece), logprob(p.p)])));
     textOffset.push(offset);
     offset += text.length;
   }

@@ -31,29 +31,43 @@ export function timings(o: Pick<CompletionOutcome, 'nPrompt' | 'nCached' | 'nPre
 
 const decoder = new TextDecoder('utf-8', { fatal: false });
 
-function pieceText(bytes: Uint8Array): string {
-  return decoder.decode(bytes);
+/**
+ * A token's text. A multi-byte character cut off at the end (a token holding half a character) is
+ * dropped, as llama-server does; the bytes are reported separately.
+ */
+export function tokenText(bytes: Uint8Array): string {
+  let end = bytes.length;
+  for (let i = 1; i <= 4 && i <= bytes.length; i++) {
+    const b = bytes[bytes.length - i]!;
+    const needs = (b & 0xe0) === 0xc0 ? 2 : (b & 0xf0) === 0xe0 ? 3 : (b & 0xf8) === 0xf0 ? 4 : 0;
+    if (needs > i) {
+      end = bytes.length - i;
+      break;
+    }
+  }
+  return decoder.decode(bytes.subarray(0, end));
 }
 
-export interface TokenLogprob {
-  id: number;
-  token: string;
-  bytes: number[];
-  logprob: number;
+/** log(p), with llama-server's stand-in for log(0) (the lowest float) since JSON has no -Infinity. */
+export function logprob(p: number): number {
+  return p > 0 ? Math.log(p) : -3.4028234663852886e38;
 }
 
-/** One entry of `completion_probabilities` (llama-server, pre-sampling probabilities). */
+/**
+ * One entry of `completion_probabilities` in llama-server's two shapes: log-probabilities over the
+ * whole vocabulary (default), or with `post_sampling_probs` the probabilities the sampler chain
+ * left (`prob`, `top_probs`).
+ */
 export function probabilityEntry(
   token: number,
   piece: Uint8Array,
   prob: number,
   top: TokenProbability[],
-): TokenLogprob & { top_logprobs: TokenLogprob[] } {
-  return {
-    id: token,
-    token: pieceText(piece),
-    bytes: [...piece],
-    logprob: Math.log(prob),
-    top_logprobs: top.map((t) => ({ id: t.id, token: pieceText(t.piece), bytes: [...t.piece], logprob: Math.log(t.p) })),
-  };
+  postSampling: boolean,
+): Record<string, unknown> {
+  const entry = (id: number, bytes: Uint8Array, p: number): Record<string, unknown> =>
+    postSampling
+      ? { id, token: tokenText(bytes), bytes: [...bytes], prob: p }
+      : { id, token: tokenText(bytes), bytes: [...bytes], logprob: logprob(p) };
+  return { ...entry(token, piece, prob), [postSampling ? 'top_probs' : 'top_logprobs']: top.map((t) => entry(t.id, t.piece, t.p)) };
 }

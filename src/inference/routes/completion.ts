@@ -2,7 +2,7 @@
 import type { HttpRequest, HttpResult } from '../../http/request.js';
 import { compileBody } from '../../http/validation.js';
 import type { CompletionOutcome } from '../engine.js';
-import { completionChunk, completionResponse, finalChunk, type NativeFormatOptions } from '../format/native.js';
+import { completionChunk, completionResponse, generationSettings, type NativeFormatOptions } from '../format/native.js';
 import type { CompletionTaskSpec } from '../../native/binding.js';
 import { buildTaskSpec, type GenerationRequest } from '../generation.js';
 import { decodeDataUrl } from '../chat.js';
@@ -52,8 +52,11 @@ export async function answerCompletions(
     index,
     returnTokens: body.return_tokens ?? false,
     nProbs: specs[index]!.nProbs ?? 0,
+    postSamplingProbs: specs[index]!.postSamplingProbs ?? false,
     timingsPerToken: body.timings_per_token ?? false,
     prompt,
+    generationSettings: generationSettings(specs[index]!, body),
+    responseFields: body.response_fields ?? [],
   });
 
   if (!body.stream) {
@@ -79,6 +82,6 @@ export async function answerCompletions(
     } finally {
       await tokens.flush();
     }
-    await stream.send(JSON.stringify(finalChunk(service, outcome, opts)));
+    await stream.send(JSON.stringify(completionResponse(service, outcome, opts, true)));
   }));
 }

@@ -1,6 +1,7 @@
 // GET /health, /v1/models, /props, /slots, /metrics.
 import type { HttpRequest, HttpResult } from '../../http/request.js';
-import { DEFAULT_SAMPLING } from '../generation.js';
+import { generationSettings } from '../format/native.js';
+import { buildTaskSpec } from '../generation.js';
 import type { InferenceService } from '../service.js';
 import type { ServerState } from '../state.js';
 
@@ -55,7 +56,7 @@ export function propsRoute(state: ServerState) {
           n_ctx: service.info.nCtxSlot,
           speculative: false,
           is_processing: false,
-          params: { ...DEFAULT_SAMPLING, n_predict: service.defaultNPredict, stream: false, cache_prompt: true },
+          params: { ...generationSettings(buildTaskSpec(service, {}, new Int32Array(0)), {}), cache_prompt: true },
         },
         total_slots: service.info.nParallel,
         model_alias: service.alias,
