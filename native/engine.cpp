@@ -614,6 +614,7 @@ void Engine::deliver(Napi::Env env, Napi::Function callback) {
                 o.Set("kind", "token");
                 o.Set("token", e.token);
                 o.Set("text", e.text);
+                if (e.n_prompt > 0) o.Set("nPrompt", e.n_prompt);
                 if (!e.probs.empty()) {
                     o.Set("prob", e.prob);
                     Napi::Array probs = Napi::Array::New(env, e.probs.size());
@@ -1023,6 +1024,7 @@ void Engine::handle_sampled(Slot & s, llama_token token) {
     ev.kind = EngineEvent::Kind::TOKEN;
     ev.task_id = task.id;
     ev.token = token;
+    if (s.n_decoded == 1) ev.n_prompt = static_cast<int32_t>(task.prompt.size());
     if (task.n_probs > 0) {
         std::vector<std::pair<llama_token, float>> top;
         if (task.post_sampling_probs) {

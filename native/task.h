@@ -68,7 +68,7 @@ struct EngineEvent {
     StopType stop = StopType::NONE;
     std::string stopping_word;
     bool truncated = false;
-    int32_t n_prompt = 0;     // tokens of the prompt
+    int32_t n_prompt = 0;     // tokens of the prompt (also on a task's first TOKEN event; 0 on later ones)
     int32_t n_cached = 0;     // prompt tokens reused from the slot's cache
     int32_t n_predicted = 0;  // generated tokens
     double t_prompt_ms = 0;

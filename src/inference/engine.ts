@@ -10,6 +10,8 @@ export interface GeneratedToken {
   text: string;
   prob?: number;
   probs?: TokenProbability[];
+  /** On the first token: the prompt's length in tokens (images included). */
+  nPrompt?: number;
 }
 
 export interface CompletionOutcome {

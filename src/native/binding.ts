@@ -193,7 +193,8 @@ export interface TokenProbability {
 }
 
 export type EngineEvent =
-  | { task: number; kind: 'token'; token: Token; text: string; prob?: number; probs?: TokenProbability[] }
+  /** `nPrompt` (the prompt's token count, images included) comes with a task's first token. */
+  | { task: number; kind: 'token'; token: Token; text: string; prob?: number; probs?: TokenProbability[]; nPrompt?: number }
   | {
       task: number; kind: 'done'; text: string; stop: StopType; stoppingWord: string; truncated: boolean;
       nPrompt: number; nCached: number; nPredicted: number; tPromptMs: number; tPredictMs: number; slot: number;

@@ -2,7 +2,7 @@ import t from 'tap';
 import { startInferenceServer } from '../../src/inference/server.js';
 import { resolveRuntime } from '../../src/inference/options.js';
 import { ensureTestModels } from '../fixtures/models.js';
-import { postJson, startTestServer } from '../helpers/inference-server.js';
+import { parseSse, postJson, startTestServer } from '../helpers/inference-server.js';
 import { dataUrl, encodePng } from '../helpers/png.js';
 
 const models = await ensureTestModels();
@@ -55,6 +55,16 @@ t.test('/completion accepts llama-server multimodal_data', async (t) => {
   const mismatch = await postJson(`${vision.base}/completion`, { prompt: 'no marker here', multimodal_data: [red.toString('base64')] });
   t.equal(mismatch.status, 400);
   t.match(mismatch.body.error.message, /number of images/);
+});
+
+t.test('streamed /completion chunks with an image report the prompt tokens, images included', async (t) => {
+  const body = { prompt: 'Look: <__media__> and say', multimodal_data: [red.toString('base64')], n_predict: 4, temperature: 0 };
+  const whole = await postJson(`${vision.base}/completion`, body);
+  const res = await fetch(`${vision.base}/completion`, { method: 'POST', body: JSON.stringify({ ...body, stream: true }) });
+  const events = parseSse(await res.text()) as any[];
+  t.ok(events.length >= 2);
+  t.ok(whole.body.tokens_evaluated > 64);
+  t.same(events.map((e) => e.tokens_evaluated), events.map(() => whole.body.tokens_evaluated), 'every chunk, the first included');
 });
 
 t.test('bad images fail cleanly with 400 and the server keeps serving', async (t) => {

@@ -69,10 +69,12 @@ export async function answerCompletions(
   await Promise.all(specs.map(async (spec, index) => {
     const opts = options(index);
     let predicted = 0;
+    let nPrompt = spec.prompt.length;  // with images, known once the engine has tokenized the prompt
     const t0 = performance.now();
     const tokens = new TokenStream(stream, (batch) => {
       predicted += batch.filter((t) => t.token >= 0).length;
-      const chunk = completionChunk(service, batch, opts, spec.prompt.length, predicted);
+      nPrompt = batch.find((t) => t.nPrompt !== undefined)?.nPrompt ?? nPrompt;
+      const chunk = completionChunk(service, batch, opts, nPrompt, predicted);
       if (opts.timingsPerToken) chunk.timings = { predicted_n: predicted, predicted_ms: performance.now() - t0 };
       return JSON.stringify(chunk);
     });
