@@ -71,7 +71,7 @@ export async function createAuthService(config: AuthServiceConfig): Promise<Auth
     const applied = await applyMigrations(sql);
     if (applied.length > 0) log(`applied migrations: ${applied.join(', ')}`);
     const masterKey = await loadMasterKey(config.keyDir);
-    const keys = new SigningKeyRing(sql, clock, masterKey.derive('signing-key-encryption'));
+    const keys = new SigningKeyRing(sql, clock, masterKey.derive('signing-key-encryption'), { log });
     await keys.start();
 
     const ctx: AuthContext = {

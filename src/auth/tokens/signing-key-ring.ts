@@ -33,18 +33,31 @@ interface LoadedKey {
 /** Minimum time between two reloads triggered by unknown kids, so a flood of forged kids cannot hammer the database. */
 const UNKNOWN_KID_RELOAD_INTERVAL_MS = 1000;
 
+export interface SigningKeyRingOptions {
+  /** Receives one line per failed background reload (the ring keeps the keys it has). Default: stderr. */
+  log?: (line: string) => void;
+  /** Period of the background reload; KEY_RING_RELOAD_MS unless a test shortens it. */
+  reloadIntervalMs?: number;
+}
+
 export class SigningKeyRing {
   private keys = new Map<string, LoadedKey>();
   private active: LoadedKey | null = null;
   private loadedAt = 0;
   private reloading: Promise<void> | null = null;
   private timer: NodeJS.Timeout | null = null;
+  private readonly log: (line: string) => void;
+  private readonly reloadIntervalMs: number;
 
   constructor(
     private readonly sql: Sql,
     private readonly clock: Clock,
     private readonly encryptionKey: Buffer,
-  ) {}
+    options: SigningKeyRingOptions = {},
+  ) {
+    this.log = options.log ?? ((line) => { process.stderr.write(`[auth-server] ${line}\n`); });
+    this.reloadIntervalMs = options.reloadIntervalMs ?? KEY_RING_RELOAD_MS;
+  }
 
   /** Creates the first key when the table has no active key, loads the keys, starts reloading. */
   async start(): Promise<void> {
@@ -55,7 +68,13 @@ export class SigningKeyRing {
       });
     }
     await this.reload();
-    this.timer = setInterval(() => { void this.reload().catch(() => {}); }, KEY_RING_RELOAD_MS);
+    // A failed background reload (database unreachable, ...) must not crash the process: the
+    // ring keeps signing and verifying with the keys it has and tries again next period.
+    this.timer = setInterval(() => {
+      this.reload().catch((error: unknown) => {
+        this.log(`signing keys: background reload failed, keeping the keys loaded before: ${error instanceof Error ? error.message : String(error)}`);
+      });
+    }, this.reloadIntervalMs);
     this.timer.unref();
   }
 
