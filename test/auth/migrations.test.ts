@@ -106,22 +106,23 @@ t.test('a service restarted on its data directory keeps its apps, users and sign
   await fs.mkdir(dir, { mode: 0o711 });
   const first = await createAuthService(serviceConfig(dir));
   const [app] = await first.sql`insert into apps (slug, name, secret_hash, created_at) values ('kept', 'Kept', ${Buffer.alloc(32)}, now()) returning id`;
-  const [key] = await first.sql`select kid from signing_keys`;
+  const keys = await first.sql`select kid, status from signing_keys order by status`;
   await first.close();
   const second = await createAuthService(serviceConfig(dir));
   t.teardown(() => second.close());
   t.same((await second.sql`select id from apps`).map((r) => r.id), [app!.id]);
-  t.same((await second.sql`select kid, status from signing_keys`).map((r) => ({ ...r })), [{ kid: key!.kid, status: 'active' }]);
+  t.same((await second.sql`select kid, status from signing_keys order by status`).map((r) => ({ ...r })), keys.map((r) => ({ ...r })));
+  t.same(keys.map((r) => r.status), ['active', 'next']);
 });
 
-t.test('two instances starting at once on one database create one signing key and accept each other\'s tokens', async (t) => {
+t.test('two instances starting at once on one database create one active and one next signing key and accept each other\'s tokens', async (t) => {
   const url = await freshDatabase();
   const dir = path.join(root, 'pair');
   await fs.mkdir(dir, { mode: 0o711 });
   const [a, b] = await Promise.all([createAuthService(serviceConfig(dir, { databaseUrl: url })), createAuthService(serviceConfig(dir, { databaseUrl: url }))]);
   t.teardown(async () => { await a.close(); await b.close(); });
-  const keys = await a.sql`select kid from signing_keys`;
-  t.equal(keys.length, 1);
+  const keys = await a.sql`select kid, status from signing_keys order by status`;
+  t.same(keys.map((r) => r.status), ['active', 'next']);
   const { getKey } = b.accessTokenKeys;
   t.ok(await getKey({ alg: 'RS256', kid: keys[0]!.kid }, { payload: '', signature: '' } as never), 'b resolves the key a created');
 });

@@ -65,7 +65,7 @@ t.test('without DATABASE_URL it starts an embedded PostgreSQL, serves a login wi
   t.match(first.stderr(), /applied migrations: 0001_create_apps\.sql/);
   t.not(new URL(first.base).port, '0');
   t.equal((await json('GET', `${first.base}/.well-known/openid-configuration`)).body.issuer, first.base, 'with --port 0 and no --issuer, the issuer names the port chosen');
-  const kid = (await json('GET', `${first.base}/.well-known/jwks.json`)).body.keys[0].kid;
+  const kids = (await json('GET', `${first.base}/.well-known/jwks.json`)).body.keys.map((k: { kid: string }) => k.kid);
   const app = await json('POST', `${first.base}/admin/apps`, { slug: 'demo', name: 'Demo' }, { 'x-admin-key': ADMIN_KEY });
   t.equal(app.status, 201);
   const credentials = { app_id: app.body.id, app_secret: app.body.app_secret };
@@ -84,7 +84,7 @@ t.test('without DATABASE_URL it starts an embedded PostgreSQL, serves a login wi
   t.notMatch(second.stderr(), /initialising|applied migrations/, 'the cluster and schema are reused');
   const apps = await json('GET', `${second.base}/admin/apps`, undefined, { 'x-admin-key': ADMIN_KEY });
   t.same(apps.body.apps.map((a: { slug: string }) => a.slug), ['demo']);
-  t.same((await json('GET', `${second.base}/.well-known/jwks.json`)).body.keys.map((k: { kid: string }) => k.kid), [kid], 'the signing key survives the restart');
+  t.same((await json('GET', `${second.base}/.well-known/jwks.json`)).body.keys.map((k: { kid: string }) => k.kid), kids, 'the active and the next signing key survive the restart');
   const refreshed = await json('POST', `${second.base}/auth/refresh`, { ...credentials, refresh_token: login.body.refresh_token });
   t.equal(refreshed.status, 200, 'sessions survive the restart');
   t.equal(await stop(second), 0);

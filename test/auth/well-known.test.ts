@@ -1,9 +1,10 @@
 // How a backend obtains the public keys: GET /.well-known/jwks.json and
 // /.well-known/openid-configuration, signing-key rotation and retired-key publication.
-import { createRemoteJWKSet, jwtVerify } from 'jose';
+import { createLocalJWKSet, createRemoteJWKSet, jwtVerify } from 'jose';
 import t from 'tap';
 import { startAuthHarness, type TestApp, type Tokens } from './fixtures/harness.js';
 import { headerOf } from './fixtures/tokens.js';
+import { SigningKeyRing } from '../../src/auth/tokens/signing-key-ring.js';
 
 const h = await startAuthHarness();
 t.teardown(() => h.close());
@@ -31,16 +32,21 @@ async function verifyAsBackend(token: string, slug: string, jwks: ReturnType<typ
   return payload;
 }
 
-t.test('the JWKS lists the active public key with its kid and no private parts', async (t) => {
+t.test('the JWKS lists the active public key, then the next one, with their kids and no private parts', async (t) => {
   const reply = await h.get('/.well-known/jwks.json');
   t.equal(reply.status, 200);
   t.equal(reply.headers.get('cache-control'), 'public, max-age=300');
-  t.equal(reply.body.keys.length, 1);
-  const [key] = reply.body.keys;
-  t.same(Object.keys(key).sort(), ['alg', 'e', 'kid', 'kty', 'n', 'use']);
-  t.match(key, { kty: 'RSA', alg: 'RS256', use: 'sig', e: 'AQAB', kid: /^[A-Za-z0-9_-]{43}$/ });
-  t.equal(Buffer.from(key.n, 'base64url').length, 256, 'a 2048-bit modulus');
-  t.equal(headerOf(tokens.access_token).kid, key.kid);
+  t.equal(reply.body.keys.length, 2);
+  for (const key of reply.body.keys) {
+    t.same(Object.keys(key).sort(), ['alg', 'e', 'kid', 'kty', 'n', 'use']);
+    t.match(key, { kty: 'RSA', alg: 'RS256', use: 'sig', e: 'AQAB', kid: /^[A-Za-z0-9_-]{43}$/ });
+    t.equal(Buffer.from(key.n, 'base64url').length, 256, 'a 2048-bit modulus');
+  }
+  const [active, next] = reply.body.keys;
+  t.equal(headerOf(tokens.access_token).kid, active.kid, 'the first key signs');
+  t.not(next.kid, active.kid);
+  const stored = await h.sql`select kid, status from signing_keys where status <> 'retired' order by status`;
+  t.same(stored.map((r) => ({ ...r })), [{ kid: active.kid, status: 'active' }, { kid: next.kid, status: 'next' }]);
 });
 
 t.test('the discovery document names the issuer and the jwks_uri', async (t) => {
@@ -71,7 +77,10 @@ t.test('rotating the signing key: new tokens use the new kid, tokens of the reti
   t.equal(rotated.body.retired_kid, before);
   t.not(rotated.body.kid, before);
   const jwksBody = (await h.get('/.well-known/jwks.json')).body;
-  t.same(jwksBody.keys.map((k: { kid: string }) => k.kid).sort(), [before, rotated.body.kid].sort());
+  const kids = jwksBody.keys.map((k: { kid: string }) => k.kid);
+  t.equal(kids.length, 3, 'the new active key, the new next key and the retired key');
+  t.equal(kids[0], rotated.body.kid);
+  t.equal(kids[2], before);
   const fresh = await h.refresh(app, tokens.refresh_token);
   t.equal(headerOf(fresh.body.access_token).kid, rotated.body.kid);
   const jwks = createRemoteJWKSet(new URL(`${h.base}/.well-known/jwks.json`));
@@ -89,9 +98,39 @@ t.test('a retired key stays published until every token it signed has expired, t
   t.ok(kids.includes(oldKid), 'still published when its last token has just expired');
   h.clock.advance(2 * 60_000);
   kids = (await h.get('/.well-known/jwks.json')).body.keys.map((k: { kid: string }) => k.kid);
-  t.same(kids, [rotated.body.kid]);
+  t.equal(kids.length, 2);
+  t.equal(kids[0], rotated.body.kid, 'only the active and the next key are left');
+  t.notOk(kids.includes(oldKid));
   const late = await h.me(tokens.access_token);
   t.equal(late.status, 401, 'its tokens are no longer accepted either');
+});
+
+t.test('the key a rotation activates was published before the rotation: a JWKS cached earlier verifies its tokens', async (t) => {
+  const cached = (await h.get('/.well-known/jwks.json')).body;
+  const rotated = await h.admin('POST', '/admin/signing-keys/rotate');
+  t.equal(rotated.status, 200);
+  t.equal(rotated.body.kid, cached.keys[1].kid, 'the next key became active');
+  t.equal(rotated.body.retired_kid, cached.keys[0].kid);
+  const fresh = await h.refresh(app, tokens.refresh_token);
+  t.equal(fresh.status, 200);
+  t.equal(headerOf(fresh.body.access_token).kid, rotated.body.kid);
+  t.match(await verifyAsBackend(fresh.body.access_token, 'app-a', createLocalJWKSet(cached)), { sub: tokens.user_id }, 'a backend that fetched the JWKS before the rotation accepts the new token');
+  const after = (await h.get('/.well-known/jwks.json')).body.keys.map((k: { kid: string }) => k.kid);
+  t.same(after.slice(0, 1).concat(after.slice(2)), [rotated.body.kid, rotated.body.retired_kid]);
+  t.notOk(cached.keys.some((k: { kid: string }) => k.kid === after[1]), 'a new next key is published for the following rotation');
+  const rows = await h.sql`select status, count(*)::int as n from signing_keys where status <> 'retired' group by status order by status`;
+  t.same(rows.map((r) => ({ ...r })), [{ status: 'active', n: 1 }, { status: 'next', n: 1 }]);
+});
+
+t.test('a database without a next key (from before standby keys) gets one at start and rotates normally', async (t) => {
+  await h.sql`delete from signing_keys where status = 'next'`;
+  const ring = new SigningKeyRing(h.sql, h.clock, (await h.masterKey()).derive('signing-key-encryption'), { log: () => {} });
+  await ring.start();
+  ring.stop();
+  const [next] = await h.sql`select kid from signing_keys where status = 'next'`;
+  t.ok(next, 'a next key was created');
+  const rotated = await h.admin('POST', '/admin/signing-keys/rotate');
+  t.equal(rotated.body.kid, next!.kid);
 });
 
 t.test('signing-key rotation needs the admin key', async (t) => {

@@ -1,7 +1,11 @@
 // The RS256 signing keys of this process, loaded from the signing_keys table: the active key
-// (signs) and the keys retired less than RETIRED_KEY_PUBLISH_MS ago (verify, and are published
-// in the JWKS). Private keys are stored encrypted with AES-256-GCM under a key derived from the
-// master key; the kid is the RFC 7638 thumbprint of the public key.
+// (signs), the next key (a standby that signs nothing yet), and the keys retired less than
+// RETIRED_KEY_PUBLISH_MS ago. All of them verify and are published in the JWKS. A rotation
+// makes the next key active and creates a new next key, so the key that signs after a rotation
+// has been in every JWKS served since the previous rotation (as Auth0's "next" signing key):
+// verifiers holding a cached JWKS accept its tokens at once. Private keys are stored encrypted
+// with AES-256-GCM under a key derived from the master key; the kid is the RFC 7638 thumbprint
+// of the public key.
 //
 // Several instances may share one database: creation and rotation take an advisory lock, and
 // each instance re-reads the table every KEY_RING_RELOAD_MS and whenever it meets an unknown kid.
@@ -9,9 +13,9 @@ import { createCipheriv, createDecipheriv, createPrivateKey, generateKeyPair, ra
 import { promisify } from 'node:util';
 import { calculateJwkThumbprint, importJWK, type CryptoKey, type JWK } from 'jose';
 import type { Clock } from '../clock.js';
-import type { Sql } from '../db.js';
+import type { Sql, TransactionSql } from '../db.js';
 import { KEY_RING_RELOAD_MS, RETIRED_KEY_PUBLISH_MS } from '../limits.js';
-import { hasActiveSigningKey, insertActiveSigningKey, listPublishedSigningKeys, lockSigningKeys, retireActiveSigningKey, type SigningKeyRow } from '../queries/signing-keys.js';
+import { activateNextSigningKey, findCurrentSigningKids, insertSigningKey, listPublishedSigningKeys, lockSigningKeys, retireActiveSigningKey, type SigningKeyRow } from '../queries/signing-keys.js';
 
 const generateRsaKeyPair = promisify(generateKeyPair);
 
@@ -59,12 +63,13 @@ export class SigningKeyRing {
     this.reloadIntervalMs = options.reloadIntervalMs ?? KEY_RING_RELOAD_MS;
   }
 
-  /** Creates the first key when the table has no active key, loads the keys, starts reloading. */
+  /** Creates the active and the next key when the table lacks them, loads the keys, starts reloading. */
   async start(): Promise<void> {
-    if (!(await hasActiveSigningKey(this.sql))) {
+    const current = await findCurrentSigningKids(this.sql);
+    if (!current.active || !current.next) {
       await this.sql.begin(async (tx) => {
         await lockSigningKeys(tx);
-        if (!(await hasActiveSigningKey(tx))) await insertActiveSigningKey(tx, await this.generate());
+        await this.completeKeys(tx);
       });
     }
     await this.reload();
@@ -100,22 +105,40 @@ export class SigningKeyRing {
     return key?.verification;
   }
 
-  /** The public JWKs to publish: the active key and recently retired ones. */
+  /** The public JWKs to publish: the active key first, then the next key, then recently retired ones. */
   publishedJwks(): JWK[] {
     return [...this.keys.values()].filter((key) => this.isPublished(key)).map((key) => ({ ...key.row.public_jwk }));
   }
 
-  /** Retires the active key and makes a new one active; returns both kids. */
+  /**
+   * Retires the active key, makes the next key (already published) active, and creates a new
+   * next key; returns the kids of the new active key and of the retired one.
+   */
   async rotate(): Promise<{ kid: string; retiredKid: string | null }> {
-    const next = await this.generate();
-    const retiredKid = await this.sql.begin(async (tx) => {
+    const standby = await this.generate();
+    const rotated = await this.sql.begin(async (tx) => {
       await lockSigningKeys(tx);
       const retired = await retireActiveSigningKey(tx, new Date(this.clock.now()));
-      await insertActiveSigningKey(tx, next);
-      return retired ?? null;
+      const activated = await activateNextSigningKey(tx);
+      if (activated) await insertSigningKey(tx, standby, 'next');
+      const { active } = await this.completeKeys(tx);
+      return { kid: active, retiredKid: retired ?? null };
     });
     await this.reload();
-    return { kid: next.kid, retiredKid };
+    return rotated;
+  }
+
+  /** Under the signing-keys lock: creates the active and the next key where missing; returns the active kid. */
+  private async completeKeys(tx: TransactionSql): Promise<{ active: string }> {
+    const current = await findCurrentSigningKids(tx);
+    let active = current.active;
+    if (!active) {
+      const key = await this.generate();
+      await insertSigningKey(tx, key, 'active');
+      active = key.kid;
+    }
+    if (!current.next) await insertSigningKey(tx, await this.generate(), 'next');
+    return { active };
   }
 
   /** Re-reads the table. Concurrent callers share one reload. */
