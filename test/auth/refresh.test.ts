@@ -149,6 +149,23 @@ t.test('revoke-user counts only families that were still active', async (t) => {
   t.same((await revokeUser(tokens.user_id)).body, { sessions_revoked: 0 });
 });
 
+t.test('revoke-user does not count expired sessions, but revokes them too: their refresh is then TOKEN_REVOKED', async (t) => {
+  h.clock.advance(31 * DAY);
+  const current = await h.login(app, 'ann@example.com');
+  const expired = await h.refresh(app, tokens.refresh_token);
+  t.equal(expired.body.error.code, 'TOKEN_INVALID', 'the first session has expired');
+  const reply = await revokeUser(tokens.user_id);
+  t.equal(reply.status, 200);
+  t.same(reply.body, { sessions_revoked: 1 }, 'only the active session is counted');
+  for (const token of [tokens.refresh_token, current.refresh_token]) {
+    const refresh = await h.refresh(app, token);
+    t.equal(refresh.status, 401);
+    t.equal(refresh.body.error.code, 'TOKEN_REVOKED');
+  }
+  const [live] = await h.sql`select count(*)::int as n from refresh_families where revoked_at is null`;
+  t.equal(live!.n, 0);
+});
+
 t.test('after revoke-user the next refresh is TOKEN_REVOKED until the user logs in again', async (t) => {
   await revokeUser(tokens.user_id);
   t.equal((await h.refresh(app, tokens.refresh_token)).body.error.code, 'TOKEN_REVOKED');

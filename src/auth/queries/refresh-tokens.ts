@@ -109,25 +109,36 @@ export async function revokeRefreshFamily(sql: Queryable, revocation: {
 }
 
 /**
- * Locks the user's live families (of one app, or of every app when appId is null) in id order,
- * so two revocations of the same user cannot deadlock. Returns their live tokens.
+ * Locks the user's unrevoked families (of one app, or of every app when appId is null) in id
+ * order, so two revocations of the same user cannot deadlock. Returns their live tokens and
+ * whether each family is still active at `now`: its live token (whose expiry is capped at the
+ * session's end) has not expired.
  */
-export async function lockLiveFamiliesOfUser(sql: Queryable, userId: string, appId: string | null): Promise<{ id: string; current_token_id: string }[]> {
+export async function lockLiveFamiliesOfUser(sql: Queryable, userId: string, appId: string | null, now: Date): Promise<LiveFamily[]> {
   return appId === null
-    ? sql<{ id: string; current_token_id: string }[]>`
-        select id, current_token_id
-        from refresh_families
-        where user_id = ${userId} and revoked_at is null
-        order by id
-        for update
+    ? sql<LiveFamily[]>`
+        select f.id, f.current_token_id, t.expires_at > ${now} as active
+        from refresh_families f
+        join refresh_tokens t on t.id = f.current_token_id
+        where f.user_id = ${userId} and f.revoked_at is null
+        order by f.id
+        for update of f
       `
-    : sql<{ id: string; current_token_id: string }[]>`
-        select id, current_token_id
-        from refresh_families
-        where app_id = ${appId} and user_id = ${userId} and revoked_at is null
-        order by id
-        for update
+    : sql<LiveFamily[]>`
+        select f.id, f.current_token_id, t.expires_at > ${now} as active
+        from refresh_families f
+        join refresh_tokens t on t.id = f.current_token_id
+        where f.app_id = ${appId} and f.user_id = ${userId} and f.revoked_at is null
+        order by f.id
+        for update of f
       `;
+}
+
+export interface LiveFamily {
+  id: string;
+  current_token_id: string;
+  /** False when the session can no longer be refreshed because its live token expired. */
+  active: boolean;
 }
 
 /** Revokes families locked by lockLiveFamiliesOfUser and their live tokens. */

@@ -135,7 +135,7 @@ export async function revokeSession(ctx: AuthContext, app: AuthenticatedApp, pre
   });
 }
 
-/** POST /auth/revoke-user: revokes every live family of the user in the app; returns how many. */
+/** POST /auth/revoke-user: revokes every family of the user in the app; returns how many were active. */
 export async function revokeUserSessions(ctx: AuthContext, app: AuthenticatedApp, userId: string): Promise<number> {
   const now = new Date(ctx.clock.now());
   return ctx.sql.begin(async (tx) => {
@@ -144,9 +144,14 @@ export async function revokeUserSessions(ctx: AuthContext, app: AuthenticatedApp
   });
 }
 
-/** Revokes the user's live families of one app (or all apps when appId is null); returns the count. */
+/**
+ * Revokes the user's unrevoked families of one app (or all apps when appId is null) and returns
+ * how many were active (spec: "number of active refresh-token families revoked"). Expired
+ * sessions are revoked too, without being counted, so that any refresh after this is 401
+ * TOKEN_REVOKED until the user logs in again.
+ */
 export async function revokeLiveFamilies(tx: TransactionSql, userId: string, appId: string | null, now: Date, reason: 'revoke_user' | 'user_deleted'): Promise<number> {
-  const families = await lockLiveFamiliesOfUser(tx, userId, appId);
+  const families = await lockLiveFamiliesOfUser(tx, userId, appId, now);
   if (families.length > 0) {
     await revokeRefreshFamilies(tx, {
       familyIds: families.map((f) => f.id),
@@ -155,7 +160,7 @@ export async function revokeLiveFamilies(tx: TransactionSql, userId: string, app
       reason,
     });
   }
-  return families.length;
+  return families.filter((f) => f.active).length;
 }
 
 async function issueTokens(ctx: AuthContext, app: AuthenticatedApp, userId: string, tenant: TenantChoice, refreshToken: string, nowMs: number): Promise<SessionTokens> {
