@@ -1,5 +1,5 @@
 // Correctness under concurrency: parallel refreshes of one token, refresh against revoke,
-// parallel code guesses, parallel first logins.
+// parallel code guesses, parallel first logins, a login against a soft-delete.
 import t from 'tap';
 import { startAuthHarness, type Reply, type TestApp, type Tokens } from './fixtures/harness.js';
 
@@ -127,4 +127,51 @@ t.test('parallel code requests to one destination deliver one code', async (t) =
   const replies = await Promise.all(Array.from({ length: 20 }, () => h.post('/auth/otp/request', { ...h.credentials(app), email: 'bob@example.com' })));
   t.same(statusCounts(replies), { '200': 1, '429 RATE_LIMITED': 19 });
   t.equal(h.outbox.messages.filter((m) => m.to === 'bob@example.com').length, 1);
+});
+
+/** Polls until `condition` holds or `timeoutMs` passes; returns whether it held. */
+async function until(condition: () => Promise<boolean>, timeoutMs: number): Promise<boolean> {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    if (await condition()) return true;
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+  return condition();
+}
+
+t.test('a login that overlaps a soft-delete of its user never leaves a session alive', async (t) => {
+  h.clock.advance(60_000);
+  await h.post('/auth/otp/request', { ...h.credentials(app), email: 'ann@example.com' });
+  const code = h.outbox.codeFor('ann@example.com');
+  // Pause the login inside its transaction, after it has read the user: its membership upsert
+  // waits for this row lock.
+  const blocker = await h.sql.reserve();
+  await blocker`begin`;
+  await blocker`select 1 from app_memberships where user_id = ${tokens.user_id} for update`;
+  const lockWaiters = async () => {
+    const [row] = await h.sql`select count(*)::int as n from pg_stat_activity where wait_event_type = 'Lock' and datname = current_database()`;
+    return row!.n as number;
+  };
+  let deleteDone = false;
+  let login: Promise<Reply> | undefined;
+  let deletion: Promise<Reply> | undefined;
+  try {
+    login = h.post('/auth/otp/verify', { ...h.credentials(app), email: 'ann@example.com', code });
+    t.ok(await until(async () => (await lockWaiters()) >= 1, 5000), 'the login waits inside its transaction');
+    deletion = h.admin('DELETE', `/admin/users/${tokens.user_id}`).finally(() => { deleteDone = true; });
+    await until(async () => deleteDone || (await lockWaiters()) >= 2, 5000);
+  } finally {
+    await blocker`commit`;
+    blocker.release();
+  }
+  const [loggedIn, deleted] = await Promise.all([login!, deletion!]);
+  t.equal(deleted.status, 200);
+  t.ok(loggedIn.status === 200 || loggedIn.body.error.code === 'USER_DELETED', `login: ${loggedIn.status}`);
+  const [live] = await h.sql`select count(*)::int as n from refresh_families where user_id = ${tokens.user_id} and revoked_at is null`;
+  t.equal(live!.n, 0, 'every session of the deleted user is revoked');
+  t.equal((await h.admin('POST', `/admin/users/${tokens.user_id}/restore`)).status, 200);
+  if (loggedIn.status === 200) {
+    const refresh = await h.refresh(app, loggedIn.body.refresh_token);
+    t.equal(refresh.body.error?.code, 'TOKEN_REVOKED', 'the overlapping login\'s session stays dead after a restore');
+  }
 });

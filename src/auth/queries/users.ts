@@ -14,7 +14,10 @@ export type Identifier = { channel: 'email' | 'phone'; value: string };
 /**
  * Returns the user with this e-mail address or phone number, creating it when absent. Safe
  * against two first logins at once: the loser's insert does nothing and the select (a new
- * statement, so a new snapshot) sees the winner's committed row.
+ * statement, so a new snapshot) sees the winner's committed row. An existing user is locked
+ * `for share` until the caller's transaction ends, so a concurrent soft-delete (which locks the
+ * user `for update`) either commits first, and this returns deleted_at set, or waits, and then
+ * sees and revokes the session this login starts.
  */
 export async function findOrInsertUser(sql: Queryable, identifier: Identifier, now: Date): Promise<UserRow> {
   const email = identifier.channel === 'email' ? identifier.value : null;
@@ -31,11 +34,13 @@ export async function findOrInsertUser(sql: Queryable, identifier: Identifier, n
         select id, email, phone, created_at, deleted_at
         from users
         where email = ${identifier.value}
+        for share
       `
     : await sql<UserRow[]>`
         select id, email, phone, created_at, deleted_at
         from users
         where phone = ${identifier.value}
+        for share
       `;
   return existing!;
 }
