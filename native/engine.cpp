@@ -51,6 +51,11 @@ public:
         if (params_.pooling >= 0) cp.pooling_type = static_cast<enum llama_pooling_type>(params_.pooling);
         // An input is embedded in one pass: the whole of it must fit one physical batch.
         if (params_.embeddings) cp.n_ubatch = cp.n_batch;
+        // Outputs per step, as llama-server: generation takes at most one per slot (its next token,
+        // or the last prompt token); embeddings may output every token (pooling none). The worst-case
+        // compute buffer is reserved for this many rows of logits.
+        cp.n_outputs_max = params_.embeddings ? cp.n_batch : cp.n_seq_max;
+        cp.n_outputs_max_per_seq = 1;
         log_capture_begin();
         ctx_ = llama_init_from_model(model_->get(), cp);
         std::string errors = log_capture_end();
