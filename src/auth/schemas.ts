@@ -1,10 +1,16 @@
 // Request bodies of the auth routes. Every object refuses unknown properties (so `__proto__`,
 // typos and smuggled fields are 400), and every string refuses control characters (NUL bytes
-// never reach PostgreSQL) and has a length cap.
+// never reach PostgreSQL) and lone UTF-16 surrogates, and has a length cap.
 import { Type, type Static, type TString } from '@sinclair/typebox';
 import { MAX_TOKEN_CHARS } from './limits.js';
 
-const NO_CONTROL_CHARACTERS = '^[^\\x00-\\x1F\\x7F]*$';
+/**
+ * No C0 control character or DEL, and well-formed UTF-16: a JSON escape such as "\ud800" gives a
+ * string with a lone surrogate, which UTF-8 encoding (PostgreSQL, hashes, webhooks) silently
+ * turns into U+FFFD, so two different inputs would name one stored value. (TypeBox compiles
+ * patterns without the `u` flag, so the classes below match UTF-16 code units.)
+ */
+const NO_CONTROL_CHARACTERS = '^(?:[^\\x00-\\x1F\\x7F\\uD800-\\uDFFF]|[\\uD800-\\uDBFF][\\uDC00-\\uDFFF])*$';
 const UUID_PATTERN = '^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$';
 
 function text(maxLength: number): TString {

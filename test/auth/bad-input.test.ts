@@ -173,6 +173,32 @@ t.test('NUL bytes and other control characters in strings are 400 VALIDATION_ERR
   }
 });
 
+t.test('lone UTF-16 surrogates in strings are 400 VALIDATION_ERROR naming the field', async (t) => {
+  for (const route of routes()) {
+    for (const field of Object.keys(route.body)) {
+      for (const bad of ['\\ud800', 'a\\udc00b', '\\udbff\\ud800']) {
+        // JSON.stringify would escape the surrogate itself; the raw text carries it as \uXXXX.
+        const raw = JSON.stringify({ ...route.body, [field]: 'PLACEHOLDER' }).replace('PLACEHOLDER', bad);
+        const reply = await h.request('POST', route.path, { raw, headers: { 'content-type': 'application/json', ...route.headers } });
+        t.equal(reply.status, 400, `${route.path} ${field} ${bad}`);
+        t.equal(reply.body.error.code, 'VALIDATION_ERROR');
+        t.match(reply.body.error.message, new RegExp(`"${field}"`));
+      }
+    }
+  }
+  const [counts] = await h.sql`select (select count(*)::int from users) as users, (select count(*)::int from tenants) as tenants`;
+  t.same({ ...counts }, { users: 1, tenants: 1 }, 'nothing was stored');
+});
+
+t.test('well-formed non-ASCII text, astral characters included, is accepted and stored verbatim', async (t) => {
+  const name = 'Ünïcødé 株式会社 😀🏳️‍🌈 𝔘';
+  const reply = await h.admin('POST', `/admin/apps/${app.id}/tenants`, { name });
+  t.equal(reply.status, 201);
+  t.equal(reply.body.name, name);
+  const [row] = await h.sql`select name from tenants where id = ${reply.body.id}`;
+  t.equal(row!.name, name);
+});
+
 t.test('a body over 16 KiB is 413 BODY_TOO_LARGE, with or without Content-Length', async (t) => {
   const big = JSON.stringify({ ...h.credentials(app), refresh_token: 'x'.repeat(17 * 1024) });
   const declared = await h.request('POST', '/auth/refresh', { raw: big, headers: { 'content-type': 'application/json' } });
