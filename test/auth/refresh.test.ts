@@ -2,7 +2,11 @@
 // /auth/revoke-user, token and session lifetimes.
 import t from 'tap';
 import { startAuthHarness, type TestApp, type Tokens } from './fixtures/harness.js';
-import { claimsOf } from './fixtures/tokens.js';
+import type { AuthContext } from '../../src/auth/context.js';
+import type { RotationResult } from '../../src/auth/queries/refresh-tokens.js';
+import { presentedCredentials } from '../../src/auth/service/credentials.js';
+import { refreshSession } from '../../src/auth/service/sessions.js';
+import { claimsOf, serviceSigningKey } from './fixtures/tokens.js';
 
 const h = await startAuthHarness();
 t.teardown(() => h.close());
@@ -293,6 +297,22 @@ t.test('refresh with a tenant where the user has no role is 404 TENANT_NOT_FOUND
     t.equal(reply.body.error.code, 'TENANT_NOT_FOUND');
   }
   t.equal((await h.refresh(app, tokens.refresh_token)).status, 200);
+});
+
+t.test('a role revoked between the tenant check and the roles read of a committed rotation still answers the new tokens', async (t) => {
+  // rotate_refresh_token checks the requested tenant, rotates, then reads the roles in a later
+  // statement; a concurrent role revoke can land in between. Replay what it returns then.
+  const requested = await h.createTenant(app, 'Requested');
+  const other = await h.createTenant(app, 'Other');
+  const rotated: RotationResult = {
+    outcome: 'rotated', app_slug: app.slug, user_id: tokens.user_id, remembered_tenant_id: requested,
+    roles: [{ tenant_id: other, role: 'viewer' }],
+  };
+  const key = await serviceSigningKey(h);
+  const ctx = { sql: async () => [rotated], clock: h.clock, issuer: h.issuer, keys: { signingKey: () => key } } as unknown as AuthContext;
+  const session = await refreshSession(ctx, presentedCredentials(app.id, app.secret), tokens.refresh_token, requested);
+  t.match(session, { refresh_token: /^rt_/, user_id: tokens.user_id, token_type: 'Bearer' }, 'the rotated child is handed out, not lost to an error');
+  t.match(claimsOf(session.access_token), { sub: tokens.user_id, tenant_id: other, roles: ['viewer'] }, 'the claims are those of the roles read');
 });
 
 t.test('when the remembered tenant loses the role, the token falls back to another role or null', async (t) => {

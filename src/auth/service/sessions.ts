@@ -114,7 +114,12 @@ export async function refreshSession(ctx: AuthContext, credentials: PresentedCre
     throw authError(code, message);
   }
   const app = { id: credentials.appId, slug: result.app_slug! };
-  const tenant = chooseTenant(result.roles!, requested, result.remembered_tenant_id);
+  // rotate_refresh_token checked the requested tenant before rotating, but reads the roles in a
+  // later statement: a role revoked in between must not turn a committed rotation into an error
+  // (the client would never get the new refresh token, and its old one is now a replay). The
+  // token is then chosen as if no tenant had been asked for, from the roles that were read.
+  const stillHeld = requested !== null && result.roles!.some((role) => role.tenant_id === requested);
+  const tenant = chooseTenant(result.roles!, stillHeld ? requested : null, result.remembered_tenant_id);
   return issueTokens(ctx, app, result.user_id!, tenant, child.token, nowMs);
 }
 
