@@ -127,6 +127,29 @@ t.test('logprobs and top_logprobs map to token probabilities', async (t) => {
   t.equal(Object.keys(text.body.choices[0].logprobs.top_logprobs[0]).length, 2);
 });
 
+t.test('n_probs (the spec lists it for chat) returns logprobs.content with that many alternatives, as /completion', async (t) => {
+  const native = await postJson(`${base}/completion`, { prompt: 'Hello', n_predict: 3, temperature: 0, n_probs: 3 });
+  const text = await postJson(`${base}/v1/completions`, { prompt: 'Hello', max_tokens: 3, temperature: 0, n_probs: 3 });
+  t.same(text.body.choices[0].logprobs.tokens, native.body.completion_probabilities.map((p: any) => p.token));
+  t.same(text.body.choices[0].logprobs.top_logprobs.map((m: any) => Object.keys(m).length), [3, 3, 3]);
+
+  const chat = await postJson(`${base}/v1/chat/completions`, { messages, max_tokens: 3, temperature: 0, n_probs: 3 });
+  const content = chat.body.choices[0].logprobs.content;
+  t.equal(content.length, 3);
+  for (const item of content) {
+    t.equal(item.top_logprobs.length, 3);
+    t.equal(item.top_logprobs[0].id, item.id, 'greedy took the most probable token');
+    t.equal(item.top_logprobs[0].logprob, item.logprob);
+  }
+  const none = await postJson(`${base}/v1/chat/completions`, { messages, max_tokens: 2, temperature: 0 });
+  t.equal(none.body.choices[0].logprobs, null, 'no probabilities unless asked');
+
+  const res = await fetch(`${base}/v1/chat/completions`, { method: 'POST', body: JSON.stringify({ messages, max_tokens: 3, temperature: 0, n_probs: 2, stream: true }) });
+  const chunks = (parseSse(await res.text()) as any[]).filter((c) => c !== '[DONE]' && c.choices[0]?.delta?.content);
+  t.ok(chunks.length > 0);
+  t.ok(chunks.every((c) => c.choices[0].logprobs.content.every((i: any) => i.top_logprobs.length === 2)), 'streamed chunks carry them too');
+});
+
 t.test('n > 1 returns that many choices; too many is a clear 400', async (t) => {
   const res = await postJson(`${base}/v1/chat/completions`, { messages, max_tokens: 4, n: 3, seed: 5, temperature: 1 });
   t.equal(res.body.choices.length, 3);

@@ -27,11 +27,13 @@ export function usage(outcomes: CompletionOutcome[]): Usage {
 
 const decoder = new TextDecoder();
 
+/** OpenAI's logprob item; `id` (the token id) is llama-server's addition. */
 export interface LogprobItem {
+  id: number;
   token: string;
   logprob: number;
   bytes: number[];
-  top_logprobs: Array<{ token: string; logprob: number; bytes: number[] }>;
+  top_logprobs: Array<{ id: number; token: string; logprob: number; bytes: number[] }>;
 }
 
 /** Chat logprobs: one item per generated token; `top` alternatives (0..20) each. */
@@ -44,10 +46,11 @@ export function chatLogprobs(
     content: items.map((it) => {
       const bytes = piece(it.token);
       return {
+        id: it.token,
         token: tokenText(bytes),
         logprob: logprob(it.prob),
         bytes: [...bytes],
-        top_logprobs: it.probs.slice(0, top).map((p: TokenProbability) => ({ token: tokenText(p.piece), logprob: logprob(p.p), bytes: [...p.piece] })),
+        top_logprobs: it.probs.slice(0, top).map((p: TokenProbability) => ({ id: p.id, token: tokenText(p.piece), logprob: logprob(p.p), bytes: [...p.piece] })),
       };
     }),
   };

@@ -56,11 +56,14 @@ export function chatCompletionsRoute(state: ServerState) {
     const topLogprobs = body.top_logprobs ?? 0;
     if (topLogprobs < 0 || topLogprobs > 20) throw badRequest('Invalid field "top_logprobs": must be between 0 and 20', { field: 'top_logprobs' });
     if (body.top_logprobs !== undefined && body.top_logprobs !== null && !body.logprobs) throw badRequest('"top_logprobs" needs "logprobs": true', { field: 'top_logprobs' });
-    const wantLogprobs = body.logprobs === true;
+    // OpenAI's logprobs/top_logprobs, or llama-server's n_probs (the spec lists it for chat): either
+    // way the choices carry `logprobs.content`, with `top` alternatives per token.
+    const top = body.logprobs === true ? topLogprobs : (body.n_probs ?? 0);
+    const wantLogprobs = body.logprobs === true || top > 0;
     const spec = buildTaskSpec(service, body, tokens, {
       nPredict: body.max_completion_tokens ?? body.max_tokens ?? body.n_predict ?? undefined,
       ...(grammar !== undefined ? { grammar, grammarFromSchema: true } : {}),
-      ...(wantLogprobs ? { nProbs: Math.max(1, topLogprobs) } : {}),
+      ...(wantLogprobs ? { nProbs: Math.max(1, top) } : {}),
     });
     if (media.length > 0) Object.assign(spec, { promptText: prompt, media });
     const specs = perChoice(spec, n);
@@ -78,7 +81,7 @@ export function chatCompletionsRoute(state: ServerState) {
           choices: outcomes.map((o, index) => ({
             index,
             message: { role: 'assistant', content: o.content },
-            logprobs: wantLogprobs ? chatLogprobs(o.probabilities, piece, topLogprobs) : null,
+            logprobs: wantLogprobs ? chatLogprobs(o.probabilities, piece, top) : null,
             finish_reason: finishReason(o.stop),
           })),
           usage: usage(outcomes),
@@ -94,7 +97,7 @@ export function chatCompletionsRoute(state: ServerState) {
         const text = batch.map((t) => t.text).join('');
         const probs = batch.filter((t) => t.token >= 0 && t.probs).map((t) => ({ token: t.token, prob: t.prob ?? 0, probs: t.probs ?? [] }));
         if (text === '' && probs.length === 0) return null;
-        return chunk([{ index, delta: { content: text }, logprobs: wantLogprobs ? chatLogprobs(probs, piece, topLogprobs) : null, finish_reason: null }]);
+        return chunk([{ index, delta: { content: text }, logprobs: wantLogprobs ? chatLogprobs(probs, piece, top) : null, finish_reason: null }]);
       });
       let outcome: CompletionOutcome;
       try {
@@ -122,9 +125,10 @@ export function textCompletionsRoute(state: ServerState) {
     if (prompts.length !== 1) throw badRequest('Invalid field "prompt": one prompt per request (string or tokens)', { field: 'prompt' });
     const tokens = await tokenizePrompt(service.model, service.vocabSize, prompts[0]!);
     service.checkPromptFits(tokens);
-    const top = body.logprobs ?? 0;
-    if (top < 0 || top > 5) throw badRequest('Invalid field "logprobs": must be between 0 and 5', { field: 'logprobs' });
-    const wantLogprobs = body.logprobs !== undefined && body.logprobs !== null;
+    if ((body.logprobs ?? 0) < 0 || (body.logprobs ?? 0) > 5) throw badRequest('Invalid field "logprobs": must be between 0 and 5', { field: 'logprobs' });
+    // OpenAI's logprobs (0..5 alternatives), or llama-server's n_probs.
+    const wantLogprobs = (body.logprobs !== undefined && body.logprobs !== null) || (body.n_probs ?? 0) > 0;
+    const top = body.logprobs ?? body.n_probs ?? 0;
     const spec = buildTaskSpec(service, body, tokens, {
       nPredict: body.max_tokens ?? body.n_predict ?? undefined,
       ...(wantLogprobs ? { nProbs: Math.max(1, top) } : {}),
