@@ -43,3 +43,24 @@ t.test('a background reload picks up a rotation made by another instance', async
   t.ok(await until(() => ring.signingKey().kid === rotated.body.kid, 5000), 'the ring signs with the new key');
   t.same(logs, []);
 });
+
+t.test('unknown kids trigger at most one reload per second, also while reloads fail, and a failure is logged', async (t) => {
+  const pool = ownPool();
+  let queries = 0;
+  const counted = new Proxy(pool, { apply: (target, self, args) => { queries++; return Reflect.apply(target, self, args); } });
+  const logs: string[] = [];
+  const ring = new SigningKeyRing(counted, h.clock, (await h.masterKey()).derive('signing-key-encryption'), { log: (line) => logs.push(line) });
+  await ring.start();
+  t.teardown(() => ring.stop());
+  await pool.end();
+  h.clock.advance(2000);
+  queries = 0;
+  for (let i = 0; i < 20; i++) t.equal(await ring.verificationKey(`forged-kid-${i}`), undefined);
+  t.equal(queries, 1, 'one reload was tried for twenty unknown kids');
+  t.equal(logs.length, 1);
+  t.match(logs[0], /^signing keys: reload for an unknown kid failed, keeping the keys loaded before: /);
+  h.clock.advance(1000);
+  t.equal(await ring.verificationKey('forged-kid-late'), undefined);
+  t.equal(queries, 2, 'a second later, another one');
+  t.ok(await ring.verificationKey(ring.signingKey().kid), 'known kids still verify');
+});

@@ -47,7 +47,8 @@ export interface SigningKeyRingOptions {
 export class SigningKeyRing {
   private keys = new Map<string, LoadedKey>();
   private active: LoadedKey | null = null;
-  private loadedAt = 0;
+  /** When the last reload started, successful or not: unknown kids trigger at most one per UNKNOWN_KID_RELOAD_INTERVAL_MS. */
+  private reloadStartedAt = Number.NEGATIVE_INFINITY;
   private reloading: Promise<void> | null = null;
   private timer: NodeJS.Timeout | null = null;
   private readonly log: (line: string) => void;
@@ -94,12 +95,21 @@ export class SigningKeyRing {
     return this.active.signing;
   }
 
-  /** The public key for a kid, for verification; undefined for an unknown or unpublished kid. */
+  /**
+   * The public key for a kid, for verification; undefined for an unknown or unpublished kid. An
+   * unknown kid may be a rotation by another instance, so it triggers a reload, at most one per
+   * UNKNOWN_KID_RELOAD_INTERVAL_MS (failed reloads count: a flood of forged kids must not hammer
+   * a failing database). A failed reload is logged and the kid stays unknown.
+   */
   async verificationKey(kid: unknown): Promise<CryptoKey | undefined> {
     if (typeof kid !== 'string' || kid.length === 0 || kid.length > 128) return undefined;
     let key = this.published(kid);
-    if (!key && this.clock.now() - this.loadedAt >= UNKNOWN_KID_RELOAD_INTERVAL_MS) {
-      await this.reload();
+    if (!key && this.clock.now() - this.reloadStartedAt >= UNKNOWN_KID_RELOAD_INTERVAL_MS) {
+      try {
+        await this.reload();
+      } catch (error) {
+        this.log(`signing keys: reload for an unknown kid failed, keeping the keys loaded before: ${error instanceof Error ? error.message : String(error)}`);
+      }
       key = this.published(kid);
     }
     return key?.verification;
@@ -149,6 +159,7 @@ export class SigningKeyRing {
 
   private async load(): Promise<void> {
     const now = this.clock.now();
+    this.reloadStartedAt = now;
     const rows = await listPublishedSigningKeys(this.sql, new Date(now - RETIRED_KEY_PUBLISH_MS));
     const keys = new Map<string, LoadedKey>();
     let active: LoadedKey | null = null;
@@ -161,7 +172,6 @@ export class SigningKeyRing {
     if (!active) throw new Error('no active signing key in the database');
     this.keys = keys;
     this.active = active;
-    this.loadedAt = now;
   }
 
   private published(kid: string): LoadedKey | undefined {
