@@ -77,6 +77,29 @@ t.test('return_tokens returns the generated token ids', async (t) => {
   t.equal((await postJson(`${base}/detokenize`, { tokens: res.body.tokens })).body.content, res.body.content);
 });
 
+t.test('n_cmpl (alias n): that many completions of each prompt, seeds seed + i, indexed prompt by prompt', async (t) => {
+  const alone = async (prompt: string, seed: number) => (await completion({ prompt, n_predict: 6, temperature: 1, seed })).body.content;
+  const res = await completion({ prompt: 'Tell me', n_predict: 6, temperature: 1, seed: 5, n_cmpl: 3 });
+  t.equal(res.status, 200);
+  t.same(res.body.map((r: any) => r.index), [0, 1, 2]);
+  t.same(res.body.map((r: any) => r.content), [await alone('Tell me', 5), await alone('Tell me', 6), await alone('Tell me', 7)]);
+  const two = await completion({ prompt: ['Tell me', 'Show me'], n_predict: 6, temperature: 1, seed: 5, n: 2 });
+  t.same(two.body.map((r: any) => r.index), [0, 1, 2, 3]);
+  t.same(two.body.map((r: any) => r.content), [await alone('Tell me', 5), await alone('Tell me', 6), await alone('Show me', 5), await alone('Show me', 6)]);
+  const streamed = await fetch(`${base}/completion`, { method: 'POST', body: JSON.stringify({ prompt: 'Tell me', n_predict: 6, temperature: 1, seed: 5, n_cmpl: 2, stream: true }) });
+  const events = parseSse(await streamed.text()) as any[];
+  for (const index of [0, 1]) {
+    const mine = events.filter((e) => e.index === index);
+    t.equal(mine.filter((e) => e.stop).length, 1, `one final chunk for completion ${index}`);
+    t.equal(mine.map((e) => e.content).join(''), await alone('Tell me', 5 + index));
+  }
+  const tooMany = await completion({ prompt: 'x', n_cmpl: 9 });
+  t.equal(tooMany.status, 400);
+  t.match(tooMany.body.error.message, /"n_cmpl".*slots/);
+  const zero = await completion({ prompt: 'x', n_cmpl: 0 });
+  t.equal(zero.status, 400);
+});
+
 t.test('n_probs: per-token top probabilities, ranked, consistent with the chosen token', async (t) => {
   const res = await completion({ prompt: 'Hello', n_predict: 4, temperature: 0, n_probs: 3 });
   const probs = res.body.completion_probabilities;

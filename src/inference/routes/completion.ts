@@ -6,6 +6,7 @@ import { completionChunk, completionResponse, generationSettings, type NativeFor
 import type { CompletionTaskSpec } from '../../native/binding.js';
 import { buildTaskSpec, type GenerationRequest } from '../generation.js';
 import { decodeDataUrl } from '../chat.js';
+import { choiceCount, perChoice } from '../choices.js';
 import { badRequest } from '../errors.js';
 import { splitPrompts, tokenizePrompt, type PromptInput } from '../prompt.js';
 import { CompletionBody } from '../schemas.js';
@@ -38,8 +39,8 @@ export function completionRoute(state: ServerState) {
 }
 
 /**
- * Runs the tasks and answers in /completion's shape (also /infill's): one object, an array for
- * several prompts, or an SSE stream of chunks then a final chunk per task.
+ * Runs the tasks (n_cmpl of each) and answers in /completion's shape (also /infill's): one object,
+ * an array for several prompts or completions, or an SSE stream of chunks then a final chunk per task.
  */
 export async function answerCompletions(
   req: HttpRequest,
@@ -48,6 +49,9 @@ export async function answerCompletions(
   specs: CompletionTaskSpec[],
   prompt: string,
 ): Promise<HttpResult | void> {
+  // n_cmpl (alias n) completions of each prompt, indexed prompt by prompt as llama-server does.
+  const nCmpl = choiceCount(body.n_cmpl ?? body.n, body.n_cmpl !== undefined ? 'n_cmpl' : 'n', service);
+  specs = specs.flatMap((spec) => perChoice(spec, nCmpl));
   const options = (index: number): NativeFormatOptions => ({
     index,
     returnTokens: body.return_tokens ?? false,

@@ -1,8 +1,8 @@
 // POST /v1/chat/completions and POST /v1/completions: the OpenAI formats over the engine.
 import type { HttpRequest, HttpResult } from '../../http/request.js';
 import { compileBody } from '../../http/validation.js';
-import type { CompletionTaskSpec } from '../../native/binding.js';
 import { renderChat } from '../chat.js';
+import { choiceCount, perChoice } from '../choices.js';
 import type { CompletionOutcome, GeneratedToken } from '../engine.js';
 import { badRequest } from '../errors.js';
 import { chatLogprobs, completionId, finishReason, textLogprobs, usage, withTimings } from '../format/openai.js';
@@ -16,30 +16,11 @@ import { TokenStream } from '../stream.js';
 const ChatBody = compileBody(ChatCompletionBody, { strictContentType: false });
 const TextBody = compileBody(OpenAICompletionBody, { strictContentType: false });
 
-const MAX_CHOICES = 16;
-
-function choiceCount(n: number | undefined, service: InferenceService): number {
-  const count = n ?? 1;
-  if (count < 1 || count > MAX_CHOICES) throw badRequest(`Invalid field "n": must be between 1 and ${MAX_CHOICES}`, { field: 'n' });
-  if (count > service.info.nParallel) {
-    throw badRequest(`Invalid field "n": ${count} choices need ${count} slots, the server has ${service.info.nParallel} (-np)`, { field: 'n' });
-  }
-  return count;
-}
-
-/** n choices of one prompt: a fixed seed gives each choice its own derived seed. */
-function perChoice(spec: CompletionTaskSpec, n: number): CompletionTaskSpec[] {
-  return Array.from({ length: n }, (_, i) => {
-    const seed = spec.sampling?.seed ?? -1;
-    return i === 0 || seed < 0 ? spec : { ...spec, sampling: { ...spec.sampling, seed: (seed + i) >>> 0 } };
-  });
-}
-
 export function chatCompletionsRoute(state: ServerState) {
   return async (req: HttpRequest): Promise<HttpResult | void> => {
     const service = state.ready();
     const body = ChatBody.parse(req);
-    const n = choiceCount(body.n, service);
+    const n = choiceCount(body.n, 'n', service);
     const { prompt, media } = await renderChat(service, body.messages, {
       addGenerationPrompt: body.add_generation_prompt,
       kwargs: body.chat_template_kwargs,
@@ -120,7 +101,7 @@ export function textCompletionsRoute(state: ServerState) {
   return async (req: HttpRequest): Promise<HttpResult | void> => {
     const service = state.ready();
     const body = TextBody.parse(req);
-    const n = choiceCount(body.n, service);
+    const n = choiceCount(body.n, 'n', service);
     const prompts = splitPrompts(body.prompt);
     if (prompts.length !== 1) throw badRequest('Invalid field "prompt": one prompt per request (string or tokens)', { field: 'prompt' });
     const tokens = await tokenizePrompt(service.model, service.vocabSize, prompts[0]!);
