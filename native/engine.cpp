@@ -312,6 +312,7 @@ std::unique_ptr<CompletionTask> Engine::parse_task(Napi::Env env, Napi::Object o
     task->n_probs = std::max(0, read_i32(o, "nProbs", 0));
     if (o.Get("postSamplingProbs").IsBoolean()) task->post_sampling_probs = o.Get("postSamplingProbs").As<Napi::Boolean>();
     if (o.Get("tMaxPredictMs").IsNumber()) task->t_max_predict_ms = o.Get("tMaxPredictMs").As<Napi::Number>().Int64Value();
+    task->n_indent = std::max(0, read_i32(o, "nIndent", 0));
     task->stop = strings_from(env, o.Get("stop"), "task.stop");
     task->lora_scales.assign(loras_.size(), 0.0f);
     if (o.Get("loraScales").IsArray()) {
@@ -1043,7 +1044,7 @@ void Engine::handle_sampled(Slot & s, llama_token token) {
     ev.text = s.accept_piece(piece, eog);
     s.sampled = token;
 
-    if (s.stop != StopType::WORD) {
+    if (s.stop == StopType::NONE) {  // not already ended by a stop string or n_indent
         if (eog) {
             s.stop = StopType::EOS;
         } else if (task.n_predict >= 0 && s.n_decoded >= task.n_predict) {

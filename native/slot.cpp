@@ -43,6 +43,7 @@ size_t Slot::assign(std::unique_ptr<CompletionTask> t, int64_t now_us) {
     sampled = LLAMA_TOKEN_NULL;
     generated.clear();
     n_sent = 0;
+    indent_scan = 0;
     n_decoded = 0;
     stop = StopType::NONE;
     stopping_word.clear();
@@ -81,6 +82,11 @@ std::string Slot::accept_piece(const std::string & piece, bool is_eog) {
         n_sent = generated.size();
         return out;
     }
+    if (task->n_indent > 0 && cut_underindented_line()) {
+        std::string out = generated.substr(std::min(n_sent, generated.size()));
+        n_sent = generated.size();
+        return out;
+    }
     size_t send_until = generated.size();
     if (!is_eog && !task->stop.empty()) {
         const std::string tail = generated.substr(n_sent);
@@ -92,6 +98,26 @@ std::string Slot::accept_piece(const std::string & piece, bool is_eog) {
     std::string out = generated.substr(n_sent, send_until - n_sent);
     n_sent = send_until;
     return out;
+}
+
+// llama-server's n_indent: once a line after the first shows its first character (not a space or
+// tab), an indentation below n_indent ends generation there; the new line and its blanks stay.
+bool Slot::cut_underindented_line() {
+    for (;;) {
+        const size_t nl = generated.find('\n', indent_scan);
+        if (nl == std::string::npos) return false;
+        const size_t first = generated.find_first_not_of(" \t", nl + 1);
+        if (first == std::string::npos) {
+            indent_scan = nl;  // the line is still blank: look again when more text comes
+            return false;
+        }
+        if (first - (nl + 1) < static_cast<size_t>(task->n_indent)) {
+            generated.erase(first);
+            stop = StopType::LIMIT;
+            return true;
+        }
+        indent_scan = nl + 1;
+    }
 }
 
 std::string Slot::unsent() const {

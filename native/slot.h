@@ -24,6 +24,7 @@ struct Slot {
 
     std::string generated;              // text generated so far (stop strings removed)
     size_t n_sent = 0;                  // bytes of `generated` already sent
+    size_t indent_scan = 0;             // n_indent: lines starting after this offset are not yet checked
     int32_t n_decoded = 0;
     int32_t n_cached = 0;
     StopType stop = StopType::NONE;
@@ -43,9 +44,13 @@ struct Slot {
     // the rest from the context memory.
     size_t assign(std::unique_ptr<CompletionTask> task, int64_t now_us);
 
-    // Accepts a sampled token's text: appends it, applies stop strings, returns the text that
-    // may be sent now and sets `stop` when generation must end. `is_eog` marks end-of-generation.
+    // Accepts a sampled token's text: appends it, applies stop strings and the n_indent rule,
+    // returns the text that may be sent now and sets `stop` when generation must end. `is_eog`
+    // marks end-of-generation.
     std::string accept_piece(const std::string & piece, bool is_eog);
+
+    // n_indent: cuts `generated` at the first under-indented line after the first; true if it did.
+    bool cut_underindented_line();
 
     // Text held back (partial stop string or incomplete UTF-8) that must be flushed at the end.
     std::string unsent() const;

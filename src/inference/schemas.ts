@@ -57,6 +57,7 @@ export const GenerationFields = {
   cache_prompt: Type.Optional(Type.Boolean()),
   id_slot: Type.Optional(Int),
   t_max_predict_ms: Type.Optional(Int),
+  n_indent: Type.Optional(Int),
   timings_per_token: Type.Optional(Type.Boolean()),
   return_tokens: Type.Optional(Type.Boolean()),
   n_keep: Type.Optional(Int),

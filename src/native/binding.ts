@@ -177,6 +177,8 @@ export interface CompletionTaskSpec {
   postSamplingProbs?: boolean;
   /** 0 = no limit. As llama-server: checked once a new line has been generated. */
   tMaxPredictMs?: number;
+  /** > 0: generation ends at the first line after the first that is indented less (llama-server's n_indent). */
+  nIndent?: number;
   stop?: string[];
   sampling?: SamplingParams;
   /** One scale per engine adapter (missing entries are 0); fixed for the task's whole life. */

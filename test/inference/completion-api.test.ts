@@ -100,6 +100,24 @@ t.test('n_cmpl (alias n): that many completions of each prompt, seeds seed + i, 
   t.equal(zero.status, 400);
 });
 
+t.test('n_indent ends generation at the first less-indented line after the first, keeping its new line and blanks', async (t) => {
+  // The grammar fixes the text the model may write, whatever its weights.
+  const grammar = 'root ::= "if x:\\n    y = 1\\n  z\\nw"';
+  const free = await completion({ prompt: 'code', n_predict: 64, temperature: 0, grammar });
+  t.equal(free.body.content, 'if x:\n    y = 1\n  z\nw', 'without n_indent the whole text');
+  const four = await completion({ prompt: 'code', n_predict: 64, temperature: 0, grammar, n_indent: 4 });
+  t.equal(four.body.content, 'if x:\n    y = 1\n  ');
+  t.equal(four.body.stop_type, 'limit');
+  const two = await completion({ prompt: 'code', n_predict: 64, temperature: 0, grammar, n_indent: 2 });
+  t.equal(two.body.content, 'if x:\n    y = 1\n  z\n');
+  const res = await fetch(`${base}/completion`, { method: 'POST', body: JSON.stringify({ prompt: 'code', n_predict: 64, temperature: 0, grammar, n_indent: 4, stream: true }) });
+  const events = parseSse(await res.text()) as any[];
+  t.equal(events.map((e) => e.content).join(''), four.body.content, 'nothing past the cut is streamed');
+  const bad = await completion({ prompt: 'code', n_indent: -1 });
+  t.equal(bad.status, 400);
+  t.equal(bad.body.error.field, 'n_indent');
+});
+
 t.test('n_probs: per-token top probabilities, ranked, consistent with the chosen token', async (t) => {
   const res = await completion({ prompt: 'Hello', n_predict: 4, temperature: 0, n_probs: 3 });
   const probs = res.body.completion_probabilities;
