@@ -56,6 +56,7 @@ const REQUESTS: Array<[string, Record<string, unknown>]> = [
   ['greedy, post-sampling', { prompt: 'Hello world', n_predict: 6, temperature: 0, n_probs: 4, post_sampling_probs: true }],
   ['top_k 3, seeded', { prompt: 'Hello world', n_predict: 6, temperature: 1, top_k: 3, seed: 7, n_probs: 5, post_sampling_probs: true }],
   ['top_p / min_p, stop, logit_bias', { prompt: 'Once upon', n_predict: 8, temperature: 0.7, top_p: 0.5, min_p: 0.1, seed: 3, n_probs: 10, post_sampling_probs: true, stop: ['zz'], logit_bias: [[5, 1.5]] }],
+  ['n_indent over text fixed by a grammar', { prompt: 'code', n_predict: 64, temperature: 0, n_probs: 1, n_indent: 4, grammar: 'root ::= "if x:\\n    y = 1\\n  z\\nw"' }],
 ];
 
 for (const [name, body] of REQUESTS) {
@@ -64,6 +65,7 @@ for (const [name, body] of REQUESTS) {
     t.equal(mine.status, 200);
     t.equal(theirs.status, 200);
     t.equal(mine.body.content, theirs.body.content);
+    t.equal(mine.body.stop_type, theirs.body.stop_type);
     compareProbabilities(t, mine.body.completion_probabilities, theirs.body.completion_probabilities, body.post_sampling_probs === true);
     compareSettings(t, mine.body.generation_settings, theirs.body.generation_settings);
   });
