@@ -1,5 +1,6 @@
 // Correctness under concurrency: parallel refreshes of one token, refresh against revoke,
 // parallel code guesses, parallel first logins, a login against a soft-delete.
+import { createHash, randomBytes, randomUUID } from 'node:crypto';
 import t from 'tap';
 import { startAuthHarness, type Reply, type TestApp, type Tokens } from './fixtures/harness.js';
 
@@ -129,6 +130,12 @@ t.test('parallel code requests to one destination deliver one code', async (t) =
   t.equal(h.outbox.messages.filter((m) => m.to === 'bob@example.com').length, 1);
 });
 
+/** How many backends of this database wait for a lock. */
+async function lockWaiters(): Promise<number> {
+  const [row] = await h.sql`select count(*)::int as n from pg_stat_activity where wait_event_type = 'Lock' and datname = current_database()`;
+  return row!.n as number;
+}
+
 /** Polls until `condition` holds or `timeoutMs` passes; returns whether it held. */
 async function until(condition: () => Promise<boolean>, timeoutMs: number): Promise<boolean> {
   const deadline = Date.now() + timeoutMs;
@@ -148,10 +155,6 @@ t.test('a login that overlaps a soft-delete of its user never leaves a session a
   const blocker = await h.sql.reserve();
   await blocker`begin`;
   await blocker`select 1 from app_memberships where user_id = ${tokens.user_id} for update`;
-  const lockWaiters = async () => {
-    const [row] = await h.sql`select count(*)::int as n from pg_stat_activity where wait_event_type = 'Lock' and datname = current_database()`;
-    return row!.n as number;
-  };
   let deleteDone = false;
   let login: Promise<Reply> | undefined;
   let deletion: Promise<Reply> | undefined;
@@ -174,4 +177,47 @@ t.test('a login that overlaps a soft-delete of its user never leaves a session a
     const refresh = await h.refresh(app, loggedIn.body.refresh_token);
     t.equal(refresh.body.error?.code, 'TOKEN_REVOKED', 'the overlapping login\'s session stays dead after a restore');
   }
+});
+
+t.test('parallel role assigns and revokes for one user and tenant: all 200, at most one role, and the next refresh shows it', async (t) => {
+  const tenant = await h.createTenant(app, 'Acme');
+  const roles = ['owner', 'admin', 'staff', 'viewer'];
+  const replies = await Promise.all(Array.from({ length: 40 }, (_, i) => i % 5 === 4
+    ? h.post('/auth/roles/revoke', { ...h.credentials(app), user_id: tokens.user_id, tenant_id: tenant })
+    : h.assignRole(app, tokens.user_id, tenant, roles[i % 4]!)));
+  t.same(statusCounts(replies), { '200': 40 });
+  const rows = await h.sql`select role from roles where user_id = ${tokens.user_id} and tenant_id = ${tenant}`;
+  t.ok(rows.length <= 1, 'one role per user and tenant');
+  const refreshed = await h.refresh(app, tokens.refresh_token);
+  t.equal(refreshed.status, 200);
+  const claims = JSON.parse(Buffer.from(refreshed.body.access_token.split('.')[1], 'base64url').toString());
+  t.same({ tenant_id: claims.tenant_id, roles: claims.roles }, rows.length === 1 ? { tenant_id: tenant, roles: [rows[0]!.role] } : { tenant_id: null, roles: [] });
+});
+
+t.test('revoke-user that waits for a rotation in progress revokes the rotated session and counts it', async (t) => {
+  const sha256 = (text: string) => createHash('sha256').update(text).digest();
+  const child = `rt_${randomBytes(32).toString('base64url')}`;
+  // A refresh holding its family's lock: the same function /auth/refresh calls, not yet committed.
+  const rotation = await h.sql.reserve();
+  let revoking: Promise<Reply> | undefined;
+  try {
+    await rotation`begin`;
+    const [rotated] = await rotation`
+      select outcome from rotate_refresh_token(
+        ${app.id}, ${sha256(app.secret)}, ${sha256(tokens.refresh_token)}, null,
+        ${randomUUID()}, ${sha256(child)}, ${new Date(h.clock.now())}, make_interval(days => 30))
+    `;
+    t.equal(rotated!.outcome, 'rotated');
+    revoking = h.post('/auth/revoke-user', { ...h.credentials(app), user_id: tokens.user_id });
+    t.ok(await until(async () => (await lockWaiters()) >= 1, 5000), 'revoke-user waits for the family lock');
+  } finally {
+    await rotation`commit`;
+    rotation.release();
+  }
+  const reply = await revoking!;
+  t.equal(reply.status, 200);
+  t.same(reply.body, { sessions_revoked: 1 });
+  const refresh = await h.refresh(app, child);
+  t.equal(refresh.status, 401);
+  t.equal(refresh.body.error.code, 'TOKEN_REVOKED', 'the child the rotation issued is revoked with its family');
 });

@@ -109,43 +109,40 @@ export async function revokeRefreshFamily(sql: Queryable, revocation: {
 }
 
 /**
- * Locks the user's unrevoked families (of one app, or of every app when appId is null) in id
- * order, so two revocations of the same user cannot deadlock. Returns their live tokens and
- * whether each family is still active at `now`: its live token (whose expiry is capped at the
- * session's end) has not expired.
+ * Locks the user's live families (of one app, or of every app when appId is null) in id order,
+ * so two revocations of the same user cannot deadlock. Returns their live tokens. (No join here:
+ * when the lock waits for a rotation, PostgreSQL re-reads only the family row, and a joined token
+ * row from the statement's snapshot would no longer match the new current_token_id, dropping
+ * the family from the result.)
  */
-export async function lockLiveFamiliesOfUser(sql: Queryable, userId: string, appId: string | null, now: Date): Promise<LiveFamily[]> {
+export async function lockLiveFamiliesOfUser(sql: Queryable, userId: string, appId: string | null): Promise<{ id: string; current_token_id: string }[]> {
   return appId === null
-    ? sql<LiveFamily[]>`
-        select f.id, f.current_token_id, t.expires_at > ${now} as active
-        from refresh_families f
-        join refresh_tokens t on t.id = f.current_token_id
-        where f.user_id = ${userId} and f.revoked_at is null
-        order by f.id
-        for update of f
+    ? sql<{ id: string; current_token_id: string }[]>`
+        select id, current_token_id
+        from refresh_families
+        where user_id = ${userId} and revoked_at is null
+        order by id
+        for update
       `
-    : sql<LiveFamily[]>`
-        select f.id, f.current_token_id, t.expires_at > ${now} as active
-        from refresh_families f
-        join refresh_tokens t on t.id = f.current_token_id
-        where f.app_id = ${appId} and f.user_id = ${userId} and f.revoked_at is null
-        order by f.id
-        for update of f
+    : sql<{ id: string; current_token_id: string }[]>`
+        select id, current_token_id
+        from refresh_families
+        where app_id = ${appId} and user_id = ${userId} and revoked_at is null
+        order by id
+        for update
       `;
 }
 
-export interface LiveFamily {
-  id: string;
-  current_token_id: string;
-  /** False when the session can no longer be refreshed because its live token expired. */
-  active: boolean;
-}
-
-/** Revokes families locked by lockLiveFamiliesOfUser and their live tokens. */
+/**
+ * Revokes families locked by lockLiveFamiliesOfUser and their live tokens. Returns how many of
+ * them were active at `now`: their live token (whose expiry is capped at the session's end) had
+ * not expired. A new statement, so it sees the live tokens committed by rotations that held the
+ * locks before.
+ */
 export async function revokeRefreshFamilies(sql: Queryable, revocation: {
   familyIds: string[]; currentTokenIds: string[]; now: Date; reason: RevokedReason;
-}): Promise<void> {
-  await sql`
+}): Promise<number> {
+  const revoked = await sql<{ active: boolean }[]>`
     with families as (
       update refresh_families
       set revoked_at = ${revocation.now}, revoked_reason = ${revocation.reason}
@@ -154,5 +151,7 @@ export async function revokeRefreshFamilies(sql: Queryable, revocation: {
     update refresh_tokens
     set state = 'revoked'
     where id = any(${revocation.currentTokenIds}::uuid[]) and state = 'active'
+    returning expires_at > ${revocation.now} as active
   `;
+  return revoked.filter((token) => token.active).length;
 }

@@ -156,16 +156,14 @@ export async function revokeUserSessions(ctx: AuthContext, app: AuthenticatedApp
  * TOKEN_REVOKED until the user logs in again.
  */
 export async function revokeLiveFamilies(tx: TransactionSql, userId: string, appId: string | null, now: Date, reason: 'revoke_user' | 'user_deleted'): Promise<number> {
-  const families = await lockLiveFamiliesOfUser(tx, userId, appId, now);
-  if (families.length > 0) {
-    await revokeRefreshFamilies(tx, {
-      familyIds: families.map((f) => f.id),
-      currentTokenIds: families.map((f) => f.current_token_id),
-      now,
-      reason,
-    });
-  }
-  return families.filter((f) => f.active).length;
+  const families = await lockLiveFamiliesOfUser(tx, userId, appId);
+  if (families.length === 0) return 0;
+  return revokeRefreshFamilies(tx, {
+    familyIds: families.map((f) => f.id),
+    currentTokenIds: families.map((f) => f.current_token_id),
+    now,
+    reason,
+  });
 }
 
 async function issueTokens(ctx: AuthContext, app: AuthenticatedApp, userId: string, tenant: TenantChoice, refreshToken: string, nowMs: number): Promise<SessionTokens> {
