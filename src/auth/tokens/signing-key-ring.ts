@@ -38,7 +38,7 @@ interface LoadedKey {
 const UNKNOWN_KID_RELOAD_INTERVAL_MS = 1000;
 
 export interface SigningKeyRingOptions {
-  /** Receives one line per failed background reload (the ring keeps the keys it has). Default: stderr. */
+  /** Receives one line per failed reload, background or for an unknown kid (the ring keeps the keys it has). Default: stderr. */
   log?: (line: string) => void;
   /** Period of the background reload; KEY_RING_RELOAD_MS unless a test shortens it. */
   reloadIntervalMs?: number;
