@@ -59,7 +59,11 @@ public:
         log_capture_begin();
         ctx_ = llama_init_from_model(model_->get(), cp);
         std::string errors = log_capture_end();
-        if (!ctx_) SetError("failed to create the inference context" + (errors.empty() ? std::string() : ": " + errors));
+        if (!ctx_) {
+            SetError("failed to create the inference context" + (errors.empty() ? std::string() : ": " + errors));
+        } else if (params_.ctx_shift && !params_.embeddings && !llama_memory_can_shift(llama_get_memory(ctx_))) {
+            SetError("context shift is not supported by this model's memory (drop --context-shift)");
+        }
     }
 
     Napi::Value result(Napi::Env env) override {
@@ -69,6 +73,7 @@ public:
         p.Set("nParallel", params_.n_parallel);
         p.Set("nBatch", params_.n_batch);
         p.Set("embeddings", params_.embeddings);
+        p.Set("contextShift", params_.ctx_shift);
         p.Set("loras", loras_.IsEmpty() ? Napi::Array::New(env) : loras_.Value());
         if (!vision_.IsEmpty()) p.Set("vision", vision_.Value());
         return Engine::constructor.New({Napi::External<llama_context>::New(env, ctx), model_ref_.Value(), on_events_.Value(), p});
@@ -114,6 +119,7 @@ Napi::Value Engine::create(const Napi::CallbackInfo & info) {
     p.flash_attn = read_i32(o, "flashAttn", -1);
     if (o.Get("embeddings").IsBoolean()) p.embeddings = o.Get("embeddings").As<Napi::Boolean>();
     p.pooling = read_i32(o, "pooling", -1);
+    if (o.Get("contextShift").IsBoolean()) p.ctx_shift = o.Get("contextShift").As<Napi::Boolean>();
     auto * worker = new EngineCreateWorker(env, model, model_obj, info[2].As<Napi::Function>(), p);
     if (o.Get("loras").IsArray()) {
         Napi::Array loras = o.Get("loras").As<Napi::Array>();
@@ -170,6 +176,7 @@ Engine::Engine(const Napi::CallbackInfo & info) : Napi::ObjectWrap<Engine>(info)
     Napi::Object p = info[3].As<Napi::Object>();
     params_.n_parallel = read_i32(p, "nParallel", 1);
     params_.n_batch = llama_n_batch(ctx_);
+    params_.ctx_shift = p.Get("contextShift").ToBoolean();
     n_ctx_seq_ = static_cast<int32_t>(llama_n_ctx_seq(ctx_));
     if (p.Get("loras").IsArray()) {
         Napi::Array loras = p.Get("loras").As<Napi::Array>();
@@ -313,6 +320,8 @@ std::unique_ptr<CompletionTask> Engine::parse_task(Napi::Env env, Napi::Object o
     if (o.Get("postSamplingProbs").IsBoolean()) task->post_sampling_probs = o.Get("postSamplingProbs").As<Napi::Boolean>();
     if (o.Get("tMaxPredictMs").IsNumber()) task->t_max_predict_ms = o.Get("tMaxPredictMs").As<Napi::Number>().Int64Value();
     task->n_indent = std::max(0, read_i32(o, "nIndent", 0));
+    task->n_keep = std::max(-1, read_i32(o, "nKeep", 0));
+    task->n_discard = std::max(0, read_i32(o, "nDiscard", 0));
     task->stop = strings_from(env, o.Get("stop"), "task.stop");
     task->lora_scales.assign(loras_.size(), 0.0f);
     if (o.Get("loraScales").IsArray()) {
@@ -523,6 +532,7 @@ Napi::Value Engine::js_metrics(const Napi::CallbackInfo & info) {
     m.Set("predictedTokens", static_cast<double>(counters_.predicted_tokens.load()));
     m.Set("predictedMs", counters_.predicted_us.load() / 1000.0);
     m.Set("decodeCalls", static_cast<double>(counters_.decode_calls.load()));
+    m.Set("contextShifts", static_cast<double>(counters_.context_shifts.load()));
     m.Set("tasksDone", static_cast<double>(counters_.tasks_done.load()));
     m.Set("queued", counters_.queued.load());
     m.Set("busySlots", counters_.busy_slots.load());
@@ -1049,7 +1059,7 @@ void Engine::handle_sampled(Slot & s, llama_token token) {
             s.stop = StopType::EOS;
         } else if (task.n_predict >= 0 && s.n_decoded >= task.n_predict) {
             s.stop = StopType::LIMIT;
-        } else if (static_cast<int32_t>(s.cache.size()) + 1 >= s.n_ctx) {
+        } else if (static_cast<int32_t>(s.cache.size()) + 1 >= s.n_ctx && !shift_context(s)) {
             s.stop = StopType::LIMIT;
             s.truncated = true;
         } else if (task.t_max_predict_ms > 0 && s.generated.find('\n') != std::string::npos &&
@@ -1059,6 +1069,28 @@ void Engine::handle_sampled(Slot & s, llama_token token) {
     }
     emit(std::move(ev));
     if (s.stop != StopType::NONE) finish(s);
+}
+
+// llama-server's context shift: keep the first n_keep tokens (+ BOS), drop n_discard after them
+// (default half of the rest) and move the remainder down. Not for prompts with images (their
+// positions are not one per cache entry). False when the slot cannot be shifted.
+bool Engine::shift_context(Slot & s) {
+    const CompletionTask & task = *s.task;
+    if (!params_.ctx_shift || !task.media.empty()) return false;
+    const int32_t n_past = static_cast<int32_t>(s.cache.size());
+    int32_t n_keep = task.n_keep < 0 ? static_cast<int32_t>(task.prompt.size()) : task.n_keep;
+    if (llama_vocab_get_add_bos(vocab_)) n_keep += 1;
+    n_keep = std::max(0, std::min(s.n_ctx - 4, n_keep));
+    const int32_t n_left = n_past - n_keep;
+    const int32_t n_discard = std::clamp(task.n_discard > 0 ? task.n_discard : n_left / 2, 0, std::max(0, n_left - 1));
+    if (n_discard == 0) return false;
+    llama_memory_t mem = llama_get_memory(ctx_);
+    if (!llama_memory_seq_rm(mem, s.id, n_keep, n_keep + n_discard)) return false;
+    llama_memory_seq_add(mem, s.id, n_keep + n_discard, n_past, -n_discard);
+    s.cache.erase(s.cache.begin() + n_keep, s.cache.begin() + n_keep + n_discard);
+    s.truncated = true;
+    counters_.context_shifts++;
+    return true;
 }
 
 void Engine::finish_embedding(Slot & s, int32_t first) {

@@ -40,6 +40,7 @@ struct EngineParams {
     int32_t flash_attn = -1;      // -1 auto, 0 off, 1 on
     bool embeddings = false;      // embedding mode: tasks are embedded, never generated
     int32_t pooling = -1;         // llama_pooling_type; -1: the model's own
+    bool ctx_shift = false;       // a generating slot whose context is full drops old tokens instead of stopping
 };
 
 struct SlotSummary {
@@ -57,6 +58,7 @@ struct EngineCounters {
     std::atomic<uint64_t> predicted_tokens{0};
     std::atomic<uint64_t> predicted_us{0};
     std::atomic<uint64_t> decode_calls{0};
+    std::atomic<uint64_t> context_shifts{0};
     std::atomic<uint64_t> tasks_done{0};
     std::atomic<int32_t> queued{0};
     std::atomic<int32_t> busy_slots{0};
@@ -93,6 +95,7 @@ private:
     void handle_sampled(Slot & slot, llama_token token);
     void finish_embedding(Slot & slot, int32_t first_index);
     void finish(Slot & slot);
+    bool shift_context(Slot & slot);
     void fail(Slot & slot, const std::string & message);
     void emit(EngineEvent && event);
     void flush_events();

@@ -126,6 +126,8 @@ export function buildTaskSpec(
   checkRange('dry_penalty_last_n', body.dry_penalty_last_n, -1, 1 << 30);
   checkRange('id_slot', body.id_slot, -1, 1 << 30);
   checkRange('n_indent', body.n_indent, 0, 1 << 30);
+  checkRange('n_keep', body.n_keep, -1, 1 << 30);
+  checkRange('n_discard', body.n_discard, 0, 1 << 30);
   if (body.repeat_penalty !== undefined && body.repeat_penalty <= 0) throw badRequest('Invalid field "repeat_penalty": must be greater than 0', { field: 'repeat_penalty' });
   if (body.grammar !== undefined && body.json_schema !== undefined) throw badRequest('Use either "grammar" or "json_schema", not both');
 
@@ -179,6 +181,8 @@ export function buildTaskSpec(
     postSamplingProbs: body.post_sampling_probs ?? false,
     tMaxPredictMs: body.t_max_predict_ms ?? 0,
     nIndent: body.n_indent ?? 0,
+    nKeep: body.n_keep ?? 0,
+    nDiscard: body.n_discard ?? 0,
     stop: stopStrings(body.stop),
     sampling,
     loraScales: body.lora ? ctx.lora.resolve(body.lora, 'lora') : ctx.lora.scales(),

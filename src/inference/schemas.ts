@@ -61,6 +61,7 @@ export const GenerationFields = {
   timings_per_token: Type.Optional(Type.Boolean()),
   return_tokens: Type.Optional(Type.Boolean()),
   n_keep: Type.Optional(Int),
+  n_discard: Type.Optional(Int),
   n_cmpl: Type.Optional(Int),
   n: Type.Optional(Int),
   model: Type.Optional(Type.String()),

@@ -25,6 +25,8 @@ export interface InferenceServerOptions {
   host: string;
   port: number;
   parallel: number;
+  /** A generating slot whose context is full drops old tokens instead of stopping (llama-server's --context-shift). */
+  contextShift?: boolean;
   alias?: string;
   apiKeys: string[];
   metrics: boolean;
@@ -188,6 +190,7 @@ export async function startInferenceServer(options: InferenceServerOptions): Pro
       nThreadsBatch: options.runtime.threadsBatch,
       flashAttn: options.runtime.flashAttn,
       kvUnified: true,
+      contextShift: options.contextShift ?? false,
     });
     const service = new InferenceService(model, vision, engine, {
       modelPath: options.runtime.model,

@@ -96,6 +96,8 @@ export interface EngineParams {
   embeddings?: boolean;
   /** llama_pooling_type (0 none, 1 mean, 2 cls, 3 last, 4 rank); -1 = the model's own. */
   pooling?: number;
+  /** A generating slot whose context is full drops old tokens (task nKeep/nDiscard) instead of stopping. */
+  contextShift?: boolean;
   /** LoRA adapters of this model that tasks may apply (task.loraScales indexes them). */
   loras?: NativeLoraAdapter[];
   /** A multimodal projector for this model: tasks may then carry images. */
@@ -177,6 +179,10 @@ export interface CompletionTaskSpec {
   postSamplingProbs?: boolean;
   /** 0 = no limit. As llama-server: checked once a new line has been generated. */
   tMaxPredictMs?: number;
+  /** Context shift: prompt tokens kept at the start (-1: all of the prompt; default 0). */
+  nKeep?: number;
+  /** Context shift: tokens dropped after them (0: half of the rest). */
+  nDiscard?: number;
   /** > 0: generation ends at the first line after the first that is indented less (llama-server's n_indent). */
   nIndent?: number;
   stop?: string[];
@@ -221,6 +227,8 @@ export interface EngineMetrics {
   predictedTokens: number;
   predictedMs: number;
   decodeCalls: number;
+  /** Times a full slot dropped old tokens (--context-shift). */
+  contextShifts: number;
   tasksDone: number;
   queued: number;
   busySlots: number;

@@ -285,6 +285,16 @@ t.test('generation that fills the context stops as truncated', async (t) => {
   t.equal(res.body.tokens_evaluated + res.body.tokens_predicted, nCtx, 'generated until the slot context was full');
 });
 
+t.test('n_keep and n_discard are checked; generation_settings reports them', async (t) => {
+  const ok = await completion({ prompt: 'Hello', n_predict: 1, n_keep: -1, n_discard: 8 });
+  t.same([ok.body.generation_settings.n_keep, ok.body.generation_settings.n_discard], [-1, 8]);
+  for (const [field, value] of [['n_keep', -2], ['n_discard', -1]] as const) {
+    const bad = await completion({ prompt: 'Hello', [field]: value });
+    t.equal(bad.status, 400);
+    t.equal(bad.body.error.field, field);
+  }
+});
+
 t.test('a client that disconnects frees its slot within a step', async (t) => {
   const controller = new AbortController();
   const res = await fetch(`${base}/completion`, { method: 'POST', body: JSON.stringify({ prompt: 'forever', n_predict: -1, stream: true, id_slot: 5 }), signal: controller.signal });

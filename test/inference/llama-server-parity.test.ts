@@ -81,3 +81,24 @@ t.test('/props default parameters match llama-server', async (t) => {
   const [mine, theirs] = await Promise.all([ours.base, reference.base].map(async (b) => (await fetch(`${b}/props`)).json()));
   compareSettings(t, mine.default_generation_settings.params, theirs.default_generation_settings.params);
 });
+
+t.test('--context-shift: generation past a full context is the same as llama-server\'s, for each n_keep / n_discard', async (t) => {
+  const mine = await startTestServer(models.chat, { parallel: 1, ctxSize: 64, contextShift: true });
+  t.teardown(mine.close);
+  const theirs = await startLlamaServer(['-m', models.chat, '-c', '64', '-np', '1', '--context-shift']);
+  t.teardown(theirs.close);
+  const cases = [
+    { prompt: 'Hello there my friend', n_predict: 700, temperature: 0, ignore_eos: true },
+    { prompt: 'Hello there my friend', n_predict: 700, temperature: 0, ignore_eos: true, n_keep: -1 },
+    { prompt: 'Hello there my friend', n_predict: 700, temperature: 0, ignore_eos: true, n_keep: 2, n_discard: 10 },
+  ];
+  for (const body of cases) {
+    const a = await postJson(`${mine.base}/completion`, body);
+    const b = await postJson(`${theirs.base}/completion`, body);
+    t.equal(a.body.tokens_predicted, 700, 'generated past the 256-token slot context');
+    t.same([a.body.content, a.body.stop_type, a.body.truncated], [b.body.content, b.body.stop_type, b.body.truncated], JSON.stringify({ n_keep: body.n_keep, n_discard: body.n_discard }));
+  }
+  const metrics = await (await fetch(`${mine.base}/metrics`)).text();
+  t.ok(Number(/^llamacpp:context_shifts_total (\d+)$/m.exec(metrics)?.[1]) > 0, 'shifts are counted');
+});
+

@@ -115,6 +115,7 @@ export function metricsRoute(state: ServerState, counters: RequestCounters) {
     metric('prompt_tokens_seconds', 'gauge', 'Average prompt throughput in tokens/s.', m.promptMs > 0 ? (1000 * m.promptTokens) / m.promptMs : 0);
     metric('predicted_tokens_seconds', 'gauge', 'Average generation throughput in tokens/s.', m.predictedMs > 0 ? (1000 * m.predictedTokens) / m.predictedMs : 0);
     metric('n_decode_total', 'counter', 'Total number of llama_decode() calls.', m.decodeCalls);
+    metric('context_shifts_total', 'counter', 'Times a full slot dropped old tokens to go on generating (--context-shift).', m.contextShifts);
     metric('requests_total', 'counter', 'HTTP requests received.', counters.requests);
     metric('requests_failed_total', 'counter', 'HTTP requests answered with an error status.', counters.errors);
     metric('tasks_completed_total', 'counter', 'Completion tasks finished.', m.tasksDone);
