@@ -290,6 +290,8 @@ export async function runInferenceBench(opts: InferenceBenchOptions = {}): Promi
   const deadline = t0 + (Number(process.env.BENCH_DEADLINE_S) || 600) * 1000;
   const threads = opts.threads ?? (Number(process.env.BENCH_THREADS) || availableParallelism());
   const rounds = opts.rounds ?? (Number(process.env.BENCH_ROUNDS) || 2);
+  /** BENCH_ONLY=prompt,single: only these scenario ids (the others are reported as missing). */
+  const only = process.env.BENCH_ONLY ? new Set(process.env.BENCH_ONLY.split(',').map((s) => s.trim())) : null;
   const progress = opts.progress ?? ((m: string) => console.error(`bench: ${m}`));
   const notes: string[] = [];
   const note = (m: string): void => {
@@ -356,7 +358,7 @@ export async function runInferenceBench(opts: InferenceBenchOptions = {}): Promi
     // Scenario-major: both servers run a scenario (each freshly started, one after the other)
     // before the next scenario, so that slow drifts of the machine hit both alike; with several
     // rounds the order alternates (ours first, then llama-server first, ...).
-    for (const scenario of profile.scenarios) {
+    for (const scenario of profile.scenarios.filter((s) => !only || only.has(s.id))) {
       for (let round = 0; round < rounds; round++) {
         for (const which of round % 2 === 0 ? [0, 1] : [1, 0]) {
           const launch = launches[which]!;

@@ -5,7 +5,8 @@
 // Environment: BENCH_THREADS (default: available parallelism), BENCH_ROUNDS (default 2: each
 // scenario runs on both servers that many times, alternating which goes first; figures are
 // medians), BENCH_DEADLINE_S (default 600: later scenarios are skipped), BENCH_SKIP_AUTH=1,
-// BENCH_SKIP_INFERENCE=1.
+// BENCH_SKIP_INFERENCE=1, BENCH_ONLY=id,... (inference scenarios by id: single, concurrent-8,
+// concurrent-32, prompt, tokenize, embeddings, rerank).
 import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import { dirname, join, relative } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
