@@ -315,7 +315,6 @@ std::unique_ptr<CompletionTask> Engine::parse_task(Napi::Env env, Napi::Object o
     task->id_slot = read_i32(o, "idSlot", -1);
     if (task->id_slot >= params_.n_parallel) throw Napi::RangeError::New(env, "idSlot out of range");
     if (o.Get("cachePrompt").IsBoolean()) task->cache_prompt = o.Get("cachePrompt").As<Napi::Boolean>();
-    if (!task->media.empty()) task->cache_prompt = false;  // placeholders cannot be compared
     task->n_probs = std::max(0, read_i32(o, "nProbs", 0));
     if (o.Get("postSamplingProbs").IsBoolean()) task->post_sampling_probs = o.Get("postSamplingProbs").As<Napi::Boolean>();
     if (o.Get("tMaxPredictMs").IsNumber()) task->t_max_predict_ms = o.Get("tMaxPredictMs").As<Napi::Number>().Int64Value();
@@ -366,6 +365,7 @@ void Engine::tokenize_media(Napi::Env env, Napi::Object o, CompletionTask & task
         throw err;
     }
     std::vector<mtmd_bitmap *> bitmaps;
+    std::vector<uint64_t> hashes;  // FNV-1a of each image file, in marker order
     auto free_bitmaps = [&] { for (auto * b : bitmaps) mtmd_bitmap_free(b); bitmaps.clear(); };
     constexpr uint64_t max_pixels = 64ull * 1024 * 1024;
     for (uint32_t i = 0; i < media.Length(); i++) {
@@ -375,6 +375,9 @@ void Engine::tokenize_media(Napi::Env env, Napi::Object o, CompletionTask & task
             throw Napi::TypeError::New(env, "task.media entries must be Uint8Arrays");
         }
         Napi::Uint8Array bytes = v.As<Napi::Uint8Array>();
+        uint64_t hash = 1469598103934665603ull;
+        for (size_t k = 0; k < bytes.ElementLength(); k++) hash = (hash ^ bytes[k]) * 1099511628211ull;
+        hashes.push_back(hash);
         if (!looks_like_image(bytes.Data(), bytes.ElementLength())) {
             free_bitmaps();
             Napi::Error err = Napi::Error::New(env, "image " + std::to_string(i) + " is not in a supported format (PNG, JPEG, GIF, BMP, PSD, HDR or PNM)");
@@ -420,6 +423,7 @@ void Engine::tokenize_media(Napi::Env env, Napi::Object o, CompletionTask & task
             MediaSpan span;
             span.start = task.prompt.size();
             span.n_pos = static_cast<size_t>(mtmd_input_chunk_get_n_pos(chunk));
+            span.hash = hashes.at(task.media.size());
             span.chunk.reset(mtmd_input_chunk_copy(chunk));
             task.prompt.insert(task.prompt.end(), span.n_pos, LLAMA_TOKEN_NULL);
             task.media.push_back(std::move(span));
@@ -768,8 +772,7 @@ Slot * Engine::choose_slot(const CompletionTask & task) {
     for (auto & s : slots_) {
         if (s.busy()) continue;
         if (task.cache_prompt && s.cache_lora == task.lora_scales) {
-            size_t n = 0;
-            while (n < s.cache.size() && n < task.prompt.size() && s.cache[n] == task.prompt[n]) n++;
+            const size_t n = s.common_prefix(task);
             if (n > best_prefix) {
                 best_prefix = n;
                 best = &s;
@@ -962,6 +965,7 @@ void Engine::eval_media() {
                 break;
             }
             s.cache.insert(s.cache.end(), span.n_pos, LLAMA_TOKEN_NULL);
+            s.media_cached(span);
             s.n_prompt_done += span.n_pos;
             break;
         }

@@ -26,16 +26,46 @@ static size_t find_partial_stop(const std::string & text, const std::string & wo
     return std::string::npos;
 }
 
+size_t Slot::common_prefix(const CompletionTask & t) const {
+    const auto & prompt = t.prompt;
+    size_t n = 0;
+    while (n < cache.size() && n < prompt.size() && cache[n] == prompt[n]) {
+        if (prompt[n] != LLAMA_TOKEN_NULL) {
+            n++;
+            continue;
+        }
+        const auto span = std::find_if(t.media.begin(), t.media.end(), [n](const MediaSpan & m) { return m.start == n; });
+        const auto cached = std::find_if(cache_media.begin(), cache_media.end(), [n](const CachedMedia & m) { return m.start == n; });
+        if (span == t.media.end() || cached == cache_media.end() || cached->hash != span->hash || cached->n_pos != span->n_pos ||
+            n + span->n_pos > cache.size()) {
+            break;
+        }
+        n += span->n_pos;
+    }
+    return n;
+}
+
+void Slot::forget_media_after(size_t end) {
+    cache_media.erase(std::remove_if(cache_media.begin(), cache_media.end(), [end](const CachedMedia & m) { return m.start + m.n_pos > end; }),
+                      cache_media.end());
+}
+
+void Slot::media_cached(const MediaSpan & span) {
+    forget_media_after(span.start);
+    cache_media.push_back({span.start, span.n_pos, span.hash});
+}
+
 size_t Slot::assign(std::unique_ptr<CompletionTask> t, int64_t now_us) {
     task = std::move(t);
     size_t keep = 0;
     if (task->cache_prompt) {
-        const auto & prompt = task->prompt;
-        while (keep < cache.size() && keep < prompt.size() && cache[keep] == prompt[keep]) keep++;
-        // The last prompt token is always evaluated: its logits give the first generated token.
-        if (keep == prompt.size() && keep > 0) keep--;
+        keep = common_prefix(*task);
+        // The last prompt token is always evaluated: its logits give the first generated token
+        // (a prompt ends with text, never inside an image).
+        if (keep == task->prompt.size() && keep > 0) keep--;
     }
     cache.resize(keep);
+    forget_media_after(keep);
     n_prompt_done = keep;
     n_cached = static_cast<int32_t>(keep);
     state = SlotState::PROMPT;

@@ -36,8 +36,21 @@ struct Slot {
     int64_t t_last_used_us = 0;         // for least-recently-used slot choice
     uint64_t last_step = 0;             // engine step that last decoded this slot (fair LoRA groups)
     std::vector<float> cache_lora;      // adapter scales the cached K/V were computed with
+    // Images in the cache: positions [start, start + n_pos) hold the embeddings of the image with
+    // this hash. Entries past the cache's end, or over text, are stale and never match.
+    struct CachedMedia { size_t start; size_t n_pos; uint64_t hash; };
+    std::vector<CachedMedia> cache_media;
 
     bool busy() const { return state != SlotState::IDLE; }
+
+    // Length of the prefix of `task`'s prompt already in this slot's cache: equal tokens, and
+    // whole images that are the same image at the same position.
+    size_t common_prefix(const CompletionTask & task) const;
+
+    // An image of the running task has been evaluated into the cache.
+    void media_cached(const MediaSpan & span);
+    // Drops the image entries that do not end within the first `end` cache positions.
+    void forget_media_after(size_t end);
 
     // Prepares the slot for `task`: keeps the longest common prefix of the cache (when the task
     // allows it), resets counters. Returns the number of cache tokens kept; the caller removes

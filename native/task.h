@@ -24,6 +24,7 @@ struct MediaChunkDeleter {
 struct MediaSpan {
     size_t start = 0;
     size_t n_pos = 0;
+    uint64_t hash = 0;  // of the encoded image file: the prompt cache reuses an image only when it is the same
     std::unique_ptr<mtmd_input_chunk, MediaChunkDeleter> chunk;
 };
 

@@ -67,6 +67,27 @@ t.test('streamed /completion chunks with an image report the prompt tokens, imag
   t.same(events.map((e) => e.tokens_evaluated), events.map(() => whole.body.tokens_evaluated), 'every chunk, the first included');
 });
 
+t.test('the prompt cache reuses an image only when the same image is at the same place', async (t) => {
+  const run = (image: Buffer, text: string, cache = true) => postJson(`${vision.base}/completion`, {
+    prompt: text, multimodal_data: [image.toString('base64')], n_predict: 8, temperature: 0, id_slot: 2, cache_prompt: cache,
+  });
+  const first = await run(red, 'Look: <__media__> and say');
+  const again = await run(red, 'Look: <__media__> and say');
+  t.equal(again.body.tokens_cached, again.body.tokens_evaluated - 1, 'all but the last prompt token reused, the image included');
+  t.equal(again.body.content, first.body.content);
+  t.equal(again.body.content, (await run(red, 'Look: <__media__> and say', false)).body.content, 'same answer as without the cache');
+
+  const longer = await run(red, 'Look: <__media__> and say it again, slowly');
+  t.ok(longer.body.tokens_cached > 64, `the image is reused when only the text after it changes (${longer.body.tokens_cached} cached)`);
+  t.equal(longer.body.content, (await run(red, 'Look: <__media__> and say it again, slowly', false)).body.content);
+
+  await run(red, 'Look: <__media__> and say');
+  const other = await run(blue, 'Look: <__media__> and say');
+  t.ok(other.body.tokens_cached < 64, `another image at the same place is evaluated afresh (${other.body.tokens_cached} cached)`);
+  t.equal(other.body.content, (await run(blue, 'Look: <__media__> and say', false)).body.content);
+  t.not(other.body.content, first.body.content);
+});
+
 t.test('bad images fail cleanly with 400 and the server keeps serving', async (t) => {
   const truncated = red.subarray(0, 60);
   const cases: Array<[string, RegExp]> = [
