@@ -17,7 +17,9 @@ export interface HttpRequest {
   readonly remoteAddress: string;
   /**
    * Switches the response to a `text/event-stream`. After this, the handler's return value is
-   * ignored; the stream is ended when the handler settles (a thrown error is sent as a last event).
+   * ignored; the stream is ended when the handler settles. The status line and headers go out
+   * with the first event: a handler that throws before it is answered with a plain error
+   * response, one that throws later gets its error sent as a last event.
    */
   openEventStream(init?: { status?: number; headers?: Record<string, string> }): EventStream;
 }

@@ -114,6 +114,14 @@ export async function startHttpServer(options: HttpServerOptions): Promise<HttpS
     }
 
     let stream: EventStream | null = null;
+    // An event stream's status line and headers, until its first write sends them. While they
+    // are unsent, a handler that throws is still answered with a plain error response.
+    let streamHead: (() => void) | null = null;
+    const sendStreamHead = (): void => {
+      const head = streamHead;
+      streamHead = null;
+      head?.();
+    };
     const run = async (body: Buffer): Promise<void> => {
       let query: URLSearchParams | null = null;
       const request: HttpRequest = {
@@ -132,17 +140,19 @@ export async function startHttpServer(options: HttpServerOptions): Promise<HttpS
         openEventStream(init = {}) {
           if (stream) return stream;
           if (finished) throw new HttpError(499, 'CLIENT_CLOSED', 'Client closed the connection');
-          res.cork(() => {
+          // Called only inside res.cork.
+          streamHead = () => {
             res.writeStatus(statusLine(init.status ?? 200));
             for (const [k, v] of defaultHeaders) res.writeHeader(k, v);
             res.writeHeader('Content-Type', 'text/event-stream');
             res.writeHeader('Cache-Control', 'no-cache');
             for (const [k, v] of Object.entries(init.headers ?? {})) res.writeHeader(k, v);
-          });
+          };
           stream = createEventStream({
             write: (chunk) => {
               let ok = true;
               res.cork(() => {
+                sendStreamHead();
                 ok = res.write(chunk);
               });
               return ok;
@@ -159,7 +169,10 @@ export async function startHttpServer(options: HttpServerOptions): Promise<HttpS
             },
             end: () => {
               finished = true;
-              res.cork(() => res.end());
+              res.cork(() => {
+                sendStreamHead();
+                res.end();
+              });
             },
             isOpen: () => !finished,
           });
@@ -171,7 +184,7 @@ export async function startHttpServer(options: HttpServerOptions): Promise<HttpS
         if (stream) (stream as EventStream).end();
         else writeResult(result ?? { status: 204 });
       } catch (thrown) {
-        if (stream) {
+        if (stream && streamHead === null) {
           const error = toHttpError(thrown);
           if (error.status === 500) options.logError?.(error, { method, path });
           const s = stream as EventStream;

@@ -40,6 +40,8 @@ export function compileBody<S extends TSchema>(schema: S, options: BodyOptions =
   };
 }
 
+const utf8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
+
 /** Parses the body as JSON. With `strictContentType`, a body sent with a non-JSON content type is 415. */
 export function parseJson(req: HttpRequest, strictContentType = true): unknown {
   const type = req.headers['content-type'];
@@ -47,8 +49,15 @@ export function parseJson(req: HttpRequest, strictContentType = true): unknown {
     throw new HttpError(415, HttpLayerCode.UNSUPPORTED_MEDIA_TYPE, `Unsupported content type "${type}": send application/json`);
   }
   if (req.body.length === 0) throw new HttpError(400, HttpLayerCode.MALFORMED_JSON, 'Request body is empty: a JSON object is required');
+  // JSON text is UTF-8 (RFC 8259): invalid bytes are refused, not silently replaced by U+FFFD.
+  let text: string;
   try {
-    return JSON.parse(req.body.toString('utf8'));
+    text = utf8.decode(req.body);
+  } catch {
+    throw new HttpError(400, HttpLayerCode.MALFORMED_JSON, 'Malformed JSON in request body: the body is not valid UTF-8');
+  }
+  try {
+    return JSON.parse(text);
   } catch (err) {
     throw new HttpError(400, HttpLayerCode.MALFORMED_JSON, `Malformed JSON in request body: ${(err as Error).message}`);
   }

@@ -27,6 +27,19 @@ const server = await startHttpServer({
       },
     },
     {
+      method: 'GET', path: '/events/refused', handler: (req) => {
+        req.openEventStream();
+        throw new HttpError(400, 'REFUSED', 'refused before the first event');
+      },
+    },
+    {
+      method: 'GET', path: '/events/failed', handler: async (req) => {
+        const stream = req.openEventStream();
+        await stream.send(JSON.stringify({ i: 0 }));
+        throw new HttpError(400, 'FAILED', 'failed after the first event');
+      },
+    },
+    {
       method: 'GET', path: '/slow', handler: (req) => new Promise((resolve) => {
         req.signal.addEventListener('abort', () => { aborted++; resolve(undefined); });
       }),
@@ -69,6 +82,12 @@ t.test('malformed JSON is 400 MALFORMED_JSON', async (t) => {
   const res = await fetch(`${base}/echo`, { method: 'POST', body: '{"name":' });
   t.equal(res.status, 400);
   t.equal((await res.json()).error.code, 'MALFORMED_JSON');
+});
+
+t.test('a body that is not valid UTF-8 is 400 MALFORMED_JSON, not decoded with replacement characters', async (t) => {
+  const res = await fetch(`${base}/echo`, { method: 'POST', body: Buffer.from([...Buffer.from('{"name":"'), 0xff, 0xfe, ...Buffer.from('"}')]) });
+  t.equal(res.status, 400);
+  t.same(await res.json(), { error: { code: 'MALFORMED_JSON', message: 'Malformed JSON in request body: the body is not valid UTF-8' } });
 });
 
 t.test('a wrong type is 400 VALIDATION_ERROR naming the field', async (t) => {
@@ -114,6 +133,20 @@ t.test('an event stream sends whole events in order', async (t) => {
   const res = await fetch(`${base}/events`);
   t.equal(res.headers.get('content-type'), 'text/event-stream');
   t.equal(await res.text(), 'data: {"i":0}\n\ndata: {"i":1}\n\ndata: {"i":2}\n\ndata: [DONE]\n\n');
+});
+
+t.test('an event stream whose handler throws before the first event is answered with a plain error', async (t) => {
+  const res = await fetch(`${base}/events/refused`);
+  t.equal(res.status, 400);
+  t.match(res.headers.get('content-type'), /application\/json/);
+  t.same(await res.json(), { error: { code: 'REFUSED', message: 'refused before the first event' } });
+});
+
+t.test('an event stream whose handler throws after the first event ends with the error as its last event', async (t) => {
+  const res = await fetch(`${base}/events/failed`);
+  t.equal(res.status, 200);
+  t.equal(res.headers.get('content-type'), 'text/event-stream');
+  t.equal(await res.text(), 'data: {"i":0}\n\ndata: {"error":{"code":"FAILED","message":"failed after the first event"}}\n\n');
 });
 
 t.test('a client that disconnects aborts the request signal', async (t) => {
