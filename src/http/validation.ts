@@ -69,13 +69,22 @@ export function parseJson(req: HttpRequest, strictContentType = true): unknown {
  */
 function deepest(error: ValueError): ValueError {
   let best = error;
+  const sameKind: ValueError[] = [];
   for (const variant of error.errors ?? []) {
     const inner = variant.First();
     if (!inner) continue;
     const candidate = deepest(inner);
     if (candidate.path.length > best.path.length) best = candidate;
+    if (isKindOf(inner.schema.type, inner.value)) sameKind.push(candidate);
   }
-  return best;
+  // A scalar union (integer or null): the one variant of the value's own kind says what is wrong.
+  return best === error && sameKind.length === 1 ? sameKind[0]! : best;
+}
+
+/** True when a value is of a schema's JSON type (its bounds aside). */
+function isKindOf(type: unknown, value: unknown): boolean {
+  const kind = value === null ? 'null' : Array.isArray(value) ? 'array' : typeof value;
+  return type === kind || (type === 'integer' && kind === 'number');
 }
 
 /** `/messages/0/role` -> `messages[0].role` */

@@ -49,6 +49,8 @@ export interface GenerationContext {
   vocabSize: number;
   /** Server-wide default for n_predict (-n); -1 = unlimited. */
   defaultNPredict: number;
+  /** Number of slots (-np). */
+  nSlots: number;
 }
 
 const SAMPLER_CHARS: Record<string, string> = { d: 'dry', k: 'top_k', y: 'typ_p', p: 'top_p', s: 'top_n_sigma', m: 'min_p', t: 'temperature', x: 'xtc', i: 'infill', e: 'penalties', a: 'adaptive_p' };
@@ -175,7 +177,8 @@ export function buildTaskSpec(
   return {
     prompt,
     nPredict,
-    idSlot: body.id_slot ?? -1,
+    // An id past the last slot wraps around, as llama-server's get_slot_by_id does.
+    idSlot: body.id_slot === undefined || body.id_slot === -1 ? -1 : body.id_slot % ctx.nSlots,
     cachePrompt: body.cache_prompt ?? true,
     nProbs: overrides.nProbs ?? body.n_probs ?? 0,
     postSamplingProbs: body.post_sampling_probs ?? false,

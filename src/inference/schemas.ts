@@ -3,9 +3,15 @@
 // OpenAI API do; known fields are type-checked and a wrong one is a 400 naming it.
 import { Type, type Static } from '@sinclair/typebox';
 
-const Int = Type.Integer();
+// Counts, ids and limits are C int32 in the engine: a larger integer (2**40, 1e300) would wrap or
+// saturate there, so it is refused here with the field's name.
+const INT32_MIN = -2147483648;
+const INT32_MAX = 2147483647;
+const Int = Type.Integer({ minimum: INT32_MIN, maximum: INT32_MAX });
+/** A sampling seed: any uint32 (as llama-server), or a negative value for a random seed. */
+const Seed = Type.Integer({ minimum: INT32_MIN, maximum: 4294967295 });
 const Num = Type.Number();
-const TokenArray = Type.Array(Type.Integer());
+const TokenArray = Type.Array(Int);
 const StopField = Type.Union([Type.String(), Type.Array(Type.String())]);
 
 export const SAMPLER_NAMES = ['dry', 'top_k', 'top_p', 'top_n_sigma', 'typ_p', 'typical_p', 'min_p', 'temperature', 'xtc', 'infill', 'penalties', 'adaptive_p'] as const;
@@ -42,7 +48,7 @@ export const GenerationFields = {
   mirostat_tau: Type.Optional(Num),
   mirostat_eta: Type.Optional(Num),
   min_keep: Type.Optional(Int),
-  seed: Type.Optional(Int),
+  seed: Type.Optional(Seed),
   ignore_eos: Type.Optional(Type.Boolean()),
   logit_bias: Type.Optional(LogitBias),
   n_probs: Type.Optional(Int),
@@ -166,8 +172,8 @@ export type ApplyTemplateBody = Static<typeof ApplyTemplateBody>;
 
 const EmbeddingInput = Type.Union([
   Type.String(),
-  Type.Array(Type.Integer()),
-  Type.Array(Type.Union([Type.String(), Type.Array(Type.Integer())])),
+  TokenArray,
+  Type.Array(Type.Union([Type.String(), TokenArray])),
 ]);
 
 export const OpenAIEmbeddingBody = Type.Object({

@@ -41,6 +41,10 @@ export class InferenceService implements GenerationContext {
     return this.settings.defaultNPredict;
   }
 
+  get nSlots(): number {
+    return this.info.nParallel;
+  }
+
   /** Rejects a prompt that cannot fit a slot's context (llama-server's exceed_context_size_error). */
   checkPromptFits(tokens: Int32Array): void {
     if (tokens.length === 0) throw inferenceError(ErrorType.INVALID_REQUEST, 'The prompt is empty');

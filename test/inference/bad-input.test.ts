@@ -1,0 +1,60 @@
+// Hostile and malformed input: every refusal is a 4xx in the error shape, never a 500, and the
+// server keeps serving (no slot is left busy) afterwards.
+import t from 'tap';
+import { ensureTestModels } from '../fixtures/models.js';
+import { postJson, startTestServer } from '../helpers/inference-server.js';
+
+const models = await ensureTestModels();
+const { base, close } = await startTestServer(models.chat, { parallel: 4, ctxSize: 2048 });
+t.teardown(close);
+
+const bodies: Record<string, Record<string, unknown>> = {
+  '/completion': { prompt: 'Hello', n_predict: 2 },
+  '/v1/completions': { prompt: 'Hello', max_tokens: 2 },
+  '/v1/chat/completions': { messages: [{ role: 'user', content: 'Hello' }], max_tokens: 2 },
+  '/infill': { input_prefix: 'def f(', input_suffix: ')', n_predict: 2 },
+};
+
+async function slotsIdle(): Promise<boolean> {
+  for (let i = 0; i < 50; i++) {
+    const slots = await (await fetch(`${base}/slots`)).json() as Array<{ is_processing: boolean }>;
+    if (slots.every((s) => !s.is_processing)) return true;
+    await new Promise((r) => setTimeout(r, 20));
+  }
+  return false;
+}
+
+t.test('an integer beyond int32 is a 400 naming the field, not a value wrapped in the engine', async (t) => {
+  const cases: Array<[string, number, string]> = [
+    ['n_predict', 2 ** 40, 'Invalid field "n_predict": Expected integer to be less or equal to 2147483647'],
+    ['top_k', 1e300, 'Invalid field "top_k": Expected integer to be less or equal to 2147483647'],
+    ['min_keep', -(2 ** 40), 'Invalid field "min_keep": Expected integer to be greater or equal to -2147483648'],
+    ['id_slot', 2 ** 40, 'Invalid field "id_slot": Expected integer to be less or equal to 2147483647'],
+    ['seed', 2 ** 32, 'Invalid field "seed": Expected integer to be less or equal to 4294967295'],
+  ];
+  for (const [path, body] of Object.entries(bodies)) {
+    for (const [field, value, message] of cases) {
+      const res = await postJson(`${base}${path}`, { ...body, [field]: value });
+      t.equal(res.status, 400, `${path} ${field}`);
+      t.same(res.body, { error: { code: 400, message, type: 'invalid_request_error', field } }, `${path} ${field}`);
+    }
+  }
+  const maxTokens = await postJson(`${base}/v1/chat/completions`, { ...bodies['/v1/chat/completions'], max_tokens: 2 ** 40 });
+  t.same(maxTokens.body, { error: { code: 400, message: 'Invalid field "max_tokens": Expected integer to be less or equal to 2147483647', type: 'invalid_request_error', field: 'max_tokens' } });
+  const tokens = await postJson(`${base}/detokenize`, { tokens: [2 ** 53] });
+  t.same(tokens.body, { error: { code: 400, message: 'Invalid field "tokens[0]": Expected integer to be less or equal to 2147483647', type: 'invalid_request_error', field: 'tokens[0]' } });
+});
+
+t.test('the largest uint32 seed is still accepted, as llama-server accepts it', async (t) => {
+  const res = await postJson(`${base}/completion`, { prompt: 'Hello', n_predict: 1, seed: 4294967295 });
+  t.equal(res.status, 200);
+});
+
+t.test('an id_slot past the last slot wraps around, as llama-server does, instead of failing', async (t) => {
+  const res = await postJson(`${base}/completion`, { prompt: 'Hello', n_predict: 1, id_slot: 99 });
+  t.equal(res.status, 200);
+  t.equal(res.body.id_slot, 99 % 4);
+  const chat = await postJson(`${base}/v1/chat/completions`, { ...bodies['/v1/chat/completions'], id_slot: 6, stream: true });
+  t.equal(chat.status, 200);
+  t.match(chat.body, /data: \[DONE\]/);
+});
