@@ -85,14 +85,17 @@ export class InferenceEngine {
   }
 
   /**
-   * Runs a completion task to its end. Rejects with EngineTaskError when the engine fails the
-   * task, or with the signal's reason when aborted (the task is cancelled first).
+   * Runs a completion task to its end. Throws at once when the engine refuses the task at
+   * submission (bad grammar, bad media, prompt too long); the promise rejects with
+   * EngineTaskError when the engine fails the task, or with the signal's reason when aborted
+   * (the task is cancelled first).
    */
   run(spec: CompletionTaskSpec, options: RunOptions = {}): Promise<CompletionOutcome> {
     const { signal, onToken } = options;
     if (signal?.aborted) return Promise.reject(signal.reason ?? new Error('aborted'));
+    // Events for this id arrive on a later turn of the event loop, after `pending` has it.
+    const id = this.engine.submit(spec);
     return new Promise<CompletionOutcome>((resolve, reject) => {
-      const id = this.engine.submit(spec);
       const task: PendingTask = {
         onToken, resolve, reject, content: [], tokens: [], probabilities: [], keepProbs: (spec.nProbs ?? 0) > 0,
       };

@@ -57,22 +57,61 @@ export class InferenceService implements GenerationContext {
     }
   }
 
-  /** Runs one task; engine failures become 500s, submit-time refusals 400s. */
-  async run(spec: CompletionTaskSpec, signal: AbortSignal, onToken?: (t: GeneratedToken) => void): Promise<CompletionOutcome> {
+  /**
+   * Submits one task and returns its outcome. A refusal at submission (bad grammar, bad media,
+   * prompt too long) throws at once, as an HttpError, so a streaming route can still answer it
+   * with an error status before its first event; engine failures become 500s.
+   */
+  start(spec: CompletionTaskSpec, signal: AbortSignal, onToken?: (t: GeneratedToken) => void): Promise<CompletionOutcome> {
     if (this.info.embeddings) {
       throw inferenceError(ErrorType.NOT_SUPPORTED, 'This server does not support completions. Start it without `--embedding` or `--rerank`');
     }
     if (!spec.media) this.checkPromptFits(spec.prompt);
+    let running: Promise<CompletionOutcome>;
     try {
-      return await this.engine.run(spec, { signal, onToken });
+      running = this.engine.run(spec, { signal, onToken });
     } catch (err) {
-      if (signal.aborted) throw inferenceError(ErrorType.INVALID_REQUEST, 'the client closed the connection');
-      if (err instanceof EngineTaskError) throw inferenceError(ErrorType.SERVER, err.message);
-      const { message = String(err), code } = err as Error & { code?: string };
-      if (code === 'EXCEEDS_CONTEXT') throw inferenceError(ErrorType.EXCEED_CONTEXT, message, { n_ctx: this.info.nCtxSlot });
-      if (code === 'BAD_MEDIA' || /^invalid sampling parameters/.test(message)) throw inferenceError(ErrorType.INVALID_REQUEST, message);
+      throw this.taskError(err, signal);
+    }
+    return running.catch((err: unknown) => {
+      throw this.taskError(err, signal);
+    });
+  }
+
+  /**
+   * Starts the tasks of one request (several prompts or choices). They share one fate: if one
+   * is refused at submission, those already started are cancelled and the refusal is thrown;
+   * if one fails later, the others are cancelled. `onToken(i)` gives task i's token callback.
+   */
+  startAll(specs: readonly CompletionTaskSpec[], signal: AbortSignal, onToken?: (index: number) => (t: GeneratedToken) => void): Array<Promise<CompletionOutcome>> {
+    const group = new AbortController();
+    const cancelGroup = (): void => group.abort(signal.reason);
+    signal.addEventListener('abort', cancelGroup, { once: true });
+    const started: Array<Promise<CompletionOutcome>> = [];
+    try {
+      for (const [i, spec] of specs.entries()) started.push(this.start(spec, group.signal, onToken?.(i)));
+    } catch (err) {
+      group.abort();
+      for (const p of started) p.catch(() => {});
+      signal.removeEventListener('abort', cancelGroup);
       throw err;
     }
+    void Promise.allSettled(started).then(() => signal.removeEventListener('abort', cancelGroup));
+    return started.map((p) => p.catch((err: unknown) => {
+      // A task that failed on its own takes the others down; their own rejections are then moot.
+      group.abort();
+      throw err;
+    }));
+  }
+
+  /** Maps an engine failure to the catalog: submit-time refusals 400s, task failures 500s. */
+  private taskError(err: unknown, signal: AbortSignal): unknown {
+    if (signal.aborted) return inferenceError(ErrorType.INVALID_REQUEST, 'the client closed the connection');
+    if (err instanceof EngineTaskError) return inferenceError(ErrorType.SERVER, err.message);
+    const { message = String(err), code } = err as Error & { code?: string };
+    if (code === 'EXCEEDS_CONTEXT') return inferenceError(ErrorType.EXCEED_CONTEXT, message, { n_ctx: this.info.nCtxSlot });
+    if (code === 'BAD_MEDIA' || /^invalid sampling parameters/.test(message)) return inferenceError(ErrorType.INVALID_REQUEST, message);
+    return err;
   }
 
   /** Embeds tokenized inputs together (embedding mode only). */

@@ -58,3 +58,17 @@ t.test('an id_slot past the last slot wraps around, as llama-server does, instea
   t.equal(chat.status, 200);
   t.match(chat.body, /data: \[DONE\]/);
 });
+
+t.test('a streamed request the engine refuses at submission gets its error status, not a 200 stream', async (t) => {
+  for (const [path, body] of Object.entries(bodies)) {
+    const res = await postJson(`${base}${path}`, { ...body, stream: true, grammar: 'root ::= [' });
+    t.equal(res.status, 400, path);
+    t.match(res.headers.get('content-type'), /application\/json/, path);
+    t.same(res.body, { error: { code: 400, message: 'invalid sampling parameters: failed to parse grammar', type: 'invalid_request_error' } }, path);
+  }
+  const several = await postJson(`${base}/v1/chat/completions`, { ...bodies['/v1/chat/completions'], n: 3, stream: true, grammar: 'root ::= [' });
+  t.equal(several.status, 400, 'with several choices too');
+  t.ok(await slotsIdle(), 'no slot is left busy');
+  const after = await postJson(`${base}/completion`, { prompt: 'Hello', n_predict: 2, stream: true });
+  t.equal(after.status, 200, 'the server keeps serving');
+});

@@ -64,30 +64,35 @@ export async function answerCompletions(
   });
 
   if (!body.stream) {
-    const outcomes = await Promise.all(specs.map((spec) => service.run(spec, req.signal)));
+    const outcomes = await Promise.all(service.startAll(specs, req.signal));
     const responses = outcomes.map((o, i) => completionResponse(service, o, options(i)));
     return { body: responses.length === 1 ? responses[0] : responses };
   }
 
+  // The stream's status line goes out with its first event: a task the engine refuses at
+  // submission is still answered with its own status, as llama-server does.
   const stream = req.openEventStream();
-  await Promise.all(specs.map(async (spec, index) => {
+  const tokenStreams = specs.map((spec, index) => {
     const opts = options(index);
     let predicted = 0;
     let nPrompt = spec.prompt.length;  // with images, known once the engine has tokenized the prompt
     const t0 = performance.now();
-    const tokens = new TokenStream(stream, (batch) => {
+    return new TokenStream(stream, (batch) => {
       predicted += batch.filter((t) => t.token >= 0).length;
       nPrompt = batch.find((t) => t.nPrompt !== undefined)?.nPrompt ?? nPrompt;
       const chunk = completionChunk(service, batch, opts, nPrompt, predicted);
       if (opts.timingsPerToken) chunk.timings = { predicted_n: predicted, predicted_ms: performance.now() - t0 };
       return JSON.stringify(chunk);
     });
+  });
+  const runs = service.startAll(specs, req.signal, (index) => (t) => tokenStreams[index]!.push(t));
+  await Promise.all(runs.map(async (run, index) => {
     let outcome: CompletionOutcome;
     try {
-      outcome = await service.run(spec, req.signal, (t) => tokens.push(t));
+      outcome = await run;
     } finally {
-      await tokens.flush();
+      await tokenStreams[index]!.flush();
     }
-    await stream.send(JSON.stringify(completionResponse(service, outcome, opts, true)));
+    await stream.send(JSON.stringify(completionResponse(service, outcome, options(index), true)));
   }));
 }

@@ -54,7 +54,7 @@ export function chatCompletionsRoute(state: ServerState) {
     const base = (): Record<string, unknown> => ({ id, created, model: service.alias, system_fingerprint: fingerprint(service) });
 
     if (!body.stream) {
-      const outcomes = await Promise.all(specs.map((s) => service.run(s, req.signal)));
+      const outcomes = await Promise.all(service.startAll(specs, req.signal));
       return {
         body: withTimings({
           ...base(),
@@ -70,21 +70,25 @@ export function chatCompletionsRoute(state: ServerState) {
       };
     }
 
+    // Every task is submitted before the first event (the role chunk): a refusal is still
+    // answered with its error status, as llama-server does.
     const stream = req.openEventStream();
     const chunk = (choices: unknown[]): string => JSON.stringify({ ...base(), object: 'chat.completion.chunk', choices });
-    const outcomes: CompletionOutcome[] = await Promise.all(specs.map(async (s, index) => {
+    const tokenStreams = specs.map((_, index) => new TokenStream(stream, (batch: GeneratedToken[]) => {
+      const text = batch.map((t) => t.text).join('');
+      const probs = batch.filter((t) => t.token >= 0 && t.probs).map((t) => ({ token: t.token, prob: t.prob ?? 0, probs: t.probs ?? [] }));
+      if (text === '' && probs.length === 0) return null;
+      return chunk([{ index, delta: { content: text }, logprobs: wantLogprobs ? chatLogprobs(probs, piece, top) : null, finish_reason: null }]);
+    }));
+    // Tokens arrive on later turns of the event loop: each role chunk below is queued first.
+    const runs = service.startAll(specs, req.signal, (index) => (t) => tokenStreams[index]!.push(t));
+    const outcomes: CompletionOutcome[] = await Promise.all(runs.map(async (run, index) => {
       await stream.send(chunk([{ index, delta: { role: 'assistant', content: null }, logprobs: null, finish_reason: null }]));
-      const tokenStream = new TokenStream(stream, (batch: GeneratedToken[]) => {
-        const text = batch.map((t) => t.text).join('');
-        const probs = batch.filter((t) => t.token >= 0 && t.probs).map((t) => ({ token: t.token, prob: t.prob ?? 0, probs: t.probs ?? [] }));
-        if (text === '' && probs.length === 0) return null;
-        return chunk([{ index, delta: { content: text }, logprobs: wantLogprobs ? chatLogprobs(probs, piece, top) : null, finish_reason: null }]);
-      });
       let outcome: CompletionOutcome;
       try {
-        outcome = await service.run(s, req.signal, (t) => tokenStream.push(t));
+        outcome = await run;
       } finally {
-        await tokenStream.flush();
+        await tokenStreams[index]!.flush();
       }
       const last = { ...base(), object: 'chat.completion.chunk', choices: [{ index, delta: {}, logprobs: null, finish_reason: finishReason(outcome.stop) }] };
       await stream.send(JSON.stringify(withTimings(last, outcome)));
@@ -122,7 +126,7 @@ export function textCompletionsRoute(state: ServerState) {
     const base = (): Record<string, unknown> => ({ id, object: 'text_completion', created, model: service.alias, system_fingerprint: fingerprint(service) });
 
     if (!body.stream) {
-      const outcomes = await Promise.all(specs.map((s) => service.run(s, req.signal)));
+      const outcomes = await Promise.all(service.startAll(specs, req.signal));
       return {
         body: withTimings({
           ...base(),
@@ -138,19 +142,21 @@ export function textCompletionsRoute(state: ServerState) {
     }
 
     const stream = req.openEventStream();
-    const outcomes: CompletionOutcome[] = await Promise.all(specs.map(async (s, index) => {
+    const tokenStreams = specs.map((_, index) => new TokenStream(stream, (batch) => {
+      const text = batch.map((t) => t.text).join('');
+      const probs = batch.filter((t) => t.token >= 0 && t.probs).map((t) => ({ token: t.token, prob: t.prob ?? 0, probs: t.probs ?? [] }));
+      if (text === '' && probs.length === 0) return null;
+      return JSON.stringify({ ...base(), choices: [{ text, index, logprobs: wantLogprobs ? textLogprobs(probs, piece, top) : null, finish_reason: null }] });
+    }));
+    // Tokens arrive on later turns of the event loop: each echo chunk below is queued first.
+    const runs = service.startAll(specs, req.signal, (index) => (t) => tokenStreams[index]!.push(t));
+    const outcomes: CompletionOutcome[] = await Promise.all(runs.map(async (run, index) => {
       if (echo) await stream.send(JSON.stringify({ ...base(), choices: [{ text: echo, index, logprobs: null, finish_reason: null }] }));
-      const tokenStream = new TokenStream(stream, (batch) => {
-        const text = batch.map((t) => t.text).join('');
-        const probs = batch.filter((t) => t.token >= 0 && t.probs).map((t) => ({ token: t.token, prob: t.prob ?? 0, probs: t.probs ?? [] }));
-        if (text === '' && probs.length === 0) return null;
-        return JSON.stringify({ ...base(), choices: [{ text, index, logprobs: wantLogprobs ? textLogprobs(probs, piece, top) : null, finish_reason: null }] });
-      });
       let outcome: CompletionOutcome;
       try {
-        outcome = await service.run(s, req.signal, (t) => tokenStream.push(t));
+        outcome = await run;
       } finally {
-        await tokenStream.flush();
+        await tokenStreams[index]!.flush();
       }
       await stream.send(JSON.stringify(withTimings({ ...base(), choices: [{ text: '', index, logprobs: null, finish_reason: finishReason(outcome.stop) }] }, outcome)));
       return outcome;
