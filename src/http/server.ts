@@ -18,6 +18,12 @@ export interface HttpServerOptions {
   maxBodyBytes: number;
   /** Headers added to every response (e.g. CORS). */
   defaultHeaders?: Record<string, string>;
+  /**
+   * Headers of the answer to a CORS preflight: with them, OPTIONS on any path is answered 200
+   * with no body, before routing (and so before any authentication, which browsers do not
+   * send with a preflight). Without them, OPTIONS is routed like any other method.
+   */
+  preflightHeaders?: Record<string, string>;
   /** Receives internal errors (500s) with their causes; never shown to clients. */
   logError?: (error: HttpError, req: { method: string; path: string }) => void;
 }
@@ -78,6 +84,8 @@ export async function startHttpServer(options: HttpServerOptions): Promise<HttpS
     // Read now: the socket address is gone once the response has ended.
     const remoteAddress = Buffer.from(res.getRemoteAddressAsText()).toString();
 
+    // HEAD is answered as GET, without the body (its Content-Length is the GET body's).
+    const isHead = method === 'HEAD';
     const writeResult = (result: HttpResult, closeConnection = false): void => {
       if (finished) return;
       finished = true;
@@ -91,7 +99,8 @@ export async function startHttpServer(options: HttpServerOptions): Promise<HttpS
           res.writeHeader('Content-Type', isText ? (result.contentType ?? 'text/plain; charset=utf-8') : 'application/json; charset=utf-8');
         }
         for (const [k, v] of Object.entries(result.headers ?? {})) res.writeHeader(k, v);
-        res.end(payload, closeConnection);
+        if (isHead) res.endWithoutBody(Buffer.byteLength(payload), closeConnection);
+        else res.end(payload, closeConnection);
       });
     };
 
@@ -105,7 +114,11 @@ export async function startHttpServer(options: HttpServerOptions): Promise<HttpS
       writeResult({ status, body, headers: extra }, error.status === 413);
     };
 
-    const match = router.find(method, path);
+    if (method === 'OPTIONS' && options.preflightHeaders) {
+      writeResult({ status: 200, headers: options.preflightHeaders });
+      return;
+    }
+    const match = router.find(isHead ? 'GET' : method, path);
     if (match.kind !== 'found') {
       writeError(match.kind === 'not-found'
         ? new HttpError(404, HttpLayerCode.NOT_FOUND, `No route for ${method} ${path}`)

@@ -134,6 +134,8 @@ export async function startInferenceServer(options: InferenceServerOptions): Pro
     formatError: formatInferenceError,
     maxBodyBytes: options.maxBodyBytes,
     defaultHeaders: { 'Access-Control-Allow-Origin': '*' },
+    // llama-server's defaults (--cors-methods is not offered here).
+    preflightHeaders: { 'Access-Control-Allow-Credentials': 'false', 'Access-Control-Allow-Methods': 'GET, POST, DELETE, OPTIONS', 'Access-Control-Allow-Headers': '*' },
     logError: (error, req) => log(`error: ${req.method} ${req.path}: ${error.message}${error.cause ? ` (${String((error.cause as Error).stack ?? error.cause)})` : ''}`),
   });
 

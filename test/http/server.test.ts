@@ -1,4 +1,5 @@
 import { Type } from '@sinclair/typebox';
+import { connect } from 'node:net';
 import t from 'tap';
 import { HttpError, type ErrorFormatter } from '../../src/http/errors.js';
 import { startHttpServer } from '../../src/http/server.js';
@@ -45,6 +46,7 @@ const server = await startHttpServer({
       }),
     },
   ],
+  preflightHeaders: { 'Access-Control-Allow-Methods': 'GET, POST' },
   logError: () => {},
 });
 t.teardown(() => server.close());
@@ -70,6 +72,41 @@ t.test('unknown path is 404 and wrong method is 405 with Allow', async (t) => {
   t.equal(wrong.status, 405);
   t.equal(wrong.headers.get('allow'), 'GET');
   t.equal((await wrong.json()).error.code, 'METHOD_NOT_ALLOWED');
+});
+
+/** Sends raw bytes and returns what comes back before `ms` of silence or the close. */
+function exchange(request: string, ms = 300): Promise<string> {
+  return new Promise((resolve) => {
+    const socket = connect(server.port, '127.0.0.1');
+    let received = '';
+    let timer = setTimeout(() => socket.destroy(), ms);
+    socket.on('data', (d) => {
+      received += d.toString('latin1');
+      clearTimeout(timer);
+      timer = setTimeout(() => socket.destroy(), ms);
+    });
+    socket.on('close', () => resolve(received));
+    socket.write(request);
+  });
+}
+
+t.test('HEAD is answered as GET, with its Content-Length and without a body', async (t) => {
+  const head = await exchange('HEAD /hello HTTP/1.1\r\nHost: x\r\n\r\n');
+  t.match(head, /^HTTP\/1\.1 200 OK\r\n/);
+  t.match(head, /\r\nContent-Length: 17\r\n/i);
+  t.ok(head.endsWith('\r\n\r\n'), 'no body follows the headers');
+  const wrong = await exchange('HEAD /echo HTTP/1.1\r\nHost: x\r\n\r\n');
+  t.match(wrong, /^HTTP\/1\.1 405 Method Not Allowed\r\n/);
+  t.ok(wrong.endsWith('\r\n\r\n'), 'an error to HEAD has no body either');
+});
+
+t.test('OPTIONS is a CORS preflight answered before routing, with the preflight headers', async (t) => {
+  for (const path of ['/echo', '/nope']) {
+    const res = await fetch(`${base}${path}`, { method: 'OPTIONS', headers: { origin: 'http://example.test', 'access-control-request-method': 'POST' } });
+    t.equal(res.status, 200, path);
+    t.equal(res.headers.get('access-control-allow-methods'), 'GET, POST', path);
+    t.equal(await res.text(), '', path);
+  }
 });
 
 t.test('a valid JSON body is parsed and validated', async (t) => {

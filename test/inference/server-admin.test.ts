@@ -28,6 +28,25 @@ t.test('a key is accepted as Bearer or X-Api-Key; a wrong or malformed one is no
   t.equal((await fetch(`${base}/v1/models`, { headers: { authorization: 'Bearer ' } })).status, 401);
 });
 
+t.test('a CORS preflight (OPTIONS) is 200 with the CORS headers and needs no key, as in llama-server', async (t) => {
+  const res = await fetch(`${base}/v1/chat/completions`, { method: 'OPTIONS', headers: { origin: 'http://example.test', 'access-control-request-method': 'POST', 'access-control-request-headers': 'authorization, content-type' } });
+  t.equal(res.status, 200);
+  t.equal(res.headers.get('access-control-allow-origin'), '*');
+  t.equal(res.headers.get('access-control-allow-methods'), 'GET, POST, DELETE, OPTIONS');
+  t.equal(res.headers.get('access-control-allow-headers'), '*');
+  t.equal(await res.text(), '');
+});
+
+t.test('HEAD of a GET endpoint is answered as GET without the body; it needs the key as GET does', async (t) => {
+  const health = await fetch(`${base}/health`, { method: 'HEAD' });
+  t.equal(health.status, 200);
+  const props = await fetch(`${base}/props`, { method: 'HEAD' });
+  t.equal(props.status, 401);
+  const keyed = await fetch(`${base}/props`, { method: 'HEAD', headers: { authorization: 'Bearer secret-one' } });
+  t.equal(keyed.status, 200);
+  t.equal(await keyed.text(), '');
+});
+
 t.test('GET /v1/models lists the loaded model with its metadata', async (t) => {
   const body = await (await fetch(`${base}/v1/models`, { headers: auth })).json();
   t.equal(body.object, 'list');
