@@ -6,7 +6,9 @@ import { startHttpServer } from '../../src/http/server.js';
 import { compileBody } from '../../src/http/validation.js';
 
 const formatError: ErrorFormatter = (e) => ({ status: e.status, body: { error: { code: e.code, message: e.message } } });
-const Echo = compileBody(Type.Object({ name: Type.String(), tags: Type.Optional(Type.Array(Type.String())) }));
+const EchoSchema = Type.Object({ name: Type.String(), tags: Type.Optional(Type.Array(Type.String())) });
+const Echo = compileBody(EchoSchema);
+const EchoWellFormed = compileBody(EchoSchema, { wellFormedStrings: true });
 
 let aborted = 0;
 const server = await startHttpServer({
@@ -17,6 +19,7 @@ const server = await startHttpServer({
   routes: [
     { method: 'GET', path: '/hello', handler: () => ({ body: { hello: 'world' } }) },
     { method: 'POST', path: '/echo', handler: (req) => ({ body: Echo.parse(req) }) },
+    { method: 'POST', path: '/echo/well-formed', handler: (req) => ({ body: EchoWellFormed.parse(req) }) },
     { method: 'GET', path: '/items/:id', handler: (req) => ({ body: { id: req.params.id } }) },
     { method: 'GET', path: '/teapot', handler: () => { throw new HttpError(418, 'TEAPOT', 'short and stout'); } },
     { method: 'GET', path: '/boom', handler: () => { throw new Error('secret internals'); } },
@@ -125,6 +128,20 @@ t.test('a body that is not valid UTF-8 is 400 MALFORMED_JSON, not decoded with r
   const res = await fetch(`${base}/echo`, { method: 'POST', body: Buffer.from([...Buffer.from('{"name":"'), 0xff, 0xfe, ...Buffer.from('"}')]) });
   t.equal(res.status, 400);
   t.same(await res.json(), { error: { code: 'MALFORMED_JSON', message: 'Malformed JSON in request body: the body is not valid UTF-8' } });
+});
+
+t.test('with wellFormedStrings, a lone UTF-16 surrogate escape is 400 VALIDATION_ERROR naming the field; a pair is accepted', async (t) => {
+  const cases: Array<[string, string]> = [['{"name":"a\\ud800b"}', 'name'], ['{"name":"x","tags":["ok","\\udfff"]}', 'tags[1]'], ['{"name":"x","\\udbff":1}', '']];
+  for (const [body, field] of cases) {
+    const res = await fetch(`${base}/echo/well-formed`, { method: 'POST', body });
+    t.equal(res.status, 400, body);
+    const what = 'a string holds a lone UTF-16 surrogate (\\ud800-\\udfff not in a pair)';
+    t.same(await res.json(), { error: { code: 'VALIDATION_ERROR', message: field ? `Invalid field "${field}": ${what}` : `Invalid request body: ${what}` } }, body);
+  }
+  const pair = await fetch(`${base}/echo/well-formed`, { method: 'POST', body: '{"name":"\\ud83e\\udd99"}' });
+  t.same(await pair.json(), { name: '\u{1F999}' });
+  const lax = await fetch(`${base}/echo`, { method: 'POST', body: '{"name":"a\\ud800b"}' });
+  t.equal(lax.status, 200, 'without the option, the schema alone decides');
 });
 
 t.test('a wrong type is 400 VALIDATION_ERROR naming the field', async (t) => {

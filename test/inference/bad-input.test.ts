@@ -72,3 +72,27 @@ t.test('a streamed request the engine refuses at submission gets its error statu
   const after = await postJson(`${base}/completion`, { prompt: 'Hello', n_predict: 2, stream: true });
   t.equal(after.status, 200, 'the server keeps serving');
 });
+
+t.test('text that has no UTF-8 form is a 400, not silently replaced by U+FFFD', async (t) => {
+  const what = 'a string holds a lone UTF-16 surrogate (\\ud800-\\udfff not in a pair)';
+  // JSON.stringify would keep the surrogate as an escape anyway; the raw text carries it as \uXXXX.
+  const cases: Array<[string, string, string]> = [
+    ['/completion', '{"prompt":"a\\ud800b","n_predict":1}', 'prompt'],
+    ['/v1/completions', '{"prompt":["ok","\\udc00"],"max_tokens":1}', 'prompt[1]'],
+    ['/v1/chat/completions', '{"messages":[{"role":"user","content":[{"type":"text","text":"\\udbff"}]}]}', 'messages[0].content[0].text'],
+    ['/infill', '{"input_prefix":"a","input_suffix":"\\ud800"}', 'input_suffix'],
+    ['/tokenize', '{"content":"\\ud800"}', 'content'],
+    ['/apply-template', '{"messages":[{"role":"\\udfff","content":"x"}]}', 'messages[0].role'],
+  ];
+  for (const [path, body, field] of cases) {
+    const res = await postJson(`${base}${path}`, body);
+    t.equal(res.status, 400, path);
+    t.same(res.body, { error: { code: 400, message: `Invalid field "${field}": ${what}`, type: 'invalid_request_error', field } }, path);
+  }
+  const pair = await postJson(`${base}/tokenize`, '{"content":"\\ud83e\\udd99"}');
+  t.equal(pair.status, 200, 'a surrogate pair is a character like any other');
+  const bytes = Buffer.from([...Buffer.from('{"prompt":"'), 0xc3, 0x28, ...Buffer.from('"}')]);
+  const res = await fetch(`${base}/completion`, { method: 'POST', body: bytes });
+  t.equal(res.status, 400);
+  t.same(await res.json(), { error: { code: 400, message: 'Malformed JSON in request body: the body is not valid UTF-8', type: 'invalid_request_error' } });
+});

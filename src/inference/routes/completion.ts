@@ -14,7 +14,7 @@ import type { InferenceService } from '../service.js';
 import type { ServerState } from '../state.js';
 import { TokenStream } from '../stream.js';
 
-const Body = compileBody(CompletionBody, { strictContentType: false });
+const Body = compileBody(CompletionBody, { strictContentType: false, wellFormedStrings: true });
 
 export function completionRoute(state: ServerState) {
   return async (req: HttpRequest): Promise<HttpResult | void> => {

@@ -9,9 +9,9 @@ import { NativeEmbeddingBody, OpenAIEmbeddingBody, RerankBody } from '../schemas
 import type { InferenceService } from '../service.js';
 import type { ServerState } from '../state.js';
 
-const OpenAIBody = compileBody(OpenAIEmbeddingBody, { strictContentType: false });
-const NativeBody = compileBody(NativeEmbeddingBody, { strictContentType: false });
-const Rerank = compileBody(RerankBody, { strictContentType: false });
+const OpenAIBody = compileBody(OpenAIEmbeddingBody, { strictContentType: false, wellFormedStrings: true });
+const NativeBody = compileBody(NativeEmbeddingBody, { strictContentType: false, wellFormedStrings: true });
+const Rerank = compileBody(RerankBody, { strictContentType: false, wellFormedStrings: true });
 
 const POOLING_NONE = 0;
 const POOLING_RANK = 4;

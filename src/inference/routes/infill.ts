@@ -10,7 +10,7 @@ import type { InferenceService } from '../service.js';
 import type { ServerState } from '../state.js';
 import { answerCompletions } from './completion.js';
 
-const Body = compileBody(InfillBody, { strictContentType: false });
+const Body = compileBody(InfillBody, { strictContentType: false, wellFormedStrings: true });
 
 const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
 

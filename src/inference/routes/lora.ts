@@ -5,7 +5,7 @@ import { badRequest } from '../errors.js';
 import { LoraAdaptersBody } from '../schemas.js';
 import type { ServerState } from '../state.js';
 
-const Body = compileBody(LoraAdaptersBody, { strictContentType: false });
+const Body = compileBody(LoraAdaptersBody, { strictContentType: false, wellFormedStrings: true });
 
 export function listLoraRoute(state: ServerState) {
   return (): HttpResult => ({ body: state.ready().lora.list() });

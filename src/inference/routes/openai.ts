@@ -13,8 +13,8 @@ import type { InferenceService } from '../service.js';
 import type { ServerState } from '../state.js';
 import { TokenStream } from '../stream.js';
 
-const ChatBody = compileBody(ChatCompletionBody, { strictContentType: false });
-const TextBody = compileBody(OpenAICompletionBody, { strictContentType: false });
+const ChatBody = compileBody(ChatCompletionBody, { strictContentType: false, wellFormedStrings: true });
+const TextBody = compileBody(OpenAICompletionBody, { strictContentType: false, wellFormedStrings: true });
 
 export function chatCompletionsRoute(state: ServerState) {
   return async (req: HttpRequest): Promise<HttpResult | void> => {

@@ -6,9 +6,9 @@ import { badRequest } from '../errors.js';
 import { ApplyTemplateBody, DetokenizeBody, TokenizeBody } from '../schemas.js';
 import type { ServerState } from '../state.js';
 
-const Tokenize = compileBody(TokenizeBody, { strictContentType: false });
-const Detokenize = compileBody(DetokenizeBody, { strictContentType: false });
-const ApplyTemplate = compileBody(ApplyTemplateBody, { strictContentType: false });
+const Tokenize = compileBody(TokenizeBody, { strictContentType: false, wellFormedStrings: true });
+const Detokenize = compileBody(DetokenizeBody, { strictContentType: false, wellFormedStrings: true });
+const ApplyTemplate = compileBody(ApplyTemplateBody, { strictContentType: false, wellFormedStrings: true });
 
 const utf8 = new TextDecoder('utf-8', { fatal: true });
 
