@@ -94,6 +94,33 @@ function checkRange(name: string, value: number | undefined, min: number, max: n
   }
 }
 
+/**
+ * Deepest nesting of ( ) groups accepted in a GBNF grammar. llama.cpp's grammar parser recurses
+ * once per level on the thread that submits the task: about 20,000 levels overflow its stack
+ * and end the process, so a grammar is measured before it reaches the parser.
+ */
+export const MAX_GRAMMAR_NESTING = 1000;
+
+/** The deepest ( ) nesting of a GBNF text; quoted literals, [ ] classes and # comments skipped. */
+export function grammarNesting(grammar: string): number {
+  let depth = 0;
+  let deepest = 0;
+  for (let i = 0; i < grammar.length; i++) {
+    const c = grammar[i];
+    if (c === '"' || c === '[') {
+      const close = c === '"' ? '"' : ']';
+      for (i++; i < grammar.length && grammar[i] !== close; i++) if (grammar[i] === '\\') i++;
+    } else if (c === '#') {
+      while (i < grammar.length && grammar[i] !== '\n') i++;
+    } else if (c === '(') {
+      deepest = Math.max(deepest, ++depth);
+    } else if (c === ')') {
+      depth--;
+    }
+  }
+  return deepest;
+}
+
 /** JSON schema -> GBNF through llama.cpp's converter; an unsupported schema is a 400. */
 export function grammarFromSchema(schema: unknown): string {
   try {
@@ -132,6 +159,9 @@ export function buildTaskSpec(
   checkRange('n_discard', body.n_discard, 0, 1 << 30);
   if (body.repeat_penalty !== undefined && body.repeat_penalty <= 0) throw badRequest('Invalid field "repeat_penalty": must be greater than 0', { field: 'repeat_penalty' });
   if (body.grammar !== undefined && body.json_schema !== undefined) throw badRequest('Use either "grammar" or "json_schema", not both');
+  if (body.grammar !== undefined && grammarNesting(body.grammar) > MAX_GRAMMAR_NESTING) {
+    throw badRequest(`Invalid field "grammar": groups are nested more than ${MAX_GRAMMAR_NESTING} levels deep`, { field: 'grammar' });
+  }
 
   let grammar = overrides.grammar ?? body.grammar;
   let fromSchema = overrides.grammarFromSchema ?? false;

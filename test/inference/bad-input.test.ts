@@ -3,6 +3,7 @@
 import t from 'tap';
 import { ensureTestModels } from '../fixtures/models.js';
 import { postJson, startTestServer } from '../helpers/inference-server.js';
+import { grammarNesting, MAX_GRAMMAR_NESTING } from '../../src/inference/generation.js';
 
 const models = await ensureTestModels();
 const { base, close } = await startTestServer(models.chat, { parallel: 4, ctxSize: 2048 });
@@ -95,4 +96,19 @@ t.test('text that has no UTF-8 form is a 400, not silently replaced by U+FFFD', 
   const res = await fetch(`${base}/completion`, { method: 'POST', body: bytes });
   t.equal(res.status, 400);
   t.same(await res.json(), { error: { code: 400, message: 'Malformed JSON in request body: the body is not valid UTF-8', type: 'invalid_request_error' } });
+});
+
+t.test('a grammar nested deeper than the parser can recurse is a 400, not a crash of the server', async (t) => {
+  const nested = (levels: number): string => `root ::= ${'('.repeat(levels)}"a"${')'.repeat(levels)}`;
+  for (const path of ['/completion', '/v1/chat/completions']) {
+    const res = await postJson(`${base}${path}`, { ...bodies[path], grammar: nested(20_000) });
+    t.equal(res.status, 400, path);
+    t.same(res.body, { error: { code: 400, message: `Invalid field "grammar": groups are nested more than ${MAX_GRAMMAR_NESTING} levels deep`, type: 'invalid_request_error', field: 'grammar' } }, path);
+  }
+  const deepest = await postJson(`${base}/completion`, { prompt: 'x', n_predict: 1, grammar: nested(MAX_GRAMMAR_NESTING) });
+  t.equal(deepest.status, 200, 'the limit itself is accepted');
+  t.equal(deepest.body.content, 'a');
+  t.equal(grammarNesting('root ::= "(((\\"((" [(\\]] # ((((\n  ( x ( y ) )'), 2, 'parentheses in literals, classes and comments do not count');
+  const after = await postJson(`${base}/tokenize`, { content: 'still serving' });
+  t.equal(after.status, 200);
 });
