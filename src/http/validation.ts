@@ -23,18 +23,24 @@ export interface BodyOptions {
    * any depth, is a 400 VALIDATION_ERROR naming its field. Default false.
    */
   wellFormedStrings?: boolean;
+  /**
+   * Deepest nesting of arrays and objects accepted (the body itself is level 1); deeper is a
+   * 400 VALIDATION_ERROR naming the top-level field. Default unlimited. Code that recurses over
+   * a value (JSON.stringify, native parsers) would otherwise overflow its stack.
+   */
+  maxDepth?: number;
 }
 
 /** Compile once per route; `parse` is then cheap per request. */
 export function compileBody<S extends TSchema>(schema: S, options: BodyOptions = {}): BodyValidator<Static<S>> {
   const strict = options.strictContentType ?? true;
   const compiled = TypeCompiler.Compile(schema);
+  const inspect = options.wellFormedStrings || options.maxDepth !== undefined;
   const check = (value: unknown): Static<S> => {
-    const lone = options.wellFormedStrings ? loneSurrogateAt(value) : null;
-    if (lone !== null) {
-      const field = jsonPointerToField(lone);
-      const what = 'a string holds a lone UTF-16 surrogate (\\ud800-\\udfff not in a pair)';
-      throw new HttpError(400, HttpLayerCode.VALIDATION_ERROR, field ? `Invalid field "${field}": ${what}` : `Invalid request body: ${what}`, field ? { field } : {});
+    const flaw = inspect ? findFlaw(value, options.wellFormedStrings ?? false, options.maxDepth ?? Infinity) : null;
+    if (flaw) {
+      const field = jsonPointerToField(flaw.pointer);
+      throw new HttpError(400, HttpLayerCode.VALIDATION_ERROR, field ? `Invalid field "${field}": ${flaw.what}` : `Invalid request body: ${flaw.what}`, field ? { field } : {});
     }
     if (compiled.Check(value)) return value;
     const top = compiled.Errors(value).First();
@@ -76,31 +82,34 @@ export function parseJson(req: HttpRequest, strictContentType = true): unknown {
 }
 
 /**
- * The JSON pointer of the first string (a value, or a key: its object's pointer) of a parsed
- * value that holds a lone UTF-16 surrogate, or null. Such a string comes from a JSON escape
- * ("\ud800") and has no UTF-8 form: native code would see U+FFFD in its place.
+ * The first flaw of a parsed value that a schema cannot express: a string (a value, or a key:
+ * reported at its object) holding a lone UTF-16 surrogate, which comes from a JSON escape
+ * ("\ud800") and has no UTF-8 form; or nesting deeper than `maxDepth` (reported at its
+ * top-level field). Iterative, so any depth is walked safely.
  */
-function loneSurrogateAt(root: unknown): string | null {
-  // [value, its parent's pointer, its key]: pointers are built only for containers and hits.
-  const pending: Array<[unknown, string, string]> = [[root, '', '']];
+function findFlaw(root: unknown, wellFormed: boolean, maxDepth: number): { pointer: string; what: string } | null {
+  const lone = (pointer: string) => ({ pointer, what: 'a string holds a lone UTF-16 surrogate (\\ud800-\\udfff not in a pair)' });
+  // [value, its parent's pointer, its key, its depth]: pointers are built only for containers and hits.
+  const pending: Array<[unknown, string, string, number]> = [[root, '', '', 1]];
   while (pending.length > 0) {
-    const [value, parent, key] = pending.pop()!;
+    const [value, parent, key, depth] = pending.pop()!;
     if (typeof value === 'string') {
-      if (LONE_SURROGATE.test(value)) return `${parent}${key}`;
+      if (wellFormed && LONE_SURROGATE.test(value)) return lone(`${parent}${key}`);
       continue;
     }
     if (typeof value !== 'object' || value === null) continue;
     const pointer = `${parent}${key}`;
+    if (depth > maxDepth) return { pointer: pointer.slice(0, (pointer + '/').indexOf('/', 1)), what: `nested more than ${maxDepth} levels deep` };
     if (Array.isArray(value)) {
       for (let i = value.length - 1; i >= 0; i--) {
         const item: unknown = value[i];
-        if (typeof item === 'string' || (typeof item === 'object' && item !== null)) pending.push([item, pointer, `/${i}`]);
+        if (typeof item === 'string' || (typeof item === 'object' && item !== null)) pending.push([item, pointer, `/${i}`, depth + 1]);
       }
       continue;
     }
     for (const [name, item] of Object.entries(value).reverse()) {
-      if (LONE_SURROGATE.test(name)) return pointer;
-      pending.push([item, pointer, `/${name.replace(/~/g, '~0').replace(/\//g, '~1')}`]);
+      if (wellFormed && LONE_SURROGATE.test(name)) return lone(pointer);
+      pending.push([item, pointer, `/${name.replace(/~/g, '~0').replace(/\//g, '~1')}`, depth + 1]);
     }
   }
   return null;

@@ -2,6 +2,15 @@
 // static types side by side. Unknown fields are accepted and ignored, as llama-server and the
 // OpenAI API do; known fields are type-checked and a wrong one is a 400 naming it.
 import { Type, type Static } from '@sinclair/typebox';
+import type { BodyOptions } from '../http/validation.js';
+
+/**
+ * How every inference route reads its body: any content type (llama-server does, so that
+ * `curl -d '{...}'` works); strings must have a UTF-8 form; nesting is capped far above any
+ * real request (a json_schema dozens of levels deep) and far below what would overflow the
+ * recursion of JSON.stringify or a native parser.
+ */
+export const BODY_OPTIONS: BodyOptions = { strictContentType: false, wellFormedStrings: true, maxDepth: 128 };
 
 // Counts, ids and limits are C int32 in the engine: a larger integer (2**40, 1e300) would wrap or
 // saturate there, so it is refused here with the field's name.

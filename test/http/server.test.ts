@@ -9,6 +9,7 @@ const formatError: ErrorFormatter = (e) => ({ status: e.status, body: { error: {
 const EchoSchema = Type.Object({ name: Type.String(), tags: Type.Optional(Type.Array(Type.String())) });
 const Echo = compileBody(EchoSchema);
 const EchoWellFormed = compileBody(EchoSchema, { wellFormedStrings: true });
+const EchoShallow = compileBody(Type.Object({ name: Type.String(), extra: Type.Optional(Type.Unknown()) }), { maxDepth: 3 });
 
 let aborted = 0;
 const server = await startHttpServer({
@@ -20,6 +21,7 @@ const server = await startHttpServer({
     { method: 'GET', path: '/hello', handler: () => ({ body: { hello: 'world' } }) },
     { method: 'POST', path: '/echo', handler: (req) => ({ body: Echo.parse(req) }) },
     { method: 'POST', path: '/echo/well-formed', handler: (req) => ({ body: EchoWellFormed.parse(req) }) },
+    { method: 'POST', path: '/echo/shallow', handler: (req) => ({ body: EchoShallow.parse(req) }) },
     { method: 'GET', path: '/items/:id', handler: (req) => ({ body: { id: req.params.id } }) },
     { method: 'GET', path: '/teapot', handler: () => { throw new HttpError(418, 'TEAPOT', 'short and stout'); } },
     { method: 'GET', path: '/boom', handler: () => { throw new Error('secret internals'); } },
@@ -142,6 +144,16 @@ t.test('with wellFormedStrings, a lone UTF-16 surrogate escape is 400 VALIDATION
   t.same(await pair.json(), { name: '\u{1F999}' });
   const lax = await fetch(`${base}/echo`, { method: 'POST', body: '{"name":"a\\ud800b"}' });
   t.equal(lax.status, 200, 'without the option, the schema alone decides');
+});
+
+t.test('with maxDepth, nesting deeper is 400 VALIDATION_ERROR naming the top-level field, at any depth', async (t) => {
+  const ok = await fetch(`${base}/echo/shallow`, { method: 'POST', body: '{"name":"x","extra":[{"a":1}]}' });
+  t.equal(ok.status, 200, 'three levels are accepted');
+  for (const extra of ['[[{"a":1}]]', '['.repeat(400) + ']'.repeat(400)]) {
+    const res = await fetch(`${base}/echo/shallow`, { method: 'POST', body: `{"name":"x","extra":${extra}}` });
+    t.equal(res.status, 400);
+    t.same(await res.json(), { error: { code: 'VALIDATION_ERROR', message: 'Invalid field "extra": nested more than 3 levels deep' } });
+  }
 });
 
 t.test('a wrong type is 400 VALIDATION_ERROR naming the field', async (t) => {

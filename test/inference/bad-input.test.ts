@@ -112,3 +112,23 @@ t.test('a grammar nested deeper than the parser can recurse is a 400, not a cras
   const after = await postJson(`${base}/tokenize`, { content: 'still serving' });
   t.equal(after.status, 200);
 });
+
+t.test('a body nested more than 128 levels deep is a 400 naming its field, not a 500 from a recursion', async (t) => {
+  // Raw text: JSON.stringify of such values would itself overflow.
+  const arrays = (levels: number): string => '['.repeat(levels) + ']'.repeat(levels);
+  const schema = (levels: number): string => '{"type":"array","items":'.repeat(levels) + '{"type":"string"}' + '}'.repeat(levels);
+  const chat = '"messages":[{"role":"user","content":"x"}],"max_tokens":1';
+  const cases: Array<[string, string, string]> = [
+    ['/v1/chat/completions', `{${chat},"chat_template_kwargs":{"deep":${arrays(20_000)}}}`, 'chat_template_kwargs'],
+    ['/apply-template', `{${chat},"chat_template_kwargs":{"deep":${arrays(20_000)}}}`, 'chat_template_kwargs'],
+    ['/completion', `{"prompt":"x","n_predict":1,"json_schema":${schema(10_000)}}`, 'json_schema'],
+    ['/v1/chat/completions', `{${chat},"response_format":{"type":"json_schema","json_schema":{"schema":${schema(10_000)}}}}`, 'response_format'],
+  ];
+  for (const [path, raw, field] of cases) {
+    const res = await postJson(`${base}${path}`, raw);
+    t.equal(res.status, 400, `${path} ${field}`);
+    t.same(res.body, { error: { code: 400, message: `Invalid field "${field}": nested more than 128 levels deep`, type: 'invalid_request_error', field } }, `${path} ${field}`);
+  }
+  const schema40 = await postJson(`${base}/completion`, `{"prompt":"x","n_predict":1,"json_schema":${schema(40)}}`);
+  t.equal(schema40.status, 200, 'a json_schema 40 levels deep is fine');
+});

@@ -9,12 +9,12 @@ import { decodeDataUrl } from '../chat.js';
 import { choiceCount, perChoice } from '../choices.js';
 import { badRequest } from '../errors.js';
 import { splitPrompts, tokenizePrompt, type PromptInput } from '../prompt.js';
-import { CompletionBody } from '../schemas.js';
+import { BODY_OPTIONS, CompletionBody } from '../schemas.js';
 import type { InferenceService } from '../service.js';
 import type { ServerState } from '../state.js';
 import { TokenStream } from '../stream.js';
 
-const Body = compileBody(CompletionBody, { strictContentType: false, wellFormedStrings: true });
+const Body = compileBody(CompletionBody, BODY_OPTIONS);
 
 export function completionRoute(state: ServerState) {
   return async (req: HttpRequest): Promise<HttpResult | void> => {

@@ -5,13 +5,13 @@ import type { HttpRequest, HttpResult } from '../../http/request.js';
 import { compileBody } from '../../http/validation.js';
 import { base64Floats, normalize, rerankPrompt, rows } from '../embedding.js';
 import { badRequest, ErrorType, inferenceError } from '../errors.js';
-import { NativeEmbeddingBody, OpenAIEmbeddingBody, RerankBody } from '../schemas.js';
+import { BODY_OPTIONS, NativeEmbeddingBody, OpenAIEmbeddingBody, RerankBody } from '../schemas.js';
 import type { InferenceService } from '../service.js';
 import type { ServerState } from '../state.js';
 
-const OpenAIBody = compileBody(OpenAIEmbeddingBody, { strictContentType: false, wellFormedStrings: true });
-const NativeBody = compileBody(NativeEmbeddingBody, { strictContentType: false, wellFormedStrings: true });
-const Rerank = compileBody(RerankBody, { strictContentType: false, wellFormedStrings: true });
+const OpenAIBody = compileBody(OpenAIEmbeddingBody, BODY_OPTIONS);
+const NativeBody = compileBody(NativeEmbeddingBody, BODY_OPTIONS);
+const Rerank = compileBody(RerankBody, BODY_OPTIONS);
 
 const POOLING_NONE = 0;
 const POOLING_RANK = 4;

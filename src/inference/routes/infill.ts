@@ -5,12 +5,12 @@ import { compileBody, parseJson } from '../../http/validation.js';
 import { badRequest } from '../errors.js';
 import { buildTaskSpec } from '../generation.js';
 import { buildInfillPrompt, missingFimTokens } from '../infill.js';
-import { InfillBody } from '../schemas.js';
+import { BODY_OPTIONS, InfillBody } from '../schemas.js';
 import type { InferenceService } from '../service.js';
 import type { ServerState } from '../state.js';
 import { answerCompletions } from './completion.js';
 
-const Body = compileBody(InfillBody, { strictContentType: false, wellFormedStrings: true });
+const Body = compileBody(InfillBody, BODY_OPTIONS);
 
 const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
 

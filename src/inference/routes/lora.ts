@@ -2,10 +2,10 @@
 import type { HttpRequest, HttpResult } from '../../http/request.js';
 import { compileBody } from '../../http/validation.js';
 import { badRequest } from '../errors.js';
-import { LoraAdaptersBody } from '../schemas.js';
+import { BODY_OPTIONS, LoraAdaptersBody } from '../schemas.js';
 import type { ServerState } from '../state.js';
 
-const Body = compileBody(LoraAdaptersBody, { strictContentType: false, wellFormedStrings: true });
+const Body = compileBody(LoraAdaptersBody, BODY_OPTIONS);
 
 export function listLoraRoute(state: ServerState) {
   return (): HttpResult => ({ body: state.ready().lora.list() });

@@ -8,13 +8,13 @@ import { badRequest } from '../errors.js';
 import { chatLogprobs, completionId, finishReason, textLogprobs, usage, withTimings } from '../format/openai.js';
 import { buildTaskSpec, grammarFromSchema } from '../generation.js';
 import { splitPrompts, tokenizePrompt } from '../prompt.js';
-import { ChatCompletionBody, OpenAICompletionBody } from '../schemas.js';
+import { BODY_OPTIONS, ChatCompletionBody, OpenAICompletionBody } from '../schemas.js';
 import type { InferenceService } from '../service.js';
 import type { ServerState } from '../state.js';
 import { TokenStream } from '../stream.js';
 
-const ChatBody = compileBody(ChatCompletionBody, { strictContentType: false, wellFormedStrings: true });
-const TextBody = compileBody(OpenAICompletionBody, { strictContentType: false, wellFormedStrings: true });
+const ChatBody = compileBody(ChatCompletionBody, BODY_OPTIONS);
+const TextBody = compileBody(OpenAICompletionBody, BODY_OPTIONS);
 
 export function chatCompletionsRoute(state: ServerState) {
   return async (req: HttpRequest): Promise<HttpResult | void> => {

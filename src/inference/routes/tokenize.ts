@@ -3,12 +3,12 @@ import type { HttpRequest, HttpResult } from '../../http/request.js';
 import { compileBody } from '../../http/validation.js';
 import { renderChat } from '../chat.js';
 import { badRequest } from '../errors.js';
-import { ApplyTemplateBody, DetokenizeBody, TokenizeBody } from '../schemas.js';
+import { BODY_OPTIONS, ApplyTemplateBody, DetokenizeBody, TokenizeBody } from '../schemas.js';
 import type { ServerState } from '../state.js';
 
-const Tokenize = compileBody(TokenizeBody, { strictContentType: false, wellFormedStrings: true });
-const Detokenize = compileBody(DetokenizeBody, { strictContentType: false, wellFormedStrings: true });
-const ApplyTemplate = compileBody(ApplyTemplateBody, { strictContentType: false, wellFormedStrings: true });
+const Tokenize = compileBody(TokenizeBody, BODY_OPTIONS);
+const Detokenize = compileBody(DetokenizeBody, BODY_OPTIONS);
+const ApplyTemplate = compileBody(ApplyTemplateBody, BODY_OPTIONS);
 
 const utf8 = new TextDecoder('utf-8', { fatal: true });
 
