@@ -35,7 +35,8 @@ void sampling_params_from_js(Napi::Env env, Napi::Object o, const llama_model * 
                              common_params_sampling & p) {
     double seed = -1;
     read_number(o, "seed", seed);
-    p.seed = (seed < 0 || !std::isfinite(seed)) ? LLAMA_DEFAULT_SEED : static_cast<uint32_t>(static_cast<uint64_t>(seed) & 0xffffffffu);
+    // As llama-server's uint32 seed: -1 (= LLAMA_DEFAULT_SEED) is random, other values wrap to 32 bits.
+    p.seed = !std::isfinite(seed) ? LLAMA_DEFAULT_SEED : static_cast<uint32_t>(static_cast<int64_t>(seed));
     read_number(o, "temperature", p.temp);
     read_number(o, "dynatempRange", p.dynatemp_range);
     read_number(o, "dynatempExponent", p.dynatemp_exponent);

@@ -154,6 +154,17 @@ t.test('post_sampling_probs: the probabilities the sampler chain left, as prob/t
   }
 });
 
+t.test('seed is llama-server\'s uint32: -1 is random, other negative seeds wrap and are fixed', async (t) => {
+  const gen = async (seed: number) => (await completion({ prompt: 'Tell me', n_predict: 12, temperature: 1.5, top_k: 0, top_p: 1, min_p: 0, seed })).body;
+  const a = await gen(-2);
+  t.equal(a.generation_settings.seed, 4294967294);
+  t.equal((await gen(-2)).content, a.content, 'seed -2 is a fixed seed');
+  t.equal((await gen(4294967294)).content, a.content, 'the same seed as 4294967294');
+  const randoms = new Set<string>();
+  for (let i = 0; i < 4; i++) randoms.add((await gen(-1)).content);
+  t.ok(randoms.size > 1, 'seed -1 draws a new seed each time');
+});
+
 t.test('generation_settings reports the parameters the task ran with', async (t) => {
   const res = await completion({ prompt: 'Hello', n_predict: 3, temperature: 0.5, top_k: 7, seed: 42, stop: ['zz'], n_probs: 2, logit_bias: [[5, 1.5]] });
   const g = res.body.generation_settings;
