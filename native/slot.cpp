@@ -108,15 +108,9 @@ std::string Slot::accept_piece(const std::string & piece, bool is_eog) {
         generated.erase(earliest_stop);
         stop = StopType::WORD;
         stopping_word = word_found;
-        std::string out = generated.substr(std::min(n_sent, generated.size()));
-        n_sent = generated.size();
-        return out;
+        return take_unsent();
     }
-    if (task->n_indent > 0 && cut_underindented_line()) {
-        std::string out = generated.substr(std::min(n_sent, generated.size()));
-        n_sent = generated.size();
-        return out;
-    }
+    if (task->n_indent > 0 && cut_underindented_line()) return take_unsent();
     size_t send_until = generated.size();
     if (!is_eog && !task->stop.empty()) {
         const std::string tail = generated.substr(n_sent);
@@ -148,6 +142,12 @@ bool Slot::cut_underindented_line() {
         }
         indent_scan = nl + 1;
     }
+}
+
+std::string Slot::take_unsent() {
+    std::string out = unsent();
+    n_sent = generated.size();
+    return out;
 }
 
 std::string Slot::unsent() const {

@@ -67,6 +67,8 @@ struct Slot {
 
     // Text held back (partial stop string or incomplete UTF-8) that must be flushed at the end.
     std::string unsent() const;
+    // unsent(), now marked as sent (generation has ended at a cut of `generated`).
+    std::string take_unsent();
 
     void release(int64_t now_us);
 };
