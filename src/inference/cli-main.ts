@@ -3,8 +3,8 @@
 import { readFileSync } from 'node:fs';
 import { createInterface } from 'node:readline';
 import { native, type CompletionTaskSpec, type ChatMessageText, type NativeVision } from '../native/binding.js';
-import { InferenceEngine } from './engine.js';
-import { DEFAULT_SAMPLING, DEFAULT_SAMPLERS } from './generation.js';
+import { InferenceEngine } from './engine/engine.js';
+import { DEFAULT_SAMPLING, DEFAULT_SAMPLERS } from './service/generation.js';
 import { contextSize, MODEL_FLAGS, parseFlags, resolveRuntime, usage, UsageError, type FlagSpec } from './options.js';
 
 const CLI_FLAGS: FlagSpec[] = [

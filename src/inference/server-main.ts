@@ -2,7 +2,7 @@
 // inference-server: serves a GGUF model over HTTP (OpenAI-compatible and llama-server native APIs).
 import { native } from '../native/binding.js';
 import { MODEL_FLAGS, parseFlags, resolveRuntime, usage, UsageError, type FlagSpec } from './options.js';
-import { createInferenceAuth } from './auth-bridge.js';
+import { createInferenceAuth } from './access/auth-bridge.js';
 import { POOLING_TYPES, startInferenceServer, type PoolingName } from './server.js';
 
 

@@ -1,7 +1,7 @@
 // Server state: `loading` until the model and engine are ready, then `ready`. The HTTP port is
 // open in both states; every route but health answers 503 "Loading model" while loading.
 import { loadingModel } from './errors.js';
-import type { InferenceService } from './service.js';
+import type { InferenceService } from './service/service.js';
 
 export class ServerState {
   private service: InferenceService | null = null;

@@ -1,8 +1,8 @@
 // GET /health, /v1/models, /props, /slots, /metrics.
 import type { HttpRequest, HttpResult } from '../../http/request.js';
-import { generationSettings } from '../format/native.js';
-import { buildTaskSpec } from '../generation.js';
-import type { InferenceService } from '../service.js';
+import { generationSettings } from '../dialects/llama-server.js';
+import { buildTaskSpec } from '../service/generation.js';
+import type { InferenceService } from '../service/service.js';
 import type { ServerState } from '../state.js';
 
 export function healthRoute(state: ServerState) {

@@ -2,7 +2,7 @@
 // to the task that owns them, turns a task into a promise (plus an optional per-token callback),
 // and cancels the task when the caller's AbortSignal fires (a client that disconnects frees its
 // slot at the engine's next step).
-import { native, type CompletionTaskSpec, type EngineEvent, type EngineParams, type NativeEngine, type NativeModel, type StopType, type TokenProbability } from '../native/binding.js';
+import { native, type CompletionTaskSpec, type EngineEvent, type EngineParams, type NativeEngine, type NativeModel, type StopType, type TokenProbability } from '../../native/binding.js';
 
 export interface GeneratedToken {
   token: number;

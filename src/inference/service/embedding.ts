@@ -1,6 +1,6 @@
 // Embedding vectors: normalisation as llama.cpp's common_embd_normalize, and the rerank prompt
 // as llama-server's format_prompt_rerank.
-import type { ModelMetadata, NativeModel } from '../native/binding.js';
+import type { ModelMetadata, NativeModel } from '../../native/binding.js';
 
 /**
  * -1 none, 0 max-absolute scaled to the int16 range, 1 taxicab, 2 Euclidean, p > 2 p-norm.

@@ -1,8 +1,8 @@
 // API-key checking (--api-key): `Authorization: Bearer KEY` or `X-Api-Key: KEY`, compared in
 // constant time (both sides hashed to equal length first, every configured key checked).
 import { createHash, timingSafeEqual } from 'node:crypto';
-import type { HttpRequest } from '../http/request.js';
-import { ErrorType, inferenceError } from './errors.js';
+import type { HttpRequest } from '../../http/request.js';
+import { ErrorType, inferenceError } from '../errors.js';
 
 const digest = (s: string): Buffer => createHash('sha256').update(s, 'utf8').digest();
 

@@ -1,17 +1,17 @@
 // POST /v1/chat/completions and POST /v1/completions: the OpenAI formats over the engine.
 import type { HttpRequest, HttpResult } from '../../http/request.js';
 import { compileBody } from '../../http/validation.js';
-import { renderChat } from '../chat.js';
-import { choiceCount, perChoice } from '../choices.js';
-import type { CompletionOutcome, GeneratedToken } from '../engine.js';
+import { renderChat } from '../service/chat-prompt.js';
+import { choiceCount, perChoice } from '../service/choices.js';
+import type { CompletionOutcome, GeneratedToken } from '../engine/engine.js';
 import { badRequest } from '../errors.js';
-import { chatLogprobs, completionId, finishReason, textLogprobs, usage, withTimings } from '../format/openai.js';
-import { buildTaskSpec, grammarFromSchema } from '../generation.js';
-import { splitPrompts, tokenizePrompt } from '../prompt.js';
+import { chatLogprobs, completionId, finishReason, textLogprobs, usage, withTimings } from '../dialects/openai.js';
+import { buildTaskSpec, grammarFromSchema } from '../service/generation.js';
+import { splitPrompts, tokenizePrompt } from '../service/prompt-input.js';
 import { BODY_OPTIONS, ChatCompletionBody, OpenAICompletionBody } from '../schemas.js';
-import type { InferenceService } from '../service.js';
+import type { InferenceService } from '../service/service.js';
 import type { ServerState } from '../state.js';
-import { TokenStream } from '../stream.js';
+import { TokenStream } from './token-stream.js';
 
 const ChatBody = compileBody(ChatCompletionBody, BODY_OPTIONS);
 const TextBody = compileBody(OpenAICompletionBody, BODY_OPTIONS);

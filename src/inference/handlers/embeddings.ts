@@ -3,10 +3,10 @@
 // decode batches.
 import type { HttpRequest, HttpResult } from '../../http/request.js';
 import { compileBody } from '../../http/validation.js';
-import { base64Floats, normalize, rerankPrompt, rows } from '../embedding.js';
+import { base64Floats, normalize, rerankPrompt, rows } from '../service/embedding.js';
 import { badRequest, ErrorType, inferenceError } from '../errors.js';
 import { BODY_OPTIONS, NativeEmbeddingBody, OpenAIEmbeddingBody, RerankBody } from '../schemas.js';
-import type { InferenceService } from '../service.js';
+import type { InferenceService } from '../service/service.js';
 import type { ServerState } from '../state.js';
 
 const OpenAIBody = compileBody(OpenAIEmbeddingBody, BODY_OPTIONS);

@@ -1,6 +1,6 @@
 // Timings and token probabilities in llama-server's shapes.
 import type { TokenProbability } from '../../native/binding.js';
-import type { CompletionOutcome } from '../engine.js';
+import type { CompletionOutcome } from '../engine/engine.js';
 
 export interface Timings {
   cache_n: number;

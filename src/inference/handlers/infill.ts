@@ -3,10 +3,10 @@
 import type { HttpRequest, HttpResult } from '../../http/request.js';
 import { compileBody, parseJson } from '../../http/validation.js';
 import { badRequest } from '../errors.js';
-import { buildTaskSpec } from '../generation.js';
-import { buildInfillPrompt, missingFimTokens } from '../infill.js';
+import { buildTaskSpec } from '../service/generation.js';
+import { buildInfillPrompt, missingFimTokens } from '../service/infill-prompt.js';
 import { BODY_OPTIONS, InfillBody } from '../schemas.js';
-import type { InferenceService } from '../service.js';
+import type { InferenceService } from '../service/service.js';
 import type { ServerState } from '../state.js';
 import { answerCompletions } from './completion.js';
 

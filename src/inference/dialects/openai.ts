@@ -1,7 +1,7 @@
 // OpenAI-compatible response objects and stream chunks (chat.completion, text_completion).
 import { randomBytes } from 'node:crypto';
 import type { StopType, TokenProbability } from '../../native/binding.js';
-import type { CompletionOutcome } from '../engine.js';
+import type { CompletionOutcome } from '../engine/engine.js';
 import { logprob, timings, tokenText } from './timings.js';
 
 export function completionId(prefix: 'chatcmpl' | 'cmpl'): string {

@@ -1,8 +1,8 @@
 // Chat messages -> prompt text with the model's own Jinja chat template. Image parts become the
 // projector's media marker in the text, their bytes collected in order.
-import type { ChatMessageText } from '../native/binding.js';
-import { badRequest } from './errors.js';
-import type { ChatMessage } from './schemas.js';
+import type { ChatMessageText } from '../../native/binding.js';
+import { badRequest } from '../errors.js';
+import type { ChatMessage } from '../schemas.js';
 import type { InferenceService } from './service.js';
 
 /** Largest accepted image file. */

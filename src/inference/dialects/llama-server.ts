@@ -1,8 +1,8 @@
 // The native /completion response and stream chunks, in llama-server's shape.
 import type { CompletionTaskSpec } from '../../native/binding.js';
-import type { CompletionOutcome, GeneratedToken } from '../engine.js';
-import type { GenerationRequest } from '../generation.js';
-import type { InferenceService } from '../service.js';
+import type { CompletionOutcome, GeneratedToken } from '../engine/engine.js';
+import type { GenerationRequest } from '../service/generation.js';
+import type { InferenceService } from '../service/service.js';
 import { probabilityEntry, timings } from './timings.js';
 
 export interface NativeFormatOptions {

@@ -1,8 +1,8 @@
 // Prompt forms accepted by the completion endpoints, as llama-server accepts them: a string,
 // an array of tokens, a mixed array of tokens and strings (one prompt), or an array of strings
 // or token arrays (several prompts, answered as an array).
-import type { NativeModel } from '../native/binding.js';
-import { badRequest } from './errors.js';
+import type { NativeModel } from '../../native/binding.js';
+import { badRequest } from '../errors.js';
 
 export type PromptInput = string | Array<string | number | Array<string | number>>;
 

@@ -1,8 +1,8 @@
 // Token streaming over SSE with backpressure: tokens that arrive while the previous chunk is
 // still waiting for the client are merged into the next chunk, so a slow reader costs at most
 // the pending text, never an unbounded queue of chunks.
-import type { EventStream } from '../http/event-stream.js';
-import type { GeneratedToken } from './engine.js';
+import type { EventStream } from '../../http/event-stream.js';
+import type { GeneratedToken } from '../engine/engine.js';
 
 export class TokenStream {
   private pending: GeneratedToken[] = [];

@@ -1,18 +1,18 @@
 // POST /completion (and /completions): llama-server's native completion endpoint.
 import type { HttpRequest, HttpResult } from '../../http/request.js';
 import { compileBody } from '../../http/validation.js';
-import type { CompletionOutcome } from '../engine.js';
-import { completionChunk, completionResponse, generationSettings, type NativeFormatOptions } from '../format/native.js';
+import type { CompletionOutcome } from '../engine/engine.js';
+import { completionChunk, completionResponse, generationSettings, type NativeFormatOptions } from '../dialects/llama-server.js';
 import type { CompletionTaskSpec } from '../../native/binding.js';
-import { buildTaskSpec, type GenerationRequest } from '../generation.js';
-import { decodeDataUrl } from '../chat.js';
-import { choiceCount, perChoice } from '../choices.js';
+import { buildTaskSpec, type GenerationRequest } from '../service/generation.js';
+import { decodeDataUrl } from '../service/chat-prompt.js';
+import { choiceCount, perChoice } from '../service/choices.js';
 import { badRequest } from '../errors.js';
-import { splitPrompts, tokenizePrompt, type PromptInput } from '../prompt.js';
+import { splitPrompts, tokenizePrompt, type PromptInput } from '../service/prompt-input.js';
 import { BODY_OPTIONS, CompletionBody } from '../schemas.js';
-import type { InferenceService } from '../service.js';
+import type { InferenceService } from '../service/service.js';
 import type { ServerState } from '../state.js';
-import { TokenStream } from '../stream.js';
+import { TokenStream } from './token-stream.js';
 
 const Body = compileBody(CompletionBody, BODY_OPTIONS);
 

@@ -1,10 +1,10 @@
 // Converts the generation fields of a request (llama-server's names and defaults) into the
 // native task specification. Semantic checks that a schema cannot express live here.
-import { native, type CompletionTaskSpec, type NativeModel, type SamplingParams } from '../native/binding.js';
-import { badRequest } from './errors.js';
-import type { GenerationFields } from './schemas.js';
+import { native, type CompletionTaskSpec, type NativeModel, type SamplingParams } from '../../native/binding.js';
+import { badRequest } from '../errors.js';
+import type { GenerationFields } from '../schemas.js';
 import type { Static, TObject } from '@sinclair/typebox';
-import type { LoraRegistry } from './lora.js';
+import type { LoraRegistry } from './lora-registry.js';
 
 export type GenerationRequest = Static<TObject<typeof GenerationFields>>;
 

@@ -1,10 +1,10 @@
 // The authentication service inside inference-server: `--auth` mounts its routes on the same
 // port, and `--auth-app SLUG [--auth-role ROLE]` admits the service's access tokens (audience and
 // app_id equal to SLUG, at least ROLE in their tenant) wherever an API key is accepted.
-import { HttpError } from '../http/errors.js';
-import type { Route } from '../http/router.js';
-import { createAccessTokenGuard, createAuthService, readAuthServiceConfig, type AuthService, type AuthServiceConfig } from '../auth/mount.js';
-import { ErrorType, inferenceError } from './errors.js';
+import { HttpError } from '../../http/errors.js';
+import type { Route } from '../../http/router.js';
+import { createAccessTokenGuard, createAuthService, readAuthServiceConfig, type AuthService, type AuthServiceConfig } from '../../auth/mount.js';
+import { ErrorType, inferenceError } from '../errors.js';
 
 export interface InferenceAuthOptions {
   /** Mount the auth routes (configured from the AUTH_* environment, as auth-server). */

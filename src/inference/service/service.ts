@@ -1,10 +1,10 @@
 // InferenceService: the loaded model and its engine, with what the routes need to know about
 // them. Exists only once the model is ready; routes reach it through ServerState.ready().
-import type { CompletionTaskSpec, EngineInfo, ModelMetadata, NativeModel, NativeVision } from '../native/binding.js';
-import { EngineTaskError, InferenceEngine, type CompletionOutcome, type EmbeddingOutcome, type GeneratedToken } from './engine.js';
-import { ErrorType, inferenceError } from './errors.js';
+import type { CompletionTaskSpec, EngineInfo, ModelMetadata, NativeModel, NativeVision } from '../../native/binding.js';
+import { EngineTaskError, InferenceEngine, type CompletionOutcome, type EmbeddingOutcome, type GeneratedToken } from '../engine/engine.js';
+import { ErrorType, inferenceError } from '../errors.js';
 import type { GenerationContext } from './generation.js';
-import type { LoraRegistry } from './lora.js';
+import type { LoraRegistry } from './lora-registry.js';
 
 export interface ServiceSettings {
   modelPath: string;

@@ -1,7 +1,7 @@
 // Several completions of one prompt: OpenAI's `n`, llama-server's `n_cmpl`. Each runs in its own
 // slot, so they generate in parallel.
-import type { CompletionTaskSpec } from '../native/binding.js';
-import { badRequest } from './errors.js';
+import type { CompletionTaskSpec } from '../../native/binding.js';
+import { badRequest } from '../errors.js';
 import type { InferenceService } from './service.js';
 
 const MAX_CHOICES = 16;

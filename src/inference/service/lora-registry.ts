@@ -1,7 +1,7 @@
 // LoRA adapters of the running server: their current scales (GET/POST /lora-adapters) and the
 // scales a request runs with. A task copies the scales when it is submitted, so a change of
 // scales affects the next requests and never one already generating.
-import { badRequest } from './errors.js';
+import { badRequest } from '../errors.js';
 
 export interface LoraEntry {
   id: number;

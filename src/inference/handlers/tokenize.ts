@@ -1,7 +1,7 @@
 // POST /tokenize, POST /detokenize, POST /apply-template.
 import type { HttpRequest, HttpResult } from '../../http/request.js';
 import { compileBody } from '../../http/validation.js';
-import { renderChat } from '../chat.js';
+import { renderChat } from '../service/chat-prompt.js';
 import { badRequest } from '../errors.js';
 import { BODY_OPTIONS, ApplyTemplateBody, DetokenizeBody, TokenizeBody } from '../schemas.js';
 import type { ServerState } from '../state.js';
