@@ -1,9 +1,9 @@
 #!/usr/bin/env node
 // inference-server: serves a GGUF model over HTTP (OpenAI-compatible and llama-server native APIs).
-import { native } from '../native/binding.js';
+import { native, PoolingType, type PoolingName } from '../native/binding.js';
 import { MODEL_FLAGS, parseFlags, resolveRuntime, usage, UsageError, type FlagSpec } from './options.js';
 import { createInferenceAuth } from './access/auth-bridge.js';
-import { POOLING_TYPES, startInferenceServer, type PoolingName } from './server.js';
+import { startInferenceServer } from './server.js';
 
 
 const SERVER_FLAGS: FlagSpec[] = [
@@ -57,7 +57,7 @@ async function main(): Promise<number> {
     const parallel = (flags.parallel as number | undefined) ?? 4;
     if (parallel < 1) throw new UsageError('-np: must be at least 1');
     const pooling = flags.pooling as string | undefined;
-    if (pooling !== undefined && !(pooling in POOLING_TYPES)) throw new UsageError(`--pooling: expected one of ${Object.keys(POOLING_TYPES).join(', ')}, got "${pooling}"`);
+    if (pooling !== undefined && !(pooling in PoolingType)) throw new UsageError(`--pooling: expected one of ${Object.keys(PoolingType).join(', ')}, got "${pooling}"`);
     const loras = loraOptions(flags.lora as string[] | undefined, flags.loraScaled as string[] | undefined, Boolean(flags.loraInitWithoutApply));
     const host = (flags.host as string | undefined) ?? '127.0.0.1';
     const port = (flags.port as number | undefined) ?? 8080;

@@ -1,24 +1,16 @@
 // The inference HTTP server: opens the port at once (health answers 503 while loading), loads
 // the model and its engine off the event loop, then serves the route table below.
-import type { HttpRequest, HttpResult } from '../http/request.js';
 import type { Route } from '../http/router.js';
 import { startHttpServer } from '../http/server.js';
-import { native } from '../native/binding.js';
-import { ApiKeys, invalidApiKey, presentedKey } from './access/api-key.js';
-import { InferenceEngine } from './engine/engine.js';
+import type { PoolingName } from '../native/binding.js';
+import { ApiKeys } from './access/api-key.js';
+import type { RouteContext } from './guards.js';
+import { inferenceRoutes } from './routes.js';
 import { formatInferenceError } from './errors.js';
-import { contextSize, type RuntimeOptions } from './options.js';
-import { completionRoute } from './handlers/completion.js';
-import { infillRoute } from './handlers/infill.js';
-import { healthRoute, metricsRoute, modelsRoute, propsRoute, slotsRoute, type RequestCounters } from './handlers/info.js';
-import { chatCompletionsRoute, textCompletionsRoute } from './handlers/openai.js';
-import { applyTemplateRoute, detokenizeRoute, tokenizeRoute } from './handlers/tokenize.js';
-import { listLoraRoute, setLoraRoute } from './handlers/lora-adapters.js';
-import { LoraRegistry } from './service/lora-registry.js';
-import { nativeEmbeddingRoute, openaiEmbeddingsRoute, rerankRoute } from './handlers/embeddings.js';
-import { InferenceService } from './service/service.js';
+import type { RuntimeOptions } from './options.js';
+import { loadInferenceService } from './service/load.js';
+import type { InferenceService } from './service/service.js';
 import { ServerState } from './state.js';
-import { basename } from 'node:path';
 
 export interface InferenceServerOptions {
   runtime: RuntimeOptions;
@@ -61,71 +53,11 @@ export interface InferenceServer {
   close(): Promise<void>;
 }
 
-export const POOLING_TYPES = { none: 0, mean: 1, cls: 2, last: 3, rank: 4 } as const;
-export type PoolingName = keyof typeof POOLING_TYPES;
-
-type Handler = (req: HttpRequest) => Promise<HttpResult | void> | HttpResult | void;
-
 export async function startInferenceServer(options: InferenceServerOptions): Promise<InferenceServer> {
   const state = new ServerState();
-  const keys = new ApiKeys(options.apiKeys);
-  const counters: RequestCounters = { requests: 0, errors: 0 };
   const log = options.log ?? (() => {});
-
-  // Every route but health: 503 while loading comes first, then the key (or bearer token).
-  const guarded = (handler: Handler): Handler => async (req) => {
-    counters.requests++;
-    try {
-      state.ready();
-      if (keys.enabled || options.acceptBearer) {
-        const keyOk = keys.enabled && keys.matches(presentedKey(req));
-        if (!keyOk && !(options.acceptBearer && (await options.acceptBearer(req.headers['authorization'])))) throw invalidApiKey();
-      }
-      return await handler(req);
-    } catch (err) {
-      counters.errors++;
-      throw err;
-    }
-  };
-
-  const health = healthRoute(state);
-  const completion = guarded(completionRoute(state));
-  const chat = guarded(chatCompletionsRoute(state));
-  const text = guarded(textCompletionsRoute(state));
-  const models = guarded(modelsRoute(state));
-  const tokenize = guarded(tokenizeRoute(state));
-  const embeddings = guarded(openaiEmbeddingsRoute(state));
-  const embedding = guarded(nativeEmbeddingRoute(state));
-  const rerank = guarded(rerankRoute(state));
-  const detokenize = guarded(detokenizeRoute(state));
-  const routes: Route[] = [
-    { method: 'GET', path: '/health', handler: health },
-    { method: 'GET', path: '/v1/health', handler: health },
-    { method: 'POST', path: '/completion', handler: completion },
-    { method: 'POST', path: '/completions', handler: completion },
-    { method: 'POST', path: '/infill', handler: guarded(infillRoute(state)) },
-    { method: 'POST', path: '/v1/completions', handler: text },
-    { method: 'POST', path: '/v1/chat/completions', handler: chat },
-    { method: 'POST', path: '/chat/completions', handler: chat },
-    { method: 'GET', path: '/v1/models', handler: models },
-    { method: 'GET', path: '/models', handler: models },
-    { method: 'GET', path: '/props', handler: guarded(propsRoute(state)) },
-    { method: 'GET', path: '/slots', handler: guarded(slotsRoute(state)) },
-    { method: 'POST', path: '/tokenize', handler: tokenize },
-    { method: 'POST', path: '/detokenize', handler: detokenize },
-    { method: 'POST', path: '/apply-template', handler: guarded(applyTemplateRoute(state)) },
-    { method: 'GET', path: '/lora-adapters', handler: guarded(listLoraRoute(state)) },
-    { method: 'POST', path: '/lora-adapters', handler: guarded(setLoraRoute(state)) },
-    { method: 'POST', path: '/v1/embeddings', handler: embeddings },
-    { method: 'POST', path: '/embeddings', handler: embedding },
-    { method: 'POST', path: '/embedding', handler: embedding },
-    { method: 'POST', path: '/v1/rerank', handler: rerank },
-    { method: 'POST', path: '/rerank', handler: rerank },
-    { method: 'POST', path: '/v1/reranking', handler: rerank },
-    { method: 'POST', path: '/reranking', handler: rerank },
-    ...(options.metrics ? [{ method: 'GET' as const, path: '/metrics', handler: guarded(metricsRoute(state, counters)) }] : []),
-    ...(options.extraRoutes ?? []),
-  ];
+  const ctx: RouteContext = { state, keys: new ApiKeys(options.apiKeys), acceptBearer: options.acceptBearer };
+  const routes = [...inferenceRoutes(ctx, { metrics: options.metrics }), ...(options.extraRoutes ?? [])];
 
   const http = await startHttpServer({
     host: options.host,
@@ -139,70 +71,27 @@ export async function startInferenceServer(options: InferenceServerOptions): Pro
     logError: (error, req) => log(`error: ${req.method} ${req.path}: ${error.message}${error.cause ? ` (${String((error.cause as Error).stack ?? error.cause)})` : ''}`),
   });
 
-  let loadHandle: { cancel(): void } | null = null;
   let closed = false;
-  const ready = (async () => {
-    const handle = native.Model.load(options.runtime.model, { nGpuLayers: options.runtime.nGpuLayers, useMmap: options.runtime.useMmap }, (p) => {
-      state.progress = p;
-      options.onProgress?.(p);
-    });
-    loadHandle = handle;
-    const model = await handle.promise;
-    loadHandle = null;
-    if (closed) {
-      model.dispose();
-      throw new Error('server closed while loading');
-    }
-    const metadata = model.metadata();
-    if (options.rerank && metadata.poolingType !== POOLING_TYPES.rank) {
-      model.dispose();
-      throw new Error(`${options.runtime.model} is not a reranker (its pooling type is ${metadata.poolingType ?? 'unset'}, rank is ${POOLING_TYPES.rank}): --rerank needs a model with rank pooling and a classification head`);
-    }
-    const loraSpecs = options.loras ?? [];
-    const adapters = [];
-    try {
-      for (const spec of loraSpecs) adapters.push(await native.LoraAdapter.load(model, spec.path));
-    } catch (err) {
-      for (const a of adapters) a.dispose();
-      model.dispose();
-      throw err;
-    }
-    let vision = null;
-    if (options.mmproj) {
-      try {
-        vision = await native.Vision.load(model, options.mmproj, { nThreads: options.runtime.threads, useGpu: options.runtime.nGpuLayers !== 0 });
-      } catch (err) {
-        for (const a of adapters) a.dispose();
-        model.dispose();
-        throw err;
-      }
-    }
-    const embeddingMode = Boolean(options.embedding || options.rerank);
-    const pooling = options.rerank ? POOLING_TYPES.rank : options.pooling ? POOLING_TYPES[options.pooling] : -1;
-    const engine = await InferenceEngine.create(model, {
-      embeddings: embeddingMode,
-      pooling,
-      loras: adapters,
-      ...(vision ? { vision } : {}),
-      nCtx: contextSize(options.runtime.ctxSize, metadata.nCtxTrain),
-      nParallel: options.parallel,
-      nBatch: options.runtime.batchSize,
-      nUbatch: options.runtime.ubatchSize,
-      nThreads: options.runtime.threads,
-      nThreadsBatch: options.runtime.threadsBatch,
-      flashAttn: options.runtime.flashAttn,
-      kvUnified: true,
-      contextShift: options.contextShift ?? false,
-    });
-    const service = new InferenceService(model, vision, engine, {
-      modelPath: options.runtime.model,
-      alias: options.alias ?? basename(options.runtime.model),
-      defaultNPredict: options.nPredict,
-      allowRemoteMedia: options.allowRemoteMedia ?? false,
-    }, new LoraRegistry(loraSpecs));
+  const load = loadInferenceService({
+    runtime: options.runtime,
+    parallel: options.parallel,
+    contextShift: options.contextShift ?? false,
+    alias: options.alias,
+    nPredict: options.nPredict,
+    embedding: options.embedding ?? false,
+    rerank: options.rerank ?? false,
+    pooling: options.pooling,
+    loras: options.loras ?? [],
+    mmproj: options.mmproj,
+    allowRemoteMedia: options.allowRemoteMedia ?? false,
+  }, (p) => {
+    state.progress = p;
+    options.onProgress?.(p);
+  }, () => closed);
+  const ready = load.promise.then((service) => {
     state.setReady(service);
     return service;
-  })();
+  });
   ready.catch(() => {});
 
   return {
@@ -212,7 +101,7 @@ export async function startInferenceServer(options: InferenceServerOptions): Pro
     async close() {
       closed = true;
       http.close();
-      (loadHandle as { cancel(): void } | null)?.cancel();
+      load.cancel();
       await ready.catch(() => {});
       const service = state.take();
       if (service) await service.dispose();

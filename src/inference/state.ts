@@ -3,10 +3,17 @@
 import { loadingModel } from './errors.js';
 import type { InferenceService } from './service/service.js';
 
+/** Requests counted for /metrics: every routed request, and those answered with an error. */
+export interface RequestCounters {
+  requests: number;
+  errors: number;
+}
+
 export class ServerState {
   private service: InferenceService | null = null;
   /** Model loading progress, 0..1. */
   progress = 0;
+  readonly counters: RequestCounters = { requests: 0, errors: 0 };
 
   get isReady(): boolean {
     return this.service !== null;

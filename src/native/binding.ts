@@ -8,6 +8,11 @@ import { fileURLToPath } from 'node:url';
 /** A token id of the model's vocabulary. */
 export type Token = number;
 
+/** llama_pooling_type: how an embedding engine turns a sequence's token vectors into its output. */
+export const PoolingType = { none: 0, mean: 1, cls: 2, last: 3, rank: 4 } as const;
+export type PoolingName = keyof typeof PoolingType;
+export type PoolingTypeId = (typeof PoolingType)[PoolingName];
+
 export interface ModelLoadOptions {
   /** Layers to offload to the GPU; -1 = all (the llama.cpp default), 0 = none. */
   nGpuLayers?: number;
@@ -30,8 +35,8 @@ export interface ModelMetadata {
   hasEncoder: boolean;
   hasDecoder: boolean;
   nClsOut: number;
-  /** `<arch>.pooling_type` from the GGUF, when present (0 none, 1 mean, 2 cls, 3 last, 4 rank). */
-  poolingType: number | null;
+  /** `<arch>.pooling_type` from the GGUF, when present. */
+  poolingType: PoolingTypeId | null;
   tokens: {
     bos: Token | null; eos: Token | null; eot: Token | null; sep: Token | null; nl: Token | null; pad: Token | null;
     fimPre: Token | null; fimSuf: Token | null; fimMid: Token | null; fimPad: Token | null; fimRep: Token | null; fimSep: Token | null;
@@ -94,8 +99,8 @@ export interface EngineParams {
   flashAttn?: number;
   /** Embedding mode: tasks are embedded (kind "embedding"), never generated. */
   embeddings?: boolean;
-  /** llama_pooling_type (0 none, 1 mean, 2 cls, 3 last, 4 rank); -1 = the model's own. */
-  pooling?: number;
+  /** The pooling type; -1 = the model's own. */
+  pooling?: PoolingTypeId | -1;
   /** A generating slot whose context is full drops old tokens (task nKeep/nDiscard) instead of stopping. */
   contextShift?: boolean;
   /** LoRA adapters of this model that tasks may apply (task.loraScales indexes them). */
@@ -243,8 +248,8 @@ export interface EngineInfo {
   nThreads: number;
   nThreadsBatch: number;
   embeddings: boolean;
-  /** The context's pooling type (0 none, 1 mean, 2 cls, 3 last, 4 rank). */
-  pooling: number;
+  /** The context's pooling type. */
+  pooling: PoolingTypeId;
   /** Floats per embedding vector (classifier outputs for rank pooling). */
   nEmbdOut: number;
 }

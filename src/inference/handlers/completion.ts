@@ -11,31 +11,27 @@ import { badRequest } from '../errors.js';
 import { splitPrompts, tokenizePrompt, type PromptInput } from '../service/prompt-input.js';
 import { BODY_OPTIONS, CompletionBody } from '../schemas.js';
 import type { InferenceService } from '../service/service.js';
-import type { ServerState } from '../state.js';
 import { TokenStream } from './token-stream.js';
 
 const Body = compileBody(CompletionBody, BODY_OPTIONS);
 
-export function completionRoute(state: ServerState) {
-  return async (req: HttpRequest): Promise<HttpResult | void> => {
-    const service = state.ready();
-    const body = Body.parse(req);
-    const multimodal = typeof body.prompt === 'object' && !Array.isArray(body.prompt) ? body.prompt : null;
-    const images = multimodal?.multimodal_data ?? body.multimodal_data;
-    if (multimodal || images) {
-      const text = multimodal ? multimodal.prompt_string : body.prompt;
-      if (typeof text !== 'string') throw badRequest('Invalid field "prompt": with multimodal_data the prompt must be text with media markers', { field: 'prompt' });
-      if (!service.vision) throw badRequest('multimodal_data needs a multimodal projector: start the server with -mm', { field: 'multimodal_data' });
-      const media = (images ?? []).map((b64, i) => decodeDataUrl(`data:;base64,${b64}`, `multimodal_data[${i}]`));
-      const spec = { ...buildTaskSpec(service, body, new Int32Array(0)), promptText: text, media };
-      return answerCompletions(req, service, body, [spec], text);
-    }
-    const prompt = body.prompt as PromptInput;
-    const prompts = await Promise.all(splitPrompts(prompt).map((p) => tokenizePrompt(service.model, service.vocabSize, p)));
-    prompts.forEach((p) => service.checkPromptFits(p));
-    const specs = prompts.map((p) => buildTaskSpec(service, body, p));
-    return answerCompletions(req, service, body, specs, typeof prompt === 'string' ? prompt : '');
-  };
+export async function handleCompletion(service: InferenceService, req: HttpRequest): Promise<HttpResult | void> {
+  const body = Body.parse(req);
+  const multimodal = typeof body.prompt === 'object' && !Array.isArray(body.prompt) ? body.prompt : null;
+  const images = multimodal?.multimodal_data ?? body.multimodal_data;
+  if (multimodal || images) {
+    const text = multimodal ? multimodal.prompt_string : body.prompt;
+    if (typeof text !== 'string') throw badRequest('Invalid field "prompt": with multimodal_data the prompt must be text with media markers', { field: 'prompt' });
+    if (!service.vision) throw badRequest('multimodal_data needs a multimodal projector: start the server with -mm', { field: 'multimodal_data' });
+    const media = (images ?? []).map((b64, i) => decodeDataUrl(`data:;base64,${b64}`, `multimodal_data[${i}]`));
+    const spec = { ...buildTaskSpec(service, body, new Int32Array(0)), promptText: text, media };
+    return answerCompletions(req, service, body, [spec], text);
+  }
+  const prompt = body.prompt as PromptInput;
+  const prompts = await Promise.all(splitPrompts(prompt).map((p) => tokenizePrompt(service.model, service.vocabSize, p)));
+  prompts.forEach((p) => service.checkPromptFits(p));
+  const specs = prompts.map((p) => buildTaskSpec(service, body, p));
+  return answerCompletions(req, service, body, specs, typeof prompt === 'string' ? prompt : '');
 }
 
 /**

@@ -5,9 +5,9 @@ import { compileBody, parseJson } from '../../http/validation.js';
 import { badRequest } from '../errors.js';
 import { buildTaskSpec } from '../service/generation.js';
 import { buildInfillPrompt, missingFimTokens } from '../service/infill-prompt.js';
+import { checkTokenIds } from '../service/vocabulary.js';
 import { BODY_OPTIONS, InfillBody } from '../schemas.js';
 import type { InferenceService } from '../service/service.js';
-import type { ServerState } from '../state.js';
 import { answerCompletions } from './completion.js';
 
 const Body = compileBody(InfillBody, BODY_OPTIONS);
@@ -37,52 +37,41 @@ function checkInfillFields(raw: unknown): void {
   });
 }
 
-function checkTokenIds(service: InferenceService, field: string, value: string | Array<string | number>): void {
-  if (typeof value === 'string') return;
-  for (const piece of value) {
-    if (typeof piece === 'number' && (piece < 0 || piece >= service.vocabSize)) {
-      throw badRequest(`Invalid token id in "${field}": ${piece} (vocabulary size ${service.vocabSize})`, { field });
-    }
-  }
-}
 
-export function infillRoute(state: ServerState) {
-  return async (req: HttpRequest): Promise<HttpResult | void> => {
-    const service = state.ready();
-    // The model comes first, as in llama-server: without FIM tokens nothing else is looked at.
-    const { tokens, addBos } = service.metadata;
-    const missing = missingFimTokens(tokens);
-    if (missing !== null) throw badRequest(missing);
+export async function handleInfill(service: InferenceService, req: HttpRequest): Promise<HttpResult | void> {
+  // The model comes first, as in llama-server: without FIM tokens nothing else is looked at.
+  const { tokens, addBos } = service.metadata;
+  const missing = missingFimTokens(tokens);
+  if (missing !== null) throw badRequest(missing);
 
-    const raw = parseJson(req, false);
-    checkInfillFields(raw);
-    const body = Body.check(raw);
-    checkTokenIds(service, 'input_prefix', body.input_prefix);
-    checkTokenIds(service, 'input_suffix', body.input_suffix);
+  const raw = parseJson(req, false);
+  checkInfillFields(raw);
+  const body = Body.check(raw);
+  if (typeof body.input_prefix !== 'string') checkTokenIds(body.input_prefix, service.vocabSize, 'input_prefix');
+  if (typeof body.input_suffix !== 'string') checkTokenIds(body.input_suffix, service.vocabSize, 'input_suffix');
 
-    const prompt = buildInfillPrompt(
-      {
-        tokenize: (text, addSpecial, parseSpecial) => service.model.tokenize(text, addSpecial, parseSpecial),
-        fimPre: tokens.fimPre!,
-        fimSuf: tokens.fimSuf!,
-        fimMid: tokens.fimMid!,
-        fimRep: tokens.fimRep,
-        fimSep: tokens.fimSep,
-        bos: tokens.bos,
-        addBos,
-      },
-      {
-        prefix: body.input_prefix,
-        suffix: body.input_suffix,
-        extra: body.input_extra ?? [],
-        // The text after the cursor: special-token text is parsed here, as llama-server does.
-        prompt: service.model.tokenize(body.prompt ?? '', false, true),
-      },
-      { nBatch: service.info.nBatch, nPredict: service.defaultNPredict, nCtx: service.info.nCtxSlot, spmInfill: false },
-    );
-    service.checkPromptFits(prompt);
-    const spec = buildTaskSpec(service, body, prompt);
-    // llama-server reports the prompt it evaluated, special tokens written out.
-    return answerCompletions(req, service, body, [spec], service.model.detokenize(prompt, false, true));
-  };
+  const prompt = buildInfillPrompt(
+    {
+      tokenize: (text, addSpecial, parseSpecial) => service.model.tokenize(text, addSpecial, parseSpecial),
+      fimPre: tokens.fimPre!,
+      fimSuf: tokens.fimSuf!,
+      fimMid: tokens.fimMid!,
+      fimRep: tokens.fimRep,
+      fimSep: tokens.fimSep,
+      bos: tokens.bos,
+      addBos,
+    },
+    {
+      prefix: body.input_prefix,
+      suffix: body.input_suffix,
+      extra: body.input_extra ?? [],
+      // The text after the cursor: special-token text is parsed here, as llama-server does.
+      prompt: service.model.tokenize(body.prompt ?? '', false, true),
+    },
+    { nBatch: service.info.nBatch, nPredict: service.defaultNPredict, nCtx: service.info.nCtxSlot, spmInfill: false },
+  );
+  service.checkPromptFits(prompt);
+  const spec = buildTaskSpec(service, body, prompt);
+  // llama-server reports the prompt it evaluated, special tokens written out.
+  return answerCompletions(req, service, body, [spec], service.model.detokenize(prompt, false, true));
 }

@@ -1,15 +1,14 @@
 // GET /health, /v1/models, /props, /slots, /metrics.
-import type { HttpRequest, HttpResult } from '../../http/request.js';
+import type { HttpResult } from '../../http/request.js';
 import { generationSettings } from '../dialects/llama-server.js';
 import { buildTaskSpec } from '../service/generation.js';
 import type { InferenceService } from '../service/service.js';
-import type { ServerState } from '../state.js';
+import type { RequestCounters, ServerState } from '../state.js';
 
-export function healthRoute(state: ServerState) {
-  return (): HttpResult => {
-    state.ready();
-    return { body: { status: 'ok' } };
-  };
+/** Public: 503 while the model loads, then ok. */
+export function handleHealth(state: ServerState): HttpResult {
+  state.ready();
+  return { body: { status: 'ok' } };
 }
 
 function modelEntry(service: InferenceService): Record<string, unknown> {
@@ -31,45 +30,39 @@ function modelEntry(service: InferenceService): Record<string, unknown> {
   };
 }
 
-export function modelsRoute(state: ServerState) {
-  return (): HttpResult => {
-    const service = state.ready();
-    return {
-      body: {
-        object: 'list',
-        data: [modelEntry(service)],
-        // llama-server also answers in the Ollama-style shape; clients of either read their half.
-        models: [{ name: service.alias, model: service.alias, type: 'model', capabilities: ['completion'] }],
-      },
-    };
+export function handleModels(service: InferenceService): HttpResult {
+  return {
+    body: {
+      object: 'list',
+      data: [modelEntry(service)],
+      // llama-server also answers in the Ollama-style shape; clients of either read their half.
+      models: [{ name: service.alias, model: service.alias, type: 'model', capabilities: ['completion'] }],
+    },
   };
 }
 
-export function propsRoute(state: ServerState) {
-  return (): HttpResult => {
-    const service = state.ready();
-    return {
-      body: {
-        default_generation_settings: {
-          id: 0,
-          id_task: -1,
-          n_ctx: service.info.nCtxSlot,
-          speculative: false,
-          is_processing: false,
-          params: { ...generationSettings(buildTaskSpec(service, {}, new Int32Array(0)), {}), cache_prompt: true },
-        },
-        total_slots: service.info.nParallel,
-        model_alias: service.alias,
-        model_path: service.settings.modelPath,
-        modalities: { vision: service.vision?.supportsVision ?? false, audio: false },
-        chat_template: service.metadata.chatTemplate ?? '',
-        bos_token: tokenText(service, service.metadata.tokens.bos),
-        eos_token: tokenText(service, service.metadata.tokens.eos),
-        build_info: `llama.cpp addon (${service.metadata.architecture})`,
-        n_ctx: service.info.nCtx,
-        is_sleeping: false,
+export function handleProps(service: InferenceService): HttpResult {
+  return {
+    body: {
+      default_generation_settings: {
+        id: 0,
+        id_task: -1,
+        n_ctx: service.info.nCtxSlot,
+        speculative: false,
+        is_processing: false,
+        params: { ...generationSettings(buildTaskSpec(service, {}, new Int32Array(0)), {}), cache_prompt: true },
       },
-    };
+      total_slots: service.info.nParallel,
+      model_alias: service.alias,
+      model_path: service.settings.modelPath,
+      modalities: { vision: service.vision?.supportsVision ?? false, audio: false },
+      chat_template: service.metadata.chatTemplate ?? '',
+      bos_token: tokenText(service, service.metadata.tokens.bos),
+      eos_token: tokenText(service, service.metadata.tokens.eos),
+      build_info: `llama.cpp addon (${service.metadata.architecture})`,
+      n_ctx: service.info.nCtx,
+      is_sleeping: false,
+    },
   };
 }
 
@@ -77,32 +70,24 @@ function tokenText(service: InferenceService, token: number | null): string {
   return token === null ? '' : Buffer.from(service.model.tokenPiece(token, true)).toString('utf8');
 }
 
-export function slotsRoute(state: ServerState) {
-  return (): HttpResult => {
-    const service = state.ready();
-    return {
-      body: service.engine.native.slots().map((s) => ({
-        id: s.id,
-        id_task: s.taskId ?? -1,
-        n_ctx: s.nCtx,
-        is_processing: s.state !== 'idle',
-        state: s.state,
-        n_prompt_tokens: s.nPrompt,
-        n_decoded: s.nDecoded,
-        n_cached_tokens: s.nCache,
-      })),
-    };
+export function handleSlots(service: InferenceService): HttpResult {
+  return {
+    body: service.engine.native.slots().map((s) => ({
+      id: s.id,
+      id_task: s.taskId ?? -1,
+      n_ctx: s.nCtx,
+      is_processing: s.state !== 'idle',
+      state: s.state,
+      n_prompt_tokens: s.nPrompt,
+      n_decoded: s.nDecoded,
+      n_cached_tokens: s.nCache,
+    })),
   };
 }
 
-export interface RequestCounters {
-  requests: number;
-  errors: number;
-}
-
-export function metricsRoute(state: ServerState, counters: RequestCounters) {
-  return (_req: HttpRequest): HttpResult => {
-    const service = state.ready();
+/** Prometheus text of the engine's counters and the server's request counters. */
+export function metricsHandler(counters: RequestCounters) {
+  return (service: InferenceService): HttpResult => {
     const m = service.engine.native.metrics();
     const lines: string[] = [];
     const metric = (name: string, type: 'counter' | 'gauge', help: string, value: number): void => {

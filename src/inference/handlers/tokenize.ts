@@ -1,10 +1,11 @@
 // POST /tokenize, POST /detokenize, POST /apply-template.
+import type { InferenceService } from '../service/service.js';
 import type { HttpRequest, HttpResult } from '../../http/request.js';
 import { compileBody } from '../../http/validation.js';
 import { renderChat } from '../service/chat-prompt.js';
 import { badRequest } from '../errors.js';
+import { checkTokenIds } from '../service/vocabulary.js';
 import { BODY_OPTIONS, ApplyTemplateBody, DetokenizeBody, TokenizeBody } from '../schemas.js';
-import type { ServerState } from '../state.js';
 
 const Tokenize = compileBody(TokenizeBody, BODY_OPTIONS);
 const Detokenize = compileBody(DetokenizeBody, BODY_OPTIONS);
@@ -21,33 +22,22 @@ function pieceOf(bytes: Uint8Array): string | number[] {
   }
 }
 
-export function tokenizeRoute(state: ServerState) {
-  return async (req: HttpRequest): Promise<HttpResult> => {
-    const service = state.ready();
-    const body = Tokenize.parse(req);
-    // Tokenizing runs on a worker thread: the JS thread keeps serving other connections.
-    const tokens = await service.model.tokenizeAsync(body.content, body.add_special ?? false, body.parse_special ?? true);
-    if (!body.with_pieces) return { body: { tokens: [...tokens] } };
-    return { body: { tokens: [...tokens].map((id) => ({ id, piece: pieceOf(service.model.tokenPiece(id, true)) })) } };
-  };
+export async function handleTokenize(service: InferenceService, req: HttpRequest): Promise<HttpResult> {
+  const body = Tokenize.parse(req);
+  // Tokenizing runs on a worker thread: the JS thread keeps serving other connections.
+  const tokens = await service.model.tokenizeAsync(body.content, body.add_special ?? false, body.parse_special ?? true);
+  if (!body.with_pieces) return { body: { tokens: [...tokens] } };
+  return { body: { tokens: [...tokens].map((id) => ({ id, piece: pieceOf(service.model.tokenPiece(id, true)) })) } };
 }
 
-export function detokenizeRoute(state: ServerState) {
-  return (req: HttpRequest): HttpResult => {
-    const service = state.ready();
-    const body = Detokenize.parse(req);
-    for (const t of body.tokens) {
-      if (t < 0 || t >= service.vocabSize) throw badRequest(`Invalid field "tokens": token ${t} is outside the vocabulary (size ${service.vocabSize})`, { field: 'tokens' });
-    }
-    return { body: { content: service.model.detokenize(body.tokens) } };
-  };
+export function handleDetokenize(service: InferenceService, req: HttpRequest): HttpResult {
+  const body = Detokenize.parse(req);
+  checkTokenIds(body.tokens, service.vocabSize, 'tokens');
+  return { body: { content: service.model.detokenize(body.tokens) } };
 }
 
-export function applyTemplateRoute(state: ServerState) {
-  return async (req: HttpRequest): Promise<HttpResult> => {
-    const service = state.ready();
-    const body = ApplyTemplate.parse(req);
-    const rendered = await renderChat(service, body.messages, { addGenerationPrompt: body.add_generation_prompt, kwargs: body.chat_template_kwargs, media: { allowRemote: false } });
-    return { body: { prompt: rendered.prompt } };
-  };
+export async function handleApplyTemplate(service: InferenceService, req: HttpRequest): Promise<HttpResult> {
+  const body = ApplyTemplate.parse(req);
+  const rendered = await renderChat(service, body.messages, { addGenerationPrompt: body.add_generation_prompt, kwargs: body.chat_template_kwargs, media: { allowRemote: false } });
+  return { body: { prompt: rendered.prompt } };
 }

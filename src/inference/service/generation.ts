@@ -2,6 +2,7 @@
 // native task specification. Semantic checks that a schema cannot express live here.
 import { native, type CompletionTaskSpec, type NativeModel, type SamplingParams } from '../../native/binding.js';
 import { badRequest } from '../errors.js';
+import { checkTokenId } from './vocabulary.js';
 import type { GenerationFields } from '../schemas.js';
 import type { Static, TObject } from '@sinclair/typebox';
 import type { LoraRegistry } from './lora-registry.js';
@@ -78,7 +79,7 @@ function logitBias(model: NativeModel, vocabSize: number, bias: GenerationReques
     if (typeof amount === 'number' && Number.isNaN(amount)) throw badRequest('Invalid field "logit_bias": bias must be a number or false', { field: 'logit_bias' });
     const asNumber = typeof key === 'number' ? key : /^\d+$/.test(key) ? Number(key) : NaN;
     if (!Number.isNaN(asNumber)) {
-      if (asNumber < 0 || asNumber >= vocabSize) throw badRequest(`Invalid field "logit_bias": token ${asNumber} is outside the vocabulary`, { field: 'logit_bias' });
+      checkTokenId(asNumber, vocabSize, 'logit_bias');
       out.push([asNumber, amount]);
     } else {
       // A string key biases every token of its tokenization, as llama-server does.
@@ -88,11 +89,6 @@ function logitBias(model: NativeModel, vocabSize: number, bias: GenerationReques
   return out;
 }
 
-function checkRange(name: string, value: number | undefined, min: number, max: number): void {
-  if (value !== undefined && (value < min || value > max)) {
-    throw badRequest(`Invalid field "${name}": must be between ${min} and ${max}`, { field: name });
-  }
-}
 
 /**
  * Deepest nesting of ( ) groups accepted in a GBNF grammar. llama.cpp's grammar parser recurses
@@ -145,19 +141,6 @@ export function buildTaskSpec(
   prompt: Int32Array,
   overrides: { nPredict?: number; grammar?: string; grammarFromSchema?: boolean; nProbs?: number } = {},
 ): CompletionTaskSpec {
-  checkRange('n_probs', body.n_probs, 0, 100);
-  checkRange('top_p', body.top_p, 0, 1);
-  checkRange('min_p', body.min_p, 0, 1);
-  checkRange('typical_p', body.typical_p, 0, 1);
-  checkRange('xtc_probability', body.xtc_probability, 0, 1);
-  checkRange('dry_allowed_length', body.dry_allowed_length, 0, 1 << 30);
-  checkRange('repeat_last_n', body.repeat_last_n, -1, 1 << 30);
-  checkRange('dry_penalty_last_n', body.dry_penalty_last_n, -1, 1 << 30);
-  checkRange('id_slot', body.id_slot, -1, 1 << 30);
-  checkRange('n_indent', body.n_indent, 0, 1 << 30);
-  checkRange('n_keep', body.n_keep, -1, 1 << 30);
-  checkRange('n_discard', body.n_discard, 0, 1 << 30);
-  if (body.repeat_penalty !== undefined && body.repeat_penalty <= 0) throw badRequest('Invalid field "repeat_penalty": must be greater than 0', { field: 'repeat_penalty' });
   if (body.grammar !== undefined && body.json_schema !== undefined) throw badRequest('Use either "grammar" or "json_schema", not both');
   if (body.grammar !== undefined && grammarNesting(body.grammar) > MAX_GRAMMAR_NESTING) {
     throw badRequest(`Invalid field "grammar": groups are nested more than ${MAX_GRAMMAR_NESTING} levels deep`, { field: 'grammar' });

@@ -3,6 +3,7 @@
 // or token arrays (several prompts, answered as an array).
 import type { NativeModel } from '../../native/binding.js';
 import { badRequest } from '../errors.js';
+import { checkTokenId } from './vocabulary.js';
 
 export type PromptInput = string | Array<string | number | Array<string | number>>;
 
@@ -31,9 +32,7 @@ export async function tokenizePrompt(model: NativeModel, vocabSize: number, prom
     if (typeof piece === 'string') {
       out.push(...(await model.tokenizeAsync(piece, i === 0, true)));
     } else {
-      if (!Number.isInteger(piece) || piece < 0 || piece >= vocabSize) {
-        throw badRequest(`Invalid token id in "prompt": ${piece} (vocabulary size ${vocabSize})`);
-      }
+      checkTokenId(piece, vocabSize, 'prompt');
       out.push(piece);
     }
   }

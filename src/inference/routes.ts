@@ -1,0 +1,49 @@
+// The route table of inference-server: one line per route, its guard visible on the line.
+//   public   no credentials; answered while the model loads
+//   apiKey   503 while the model loads, then --api-key (or an --auth-app access token)
+// llama-server's aliases of a route are listed beside it.
+import type { Method, Route } from '../http/router.js';
+import { apiKey, inferenceRoute, publicAccess, type Guard, type InferenceHandler, type RouteContext } from './guards.js';
+import { handleCompletion } from './handlers/completion.js';
+import { handleEmbedding, handleOpenAIEmbeddings, handleRerank } from './handlers/embeddings.js';
+import { handleInfill } from './handlers/infill.js';
+import { handleHealth, handleModels, handleProps, handleSlots, metricsHandler } from './handlers/info.js';
+import { handleListLoraAdapters, handleSetLoraAdapters } from './handlers/lora-adapters.js';
+import { handleChatCompletions, handleTextCompletions } from './handlers/openai.js';
+import { handleApplyTemplate, handleDetokenize, handleTokenize } from './handlers/tokenize.js';
+
+export interface RouteOptions {
+  /** --metrics: serve GET /metrics. */
+  metrics: boolean;
+}
+
+export function inferenceRoutes(ctx: RouteContext, options: RouteOptions): Route[] {
+  const route = <I>(method: Method, path: string, guard: Guard<I>, handler: InferenceHandler<I>): Route => inferenceRoute(ctx, method, path, guard, handler);
+  return [
+    route('GET',  '/health',               publicAccess, handleHealth),
+    route('GET',  '/v1/health',            publicAccess, handleHealth),
+    route('POST', '/completion',           apiKey,       handleCompletion),
+    route('POST', '/completions',          apiKey,       handleCompletion),
+    route('POST', '/infill',               apiKey,       handleInfill),
+    route('POST', '/v1/completions',       apiKey,       handleTextCompletions),
+    route('POST', '/v1/chat/completions',  apiKey,       handleChatCompletions),
+    route('POST', '/chat/completions',     apiKey,       handleChatCompletions),
+    route('GET',  '/v1/models',            apiKey,       handleModels),
+    route('GET',  '/models',               apiKey,       handleModels),
+    route('GET',  '/props',                apiKey,       handleProps),
+    route('GET',  '/slots',                apiKey,       handleSlots),
+    route('POST', '/tokenize',             apiKey,       handleTokenize),
+    route('POST', '/detokenize',           apiKey,       handleDetokenize),
+    route('POST', '/apply-template',       apiKey,       handleApplyTemplate),
+    route('GET',  '/lora-adapters',        apiKey,       handleListLoraAdapters),
+    route('POST', '/lora-adapters',        apiKey,       handleSetLoraAdapters),
+    route('POST', '/v1/embeddings',        apiKey,       handleOpenAIEmbeddings),
+    route('POST', '/embeddings',           apiKey,       handleEmbedding),
+    route('POST', '/embedding',            apiKey,       handleEmbedding),
+    route('POST', '/v1/rerank',            apiKey,       handleRerank),
+    route('POST', '/rerank',               apiKey,       handleRerank),
+    route('POST', '/v1/reranking',         apiKey,       handleRerank),
+    route('POST', '/reranking',            apiKey,       handleRerank),
+    ...(options.metrics ? [route('GET', '/metrics', apiKey, metricsHandler(ctx.state.counters))] : []),
+  ];
+}
