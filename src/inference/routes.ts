@@ -9,7 +9,8 @@ import { handleEmbedding, handleOpenAIEmbeddings, handleRerank } from './handler
 import { handleInfill } from './handlers/infill.js';
 import { handleHealth, handleModels, handleProps, handleSlots, metricsHandler } from './handlers/info.js';
 import { handleListLoraAdapters, handleSetLoraAdapters } from './handlers/lora-adapters.js';
-import { handleChatCompletions, handleTextCompletions } from './handlers/openai.js';
+import { handleChatCompletions } from './handlers/chat-completions.js';
+import { handleTextCompletions } from './handlers/text-completions.js';
 import { handleApplyTemplate, handleDetokenize, handleTokenize } from './handlers/tokenize.js';
 
 export interface RouteOptions {

@@ -1,7 +1,7 @@
 // OpenAI-compatible response objects and stream chunks (chat.completion, text_completion).
 import { randomBytes } from 'node:crypto';
 import type { StopType, TokenProbability } from '../../native/binding.js';
-import type { CompletionOutcome } from '../engine/engine.js';
+import type { CompletionOutcome, GeneratedToken } from '../engine/engine.js';
 import { logprob, timings, tokenText } from './timings.js';
 
 export function completionId(prefix: 'chatcmpl' | 'cmpl'): string {
@@ -77,4 +77,14 @@ export function textLogprobs(items: CompletionOutcome['probabilities'], piece: (
 export function withTimings(body: Record<string, unknown>, outcome: CompletionOutcome | undefined): Record<string, unknown> {
   if (outcome) body.timings = timings(outcome);
   return body;
+}
+
+/** The per-token probabilities carried by a batch of streamed tokens. */
+export function tokenProbabilities(batch: readonly GeneratedToken[]): Array<{ token: number; prob: number; probs: TokenProbability[] }> {
+  return batch.filter((t) => t.token >= 0 && t.probs).map((t) => ({ token: t.token, prob: t.prob ?? 0, probs: t.probs ?? [] }));
+}
+
+/** `system_fingerprint`: the model architecture and context size, stable for a running server. */
+export function systemFingerprint(service: { metadata: { architecture: string }; info: { nCtx: number } }): string {
+  return `b-${service.metadata.architecture}-${service.info.nCtx}`;
 }

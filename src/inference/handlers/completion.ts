@@ -1,7 +1,6 @@
 // POST /completion (and /completions): llama-server's native completion endpoint.
 import type { HttpRequest, HttpResult } from '../../http/request.js';
 import { compileBody } from '../../http/validation.js';
-import type { CompletionOutcome } from '../engine/engine.js';
 import { completionChunk, completionResponse, generationSettings, type NativeFormatOptions } from '../dialects/llama-server.js';
 import type { CompletionTaskSpec } from '../../native/binding.js';
 import { buildTaskSpec, type GenerationRequest } from '../service/generation.js';
@@ -11,7 +10,7 @@ import { badRequest } from '../errors.js';
 import { splitPrompts, tokenizePrompt, type PromptInput } from '../service/prompt-input.js';
 import { BODY_OPTIONS, CompletionBody } from '../schemas.js';
 import type { InferenceService } from '../service/service.js';
-import { TokenStream } from './token-stream.js';
+import { streamTasks } from './streaming.js';
 
 const Body = compileBody(CompletionBody, BODY_OPTIONS);
 
@@ -60,35 +59,24 @@ export async function answerCompletions(
   });
 
   if (!body.stream) {
-    const outcomes = await Promise.all(service.startAll(specs, req.signal));
+    const outcomes = await service.runAll(specs, req.signal);
     const responses = outcomes.map((o, i) => completionResponse(service, o, options(i)));
     return { body: responses.length === 1 ? responses[0] : responses };
   }
-
-  // The stream's status line goes out with its first event: a task the engine refuses at
-  // submission is still answered with its own status, as llama-server does.
-  const stream = req.openEventStream();
-  const tokenStreams = specs.map((spec, index) => {
-    const opts = options(index);
-    let predicted = 0;
-    let nPrompt = spec.prompt.length;  // with images, known once the engine has tokenized the prompt
-    const t0 = performance.now();
-    return new TokenStream(stream, (batch) => {
-      predicted += batch.filter((t) => t.token >= 0).length;
-      nPrompt = batch.find((t) => t.nPrompt !== undefined)?.nPrompt ?? nPrompt;
-      const chunk = completionChunk(service, batch, opts, nPrompt, predicted);
-      if (opts.timingsPerToken) chunk.timings = { predicted_n: predicted, predicted_ms: performance.now() - t0 };
-      return JSON.stringify(chunk);
-    });
+  await streamTasks(req, service, specs, {
+    tokens: (index) => {
+      const opts = options(index);
+      let predicted = 0;
+      let nPrompt = specs[index]!.prompt.length;  // with images, known once the engine has tokenized the prompt
+      const t0 = performance.now();
+      return (batch) => {
+        predicted += batch.filter((t) => t.token >= 0).length;
+        nPrompt = batch.find((t) => t.nPrompt !== undefined)?.nPrompt ?? nPrompt;
+        const chunk = completionChunk(service, batch, opts, nPrompt, predicted);
+        if (opts.timingsPerToken) chunk.timings = { predicted_n: predicted, predicted_ms: performance.now() - t0 };
+        return JSON.stringify(chunk);
+      };
+    },
+    closing: (outcome, index) => JSON.stringify(completionResponse(service, outcome, options(index), true)),
   });
-  const runs = service.startAll(specs, req.signal, (index) => (t) => tokenStreams[index]!.push(t));
-  await Promise.all(runs.map(async (run, index) => {
-    let outcome: CompletionOutcome;
-    try {
-      outcome = await run;
-    } finally {
-      await tokenStreams[index]!.flush();
-    }
-    await stream.send(JSON.stringify(completionResponse(service, outcome, options(index), true)));
-  }));
 }

@@ -104,6 +104,11 @@ export class InferenceService implements GenerationContext {
     }));
   }
 
+  /** Runs the tasks of one request to their ends (one fate, as startAll). */
+  runAll(specs: readonly CompletionTaskSpec[], signal: AbortSignal): Promise<CompletionOutcome[]> {
+    return Promise.all(this.startAll(specs, signal));
+  }
+
   /** Maps an engine failure to the catalog: submit-time refusals 400s, task failures 500s. */
   private taskError(err: unknown, signal: AbortSignal): unknown {
     if (signal.aborted) return inferenceError(ErrorType.INVALID_REQUEST, 'the client closed the connection');
