@@ -1,12 +1,13 @@
 #!/usr/bin/env node
 // inference-server: serves a GGUF model over HTTP (OpenAI-compatible and llama-server native APIs).
 import { native, PoolingType, type PoolingName } from '../native/binding.js';
-import { MODEL_FLAGS, parseFlags, resolveRuntime, usage, UsageError, type FlagSpec } from './options.js';
+import { parseFlags, usage, UsageError, type FlagSpec } from '../cli/flags.js';
+import { MODEL_FLAGS, resolveRuntime } from './options.js';
 import { createInferenceAuth } from './access/auth-bridge.js';
 import { startInferenceServer } from './server.js';
 
 
-const SERVER_FLAGS: FlagSpec[] = [
+const SERVER_FLAGS = [
   ...MODEL_FLAGS,
   { names: ['--host'], kind: 'string', key: 'host', help: 'address to listen on (default 127.0.0.1)', env: 'LLAMA_ARG_HOST' },
   { names: ['--port'], kind: 'int', key: 'port', help: 'port to listen on (default 8080)', env: 'LLAMA_ARG_PORT' },
@@ -21,7 +22,7 @@ const SERVER_FLAGS: FlagSpec[] = [
   { names: ['--media-allow-remote'], kind: 'bool', key: 'mediaAllowRemote', help: 'fetch http(s) image URLs in chat messages (default: only data URLs)' },
   { names: ['--embedding', '--embeddings'], kind: 'bool', key: 'embedding', help: 'serve embeddings (/v1/embeddings, /embedding); completions are refused' },
   { names: ['--rerank', '--reranking'], kind: 'bool', key: 'rerank', help: 'serve reranking (/v1/rerank); needs a reranker model' },
-  { names: ['--pooling'], kind: 'string', key: 'pooling', help: 'embedding pooling: none, mean, cls, last, rank (default: the model\'s)' },
+  { names: ['--pooling'], kind: 'string', key: 'pooling', choices: Object.keys(PoolingType) as PoolingName[], help: 'embedding pooling: none, mean, cls, last, rank (default: the model\'s)' },
   { names: ['--lora'], kind: 'list', key: 'lora', help: 'LoRA adapters, applied at scale 1.0' },
   { names: ['--lora-scaled'], kind: 'list', key: 'loraScaled', help: 'LoRA adapters with their scales, FILE:SCALE' },
   { names: ['--lora-init-without-apply'], kind: 'bool', key: 'loraInitWithoutApply', help: 'load the adapters at scale 0 (apply later with POST /lora-adapters)' },
@@ -31,7 +32,7 @@ const SERVER_FLAGS: FlagSpec[] = [
   { names: ['--auth-issuer'], kind: 'string', key: 'authIssuer', help: 'with --auth-app and no --auth: the issuer (iss) of the auth-server whose tokens are accepted' },
   { names: ['--auth-jwks-url'], kind: 'string', key: 'authJwksUrl', help: 'with --auth-issuer: where its JWKS is, if not <issuer>/.well-known/jwks.json' },
   { names: ['-h', '--help'], kind: 'bool', key: 'help', help: 'show this help' },
-];
+] as const satisfies readonly FlagSpec[];
 
 /** --lora FILE (scale 1), --lora-scaled FILE:SCALE; --lora-init-without-apply makes every scale 0. */
 function loraOptions(plain: string[] = [], scaled: string[] = [], initWithoutApply: boolean): Array<{ path: string; scale: number }> {
@@ -54,22 +55,20 @@ async function main(): Promise<number> {
       return 0;
     }
     const runtime = resolveRuntime(flags, native.systemInfo().supportsGpuOffload);
-    const parallel = (flags.parallel as number | undefined) ?? 4;
+    const parallel = flags.parallel ?? 4;
     if (parallel < 1) throw new UsageError('-np: must be at least 1');
-    const pooling = flags.pooling as string | undefined;
-    if (pooling !== undefined && !(pooling in PoolingType)) throw new UsageError(`--pooling: expected one of ${Object.keys(PoolingType).join(', ')}, got "${pooling}"`);
-    const loras = loraOptions(flags.lora as string[] | undefined, flags.loraScaled as string[] | undefined, Boolean(flags.loraInitWithoutApply));
-    const host = (flags.host as string | undefined) ?? '127.0.0.1';
-    const port = (flags.port as number | undefined) ?? 8080;
-    const role = flags.authRole as string | undefined;
+    const loras = loraOptions(flags.lora, flags.loraScaled, Boolean(flags.loraInitWithoutApply));
+    const host = flags.host ?? '127.0.0.1';
+    const port = flags.port ?? 8080;
+    const role = flags.authRole;
     if (role !== undefined && !['viewer', 'staff', 'admin', 'owner'].includes(role)) throw new UsageError(`--auth-role: expected viewer, staff, admin or owner, got "${role}"`);
     if (role !== undefined && !flags.authApp) throw new UsageError('--auth-role needs --auth-app');
     const auth = await createInferenceAuth({
       mount: Boolean(flags.auth),
-      appSlug: flags.authApp as string | undefined,
+      appSlug: flags.authApp,
       role,
-      issuer: flags.authIssuer as string | undefined,
-      jwksUrl: flags.authJwksUrl as string | undefined,
+      issuer: flags.authIssuer,
+      jwksUrl: flags.authJwksUrl,
       selfUrl: `http://${host}:${port}`,
       env: process.env,
     });
@@ -79,16 +78,16 @@ async function main(): Promise<number> {
       port,
       parallel,
       contextShift: Boolean(flags.contextShift),
-      alias: flags.alias as string | undefined,
-      apiKeys: (flags.apiKey as string[] | undefined) ?? [],
+      alias: flags.alias,
+      apiKeys: flags.apiKey ?? [],
       metrics: Boolean(flags.metrics),
-      nPredict: (flags.nPredict as number | undefined) ?? -1,
-      maxBodyBytes: (flags.maxBodyBytes as number | undefined) ?? 32 * 1024 * 1024,
+      nPredict: flags.nPredict ?? -1,
+      maxBodyBytes: flags.maxBodyBytes ?? 32 * 1024 * 1024,
       embedding: Boolean(flags.embedding),
       rerank: Boolean(flags.rerank),
-      pooling: pooling as PoolingName | undefined,
+      pooling: flags.pooling,
       loras,
-      mmproj: flags.mmproj as string | undefined,
+      mmproj: flags.mmproj,
       allowRemoteMedia: Boolean(flags.mediaAllowRemote),
       extraRoutes: auth.routes,
       ...(auth.acceptBearer ? { acceptBearer: auth.acceptBearer } : {}),
