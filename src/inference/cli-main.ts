@@ -4,7 +4,9 @@ import { readFileSync } from 'node:fs';
 import { createInterface } from 'node:readline';
 import { native, type ChatMessageText, type CompletionTaskSpec, type NativeModel, type NativeVision, type SamplingParams } from '../native/binding.js';
 import { InferenceEngine } from './engine/engine.js';
-import { DEFAULT_SAMPLING, DEFAULT_SAMPLERS } from './service/generation.js';
+import { LLAMA_SERVER_DEFAULTS } from './service/generation.js';
+
+const DEFAULT_SAMPLING = LLAMA_SERVER_DEFAULTS.sampling;
 import { parseFlags, usage, UsageError, type FlagSpec } from '../cli/flags.js';
 import { contextSize, MODEL_FLAGS, resolveRuntime } from './options.js';
 
@@ -14,9 +16,9 @@ const CLI_FLAGS = [
   { names: ['-n', '--n-predict'], kind: 'int', key: 'nPredict', help: 'tokens to generate (default -1 = until end of generation or full context)' },
   { names: ['--temp', '--temperature'], kind: 'float', key: 'temp', help: `sampling temperature (default ${DEFAULT_SAMPLING.temperature}; 0 = greedy)` },
   { names: ['--seed', '-s'], kind: 'int', key: 'seed', help: 'random seed (default -1 = random)' },
-  { names: ['--top-k'], kind: 'int', key: 'topK', help: `top-k (default ${DEFAULT_SAMPLING.top_k})` },
-  { names: ['--top-p'], kind: 'float', key: 'topP', help: `top-p (default ${DEFAULT_SAMPLING.top_p})` },
-  { names: ['--min-p'], kind: 'float', key: 'minP', help: `min-p (default ${DEFAULT_SAMPLING.min_p})` },
+  { names: ['--top-k'], kind: 'int', key: 'topK', help: `top-k (default ${DEFAULT_SAMPLING.topK})` },
+  { names: ['--top-p'], kind: 'float', key: 'topP', help: `top-p (default ${DEFAULT_SAMPLING.topP})` },
+  { names: ['--min-p'], kind: 'float', key: 'minP', help: `min-p (default ${DEFAULT_SAMPLING.minP})` },
   { names: ['--repeat-penalty'], kind: 'float', key: 'repeatPenalty', help: 'repeat penalty (default 1.0 = off)' },
   { names: ['-mm', '--mmproj'], kind: 'string', key: 'mmproj', help: 'multimodal projector file (vision)' },
   { names: ['--image'], kind: 'list', key: 'image', help: 'image file(s) for the prompt (with -mm); the prompt goes through the chat template' },
@@ -68,11 +70,11 @@ function samplingOf(flags: Flags): SamplingParams {
   return {
     temperature: flags.temp ?? DEFAULT_SAMPLING.temperature,
     seed: flags.seed ?? -1,
-    topK: flags.topK ?? DEFAULT_SAMPLING.top_k,
-    topP: flags.topP ?? DEFAULT_SAMPLING.top_p,
-    minP: flags.minP ?? DEFAULT_SAMPLING.min_p,
+    topK: flags.topK ?? DEFAULT_SAMPLING.topK,
+    topP: flags.topP ?? DEFAULT_SAMPLING.topP,
+    minP: flags.minP ?? DEFAULT_SAMPLING.minP,
     repeatPenalty: flags.repeatPenalty ?? 1,
-    samplers: DEFAULT_SAMPLERS,
+    samplers: DEFAULT_SAMPLING.samplers,
   };
 }
 

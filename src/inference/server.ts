@@ -2,7 +2,8 @@
 // the model and its engine off the event loop, then serves the route table below.
 import type { Route } from '../http/router.js';
 import { startHttpServer } from '../http/server.js';
-import type { PoolingName } from '../native/binding.js';
+import type { NativeServerParams, PoolingName } from '../native/binding.js';
+import { LLAMA_SERVER_DEFAULTS, type GenerationDefaults } from './service/generation.js';
 import { ApiKeys } from './access/api-key.js';
 import type { RouteContext } from './guards.js';
 import { inferenceRoutes } from './routes.js';
@@ -19,6 +20,8 @@ export interface InferenceServerOptions {
   parallel: number;
   /** A generating slot whose context is full drops old tokens instead of stopping (llama-server's --context-shift). */
   contextShift?: boolean;
+  /** One KV pool shared by the slots (default); false gives each slot n_ctx / parallel, as llama-server's --no-kv-unified. */
+  kvUnified?: boolean;
   alias?: string;
   apiKeys: string[];
   metrics: boolean;
@@ -37,6 +40,14 @@ export interface InferenceServerOptions {
   mmproj?: string;
   /** Fetch http(s) image URLs given in chat messages; off by default. */
   allowRemoteMedia?: boolean;
+  /** Sampling defaults of requests (llama-server's sampling flags); llama-server's own by default. */
+  generation?: GenerationDefaults;
+  /** A chat template (name or Jinja source) instead of the model's. */
+  chatTemplate?: string;
+  /** Default chat_template_kwargs. */
+  templateKwargs?: Record<string, unknown>;
+  /** llama-server's parsed command line: its model flags apply as there. */
+  serverParams?: NativeServerParams;
   /** Extra bearer-token check (e.g. --auth-app); true admits the request like a valid API key. */
   acceptBearer?: (authorization: string | undefined) => Promise<boolean>;
   /** Routes mounted as they are (e.g. --auth); they do their own authentication. */
@@ -76,6 +87,7 @@ export async function startInferenceServer(options: InferenceServerOptions): Pro
     runtime: options.runtime,
     parallel: options.parallel,
     contextShift: options.contextShift ?? false,
+    kvUnified: options.kvUnified ?? true,
     alias: options.alias,
     nPredict: options.nPredict,
     embedding: options.embedding ?? false,
@@ -84,6 +96,10 @@ export async function startInferenceServer(options: InferenceServerOptions): Pro
     loras: options.loras ?? [],
     mmproj: options.mmproj,
     allowRemoteMedia: options.allowRemoteMedia ?? false,
+    generation: options.generation ?? LLAMA_SERVER_DEFAULTS,
+    ...(options.chatTemplate ? { chatTemplate: options.chatTemplate } : {}),
+    templateKwargs: options.templateKwargs ?? {},
+    ...(options.serverParams ? { serverParams: options.serverParams } : {}),
   }, (p) => {
     state.progress = p;
     options.onProgress?.(p);

@@ -17,6 +17,8 @@ export interface ModelLoadOptions {
   /** Layers to offload to the GPU; -1 = all (the llama.cpp default), 0 = none. */
   nGpuLayers?: number;
   useMmap?: boolean;
+  /** llama-server's command line: its model flags apply as there, instead of the two above. */
+  serverParams?: NativeServerParams;
 }
 
 export interface ModelMetadata {
@@ -276,11 +278,69 @@ export interface SystemInfo {
   maxDevices: number;
 }
 
+/** One option of llama-server's command line, as llama.cpp's parser defines it. */
+export interface ServerOption {
+  names: string[];
+  /** The --no-... spellings of a boolean option. */
+  negatedNames: string[];
+  env: string | null;
+  valueHint: string | null;
+  help: string;
+  sampling: boolean;
+}
+
+export interface ServerSamplingValues {
+  seed: number; nProbs: number; minKeep: number; topK: number; topP: number; minP: number;
+  xtcProbability: number; xtcThreshold: number; typicalP: number; temperature: number;
+  dynatempRange: number; dynatempExponent: number; repeatLastN: number; repeatPenalty: number;
+  frequencyPenalty: number; presencePenalty: number; dryMultiplier: number; dryBase: number;
+  dryAllowedLength: number; dryPenaltyLastN: number; drySequenceBreakers: string[];
+  adaptiveTarget: number; adaptiveDecay: number; mirostat: number; mirostatTau: number; mirostatEta: number;
+  topNSigma: number; ignoreEos: boolean; timingsPerToken: boolean; samplers: string[]; grammar: string;
+  logitBias: Array<[number, number]>; reasoningBudget: number;
+}
+
+/** The values of llama-server's common_params that this server reads (names as in TypeScript). */
+export interface ServerParamValues {
+  model: string; mmproj: string; noMmproj: boolean; mmprojUseGpu: boolean; aliases: string[]; tags: string[];
+  hosts: string[]; port: number; reusePort: boolean; apiKeys: string[]; apiPrefix: string;
+  nParallel: number; nCtx: number; nBatch: number; nUbatch: number; nPredict: number; nKeep: number;
+  threads: number; threadsBatch: number; threadsHttp: number; nGpuLayers: number; flashAttn: number; loadMode: number;
+  ctxShift: boolean; kvUnified: boolean; swaFull: boolean; cacheReuse: number; cachePrompt: boolean; cacheRamMib: number;
+  cacheTypeK: string; cacheTypeV: string; slotSavePath: string; slotPromptSimilarity: number;
+  endpointSlots: boolean; endpointProps: boolean; endpointMetrics: boolean;
+  corsOrigins: string; corsMethods: string; corsHeaders: string; corsCredentials: boolean;
+  timeoutRead: number; timeoutWrite: number; publicPath: string; webui: boolean;
+  chatTemplate: string; useJinja: boolean; enableChatTemplate: boolean; chatTemplateKwargs: Record<string, string>;
+  reasoningFormat: string; enableReasoning: number; prefillAssistant: boolean; sleepIdleSeconds: number;
+  mediaPath: string; verbosity: number; logJson: boolean; embedding: boolean; poolingType: number; embdNormalize: number;
+  loras: Array<{ path: string; scale: number }>; loraInitWithoutApply: boolean;
+  modelsDir: string; modelsPreset: string; modelsMax: number; modelsAutoload: boolean;
+  sampling: ServerSamplingValues;
+}
+
+/** llama-server's command line parsed by llama.cpp's own parser (common/arg.cpp). */
+export interface NativeServerParams {
+  values(): ServerParamValues;
+  /** First names of the options set on the command line or through their environment variables. */
+  given(): string[];
+}
+
 export interface NativeAddon {
   Model: { load(path: string, options: ModelLoadOptions, onProgress?: (progress: number) => void): ModelLoadHandle };
   LoraAdapter: { load(model: NativeModel, path: string): Promise<NativeLoraAdapter> };
   Vision: { load(model: NativeModel, path: string, options?: { nThreads?: number; useGpu?: boolean }): Promise<NativeVision> };
   Engine: { create(model: NativeModel, params: EngineParams, onEvents: (events: EngineEvent[]) => void): Promise<NativeEngine> };
+  ServerParams: {
+    /**
+     * Parses argv (argv[0] is the program name) exactly as llama-server does: --help and
+     * --version print and end the process; a refused command line prints llama-server's message
+     * to stderr and throws (code BAD_ARGUMENTS).
+     */
+    parse(argv: readonly string[]): NativeServerParams;
+    /** Every option llama-server accepts. */
+    options(): ServerOption[];
+  };
   systemInfo(): SystemInfo;
   /** Converts a JSON schema (as JSON text) to a GBNF grammar; throws on unsupported schemas. */
   jsonSchemaToGrammar(schemaJson: string): string;

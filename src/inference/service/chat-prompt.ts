@@ -81,9 +81,12 @@ export async function renderChat(
   options: { addGenerationPrompt?: boolean; kwargs?: Record<string, unknown>; media?: MediaPolicy } = {},
 ): Promise<RenderedChat> {
   const { messages: flat, media } = await flatten(service, messages, options.media ?? { allowRemote: false });
-  const kwargs = Object.fromEntries(Object.entries(options.kwargs ?? {}).map(([k, v]) => [k, JSON.stringify(v)]));
+  // A request's chat_template_kwargs override the server's (--chat-template-kwargs), key by key.
+  const merged = { ...service.settings.templateKwargs, ...options.kwargs };
+  const kwargs = Object.fromEntries(Object.entries(merged).map(([k, v]) => [k, JSON.stringify(v)]));
+  const template = service.settings.chatTemplate;
   try {
-    return { prompt: service.model.applyChatTemplate(flat, { addGenerationPrompt: options.addGenerationPrompt ?? true, kwargs }), media };
+    return { prompt: service.model.applyChatTemplate(flat, { addGenerationPrompt: options.addGenerationPrompt ?? true, kwargs, ...(template ? { template } : {}) }), media };
   } catch (err) {
     throw badRequest((err as Error).message);
   }

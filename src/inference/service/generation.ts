@@ -12,36 +12,48 @@ export type GenerationRequest = Static<TObject<typeof GenerationFields>>;
 /** llama-server's default sampler order (common_params_sampling); penalties run first unless listed elsewhere. */
 export const DEFAULT_SAMPLERS = ['penalties', 'dry', 'top_n_sigma', 'top_k', 'typ_p', 'top_p', 'min_p', 'xtc', 'temperature'];
 
-/** The server's sampling defaults: what a request leaves out (reported by /props). */
-export const DEFAULT_SAMPLING = {
-  temperature: 0.8,
-  dynatemp_range: 0,
-  dynatemp_exponent: 1,
-  top_k: 40,
-  top_p: 0.95,
-  min_p: 0.05,
-  top_n_sigma: -1,
-  typical_p: 1,
-  xtc_probability: 0,
-  xtc_threshold: 0.1,
-  repeat_last_n: 64,
-  repeat_penalty: 1,
-  presence_penalty: 0,
-  frequency_penalty: 0,
-  dry_multiplier: 0,
-  dry_base: 1.75,
-  dry_allowed_length: 2,
-  dry_penalty_last_n: 64,
-  dry_sequence_breakers: ['\n', ':', '"', '*'],
-  mirostat: 0,
-  mirostat_tau: 5,
-  mirostat_eta: 0.1,
-  seed: -1,
-  n_probs: 0,
-  min_keep: 0,
-  ignore_eos: false,
-  samplers: DEFAULT_SAMPLERS,
-  n_predict: -1,
+/**
+ * The server's generation defaults: what a request leaves out (reported by /props and in
+ * generation_settings). llama-server's own unless its sampling flags (--temp, --top-k, ...) set them.
+ */
+export interface GenerationDefaults {
+  sampling: Required<Omit<SamplingParams, 'grammarFromSchema' | 'nProbs'>>;
+  nProbs: number;
+}
+
+/** llama-server's defaults (common_params_sampling), used when no flag sets them. */
+export const LLAMA_SERVER_DEFAULTS: GenerationDefaults = {
+  sampling: {
+    seed: -1,
+    temperature: 0.8,
+    dynatempRange: 0,
+    dynatempExponent: 1,
+    topK: 40,
+    topP: 0.95,
+    minP: 0.05,
+    topNSigma: -1,
+    typicalP: 1,
+    xtcProbability: 0,
+    xtcThreshold: 0.1,
+    repeatLastN: 64,
+    repeatPenalty: 1,
+    presencePenalty: 0,
+    frequencyPenalty: 0,
+    dryMultiplier: 0,
+    dryBase: 1.75,
+    dryAllowedLength: 2,
+    dryPenaltyLastN: 64,
+    drySequenceBreakers: ['\n', ':', '"', '*'],
+    mirostat: 0,
+    mirostatTau: 5,
+    mirostatEta: 0.1,
+    minKeep: 0,
+    ignoreEos: false,
+    samplers: DEFAULT_SAMPLERS,
+    grammar: '',
+    logitBias: [],
+  },
+  nProbs: 0,
 };
 
 export interface GenerationContext {
@@ -52,11 +64,12 @@ export interface GenerationContext {
   defaultNPredict: number;
   /** Number of slots (-np). */
   nSlots: number;
+  defaults: GenerationDefaults;
 }
 
 const SAMPLER_CHARS: Record<string, string> = { d: 'dry', k: 'top_k', y: 'typ_p', p: 'top_p', s: 'top_n_sigma', m: 'min_p', t: 'temperature', x: 'xtc', i: 'infill', e: 'penalties', a: 'adaptive_p' };
 
-function samplerList(samplers: GenerationRequest['samplers']): string[] {
+function samplerList(samplers: string | readonly string[] | undefined): string[] {
   let names: string[];
   if (typeof samplers === 'string') {
     names = [...samplers].map((c) => {
@@ -155,37 +168,39 @@ export function buildTaskSpec(
   const nPredict = overrides.nPredict ?? body.n_predict ?? (body.max_tokens ?? undefined) ?? ctx.defaultNPredict;
   if (nPredict < -1) throw badRequest('Invalid field "n_predict": must be -1 (unlimited) or >= 0', { field: 'n_predict' });
 
-  const d = DEFAULT_SAMPLING;
+  const d = ctx.defaults.sampling;
+  if (grammar === undefined && d.grammar !== '') grammar = d.grammar;
   const sampling: SamplingParams = {
     seed: body.seed ?? d.seed,
     temperature: body.temperature ?? d.temperature,
-    dynatempRange: body.dynatemp_range ?? d.dynatemp_range,
-    dynatempExponent: body.dynatemp_exponent ?? d.dynatemp_exponent,
-    topK: body.top_k ?? d.top_k,
-    topP: body.top_p ?? d.top_p,
-    minP: body.min_p ?? d.min_p,
-    topNSigma: body.top_n_sigma ?? d.top_n_sigma,
-    typicalP: body.typical_p ?? d.typical_p,
-    xtcProbability: body.xtc_probability ?? d.xtc_probability,
-    xtcThreshold: body.xtc_threshold ?? d.xtc_threshold,
-    repeatPenalty: body.repeat_penalty ?? d.repeat_penalty,
-    repeatLastN: body.repeat_last_n ?? d.repeat_last_n,
-    frequencyPenalty: body.frequency_penalty ?? d.frequency_penalty,
-    presencePenalty: body.presence_penalty ?? d.presence_penalty,
-    dryMultiplier: body.dry_multiplier ?? d.dry_multiplier,
-    dryBase: body.dry_base ?? d.dry_base,
-    dryAllowedLength: body.dry_allowed_length ?? d.dry_allowed_length,
-    dryPenaltyLastN: body.dry_penalty_last_n ?? d.dry_penalty_last_n,
-    drySequenceBreakers: body.dry_sequence_breakers ?? d.dry_sequence_breakers,
+    dynatempRange: body.dynatemp_range ?? d.dynatempRange,
+    dynatempExponent: body.dynatemp_exponent ?? d.dynatempExponent,
+    topK: body.top_k ?? d.topK,
+    topP: body.top_p ?? d.topP,
+    minP: body.min_p ?? d.minP,
+    topNSigma: body.top_n_sigma ?? d.topNSigma,
+    typicalP: body.typical_p ?? d.typicalP,
+    xtcProbability: body.xtc_probability ?? d.xtcProbability,
+    xtcThreshold: body.xtc_threshold ?? d.xtcThreshold,
+    repeatPenalty: body.repeat_penalty ?? d.repeatPenalty,
+    repeatLastN: body.repeat_last_n ?? d.repeatLastN,
+    frequencyPenalty: body.frequency_penalty ?? d.frequencyPenalty,
+    presencePenalty: body.presence_penalty ?? d.presencePenalty,
+    dryMultiplier: body.dry_multiplier ?? d.dryMultiplier,
+    dryBase: body.dry_base ?? d.dryBase,
+    dryAllowedLength: body.dry_allowed_length ?? d.dryAllowedLength,
+    dryPenaltyLastN: body.dry_penalty_last_n ?? d.dryPenaltyLastN,
+    drySequenceBreakers: body.dry_sequence_breakers ?? d.drySequenceBreakers,
     mirostat: body.mirostat ?? d.mirostat,
-    mirostatTau: body.mirostat_tau ?? d.mirostat_tau,
-    mirostatEta: body.mirostat_eta ?? d.mirostat_eta,
-    minKeep: body.min_keep ?? d.min_keep,
-    ignoreEos: body.ignore_eos ?? d.ignore_eos,
-    samplers: samplerList(body.samplers),
+    mirostatTau: body.mirostat_tau ?? d.mirostatTau,
+    mirostatEta: body.mirostat_eta ?? d.mirostatEta,
+    minKeep: body.min_keep ?? d.minKeep,
+    ignoreEos: body.ignore_eos ?? d.ignoreEos,
+    samplers: samplerList(body.samplers ?? d.samplers),
     grammar,
     grammarFromSchema: fromSchema,
-    logitBias: logitBias(ctx.model, ctx.vocabSize, body.logit_bias),
+    // llama-server adds a request's biases to those of -l / --logit-bias.
+    logitBias: [...d.logitBias, ...logitBias(ctx.model, ctx.vocabSize, body.logit_bias)],
   };
   return {
     prompt,
@@ -193,7 +208,7 @@ export function buildTaskSpec(
     // An id past the last slot wraps around, as llama-server's get_slot_by_id does.
     idSlot: body.id_slot === undefined || body.id_slot === -1 ? -1 : body.id_slot % ctx.nSlots,
     cachePrompt: body.cache_prompt ?? true,
-    nProbs: overrides.nProbs ?? body.n_probs ?? 0,
+    nProbs: overrides.nProbs ?? body.n_probs ?? ctx.defaults.nProbs,
     postSamplingProbs: body.post_sampling_probs ?? false,
     tMaxPredictMs: body.t_max_predict_ms ?? 0,
     nIndent: body.n_indent ?? 0,

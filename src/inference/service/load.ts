@@ -1,7 +1,8 @@
 // Loading what a server serves: the model, its LoRA adapters and projector, and the engine over
 // them, as one InferenceService. Everything loaded so far is freed when a later step fails.
 import { basename } from 'node:path';
-import { native, PoolingType, type NativeLoraAdapter, type NativeModel, type NativeVision, type PoolingName } from '../../native/binding.js';
+import { native, PoolingType, type NativeLoraAdapter, type NativeModel, type NativeServerParams, type NativeVision, type PoolingName } from '../../native/binding.js';
+import type { GenerationDefaults } from './generation.js';
 import { InferenceEngine } from '../engine/engine.js';
 import { contextSize, type RuntimeOptions } from '../options.js';
 import { LoraRegistry } from './lora-registry.js';
@@ -11,6 +12,7 @@ export interface ServiceLoadOptions {
   runtime: RuntimeOptions;
   parallel: number;
   contextShift: boolean;
+  kvUnified: boolean;
   alias?: string;
   nPredict: number;
   /** --embedding / --rerank: an engine that embeds (and refuses completions). */
@@ -20,6 +22,11 @@ export interface ServiceLoadOptions {
   loras: Array<{ path: string; scale: number }>;
   mmproj?: string;
   allowRemoteMedia: boolean;
+  generation: GenerationDefaults;
+  chatTemplate?: string;
+  templateKwargs: Record<string, unknown>;
+  /** llama-server's parsed command line: its model flags apply as there. */
+  serverParams?: NativeServerParams;
 }
 
 export interface ServiceLoad {
@@ -31,7 +38,7 @@ export interface ServiceLoad {
 /** `isCancelled` is checked once the weights are in, for a server closed while they loaded. */
 export function loadInferenceService(options: ServiceLoadOptions, onProgress: (progress: number) => void, isCancelled: () => boolean): ServiceLoad {
   const { runtime } = options;
-  const handle = native.Model.load(runtime.model, { nGpuLayers: runtime.nGpuLayers, useMmap: runtime.useMmap }, onProgress);
+  const handle = native.Model.load(runtime.model, { nGpuLayers: runtime.nGpuLayers, useMmap: runtime.useMmap, ...(options.serverParams ? { serverParams: options.serverParams } : {}) }, onProgress);
   const promise = handle.promise.then(async (model) => {
     const loaded: Array<{ dispose(): void }> = [model];
     try {
@@ -59,7 +66,7 @@ export function loadInferenceService(options: ServiceLoadOptions, onProgress: (p
         nThreads: runtime.threads,
         nThreadsBatch: runtime.threadsBatch,
         flashAttn: runtime.flashAttn,
-        kvUnified: true,
+        kvUnified: options.kvUnified,
         contextShift: options.contextShift,
       });
       return new InferenceService(model, vision, engine, {
@@ -67,6 +74,9 @@ export function loadInferenceService(options: ServiceLoadOptions, onProgress: (p
         alias: options.alias ?? basename(runtime.model),
         defaultNPredict: options.nPredict,
         allowRemoteMedia: options.allowRemoteMedia,
+        generation: options.generation,
+        ...(options.chatTemplate ? { chatTemplate: options.chatTemplate } : {}),
+        templateKwargs: options.templateKwargs,
       }, new LoraRegistry(options.loras));
     } catch (err) {
       // Children before their model (the list is kept in that order).

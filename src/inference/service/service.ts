@@ -3,7 +3,7 @@
 import type { CompletionTaskSpec, EngineInfo, ModelMetadata, NativeModel, NativeVision } from '../../native/binding.js';
 import { EngineTaskError, InferenceEngine, type CompletionOutcome, type EmbeddingOutcome, type GeneratedToken } from '../engine/engine.js';
 import { ErrorType, inferenceError } from '../errors.js';
-import type { GenerationContext } from './generation.js';
+import type { GenerationContext, GenerationDefaults } from './generation.js';
 import type { LoraRegistry } from './lora-registry.js';
 
 export interface ServiceSettings {
@@ -13,6 +13,12 @@ export interface ServiceSettings {
   defaultNPredict: number;
   /** Fetch http(s) image URLs in chat messages (--media-allow-remote). */
   allowRemoteMedia: boolean;
+  /** What requests leave out: llama-server's defaults or its sampling flags. */
+  generation: GenerationDefaults;
+  /** --chat-template / --chat-template-file: used instead of the model's template. */
+  chatTemplate?: string;
+  /** --chat-template-kwargs: defaults for every request's chat_template_kwargs. */
+  templateKwargs: Record<string, unknown>;
 }
 
 export class InferenceService implements GenerationContext {
@@ -35,6 +41,10 @@ export class InferenceService implements GenerationContext {
 
   get alias(): string {
     return this.settings.alias;
+  }
+
+  get defaults(): GenerationDefaults {
+    return this.settings.generation;
   }
 
   get defaultNPredict(): number {
