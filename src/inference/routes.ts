@@ -7,15 +7,27 @@ import { apiKey, inferenceRoute, publicAccess, type Guard, type InferenceHandler
 import { handleCompletion } from './handlers/completion.js';
 import { handleEmbedding, handleOpenAIEmbeddings, handleRerank } from './handlers/embeddings.js';
 import { handleInfill } from './handlers/infill.js';
-import { handleHealth, handleModels, handleProps, handleSlots, metricsHandler } from './handlers/info.js';
+import { handleHealth, handleModels, handleProps, handleSetProps, handleSlots, metricsHandler } from './handlers/info.js';
+import { ErrorType, inferenceError } from './errors.js';
 import { handleListLoraAdapters, handleSetLoraAdapters } from './handlers/lora-adapters.js';
-import { handleChatCompletions } from './handlers/chat-completions.js';
+import { handleChatCompletions, handleChatInputTokens } from './handlers/chat-completions.js';
 import { handleTextCompletions } from './handlers/text-completions.js';
 import { handleApplyTemplate, handleDetokenize, handleTokenize } from './handlers/tokenize.js';
 
+/** Endpoints llama-server serves only when asked (--metrics, --props) or until told not to (--no-slots). */
 export interface RouteOptions {
-  /** --metrics: serve GET /metrics. */
   metrics: boolean;
+  slots: boolean;
+  /** POST /props. */
+  props: boolean;
+}
+
+/** A switched-off endpoint answers 501 naming the flag that turns it on, as llama-server. */
+function whenEnabled<I>(enabled: boolean, what: string, flag: string, handler: InferenceHandler<I>): InferenceHandler<I> {
+  if (enabled) return handler;
+  return () => {
+    throw inferenceError(ErrorType.NOT_SUPPORTED, `This server does not support ${what}. Start it with \`${flag}\``);
+  };
 }
 
 export function inferenceRoutes(ctx: RouteContext, options: RouteOptions): Route[] {
@@ -32,7 +44,8 @@ export function inferenceRoutes(ctx: RouteContext, options: RouteOptions): Route
     route('GET',  '/v1/models',            apiKey,       handleModels),
     route('GET',  '/models',               apiKey,       handleModels),
     route('GET',  '/props',                apiKey,       handleProps),
-    route('GET',  '/slots',                apiKey,       handleSlots),
+    route('POST', '/props',                apiKey,       whenEnabled(options.props, 'changing global properties', '--props', handleSetProps)),
+    route('GET',  '/slots',                apiKey,       whenEnabled(options.slots, 'slots endpoint', '--slots', handleSlots)),
     route('POST', '/tokenize',             apiKey,       handleTokenize),
     route('POST', '/detokenize',           apiKey,       handleDetokenize),
     route('POST', '/apply-template',       apiKey,       handleApplyTemplate),
@@ -45,6 +58,8 @@ export function inferenceRoutes(ctx: RouteContext, options: RouteOptions): Route
     route('POST', '/rerank',               apiKey,       handleRerank),
     route('POST', '/v1/reranking',         apiKey,       handleRerank),
     route('POST', '/reranking',            apiKey,       handleRerank),
-    ...(options.metrics ? [route('GET', '/metrics', apiKey, metricsHandler(ctx.state.counters))] : []),
+    route('GET',  '/metrics',              apiKey,       whenEnabled(options.metrics, 'metrics endpoint', '--metrics', metricsHandler(ctx.state.counters))),
+    route('POST', '/chat/completions/input_tokens',    apiKey, handleChatInputTokens),
+    route('POST', '/v1/chat/completions/input_tokens', apiKey, handleChatInputTokens),
   ];
 }

@@ -125,6 +125,8 @@ export function serverOptions(v: ServerParamValues, own: OwnFlags, gpuAvailable:
     ...(v.aliases[0] !== undefined ? { alias: v.aliases[0] } : {}),
     apiKeys: v.apiKeys,
     metrics: v.endpointMetrics,
+    slots: v.endpointSlots,
+    props: v.endpointProps,
     nPredict: v.nPredict,
     maxBodyBytes: own.maxBodyBytes ?? 32 * 1024 * 1024,
     embedding: v.embedding && !rerank,

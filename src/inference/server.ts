@@ -25,6 +25,10 @@ export interface InferenceServerOptions {
   alias?: string;
   apiKeys: string[];
   metrics: boolean;
+  /** GET /slots (default on; llama-server's --no-slots turns it off). */
+  slots?: boolean;
+  /** POST /props (llama-server's --props; default off). */
+  props?: boolean;
   /** Server default for n_predict (-n); -1 = unlimited. */
   nPredict: number;
   maxBodyBytes: number;
@@ -68,7 +72,7 @@ export async function startInferenceServer(options: InferenceServerOptions): Pro
   const state = new ServerState();
   const log = options.log ?? (() => {});
   const ctx: RouteContext = { state, keys: new ApiKeys(options.apiKeys), acceptBearer: options.acceptBearer };
-  const routes = [...inferenceRoutes(ctx, { metrics: options.metrics }), ...(options.extraRoutes ?? [])];
+  const routes = [...inferenceRoutes(ctx, { metrics: options.metrics, slots: options.slots ?? true, props: options.props ?? false }), ...(options.extraRoutes ?? [])];
 
   const http = await startHttpServer({
     host: options.host,

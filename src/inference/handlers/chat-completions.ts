@@ -2,7 +2,7 @@
 import type { HttpRequest, HttpResult } from '../../http/request.js';
 import { compileBody } from '../../http/validation.js';
 import type { GeneratedToken } from '../engine/engine.js';
-import { badRequest } from '../errors.js';
+import { badRequest, ErrorType, inferenceError } from '../errors.js';
 import { chatLogprobs, completionId, finishReason, systemFingerprint, tokenProbabilities, usage, withTimings } from '../dialects/openai.js';
 import { BODY_OPTIONS, ChatCompletionBody } from '../schemas.js';
 import { renderChat } from '../service/chat-prompt.js';
@@ -30,14 +30,27 @@ function responseFormatGrammar(body: ChatRequest): string | undefined {
   return undefined;
 }
 
-export async function handleChatCompletions(service: InferenceService, req: HttpRequest): Promise<HttpResult | void> {
-  const body = ChatBody.parse(req);
-  const n = choiceCount(body.n, 'n', service);
-  const { prompt, media } = await renderChat(service, body.messages, {
+function renderRequest(service: InferenceService, body: ChatRequest) {
+  return renderChat(service, body.messages, {
     addGenerationPrompt: body.add_generation_prompt,
     kwargs: body.chat_template_kwargs,
     media: { allowRemote: service.settings.allowRemoteMedia },
   });
+}
+
+/** POST /v1/chat/completions/input_tokens: the length of the prompt a chat request would run. */
+export async function handleChatInputTokens(service: InferenceService, req: HttpRequest): Promise<HttpResult> {
+  const body = ChatBody.parse(req);
+  const { prompt, media } = await renderRequest(service, body);
+  if (media.length > 0) throw inferenceError(ErrorType.NOT_SUPPORTED, 'counting the tokens of a prompt with images is not supported yet');
+  const tokens = await service.model.tokenizeAsync(prompt, true, true);
+  return { body: { input_tokens: tokens.length, object: 'response.input_tokens' } };
+}
+
+export async function handleChatCompletions(service: InferenceService, req: HttpRequest): Promise<HttpResult | void> {
+  const body = ChatBody.parse(req);
+  const n = choiceCount(body.n, 'n', service);
+  const { prompt, media } = await renderRequest(service, body);
   // With images the prompt is tokenized natively, around the images.
   const tokens = media.length > 0 ? new Int32Array(0) : await service.model.tokenizeAsync(prompt, true, true);
   if (media.length === 0) service.checkPromptFits(tokens);

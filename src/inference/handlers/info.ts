@@ -1,5 +1,6 @@
 // GET /health, /v1/models, /props, /slots, /metrics.
-import type { HttpResult } from '../../http/request.js';
+import type { HttpRequest, HttpResult } from '../../http/request.js';
+import { ErrorType, inferenceError } from '../errors.js';
 import { generationSettings } from '../dialects/llama-server.js';
 import { buildTaskSpec } from '../service/generation.js';
 import type { InferenceService } from '../service/service.js';
@@ -66,13 +67,21 @@ export function handleProps(service: InferenceService): HttpResult {
   };
 }
 
+/** POST /props (with --props): llama-server accepts it and changes nothing yet; so does this server. */
+export function handleSetProps(): HttpResult {
+  return { body: { success: true } };
+}
+
 function tokenText(service: InferenceService, token: number | null): string {
   return token === null ? '' : Buffer.from(service.model.tokenPiece(token, true)).toString('utf8');
 }
 
-export function handleSlots(service: InferenceService): HttpResult {
+/** GET /slots; with ?fail_on_no_slot, 503 when every slot is busy (as llama-server). */
+export function handleSlots(service: InferenceService, req: HttpRequest): HttpResult {
+  const slots = service.engine.native.slots();
+  if (req.query.get('fail_on_no_slot') && slots.every((s) => s.state !== 'idle')) throw inferenceError(ErrorType.UNAVAILABLE, 'no slot available');
   return {
-    body: service.engine.native.slots().map((s) => ({
+    body: slots.map((s) => ({
       id: s.id,
       id_task: s.taskId ?? -1,
       n_ctx: s.nCtx,
