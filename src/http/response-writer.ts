@@ -19,8 +19,6 @@ export interface ResponseSink {
 }
 
 export interface ResponseSettings {
-  /** Headers added to every response (e.g. CORS). */
-  defaultHeaders: ReadonlyArray<readonly [string, string]>;
   formatError: ErrorFormatter;
   /** Receives internal errors (500s) with their causes; never shown to clients. */
   logError?: (error: HttpError, req: { method: string; path: string }) => void;
@@ -53,6 +51,8 @@ export class ResponseWriter {
     private readonly res: ResponseSink,
     private readonly request: { method: string; path: string },
     private readonly settings: ResponseSettings,
+    /** Headers of every response on this request (e.g. CORS). */
+    private readonly headers: ReadonlyArray<readonly [string, string]> = [],
   ) {
     res.onAborted(() => {
       this.finished = true;
@@ -170,7 +170,7 @@ export class ResponseWriter {
 
   private writeHead(status: number, headers: Record<string, string> = {}): void {
     this.res.writeStatus(statusLine(status));
-    for (const [k, v] of this.settings.defaultHeaders) this.res.writeHeader(k, v);
+    for (const [k, v] of this.headers) this.res.writeHeader(k, v);
     for (const [k, v] of Object.entries(headers)) this.res.writeHeader(k, v);
   }
 

@@ -4,6 +4,7 @@
 // escapes a uWS callback.
 import uWS from 'uWebSockets.js';
 import { readBody } from './body-reader.js';
+import { corsHeaders, preflightHeaders, type CorsPolicy } from './cors.js';
 import { HttpError, HttpLayerCode, type ErrorFormatter } from './errors.js';
 import type { HttpRequest } from './request.js';
 import { ResponseWriter, type ResponseSettings } from './response-writer.js';
@@ -17,14 +18,12 @@ export interface HttpServerOptions {
   formatError: ErrorFormatter;
   /** Largest accepted request body in bytes; larger bodies get 413. */
   maxBodyBytes: number;
-  /** Headers added to every response (e.g. CORS). */
-  defaultHeaders?: Record<string, string>;
   /**
-   * Headers of the answer to a CORS preflight: with them, OPTIONS on any path is answered 200
-   * with no body, before routing (and so before any authentication, which browsers do not
-   * send with a preflight). Without them, OPTIONS is routed like any other method.
+   * Cross-origin access: with a policy, every response carries its Access-Control-Allow-Origin
+   * and OPTIONS on any path is a preflight answered 200 with no body, before routing (and so
+   * before any authentication). Without one, OPTIONS is routed like any other method.
    */
-  preflightHeaders?: Record<string, string>;
+  cors?: CorsPolicy;
   /** Receives internal errors (500s) with their causes; never shown to clients. */
   logError?: (error: HttpError, req: { method: string; path: string }) => void;
 }
@@ -100,20 +99,19 @@ export async function startHttpServer(options: HttpServerOptions): Promise<HttpS
     throw new Error('uWebSockets.js did not load its native binary (it fell back to a JavaScript shim); refusing to start');
   }
   const router = new Router(options.routes);
-  const settings: ResponseSettings = {
-    defaultHeaders: Object.entries(options.defaultHeaders ?? {}),
-    formatError: options.formatError,
-    logError: options.logError,
-  };
+  const settings: ResponseSettings = { formatError: options.formatError, logError: options.logError };
+  const cors = options.cors;
+  const preflight = cors ? preflightHeaders(cors) : null;
   const tooLarge = (): HttpError => new HttpError(413, HttpLayerCode.BODY_TOO_LARGE, `Request body exceeds ${options.maxBodyBytes} bytes`);
   const app = uWS.App();
 
   app.any('/*', (res, req) => {
     const head = copyRequestHead(res, req);
     const { method, path } = head;
-    const writer = new ResponseWriter(res, { method, path }, settings);
-    if (method === 'OPTIONS' && options.preflightHeaders) {
-      writer.writeResult({ status: 200, headers: options.preflightHeaders });
+    const headers = cors ? corsHeaders(cors, head.headers['origin']) : [];
+    const writer = new ResponseWriter(res, { method, path }, settings, headers);
+    if (method === 'OPTIONS' && preflight) {
+      writer.writeResult({ status: 200, headers: preflight });
       return;
     }
     // HEAD is routed as GET; the writer leaves the body out.

@@ -126,6 +126,7 @@ export function serverOptions(v: ServerParamValues, own: OwnFlags, gpuAvailable:
     apiKeys: v.apiKeys,
     metrics: v.endpointMetrics,
     slots: v.endpointSlots,
+    cors: { origins: v.corsOrigins, methods: v.corsMethods, headers: v.corsHeaders, credentials: v.corsCredentials },
     props: v.endpointProps,
     nPredict: v.nPredict,
     maxBodyBytes: own.maxBodyBytes ?? 32 * 1024 * 1024,

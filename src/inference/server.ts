@@ -1,6 +1,7 @@
 // The inference HTTP server: opens the port at once (health answers 503 while loading), loads
 // the model and its engine off the event loop, then serves the route table below.
 import type { Route } from '../http/router.js';
+import { DEFAULT_CORS, type CorsPolicy } from '../http/cors.js';
 import { startHttpServer } from '../http/server.js';
 import type { NativeServerParams, PoolingName } from '../native/binding.js';
 import { LLAMA_SERVER_DEFAULTS, type GenerationDefaults } from './service/generation.js';
@@ -25,6 +26,8 @@ export interface InferenceServerOptions {
   alias?: string;
   apiKeys: string[];
   metrics: boolean;
+  /** Cross-origin access (--cors-*); llama-server's defaults when absent. */
+  cors?: CorsPolicy;
   /** GET /slots (default on; llama-server's --no-slots turns it off). */
   slots?: boolean;
   /** POST /props (llama-server's --props; default off). */
@@ -80,9 +83,7 @@ export async function startInferenceServer(options: InferenceServerOptions): Pro
     routes,
     formatError: formatInferenceError,
     maxBodyBytes: options.maxBodyBytes,
-    defaultHeaders: { 'Access-Control-Allow-Origin': '*' },
-    // llama-server's defaults (--cors-methods is not offered here).
-    preflightHeaders: { 'Access-Control-Allow-Credentials': 'false', 'Access-Control-Allow-Methods': 'GET, POST, DELETE, OPTIONS', 'Access-Control-Allow-Headers': '*' },
+    cors: options.cors ?? DEFAULT_CORS,
     logError: (error, req) => log(`error: ${req.method} ${req.path}: ${error.message}${error.cause ? ` (${String((error.cause as Error).stack ?? error.cause)})` : ''}`),
   });
 

@@ -21,28 +21,28 @@ class FakeResponse implements ResponseSink {
   drain() { this.backpressure = false; this.writable?.(0); }
 }
 
+const CORS = [['Access-Control-Allow-Origin', '*']] as const;
 const settings = (logged: HttpError[] = []) => ({
-  defaultHeaders: [['Access-Control-Allow-Origin', '*']] as const,
   formatError: (e: HttpError) => ({ status: e.status, body: { error: { code: e.code } } }),
   logError: (e: HttpError) => { logged.push(e); },
 });
 
 t.test('writes a JSON result with the default headers', async (t) => {
   const res = new FakeResponse();
-  new ResponseWriter(res, { method: 'GET', path: '/x' }, settings()).writeResult({ body: { a: 1 } });
+  new ResponseWriter(res, { method: 'GET', path: '/x' }, settings(), CORS).writeResult({ body: { a: 1 } });
   t.same(res.writes, ['status 200 OK', 'Access-Control-Allow-Origin: *', 'Content-Type: application/json; charset=utf-8']);
   t.same(res.ended, { body: '{"a":1}', close: false });
 });
 
 t.test('HEAD gets the GET Content-Length and no body', async (t) => {
   const res = new FakeResponse();
-  new ResponseWriter(res, { method: 'HEAD', path: '/x' }, settings()).writeResult({ body: { a: 1 } });
+  new ResponseWriter(res, { method: 'HEAD', path: '/x' }, settings(), CORS).writeResult({ body: { a: 1 } });
   t.same(res.ended, { reported: 7, close: false });
 });
 
 t.test('writes nothing after the client left, and the signal is aborted', async (t) => {
   const res = new FakeResponse();
-  const writer = new ResponseWriter(res, { method: 'GET', path: '/x' }, settings());
+  const writer = new ResponseWriter(res, { method: 'GET', path: '/x' }, settings(), CORS);
   res.clientLeaves();
   t.equal(writer.signal.aborted, true);
   t.equal(writer.isOpen, false);
@@ -54,7 +54,7 @@ t.test('writes nothing after the client left, and the signal is aborted', async 
 t.test('an internal error is logged with its cause and answered 500 without it', async (t) => {
   const res = new FakeResponse();
   const logged: HttpError[] = [];
-  new ResponseWriter(res, { method: 'GET', path: '/x' }, settings(logged)).writeError(new Error('secret'));
+  new ResponseWriter(res, { method: 'GET', path: '/x' }, settings(logged), CORS).writeError(new Error('secret'));
   t.equal(logged.length, 1);
   t.equal((logged[0]!.cause as Error).message, 'secret');
   t.same(res.ended, { body: '{"error":{"code":"INTERNAL"}}', close: false });
@@ -62,13 +62,13 @@ t.test('an internal error is logged with its cause and answered 500 without it',
 
 t.test('a 413 closes the connection', async (t) => {
   const res = new FakeResponse();
-  new ResponseWriter(res, { method: 'POST', path: '/x' }, settings()).writeError(new HttpError(413, 'BODY_TOO_LARGE', 'big'));
+  new ResponseWriter(res, { method: 'POST', path: '/x' }, settings(), CORS).writeError(new HttpError(413, 'BODY_TOO_LARGE', 'big'));
   t.equal(res.ended?.close, true);
 });
 
 t.test('an event stream sends its head with the first event; a failure before it is a plain error', async (t) => {
   const res = new FakeResponse();
-  const writer = new ResponseWriter(res, { method: 'GET', path: '/x' }, settings());
+  const writer = new ResponseWriter(res, { method: 'GET', path: '/x' }, settings(), CORS);
   writer.openEventStream();
   t.same(res.writes, []);
   await writer.fail(new HttpError(400, 'BAD', 'bad'));
@@ -78,7 +78,7 @@ t.test('an event stream sends its head with the first event; a failure before it
 
 t.test('a failure after the first event is sent as the last event', async (t) => {
   const res = new FakeResponse();
-  const writer = new ResponseWriter(res, { method: 'GET', path: '/x' }, settings());
+  const writer = new ResponseWriter(res, { method: 'GET', path: '/x' }, settings(), CORS);
   const stream = writer.openEventStream();
   await stream.send('1');
   await writer.fail(new HttpError(400, 'BAD', 'bad'));
@@ -89,7 +89,7 @@ t.test('a failure after the first event is sent as the last event', async (t) =>
 
 t.test('a full socket holds the next event until it drains', async (t) => {
   const res = new FakeResponse();
-  const stream = new ResponseWriter(res, { method: 'GET', path: '/x' }, settings()).openEventStream();
+  const stream = new ResponseWriter(res, { method: 'GET', path: '/x' }, settings(), CORS).openEventStream();
   res.backpressure = true;
   let firstDone = false;
   const first = stream.send('1').then(() => { firstDone = true; });

@@ -58,7 +58,7 @@ const server = await startHttpServer({
       }),
     },
   ],
-  preflightHeaders: { 'Access-Control-Allow-Methods': 'GET, POST' },
+  cors: { origins: '*', methods: 'GET, POST', headers: '*', credentials: false },
   logError: () => {},
 });
 t.teardown(() => server.close());

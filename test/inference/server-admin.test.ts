@@ -31,7 +31,8 @@ t.test('a key is accepted as Bearer or X-Api-Key; a wrong or malformed one is no
 t.test('a CORS preflight (OPTIONS) is 200 with the CORS headers and needs no key, as in llama-server', async (t) => {
   const res = await fetch(`${base}/v1/chat/completions`, { method: 'OPTIONS', headers: { origin: 'http://example.test', 'access-control-request-method': 'POST', 'access-control-request-headers': 'authorization, content-type' } });
   t.equal(res.status, 200);
-  t.equal(res.headers.get('access-control-allow-origin'), '*');
+  t.equal(res.headers.get('access-control-allow-origin'), 'http://example.test', 'any origin, with credentials: the origin is echoed');
+  t.equal(res.headers.get('access-control-allow-credentials'), 'true');
   t.equal(res.headers.get('access-control-allow-methods'), 'GET, POST, DELETE, OPTIONS');
   t.equal(res.headers.get('access-control-allow-headers'), '*');
   t.equal(await res.text(), '');
@@ -163,4 +164,17 @@ t.test('POST /v1/chat/completions/input_tokens counts the templated prompt', asy
   }
   const bad = await postJson(`${base}/v1/chat/completions/input_tokens`, { messages: 'hi' }, auth);
   t.equal(bad.status, 400);
+});
+
+t.test('--cors-origins localhost reflects loopback origins on every response and refuses others', async (t) => {
+  const local = await startTestServer(models.chat, { cors: { origins: 'localhost', methods: 'GET, POST', headers: 'Authorization', credentials: false }, parallel: 1, ctxSize: 512 });
+  t.teardown(local.close);
+  const ok = await fetch(`${local.base}/health`, { headers: { origin: 'http://localhost:3000' } });
+  t.equal(ok.headers.get('access-control-allow-origin'), 'http://localhost:3000');
+  const evil = await fetch(`${local.base}/health`, { headers: { origin: 'http://localhost.evil.com' } });
+  t.equal(evil.headers.get('access-control-allow-origin'), null);
+  const preflight = await fetch(`${local.base}/completions`, { method: 'OPTIONS', headers: { origin: 'http://127.0.0.1', 'access-control-request-method': 'POST' } });
+  t.equal(preflight.status, 200);
+  t.same([preflight.headers.get('access-control-allow-origin'), preflight.headers.get('access-control-allow-methods'), preflight.headers.get('access-control-allow-headers'), preflight.headers.get('access-control-allow-credentials')],
+    ['http://127.0.0.1', 'GET, POST', 'Authorization', 'false']);
 });
