@@ -201,7 +201,7 @@ export const LLAMA_SERVER_FLAGS: Readonly<Record<string, FlagSupport>> = {
   '--props': NOT_YET,
   '--slots': NOT_YET,
   '--slot-save-path': NOT_YET,
-  '--media-path': NOT_YET,
+  '--media-path': served,
   '--models-dir': ROUTER,
   '--models-preset': ROUTER,
   '--models-max': ROUTER,

@@ -136,6 +136,7 @@ export function serverOptions(v: ServerParamValues, own: OwnFlags, gpuAvailable:
     loras: v.loras.map((l) => ({ path: l.path, scale: v.loraInitWithoutApply ? 0 : l.scale })),
     ...(v.mmproj !== '' && !v.noMmproj ? { mmproj: v.mmproj } : {}),
     allowRemoteMedia: Boolean(own.mediaAllowRemote),
+    ...(v.mediaPath !== '' ? { mediaPath: v.mediaPath } : {}),
     generation: generationDefaults(v.sampling),
     ...(v.chatTemplate !== '' ? { chatTemplate: v.chatTemplate } : {}),
     templateKwargs: Object.fromEntries(Object.entries(v.chatTemplateKwargs).map(([k, json]) => [k, JSON.parse(json) as unknown])),

@@ -47,6 +47,8 @@ export interface InferenceServerOptions {
   mmproj?: string;
   /** Fetch http(s) image URLs given in chat messages; off by default. */
   allowRemoteMedia?: boolean;
+  /** --media-path: chat images may name files under this directory (file://). */
+  mediaPath?: string;
   /** Sampling defaults of requests (llama-server's sampling flags); llama-server's own by default. */
   generation?: GenerationDefaults;
   /** A chat template (name or Jinja source) instead of the model's. */
@@ -100,7 +102,7 @@ export async function startInferenceServer(options: InferenceServerOptions): Pro
     pooling: options.pooling,
     loras: options.loras ?? [],
     mmproj: options.mmproj,
-    allowRemoteMedia: options.allowRemoteMedia ?? false,
+    media: { allowRemote: options.allowRemoteMedia ?? false, ...(options.mediaPath ? { mediaPath: options.mediaPath } : {}) },
     generation: options.generation ?? LLAMA_SERVER_DEFAULTS,
     ...(options.chatTemplate ? { chatTemplate: options.chatTemplate } : {}),
     templateKwargs: options.templateKwargs ?? {},

@@ -34,7 +34,7 @@ function renderRequest(service: InferenceService, body: ChatRequest) {
   return renderChat(service, body.messages, {
     addGenerationPrompt: body.add_generation_prompt,
     kwargs: body.chat_template_kwargs,
-    media: { allowRemote: service.settings.allowRemoteMedia },
+    media: service.settings.media,
   });
 }
 

@@ -4,7 +4,7 @@ import { compileBody } from '../../http/validation.js';
 import { completionChunk, completionResponse, generationSettings, type NativeFormatOptions } from '../dialects/llama-server.js';
 import type { CompletionTaskSpec } from '../../native/binding.js';
 import { buildTaskSpec, type GenerationRequest } from '../service/generation.js';
-import { decodeDataUrl } from '../service/chat-prompt.js';
+import { decodeDataUrl } from '../service/media.js';
 import { choiceCount, perChoice } from '../service/choices.js';
 import { badRequest } from '../errors.js';
 import { splitPrompts, tokenizePrompt, type PromptInput } from '../service/prompt-input.js';

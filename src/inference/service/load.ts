@@ -3,6 +3,7 @@
 import { basename } from 'node:path';
 import { native, PoolingType, type NativeLoraAdapter, type NativeModel, type NativeServerParams, type NativeVision, type PoolingName } from '../../native/binding.js';
 import type { GenerationDefaults } from './generation.js';
+import type { MediaPolicy } from './media.js';
 import { InferenceEngine } from '../engine/engine.js';
 import { contextSize, type RuntimeOptions } from '../options.js';
 import { LoraRegistry } from './lora-registry.js';
@@ -21,7 +22,7 @@ export interface ServiceLoadOptions {
   pooling?: PoolingName;
   loras: Array<{ path: string; scale: number }>;
   mmproj?: string;
-  allowRemoteMedia: boolean;
+  media: MediaPolicy;
   generation: GenerationDefaults;
   chatTemplate?: string;
   templateKwargs: Record<string, unknown>;
@@ -73,7 +74,7 @@ export function loadInferenceService(options: ServiceLoadOptions, onProgress: (p
         modelPath: runtime.model,
         alias: options.alias ?? basename(runtime.model),
         defaultNPredict: options.nPredict,
-        allowRemoteMedia: options.allowRemoteMedia,
+        media: options.media,
         generation: options.generation,
         ...(options.chatTemplate ? { chatTemplate: options.chatTemplate } : {}),
         templateKwargs: options.templateKwargs,

@@ -5,14 +5,15 @@ import { EngineTaskError, InferenceEngine, type CompletionOutcome, type Embeddin
 import { ErrorType, inferenceError } from '../errors.js';
 import type { GenerationContext, GenerationDefaults } from './generation.js';
 import type { LoraRegistry } from './lora-registry.js';
+import type { MediaPolicy } from './media.js';
 
 export interface ServiceSettings {
   modelPath: string;
   /** Name reported as `model` in responses (-a/--alias, else the file name). */
   alias: string;
   defaultNPredict: number;
-  /** Fetch http(s) image URLs in chat messages (--media-allow-remote). */
-  allowRemoteMedia: boolean;
+  /** Where images of chat messages may come from (--media-allow-remote, --media-path). */
+  media: MediaPolicy;
   /** What requests leave out: llama-server's defaults or its sampling flags. */
   generation: GenerationDefaults;
   /** --chat-template / --chat-template-file: used instead of the model's template. */
