@@ -3,12 +3,12 @@
 import type { HttpRequest, HttpResult } from '../http/request.js';
 import type { Method, Route } from '../http/router.js';
 import { invalidApiKey, presentedKey, type ApiKeys } from './access/api-key.js';
+import type { ServiceHost, ServiceView } from './service/host.js';
 import type { InferenceService } from './service/service.js';
-import type { ServerState } from './state.js';
 
 /** What the guards consult. */
 export interface RouteContext {
-  state: ServerState;
+  host: ServiceHost;
   keys: ApiKeys;
   /** Extra bearer-token check (--auth-app): true admits the request like a valid API key. */
   acceptBearer?: (authorization: string | undefined) => Promise<boolean>;
@@ -18,40 +18,64 @@ export interface RouteContext {
 export interface Guard<I> {
   readonly name: string;
   admit(ctx: RouteContext, req: HttpRequest): Promise<I> | I;
+  /** Called once the handler has finished with an admitted input. */
+  done?(ctx: RouteContext, input: I): void;
 }
 
 export type InferenceHandler<I> = (input: I, req: HttpRequest) => Promise<HttpResult | void> | HttpResult | void;
 
-/** No credentials, answered while the model loads: the handler gets the server state. */
-export const publicAccess: Guard<ServerState> = {
+/** No credentials, answered while the model loads: the handler gets the host. */
+export const publicAccess: Guard<ServiceHost> = {
   name: 'public',
-  admit: (ctx) => ctx.state,
+  admit: (ctx) => ctx.host,
 };
 
+/** An API key (--api-key) or, with --auth-app, an access token of that app; admits all without either. */
+async function checkKey(ctx: RouteContext, req: HttpRequest): Promise<void> {
+  if (!ctx.keys.enabled && !ctx.acceptBearer) return;
+  if (ctx.keys.enabled && ctx.keys.matches(presentedKey(req))) return;
+  if (ctx.acceptBearer && (await ctx.acceptBearer(req.headers['authorization']))) return;
+  throw invalidApiKey();
+}
+
 /**
- * 503 while the model loads, then an API key (--api-key) or, with --auth-app, an access token
- * of that app: the handler gets the loaded service. Without keys or --auth-app it admits all.
+ * For endpoints that use the model: 503 while it first loads, then the key; the handler gets
+ * the loaded service (a sleeping one is loaded again first) and holds it until it finishes.
  */
 export const apiKey: Guard<InferenceService> = {
   name: 'api-key',
   admit: async (ctx, req) => {
-    const service = ctx.state.ready();
-    if (!ctx.keys.enabled && !ctx.acceptBearer) return service;
-    if (ctx.keys.enabled && ctx.keys.matches(presentedKey(req))) return service;
-    if (ctx.acceptBearer && (await ctx.acceptBearer(req.headers['authorization']))) return service;
-    throw invalidApiKey();
+    ctx.host.view();
+    await checkKey(ctx, req);
+    return ctx.host.acquire();
+  },
+  done: (ctx) => ctx.host.release(),
+};
+
+/** For read-only endpoints: 503 while the model first loads, then the key; never wakes a sleeping service. */
+export const apiKeyReadOnly: Guard<ServiceView> = {
+  name: 'api-key-read-only',
+  admit: async (ctx, req) => {
+    ctx.host.view();
+    await checkKey(ctx, req);
+    return ctx.host.view();
   },
 };
 
 export function inferenceRoute<I>(ctx: RouteContext, method: Method, path: string, guard: Guard<I>, handler: InferenceHandler<I>): Route {
-  const counters = ctx.state.counters;
+  const counters = ctx.host.counters;
   return {
     method,
     path,
     handler: async (req) => {
       counters.requests++;
       try {
-        return await handler(await guard.admit(ctx, req), req);
+        const input = await guard.admit(ctx, req);
+        try {
+          return await handler(input, req);
+        } finally {
+          guard.done?.(ctx, input);
+        }
       } catch (err) {
         counters.errors++;
         throw err;

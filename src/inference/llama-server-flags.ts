@@ -219,7 +219,7 @@ export const LLAMA_SERVER_FLAGS: Readonly<Record<string, FlagSupport>> = {
   '--prefill-assistant': NOT_YET,
   '-sps': ignored('a request without id_slot takes the idle slot with the longest common prefix, whatever the similarity'),
   '--lora-init-without-apply': served,
-  '--sleep-idle-seconds': NOT_YET,
+  '--sleep-idle-seconds': served,
   '--log-disable': served,
   '--log-file': NOT_YET,
   '--log-jsonl': NOT_YET,

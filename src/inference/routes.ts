@@ -1,9 +1,11 @@
 // The route table of inference-server: one line per route, its guard visible on the line.
-//   public   no credentials; answered while the model loads
-//   apiKey   503 while the model loads, then --api-key (or an --auth-app access token)
+//   public          no credentials; answered while the model loads
+//   apiKey          503 while the model loads, then --api-key (or an --auth-app access token);
+//                   a sleeping model (--sleep-idle-seconds) is loaded again for the request
+//   apiKeyReadOnly  as apiKey, but never wakes a sleeping model (answers from before it slept)
 // llama-server's aliases of a route are listed beside it.
 import type { Method, Route } from '../http/router.js';
-import { apiKey, inferenceRoute, publicAccess, type Guard, type InferenceHandler, type RouteContext } from './guards.js';
+import { apiKey, apiKeyReadOnly, inferenceRoute, publicAccess, type Guard, type InferenceHandler, type RouteContext } from './guards.js';
 import { handleCompletion } from './handlers/completion.js';
 import { handleEmbedding, handleOpenAIEmbeddings, handleRerank } from './handlers/embeddings.js';
 import { handleInfill } from './handlers/infill.js';
@@ -41,11 +43,11 @@ export function inferenceRoutes(ctx: RouteContext, options: RouteOptions): Route
     route('POST', '/v1/completions',       apiKey,       handleTextCompletions),
     route('POST', '/v1/chat/completions',  apiKey,       handleChatCompletions),
     route('POST', '/chat/completions',     apiKey,       handleChatCompletions),
-    route('GET',  '/v1/models',            apiKey,       handleModels),
-    route('GET',  '/models',               apiKey,       handleModels),
-    route('GET',  '/props',                apiKey,       handleProps),
+    route('GET',  '/v1/models',            apiKeyReadOnly, handleModels),
+    route('GET',  '/models',               apiKeyReadOnly, handleModels),
+    route('GET',  '/props',                apiKeyReadOnly, handleProps),
     route('POST', '/props',                apiKey,       whenEnabled(options.props, 'changing global properties', '--props', handleSetProps)),
-    route('GET',  '/slots',                apiKey,       whenEnabled(options.slots, 'slots endpoint', '--slots', handleSlots)),
+    route('GET',  '/slots',                apiKeyReadOnly, whenEnabled(options.slots, 'slots endpoint', '--slots', handleSlots)),
     route('POST', '/tokenize',             apiKey,       handleTokenize),
     route('POST', '/detokenize',           apiKey,       handleDetokenize),
     route('POST', '/apply-template',       apiKey,       handleApplyTemplate),
@@ -58,7 +60,7 @@ export function inferenceRoutes(ctx: RouteContext, options: RouteOptions): Route
     route('POST', '/rerank',               apiKey,       handleRerank),
     route('POST', '/v1/reranking',         apiKey,       handleRerank),
     route('POST', '/reranking',            apiKey,       handleRerank),
-    route('GET',  '/metrics',              apiKey,       whenEnabled(options.metrics, 'metrics endpoint', '--metrics', metricsHandler(ctx.state.counters))),
+    route('GET',  '/metrics',              apiKeyReadOnly, whenEnabled(options.metrics, 'metrics endpoint', '--metrics', metricsHandler(ctx.host))),
     route('POST', '/chat/completions/input_tokens',    apiKey, handleChatInputTokens),
     route('POST', '/v1/chat/completions/input_tokens', apiKey, handleChatInputTokens),
   ];

@@ -126,6 +126,7 @@ export function serverOptions(v: ServerParamValues, own: OwnFlags, gpuAvailable:
     apiKeys: v.apiKeys,
     metrics: v.endpointMetrics,
     slots: v.endpointSlots,
+    sleepIdleSeconds: v.sleepIdleSeconds,
     cors: { origins: v.corsOrigins, methods: v.corsMethods, headers: v.corsHeaders, credentials: v.corsCredentials },
     props: v.endpointProps,
     nPredict: v.nPredict,

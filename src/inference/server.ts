@@ -10,9 +10,9 @@ import type { RouteContext } from './guards.js';
 import { inferenceRoutes } from './routes.js';
 import { formatInferenceError } from './errors.js';
 import type { RuntimeOptions } from './options.js';
-import { loadInferenceService } from './service/load.js';
+import { loadInferenceService, type ServiceLoadOptions } from './service/load.js';
 import type { InferenceService } from './service/service.js';
-import { ServerState } from './state.js';
+import { ServiceHost } from './service/host.js';
 
 export interface InferenceServerOptions {
   runtime: RuntimeOptions;
@@ -28,6 +28,8 @@ export interface InferenceServerOptions {
   metrics: boolean;
   /** Cross-origin access (--cors-*); llama-server's defaults when absent. */
   cors?: CorsPolicy;
+  /** --sleep-idle-seconds: unload the model after this long without a request using it; <= 0 never. */
+  sleepIdleSeconds?: number;
   /** GET /slots (default on; llama-server's --no-slots turns it off). */
   slots?: boolean;
   /** POST /props (llama-server's --props; default off). */
@@ -67,30 +69,15 @@ export interface InferenceServerOptions {
 
 export interface InferenceServer {
   readonly port: number;
-  readonly state: ServerState;
+  /** The loaded service's life: loading, ready, asleep. */
+  readonly host: ServiceHost;
   /** Resolves when the model is loaded and the engine runs; rejects if loading fails. */
   readonly ready: Promise<InferenceService>;
   close(): Promise<void>;
 }
 
-export async function startInferenceServer(options: InferenceServerOptions): Promise<InferenceServer> {
-  const state = new ServerState();
-  const log = options.log ?? (() => {});
-  const ctx: RouteContext = { state, keys: new ApiKeys(options.apiKeys), acceptBearer: options.acceptBearer };
-  const routes = [...inferenceRoutes(ctx, { metrics: options.metrics, slots: options.slots ?? true, props: options.props ?? false }), ...(options.extraRoutes ?? [])];
-
-  const http = await startHttpServer({
-    host: options.host,
-    port: options.port,
-    routes,
-    formatError: formatInferenceError,
-    maxBodyBytes: options.maxBodyBytes,
-    cors: options.cors ?? DEFAULT_CORS,
-    logError: (error, req) => log(`error: ${req.method} ${req.path}: ${error.message}${error.cause ? ` (${String((error.cause as Error).stack ?? error.cause)})` : ''}`),
-  });
-
-  let closed = false;
-  const load = loadInferenceService({
+function serviceLoadOptions(options: InferenceServerOptions): ServiceLoadOptions {
+  return {
     runtime: options.runtime,
     parallel: options.parallel,
     contextShift: options.contextShift ?? false,
@@ -107,27 +94,36 @@ export async function startInferenceServer(options: InferenceServerOptions): Pro
     ...(options.chatTemplate ? { chatTemplate: options.chatTemplate } : {}),
     templateKwargs: options.templateKwargs ?? {},
     ...(options.serverParams ? { serverParams: options.serverParams } : {}),
-  }, (p) => {
-    state.progress = p;
-    options.onProgress?.(p);
-  }, () => closed);
-  const ready = load.promise.then((service) => {
-    state.setReady(service);
-    return service;
-  });
-  ready.catch(() => {});
+  };
+}
 
+export async function startInferenceServer(options: InferenceServerOptions): Promise<InferenceServer> {
+  const log = options.log ?? (() => {});
+  let closed = false;
+  const loadOptions = serviceLoadOptions(options);
+  const host = new ServiceHost((onProgress) => loadInferenceService(loadOptions, onProgress, () => closed), (options.sleepIdleSeconds ?? -1) * 1000, options.onProgress);
+  const ctx: RouteContext = { host, keys: new ApiKeys(options.apiKeys), acceptBearer: options.acceptBearer };
+  const routes = [...inferenceRoutes(ctx, { metrics: options.metrics, slots: options.slots ?? true, props: options.props ?? false }), ...(options.extraRoutes ?? [])];
+
+  const http = await startHttpServer({
+    host: options.host,
+    port: options.port,
+    routes,
+    formatError: formatInferenceError,
+    maxBodyBytes: options.maxBodyBytes,
+    cors: options.cors ?? DEFAULT_CORS,
+    logError: (error, req) => log(`error: ${req.method} ${req.path}: ${error.message}${error.cause ? ` (${String((error.cause as Error).stack ?? error.cause)})` : ''}`),
+  });
+  const ready = host.start();
+  ready.catch(() => {});
   return {
     port: http.port,
-    state,
+    host,
     ready,
     async close() {
       closed = true;
       http.close();
-      load.cancel();
-      await ready.catch(() => {});
-      const service = state.take();
-      if (service) await service.dispose();
+      await host.close();
     },
   };
 }

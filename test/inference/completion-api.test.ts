@@ -307,7 +307,7 @@ t.test('n_keep and n_discard are checked; generation_settings reports them', asy
 });
 
 t.test('a client that disconnects frees its slot within a step', async (t) => {
-  const engine = server.state.ready().engine.native;
+  const engine = server.host.ready().engine.native;
   // The server cancels the task when it sees the disconnect: wait for that, not for a time.
   const cancelled = new Promise<void>((resolve) => {
     const cancel = engine.cancel.bind(engine);

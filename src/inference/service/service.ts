@@ -1,5 +1,5 @@
 // InferenceService: the loaded model and its engine, with what the routes need to know about
-// them. Exists only once the model is ready; routes reach it through ServerState.ready().
+// them. Exists only while the model is loaded; routes reach it through the ServiceHost.
 import type { CompletionTaskSpec, EngineInfo, ModelMetadata, NativeModel, NativeVision } from '../../native/binding.js';
 import { EngineTaskError, InferenceEngine, type CompletionOutcome, type EmbeddingOutcome, type GeneratedToken } from '../engine/engine.js';
 import { ErrorType, inferenceError } from '../errors.js';
