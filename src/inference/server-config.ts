@@ -2,7 +2,7 @@
 // ServerParams and llama-server-flags.ts) plus a few flags of ours, which are taken out first.
 // Pure functions from the parsed values to the server's options, so they can be tested alone.
 import { UsageError, parseFlags, type FlagSpec, type ParsedFlags } from '../cli/flags.js';
-import { PoolingType, type PoolingName, type ServerParamValues, type ServerSamplingValues } from '../native/binding.js';
+import { PoolingType, type LogLevel, type PoolingName, type ServerParamValues, type ServerSamplingValues } from '../native/binding.js';
 import { LLAMA_SERVER_FLAGS } from './llama-server-flags.js';
 import type { RuntimeOptions } from './options.js';
 import type { InferenceServerOptions } from './server.js';
@@ -46,6 +46,17 @@ export function refusedOptions(given: readonly string[]): string[] {
     const support = LLAMA_SERVER_FLAGS[name];
     return support?.kind === 'refused' ? [`${name}: ${support.why}`] : [];
   });
+}
+
+/**
+ * llama.cpp's log level from -v / -lv N / --log-disable, or null to keep this server's default
+ * (warnings and errors). Verbosity: 0 output only, 1 errors, 2 warnings, 3 information, 4+ debug.
+ */
+export function logLevel(v: ServerParamValues, given: readonly string[]): LogLevel | null {
+  if (given.includes('--log-disable')) return 'none';
+  if (!given.includes('-v') && !given.includes('-lv')) return null;
+  if (v.verbosity >= 4) return 'debug';
+  return (['none', 'error', 'warn', 'info'] as const)[Math.max(0, v.verbosity)]!;
 }
 
 /** common_params' LLAMA_DEFAULT_SEED: a random seed per request. */

@@ -278,6 +278,8 @@ export interface SystemInfo {
   maxDevices: number;
 }
 
+export type LogLevel = 'debug' | 'info' | 'warn' | 'error' | 'none';
+
 /** One option of llama-server's command line, as llama.cpp's parser defines it. */
 export interface ServerOption {
   names: string[];
@@ -342,6 +344,8 @@ export interface NativeAddon {
     options(): ServerOption[];
   };
   systemInfo(): SystemInfo;
+  /** The lowest level of llama.cpp's log lines printed to stderr (default warn, or LLAMA_ADDON_LOG). */
+  setLogLevel(level: LogLevel): void;
   /** Converts a JSON schema (as JSON text) to a GBNF grammar; throws on unsupported schemas. */
   jsonSchemaToGrammar(schemaJson: string): string;
 }

@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import t from 'tap';
 import { native } from '../../src/native/binding.js';
 import { LLAMA_SERVER_FLAGS } from '../../src/inference/llama-server-flags.js';
-import { refusedOptions, serverOptions, splitCommandLine } from '../../src/inference/server-config.js';
+import { logLevel, refusedOptions, serverOptions, splitCommandLine } from '../../src/inference/server-config.js';
 import { startInferenceServer } from '../../src/inference/server.js';
 import { ensureTestModels } from '../fixtures/models.js';
 import { postJson } from '../helpers/inference-server.js';
@@ -134,4 +134,19 @@ t.test('--help prints our options and then llama-server\'s, exit 0', async (t) =
   t.equal(out.code, 0);
   t.match(out.stdout, /--max-body-bytes/);
   t.match(out.stdout, /--ctx-size/);
+});
+
+t.test('-v, -lv N and --log-disable set llama.cpp\'s log level; without them the default stays', async (t) => {
+  const level = (...argv: string[]) => {
+    const params = parse('-m', 'x.gguf', ...argv);
+    return logLevel(params.values(), params.given());
+  };
+  t.equal(level(), null);
+  t.equal(level('-v'), 'debug');
+  t.equal(level('-lv', '4'), 'debug');
+  t.equal(level('-lv', '3'), 'info');
+  t.equal(level('-lv', '2'), 'warn');
+  t.equal(level('-lv', '1'), 'error');
+  t.equal(level('--log-disable'), 'none');
+  t.throws(() => native.setLogLevel('loud' as never), /debug, info, warn, error or none/);
 });
