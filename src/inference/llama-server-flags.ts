@@ -175,7 +175,7 @@ export const LLAMA_SERVER_FLAGS: Readonly<Record<string, FlagSupport>> = {
   '--cors-methods': served,
   '--cors-headers': served,
   '--cors-credentials': served,
-  '--api-prefix': NOT_YET,
+  '--api-prefix': served,
   '--ui-config': ignored('the web page keeps its settings in the browser'),
   '--ui-config-file': ignored('the web page keeps its settings in the browser'),
   '--ui-mcp-proxy': refused('MCP servers are not supported'),

@@ -138,6 +138,7 @@ export function serverOptions(v: ServerParamValues, own: OwnFlags, gpuAvailable:
     metrics: v.endpointMetrics,
     slots: v.endpointSlots,
     sleepIdleSeconds: v.sleepIdleSeconds,
+    apiPrefix: v.apiPrefix,
     cors: { origins: v.corsOrigins, methods: v.corsMethods, headers: v.corsHeaders, credentials: v.corsCredentials },
     props: v.endpointProps,
     nPredict: v.nPredict,

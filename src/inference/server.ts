@@ -28,6 +28,8 @@ export interface InferenceServerOptions {
   metrics: boolean;
   /** Cross-origin access (--cors-*); llama-server's defaults when absent. */
   cors?: CorsPolicy;
+  /** --api-prefix: every inference route under this path prefix. */
+  apiPrefix?: string;
   /** --sleep-idle-seconds: unload the model after this long without a request using it; <= 0 never. */
   sleepIdleSeconds?: number;
   /** GET /slots (default on; llama-server's --no-slots turns it off). */
@@ -103,7 +105,7 @@ export async function startInferenceServer(options: InferenceServerOptions): Pro
   const loadOptions = serviceLoadOptions(options);
   const host = new ServiceHost((onProgress) => loadInferenceService(loadOptions, onProgress, () => closed), (options.sleepIdleSeconds ?? -1) * 1000, options.onProgress);
   const ctx: RouteContext = { host, keys: new ApiKeys(options.apiKeys), acceptBearer: options.acceptBearer };
-  const routes = [...inferenceRoutes(ctx, { metrics: options.metrics, slots: options.slots ?? true, props: options.props ?? false }), ...(options.extraRoutes ?? [])];
+  const routes = [...inferenceRoutes(ctx, { metrics: options.metrics, slots: options.slots ?? true, props: options.props ?? false, apiPrefix: options.apiPrefix ?? '' }), ...(options.extraRoutes ?? [])];
 
   const http = await startHttpServer({
     host: options.host,
