@@ -247,6 +247,8 @@ Napi::Value ServerParams::js_values(const Napi::CallbackInfo & info) {
     o.Set("embedding", p.embedding);
     o.Set("poolingType", static_cast<int>(p.pooling_type));
     o.Set("embdNormalize", p.embd_normalize);
+    o.Set("antiprompt", strings(env, p.antiprompt));
+    o.Set("spmInfill", p.spm_infill);
     Napi::Array loras = Napi::Array::New(env, p.lora_adapters.size());
     for (size_t i = 0; i < p.lora_adapters.size(); i++) {
         Napi::Object l = Napi::Object::New(env);

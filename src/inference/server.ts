@@ -28,6 +28,15 @@ export interface InferenceServerOptions {
   metrics: boolean;
   /** Cross-origin access (--cors-*); llama-server's defaults when absent. */
   cors?: CorsPolicy;
+  /** --spm-infill: /infill prompts in suffix/prefix/middle order. */
+  spmInfill?: boolean;
+  /** --embd-normalize: the default embd_normalize of /embedding. */
+  embdNormalize?: number;
+  /** -a a,b: every name of the model (the first is reported as its id); --tags: informational. */
+  aliases?: string[];
+  tags?: string[];
+  /** --no-mmproj-offload: keep the projector on the CPU. */
+  mmprojUseGpu?: boolean;
   /** --api-prefix: every inference route under this path prefix. */
   apiPrefix?: string;
   /** --sleep-idle-seconds: unload the model after this long without a request using it; <= 0 never. */
@@ -95,6 +104,11 @@ function serviceLoadOptions(options: InferenceServerOptions): ServiceLoadOptions
     generation: options.generation ?? LLAMA_SERVER_DEFAULTS,
     ...(options.chatTemplate ? { chatTemplate: options.chatTemplate } : {}),
     templateKwargs: options.templateKwargs ?? {},
+    spmInfill: options.spmInfill ?? false,
+    embdNormalize: options.embdNormalize ?? 2,
+    aliases: options.aliases ?? (options.alias ? [options.alias] : []),
+    tags: options.tags ?? [],
+    mmprojUseGpu: options.mmprojUseGpu ?? true,
     ...(options.serverParams ? { serverParams: options.serverParams } : {}),
   };
 }

@@ -315,7 +315,7 @@ export interface ServerParamValues {
   timeoutRead: number; timeoutWrite: number; publicPath: string; webui: boolean;
   chatTemplate: string; useJinja: boolean; enableChatTemplate: boolean; chatTemplateKwargs: Record<string, string>;
   reasoningFormat: string; enableReasoning: number; prefillAssistant: boolean; sleepIdleSeconds: number;
-  mediaPath: string; verbosity: number; logJson: boolean; embedding: boolean; poolingType: number; embdNormalize: number;
+  mediaPath: string; verbosity: number; logJson: boolean; embedding: boolean; poolingType: number; embdNormalize: number; antiprompt: string[]; spmInfill: boolean;
   loras: Array<{ path: string; scale: number }>; loraInitWithoutApply: boolean;
   modelsDir: string; modelsPreset: string; modelsMax: number; modelsAutoload: boolean;
   sampling: ServerSamplingValues;

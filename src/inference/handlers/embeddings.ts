@@ -67,7 +67,7 @@ export async function handleOpenAIEmbeddings(service: InferenceService, req: Htt
 export async function handleEmbedding(service: InferenceService, req: HttpRequest): Promise<HttpResult> {
   checkEmbeddingMode(service);
   const body = NativeBody.parse(req);
-  const mode = body.embd_normalize ?? 2;
+  const mode = body.embd_normalize ?? service.settings.embdNormalize;
   const prompts = await inputs(service, body.content as Input, 'content');
   const outcomes = await service.embed(prompts, req.signal);
   return {
