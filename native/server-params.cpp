@@ -62,6 +62,8 @@ Napi::Value ServerParams::parse(const Napi::CallbackInfo & info) {
         err.Set("code", "BAD_ARGUMENTS");
         throw err;
     }
+    // As llama-server right after parsing: --numa applies to the whole process.
+    if (self->params_.numa != GGML_NUMA_STRATEGY_DISABLED) llama_numa_init(self->params_.numa);
     return obj;
 }
 

@@ -25,7 +25,6 @@ const NO_NETWORK = refused('this server loads local files only: download the fil
 const CPU_AFFINITY = ignored('thread placement is left to the OS; the thread counts (-t, -tb) apply');
 const SPECULATIVE = refused('speculative decoding is not implemented yet');
 const ROUTER = refused('router mode (several models behind one server) is not implemented yet');
-const CLI_ONLY = ignored('a llama-cli option that llama-server accepts and does not use');
 const CONTEXT = refused('this llama.cpp context option is not passed on yet');
 const NOT_YET = refused('not implemented in this server yet');
 
@@ -66,9 +65,9 @@ export const LLAMA_SERVER_FLAGS: Readonly<Record<string, FlagSupport>> = {
   '--context-shift': served,
   '-fa': served,
   '--perf': ignored('timings are always measured and reported'),
-  '-e': CLI_ONLY,
+  '-e': served,
   '-r': served,
-  '-sp': CLI_ONLY,
+  '-sp': NOT_YET,
   '--warmup': ignored('the engine warms up on its first batch'),
   '--spm-infill': served,
   '--samplers': served,
@@ -136,9 +135,9 @@ export const LLAMA_SERVER_FLAGS: Readonly<Record<string, FlagSupport>> = {
   '--video-ffmpeg-dir': refused('video input is not supported (images only)'),
   '-lm': llama,
   '-lzm': llama,
-  '--numa': NOT_YET,
+  '--numa': llama,
   '-dev': llama,
-  '--list-devices': NOT_YET,
+  '--list-devices': served,
   '-ot': llama,
   '-cmoe': llama,
   '-ncmoe': llama,
@@ -198,8 +197,8 @@ export const LLAMA_SERVER_FLAGS: Readonly<Record<string, FlagSupport>> = {
   '--cache-prompt': served,
   '--cache-reuse': NOT_YET,
   '--metrics': served,
-  '--props': NOT_YET,
-  '--slots': NOT_YET,
+  '--props': served,
+  '--slots': served,
   '--slot-save-path': NOT_YET,
   '--media-path': served,
   '--models-dir': ROUTER,
