@@ -161,6 +161,21 @@ t.test('/v1/rerank: results sorted by score, top_n, return_text', async (t) => {
   theirs.forEach((r: any, i: number) => t.ok(Math.abs(r.relevance_score - all.body.results[i].relevance_score) < 1e-5));
 });
 
+t.test('rerank with TEI\'s `texts` answers in TEI\'s shape, as llama-server (top_n, return_text)', async (t) => {
+  const texts = ['a cat is a small animal', 'the stock market fell', 'what is a cat', 'dogs bark loudly'];
+  const jina = await postJson(`${rerank.base}/rerank`, { query: 'what is a cat', documents: texts });
+  const tei = await postJson(`${rerank.base}/rerank`, { query: 'what is a cat', texts });
+  t.equal(tei.status, 200);
+  t.same(tei.body, jina.body.results.map((r: any) => ({ index: r.index, score: r.relevance_score })));
+  const top = await postJson(`${rerank.base}/rerank`, { query: 'what is a cat', texts, top_n: 2, return_text: true });
+  t.same(top.body, tei.body.slice(0, 2).map((r: any) => ({ ...r, text: texts[r.index] })));
+  t.equal((await postJson(`${rerank.base}/rerank`, { query: 'what is a cat', texts, top_n: 99 })).body.length, 4, 'top_n past the end gives them all');
+  const ref = await startLlamaServer(['-m', models.reranker, '--rerank', '-c', '512']);
+  t.teardown(ref.close);
+  const theirs = (await postJson(`${ref.base}/rerank`, { query: 'what is a cat', texts, top_n: 3, return_text: true })).body;
+  t.same(theirs.map((r: any) => [r.index, r.text]), tei.body.slice(0, 3).map((r: any) => [r.index, texts[r.index]]), 'the same shape and order as llama-server');
+});
+
 t.test('rerank input errors', async (t) => {
   const missing = await postJson(`${rerank.base}/v1/rerank`, { query: 'q' });
   t.equal(missing.status, 400);

@@ -97,10 +97,13 @@ export async function handleRerank(service: InferenceService, req: HttpRequest):
     }
   });
   const outcomes = await service.embed(prompts, req.signal);
-  const results = outcomes
-    .map((o, index) => ({ index, relevance_score: o.embedding[0]!, ...(body.return_text ? { document: { text: documents[index]! } } : {}) }))
-    .sort((a, b) => b.relevance_score - a.relevance_score)
-    .slice(0, body.top_n ?? documents.length);
+  const ranked = outcomes.map((o, index) => ({ index, score: o.embedding[0]! })).sort((a, b) => b.score - a.score).slice(0, body.top_n ?? documents.length);
+  // `texts` asks for TEI's answer (a bare array, `score`, `text` with return_text); `documents` for
+  // Jina's (`results`, `relevance_score`, `document.text` with return_text), as llama-server.
+  if (body.texts !== undefined && body.documents === undefined) {
+    return { body: ranked.map(({ index, score }) => ({ index, score, ...(body.return_text ? { text: documents[index]! } : {}) })) };
+  }
+  const results = ranked.map(({ index, score }) => ({ index, relevance_score: score, ...(body.return_text ? { document: { text: documents[index]! } } : {}) }));
   const tokens = prompts.reduce((n, p) => n + p.length, 0);
-  return { body: { model: service.alias, object: 'list', usage: { prompt_tokens: tokens, total_tokens: tokens }, results } };
+  return { body: { model: body.model ?? service.alias, object: 'list', usage: { prompt_tokens: tokens, total_tokens: tokens }, results } };
 }
