@@ -16,6 +16,7 @@ const SERVER_FLAGS: FlagSpec[] = [
   { names: ['-n', '--n-predict'], kind: 'int', key: 'nPredict', help: 'default tokens to predict (default -1 = unlimited)' },
   { names: ['--api-key'], kind: 'list', key: 'apiKey', help: 'API keys; requests must send one (Authorization: Bearer or X-Api-Key)', env: 'LLAMA_API_KEY' },
   { names: ['--metrics'], kind: 'bool', key: 'metrics', help: 'serve Prometheus metrics at /metrics' },
+  { names: ['--no-webui'], kind: 'bool', key: 'noWebui', help: 'do not serve the chat page at / (default: served)' },
   { names: ['--max-body-bytes'], kind: 'int', key: 'maxBodyBytes', help: 'largest accepted request body (default 33554432)' },
   { names: ['-mm', '--mmproj'], kind: 'string', key: 'mmproj', help: 'multimodal projector file (vision)' },
   { names: ['--media-allow-remote'], kind: 'bool', key: 'mediaAllowRemote', help: 'fetch http(s) image URLs in chat messages (default: only data URLs)' },
@@ -91,6 +92,7 @@ async function main(): Promise<number> {
       mmproj: flags.mmproj as string | undefined,
       allowRemoteMedia: Boolean(flags.mediaAllowRemote),
       extraRoutes: auth.routes,
+      webui: !flags.noWebui,
       ...(auth.acceptBearer ? { acceptBearer: auth.acceptBearer } : {}),
       log: (line) => console.error(line),
     });

@@ -18,6 +18,7 @@ import { LoraRegistry } from './lora.js';
 import { nativeEmbeddingRoute, openaiEmbeddingsRoute, rerankRoute } from './routes/embeddings.js';
 import { InferenceService } from './service.js';
 import { ServerState } from './state.js';
+import { chatPageRoutes } from './web-ui.js';
 import { basename } from 'node:path';
 
 export interface InferenceServerOptions {
@@ -47,6 +48,8 @@ export interface InferenceServerOptions {
   allowRemoteMedia?: boolean;
   /** Extra bearer-token check (e.g. --auth-app); true admits the request like a valid API key. */
   acceptBearer?: (authorization: string | undefined) => Promise<boolean>;
+  /** Serve the chat page at GET / (inference-server does unless --no-webui). */
+  webui?: boolean;
   /** Routes mounted as they are (e.g. --auth); they do their own authentication. */
   extraRoutes?: Route[];
   onProgress?: (progress: number) => void;
@@ -125,6 +128,7 @@ export async function startInferenceServer(options: InferenceServerOptions): Pro
     { method: 'POST', path: '/reranking', handler: rerank },
     ...(options.metrics ? [{ method: 'GET' as const, path: '/metrics', handler: guarded(metricsRoute(state, counters)) }] : []),
     ...(options.extraRoutes ?? []),
+    ...(options.webui ? chatPageRoutes() : []),
   ];
 
   const http = await startHttpServer({
