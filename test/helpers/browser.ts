@@ -49,11 +49,10 @@ export async function screenshot(page: Page, name: string): Promise<void> {
 }
 
 /**
- * Presses Tab from the top of the page until focus comes back to the first element reached;
- * returns a description of each element focused, in order.
+ * Presses Tab until focus comes back to the first element reached; returns a description of
+ * each element focused (`#id`, or `tag[accessible text]`), as a cycle starting at `first`.
  */
-export async function tabOrder(page: Page, limit = 200): Promise<string[]> {
-  await page.evaluate(() => { (document.activeElement as HTMLElement | null)?.blur(); window.focus(); });
+export async function tabOrder(page: Page, first: string, limit = 200): Promise<string[]> {
   const order: string[] = [];
   for (let i = 0; i < limit; i++) {
     await page.keyboard.press('Tab');
@@ -66,7 +65,8 @@ export async function tabOrder(page: Page, limit = 200): Promise<string[]> {
     if (order.length > 0 && current === order[0]) break;
     order.push(current);
   }
-  return order;
+  const start = order.indexOf(first);
+  return start < 0 ? order : [...order.slice(start), ...order.slice(0, start)];
 }
 
 /** Visible form controls and buttons that have no accessible name (label, aria-label(ledby), or text). */
