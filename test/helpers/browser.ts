@@ -85,6 +85,18 @@ export async function unlabelledControls(page: Page): Promise<string[]> {
   });
 }
 
+/**
+ * Elements that stick out sideways: past the viewport's right edge, or a scrolling box whose
+ * content is wider than itself. Code blocks (`pre`) are left out: they scroll by design.
+ */
+export async function elementsPastViewport(page: Page): Promise<string[]> {
+  return page.evaluate(() => [...document.querySelectorAll<HTMLElement>('body *')]
+    .filter((e) => !e.closest('pre'))
+    .filter((e) => e.getBoundingClientRect().right > document.documentElement.clientWidth + 0.5
+      || (['auto', 'scroll'].includes(getComputedStyle(e).overflowX) && e.scrollWidth > e.clientWidth + 1))
+    .map((e) => `${e.tagName.toLowerCase()}${e.id ? `#${e.id}` : ''}${e.className ? `.${e.className}` : ''}`));
+}
+
 /** True when the page is wider than its viewport (something forces horizontal scrolling). */
 export async function overflowsHorizontally(page: Page): Promise<boolean> {
   return page.evaluate(() => document.documentElement.scrollWidth > document.documentElement.clientWidth);

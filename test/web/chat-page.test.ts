@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import type { ElementHandle, HTTPRequest, Page } from 'puppeteer-core';
 import t from 'tap';
 import { ensureTestModels } from '../fixtures/models.js';
-import { assertPageBuilt, collectProblems, launchBrowser, overflowsHorizontally, screenshot, tabOrder, unlabelledControls } from '../helpers/browser.js';
+import { assertPageBuilt, collectProblems, elementsPastViewport, launchBrowser, overflowsHorizontally, screenshot, tabOrder, unlabelledControls } from '../helpers/browser.js';
 import { postJson, startTestServer } from '../helpers/inference-server.js';
 import { dataUrl, encodePng } from '../helpers/png.js';
 
@@ -258,11 +258,13 @@ t.test('at 375 px wide nothing overflows sideways; the menu opens the side panel
   });
   await page.reload();
   await waitConnected(page);
+  t.same(await elementsPastViewport(page), [], 'no element sticks out');
   t.equal(await overflowsHorizontally(page), false, 'chat view fits 375 px');
   t.equal(await page.$eval('#sidebar', (e) => getComputedStyle(e).display), 'none', 'the side panel is folded away');
   await screenshot(page, 'chat-375');
   await page.click('#menu-toggle');
   t.equal(await page.$eval('#menu-toggle', (e) => e.getAttribute('aria-expanded')), 'true');
+  t.same(await elementsPastViewport(page), [], 'nothing in the side panel sticks out');
   t.equal(await overflowsHorizontally(page), false, 'side panel fits 375 px');
   await screenshot(page, 'chat-375-menu');
   t.same(problems, []);
