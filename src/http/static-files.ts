@@ -36,9 +36,8 @@ export function builtPageDir(name: string): string {
 
 /** GET routes for every file of the page. Throws when the folder or its index.html is missing. */
 export function staticPageRoutes(options: StaticPageOptions): Route[] {
-  if (!existsSync(join(options.dir, 'index.html'))) {
-    throw new Error(`the web page's files are missing (${options.dir}index.html): run "npm run build:web"`);
-  }
+  const index = join(options.dir, 'index.html');
+  if (!existsSync(index)) throw new Error(`the web page's files are missing (${index}): run "npm run build:web"`);
   const routes: Route[] = [];
   for (const entry of readdirSync(options.dir, { withFileTypes: true })) {
     if (!entry.isFile()) continue;
