@@ -12,7 +12,8 @@ const byId = <T extends HTMLElement = HTMLElement>(id: string): T => document.ge
 const api = new InferenceApi();
 const store = new ConversationStore();
 const settings = new SettingsForm(byId<HTMLFormElement>('settings'));
-const status = new StatusPanel(api, () => void askForKey());
+// A 401 while polling (the server's keys changed): ask again, then resume polling.
+const status: StatusPanel = new StatusPanel(api, () => void askForKey().then(() => status.refresh()));
 const promptInput = byId<HTMLTextAreaElement>('prompt');
 const messageList = byId<HTMLOListElement>('messages');
 let conversation: Conversation | null = store.get(store.currentId()) ?? null;
