@@ -143,6 +143,7 @@ export function serverOptions(v: ServerParamValues, own: OwnFlags, gpuAvailable:
     slots: v.endpointSlots,
     sleepIdleSeconds: v.sleepIdleSeconds,
     apiPrefix: v.apiPrefix,
+    webui: v.webui,
     cors: { origins: v.corsOrigins, methods: v.corsMethods, headers: v.corsHeaders, credentials: v.corsCredentials },
     props: v.endpointProps,
     nPredict: v.nPredict,

@@ -13,6 +13,7 @@ import type { RuntimeOptions } from './options.js';
 import { loadInferenceService, type ServiceLoadOptions } from './service/load.js';
 import type { InferenceService } from './service/service.js';
 import { ServiceHost } from './service/host.js';
+import { chatPageRoutes } from './web-ui.js';
 
 export interface InferenceServerOptions {
   runtime: RuntimeOptions;
@@ -72,6 +73,8 @@ export interface InferenceServerOptions {
   serverParams?: NativeServerParams;
   /** Extra bearer-token check (e.g. --auth-app); true admits the request like a valid API key. */
   acceptBearer?: (authorization: string | undefined) => Promise<boolean>;
+  /** Serve the chat page at GET / (inference-server does unless --no-webui). */
+  webui?: boolean;
   /** Routes mounted as they are (e.g. --auth); they do their own authentication. */
   extraRoutes?: Route[];
   onProgress?: (progress: number) => void;
@@ -119,7 +122,12 @@ export async function startInferenceServer(options: InferenceServerOptions): Pro
   const loadOptions = serviceLoadOptions(options);
   const host = new ServiceHost((onProgress) => loadInferenceService(loadOptions, onProgress, () => closed), (options.sleepIdleSeconds ?? -1) * 1000, options.onProgress);
   const ctx: RouteContext = { host, keys: new ApiKeys(options.apiKeys), acceptBearer: options.acceptBearer };
-  const routes = [...inferenceRoutes(ctx, { metrics: options.metrics, slots: options.slots ?? true, props: options.props ?? false, apiPrefix: options.apiPrefix ?? '' }), ...(options.extraRoutes ?? [])];
+  const apiPrefix = options.apiPrefix ?? '';
+  const routes = [
+    ...inferenceRoutes(ctx, { metrics: options.metrics, slots: options.slots ?? true, props: options.props ?? false, apiPrefix }),
+    ...(options.extraRoutes ?? []),
+    ...(options.webui ? chatPageRoutes(apiPrefix) : []),
+  ];
 
   const http = await startHttpServer({
     host: options.host,
