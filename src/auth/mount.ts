@@ -28,6 +28,7 @@ import { SigningKeyRing } from './tokens/signing-key-ring.js';
 export { readAuthServiceConfig, type AuthServiceConfig } from './config.js';
 export { formatAuthError } from './errors.js';
 export { MAX_BODY_BYTES as AUTH_MAX_BODY_BYTES } from './limits.js';
+export { isRoleName, ROLE_NAMES, type RoleName } from './roles.js';
 export { createAccessTokenGuard, type AccessTokenGuard, type AccessTokenGuardOptions, type AccessTokenKeys } from './tokens/access-token-guard.js';
 export type { AccessTokenClaims } from './tokens/access-token.js';
 
