@@ -1,6 +1,7 @@
 // Configuration of the auth service. Every setting is an environment variable; auth-server's
 // command-line flags are aliases of them (a flag wins over the variable). inference-server
 // mounting the routes reads the same variables with readAuthServiceConfig(process.env).
+import os from 'node:os';
 import path from 'node:path';
 import type { Clock } from './clock.js';
 import type { OtpLimits } from './limits.js';
@@ -26,16 +27,22 @@ export interface AuthServiceConfig {
   disposableDatabase?: boolean;
   /** Serve the admin console page at GET /admin/ (AUTH_ADMIN_CONSOLE=1; default off). */
   adminConsole?: boolean;
-  /** Connections in the pool (default 10). */
+  /** Connections in the pool (default 10); in auth-server, the pool of each worker thread (see workerPoolSize). */
   databasePoolSize?: number;
+  /** application_name of the pool's connections (default auth-server), as pg_stat_activity shows it. */
+  databaseApplicationName?: string;
   clock?: Clock;
   /** Start-up and error lines (default: stderr). */
   log?: (line: string) => void;
+  /** See SigningKeyRingOptions.onRotated (set by auth-server's worker threads). */
+  onSigningKeysRotated?: () => Promise<void>;
 }
 
 export interface AuthServerOptions {
   host: string;
   port: number;
+  /** Worker threads serving HTTP (default: the number of cores). */
+  workers: number;
   service: AuthServiceConfig;
   /** True when the issuer was derived from host and port rather than configured. */
   issuerIsDefault: boolean;
@@ -55,7 +62,8 @@ const SETTINGS: ReadonlyArray<{ flag: string; env: string; help: string }> = [
   { flag: '--otp-webhook-secret', env: 'AUTH_OTP_WEBHOOK_SECRET', help: 'sent to the webhook as "Authorization: Bearer <secret>"' },
   { flag: '--otp-app-hourly-limit', env: 'AUTH_OTP_APP_HOURLY_LIMIT', help: 'codes per app per hour (default 1000)' },
   { flag: '--embedded-db-port', env: 'AUTH_EMBEDDED_DB_PORT', help: 'port of the embedded PostgreSQL (default: a free one)' },
-  { flag: '--db-pool-size', env: 'AUTH_DB_POOL_SIZE', help: 'database connections (default 10)' },
+  { flag: '--workers', env: 'AUTH_WORKERS', help: 'worker threads serving HTTP on the port (default: the number of cores)' },
+  { flag: '--db-pool-size', env: 'AUTH_DB_POOL_SIZE', help: 'database connections per worker (default 80 / workers, from 2 to 10)' },
   { flag: '--admin-console', env: 'AUTH_ADMIN_CONSOLE', help: '1 serves the admin console page at /admin/ (default 0: off)' },
 ];
 
@@ -83,7 +91,18 @@ export function parseAuthServerArgs(argv: string[], env: NodeJS.ProcessEnv): Aut
   }
   const host = vars.AUTH_HOST || '127.0.0.1';
   const port = integer(vars, 'AUTH_PORT', 8081, 0, 65535);
-  return { host, port, service: readAuthServiceConfig(vars, { issuer: defaultIssuer(host, port) }), issuerIsDefault: !vars.AUTH_ISSUER };
+  const workers = integer(vars, 'AUTH_WORKERS', os.availableParallelism(), 1, 1024);
+  const service = readAuthServiceConfig(vars, { issuer: defaultIssuer(host, port), databasePoolSize: workerPoolSize(workers) });
+  return { host, port, workers, service, issuerIsDefault: !vars.AUTH_ISSUER };
+}
+
+/**
+ * The default pool of each auth-server worker: 80 connections shared out, at least 2 and at
+ * most 10 per worker, so that the workers' pools plus the primary's 2 stay below PostgreSQL's
+ * default max_connections (100) up to 40 workers.
+ */
+export function workerPoolSize(workers: number): number {
+  return Math.min(10, Math.max(2, Math.floor(80 / workers)));
 }
 
 /** `http://<host>:<port>`, with a wildcard listen address replaced by 127.0.0.1. */
@@ -93,7 +112,7 @@ export function defaultIssuer(host: string, port: number): string {
 }
 
 /** The service's settings from environment variables (see SETTINGS); throws on missing or invalid values. */
-export function readAuthServiceConfig(vars: Record<string, string | undefined>, defaults: { issuer: string }): AuthServiceConfig {
+export function readAuthServiceConfig(vars: Record<string, string | undefined>, defaults: { issuer: string; databasePoolSize?: number }): AuthServiceConfig {
   const adminKey = vars.AUTH_ADMIN_KEY;
   if (!adminKey) throw new Error('an admin key is required: set AUTH_ADMIN_KEY or --admin-key');
   const dataDir = path.resolve(vars.AUTH_DATA_DIR || '.auth-data');
@@ -116,7 +135,7 @@ export function readAuthServiceConfig(vars: Record<string, string | undefined>, 
     otpDelivery,
     otpLimits: vars.AUTH_OTP_APP_HOURLY_LIMIT ? { appHourly: integer(vars, 'AUTH_OTP_APP_HOURLY_LIMIT', 1000, 1, 1e9) } : undefined,
     embeddedDatabasePort: integer(vars, 'AUTH_EMBEDDED_DB_PORT', 0, 0, 65535),
-    databasePoolSize: integer(vars, 'AUTH_DB_POOL_SIZE', 10, 1, 1000),
+    databasePoolSize: integer(vars, 'AUTH_DB_POOL_SIZE', defaults.databasePoolSize ?? 10, 1, 1000),
     ...(integer(vars, 'AUTH_ADMIN_CONSOLE', 0, 0, 1) === 1 ? { adminConsole: true } : {}),
   };
 }

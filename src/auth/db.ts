@@ -10,14 +10,16 @@ export type Queryable = postgres.ISql;
 export interface DatabaseOptions {
   /** Pool size (default 10). */
   max?: number;
+  /** application_name of the connections (default auth-server). */
+  applicationName?: string;
 }
 
-/** One pool per process. Timestamps come back as Date, bytea as Buffer, uuid as string. */
+/** One pool per process, or per worker thread in auth-server. Timestamps come back as Date, bytea as Buffer, uuid as string. */
 export function createDatabaseClient(url: string, options: DatabaseOptions = {}): Sql {
   return postgres(url, {
     max: options.max ?? 10,
     onnotice: () => {},
-    connection: { application_name: 'auth-server' },
+    connection: { application_name: options.applicationName ?? 'auth-server' },
   });
 }
 

@@ -7,9 +7,6 @@ export const ACCESS_TOKEN_TTL_SECONDS = 30 * 60;
 export const REFRESH_TOKEN_TTL_MS = 30 * 24 * 3600 * 1000;
 /** Absolute session (refresh family) lifetime: created_at + 365 days; rotation never extends it. */
 export const SESSION_LIFETIME_MS = 365 * 24 * 3600 * 1000;
-/** The four role names; the database enforces the same set. */
-export const ROLE_NAMES = ['owner', 'admin', 'staff', 'viewer'] as const;
-export type RoleName = (typeof ROLE_NAMES)[number];
 
 /** A one-time code is valid for 10 minutes. */
 export const OTP_TTL_MS = 10 * 60 * 1000;

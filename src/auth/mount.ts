@@ -29,6 +29,7 @@ import { SigningKeyRing } from './tokens/signing-key-ring.js';
 export { readAuthServiceConfig, type AuthServiceConfig } from './config.js';
 export { formatAuthError } from './errors.js';
 export { MAX_BODY_BYTES as AUTH_MAX_BODY_BYTES } from './limits.js';
+export { isRoleName, ROLE_NAMES, type RoleName } from './roles.js';
 export { createAccessTokenGuard, type AccessTokenGuard, type AccessTokenGuardOptions, type AccessTokenKeys } from './tokens/access-token-guard.js';
 export type { AccessTokenClaims } from './tokens/access-token.js';
 
@@ -41,6 +42,10 @@ export interface AuthService {
   readonly accessTokenKeys: { getKey: JWTVerifyGetKey };
   /** The database pool (for tests and tools). */
   readonly sql: Sql;
+  /** The PostgreSQL URL of the pool: the embedded database's when this service started one. */
+  readonly databaseUrl: string;
+  /** Re-reads the signing keys now (another thread of this process rotated them). */
+  reloadSigningKeys(): Promise<void>;
   /** Stops key reloading, closes the pool, stops the embedded PostgreSQL if one was started. */
   close(): Promise<void>;
 }
@@ -51,12 +56,8 @@ export interface AuthService {
  * configuration is unusable (short admin key, `log` delivery in production, ...).
  */
 export async function createAuthService(config: AuthServiceConfig): Promise<AuthService> {
-  if (config.adminKey.length < 16) throw new Error('the admin key must be at least 16 characters');
-  const issuer = new URL(config.issuer).toString().replace(/\/+$/, '');
-  const log = config.log ?? ((line: string) => process.stderr.write(`[auth-server] ${line}\n`));
-  const delivery: OtpDelivery = 'send' in config.otpDelivery ? config.otpDelivery : createOtpDelivery(config.otpDelivery);
-  const clock = config.clock ?? systemClock;
-
+  checkConfig(config);
+  const log = config.log ?? defaultLog;
   let embedded: EmbeddedPostgres | null = null;
   let sql: Sql | null = null;
   try {
@@ -68,49 +69,85 @@ export async function createAuthService(config: AuthServiceConfig): Promise<Auth
         log,
       });
     }
-    sql = createDatabaseClient(config.databaseUrl ?? embedded!.url, { max: config.databasePoolSize });
+    const databaseUrl = config.databaseUrl ?? embedded!.url;
+    sql = createDatabaseClient(databaseUrl, { max: config.databasePoolSize, applicationName: config.databaseApplicationName });
     const applied = await applyMigrations(sql);
     if (applied.length > 0) log(`applied migrations: ${applied.join(', ')}`);
-    const masterKey = await loadMasterKey(config.keyDir);
-    const keys = new SigningKeyRing(sql, clock, masterKey.derive('signing-key-encryption'), { log });
-    await keys.start();
-
-    const ctx: AuthContext = {
-      sql,
-      clock,
-      issuer,
-      adminKeyHash: hashAdminKey(config.adminKey),
-      keys,
-      otp: { delivery, hashKey: masterKey.derive('otp-code-hash'), limits: { ...OTP_DEFAULT_LIMITS, ...config.otpLimits } },
-      logError: (error: HttpError, request) => log(`${request.method} ${request.path} failed: ${describe(error)}`),
-    };
-    const pool = sql;
-    let closing: Promise<void> | null = null;
-    return {
-      routes: [...authRoutes(ctx), ...(config.adminConsole ? adminConsoleRoutes() : [])],
-      issuer,
-      accessTokenKeys: {
-        getKey: async (header) => {
-          const key = await keys.verificationKey(header.kid);
-          if (!key) throw new Error('unknown signing key');
-          return key;
-        },
-      },
-      sql: pool,
-      close() {
-        closing ??= (async () => {
-          keys.stop();
-          await pool.end({ timeout: 5 });
-          await embedded?.stop();
-        })();
-        return closing;
-      },
-    };
+    return await serviceOn(sql, databaseUrl, config, embedded);
   } catch (error) {
     await sql?.end({ timeout: 0 });
     await embedded?.stop();
     throw error;
   }
+}
+
+/**
+ * The service on a database that is ready: migrations applied and signing keys created by a
+ * createAuthService that is still running (an auth-server worker thread; its primary thread did
+ * the start-up). Opens its own pool and key ring; applies no migration, starts no database.
+ */
+export async function connectAuthService(config: AuthServiceConfig & { databaseUrl: string }): Promise<AuthService> {
+  checkConfig(config);
+  const sql = createDatabaseClient(config.databaseUrl, { max: config.databasePoolSize, applicationName: config.databaseApplicationName });
+  try {
+    return await serviceOn(sql, config.databaseUrl, config, null);
+  } catch (error) {
+    await sql.end({ timeout: 0 });
+    throw error;
+  }
+}
+
+const defaultLog = (line: string): void => { process.stderr.write(`[auth-server] ${line}\n`); };
+
+/** Refuses an unusable configuration before anything starts. */
+function checkConfig(config: AuthServiceConfig): void {
+  if (config.adminKey.length < 16) throw new Error('the admin key must be at least 16 characters');
+  new URL(config.issuer);
+  if (!('send' in config.otpDelivery)) createOtpDelivery(config.otpDelivery);
+}
+
+/** Loads the keys (creating missing signing keys) and builds the routes on an open pool. */
+async function serviceOn(sql: Sql, databaseUrl: string, config: AuthServiceConfig, embedded: EmbeddedPostgres | null): Promise<AuthService> {
+  const issuer = new URL(config.issuer).toString().replace(/\/+$/, '');
+  const log = config.log ?? defaultLog;
+  const delivery: OtpDelivery = 'send' in config.otpDelivery ? config.otpDelivery : createOtpDelivery(config.otpDelivery);
+  const clock = config.clock ?? systemClock;
+  const masterKey = await loadMasterKey(config.keyDir);
+  const keys = new SigningKeyRing(sql, clock, masterKey.derive('signing-key-encryption'), { log, onRotated: config.onSigningKeysRotated });
+  await keys.start();
+
+  const ctx: AuthContext = {
+    sql,
+    clock,
+    issuer,
+    adminKeyHash: hashAdminKey(config.adminKey),
+    keys,
+    otp: { delivery, hashKey: masterKey.derive('otp-code-hash'), limits: { ...OTP_DEFAULT_LIMITS, ...config.otpLimits } },
+    logError: (error: HttpError, request) => log(`${request.method} ${request.path} failed: ${describe(error)}`),
+  };
+  let closing: Promise<void> | null = null;
+  return {
+    routes: [...authRoutes(ctx), ...(config.adminConsole ? adminConsoleRoutes() : [])],
+    issuer,
+    accessTokenKeys: {
+      getKey: async (header) => {
+        const key = await keys.verificationKey(header.kid);
+        if (!key) throw new Error('unknown signing key');
+        return key;
+      },
+    },
+    sql,
+    databaseUrl,
+    reloadSigningKeys: () => keys.reload(),
+    close() {
+      closing ??= (async () => {
+        keys.stop();
+        await sql.end({ timeout: 5 });
+        await embedded?.stop();
+      })();
+      return closing;
+    },
+  };
 }
 
 function describe(error: HttpError): string {

@@ -13,7 +13,7 @@ import type { AuthContext } from './context.js';
 import { authError, authErrorBody, toAuthError } from './errors.js';
 import { MAX_BODY_BYTES } from './limits.js';
 import { authenticateApp, checkAdminKey, presentedCredentials, type AuthenticatedApp, type PresentedCredentials } from './service/credentials.js';
-import { bearerToken, verifyAccessToken, type AccessTokenClaims } from './tokens/access-token.js';
+import { presentedAccessToken, verifyAccessToken, type AccessTokenClaims } from './tokens/access-token.js';
 
 /** Token and credential responses must not be stored by browsers or proxies. */
 export const NO_STORE: Readonly<Record<string, string>> = { 'Cache-Control': 'no-store', Pragma: 'no-cache' };
@@ -45,7 +45,7 @@ export const adminKey: Guard<Record<string, never>> = {
 export const bearer: Guard<{ claims: AccessTokenClaims }> = {
   name: 'bearer',
   authenticate: async (ctx, req) => ({
-    claims: await verifyAccessToken(bearerToken(req.headers.authorization), {
+    claims: await verifyAccessToken(presentedAccessToken(req.headers.authorization), {
       getKey: (header) => verificationKey(ctx, header.kid),
       issuer: ctx.issuer,
       nowMs: ctx.clock.now(),

@@ -11,11 +11,7 @@ t.teardown(() => h.close());
 
 let app: TestApp;
 let tokens: Tokens;
-t.beforeEach(async () => {
-  await h.reset();
-  app = await h.createApp('app-a');
-  tokens = await h.login(app, 'ann@example.com');
-});
+t.beforeEach(async () => { ({ app, tokens } = await h.startFresh({ session: true })); });
 
 const INVALID = { error: { code: 'TOKEN_INVALID', message: 'Invalid access token' } };
 

@@ -7,10 +7,7 @@ const h = await startAuthHarness();
 t.teardown(() => h.close());
 
 let app: TestApp;
-t.beforeEach(async () => {
-  await h.reset();
-  app = await h.createApp('app-a');
-});
+t.beforeEach(async () => { ({ app } = await h.startFresh()); });
 
 const ISO_MS = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;

@@ -10,12 +10,7 @@ t.teardown(() => h.close());
 let app: TestApp;
 let tokens: Tokens;
 let tenant: string;
-t.beforeEach(async () => {
-  await h.reset();
-  app = await h.createApp('app-a');
-  tokens = await h.login(app, 'ann@example.com');
-  tenant = await h.createTenant(app, 'Acme');
-});
+t.beforeEach(async () => { ({ app, tokens, tenant } = await h.startFresh({ session: true, tenant: true })); });
 
 /** Every JSON route with a valid body. */
 function routes(): Array<{ path: string; body: Record<string, unknown>; headers?: Record<string, string> }> {
@@ -264,7 +259,7 @@ t.test('an internal failure is 500 INTERNAL with no details; the cause is only l
     t.equal(reply.status, 500);
     t.same(reply.body, { error: { code: 'INTERNAL', message: 'Internal server error' } });
     t.equal(reply.headers.get('cache-control'), 'no-store');
-    t.match(h.logs.at(-1), /POST \/auth\/refresh failed: INTERNAL: .*refresh_tokens/);
+    t.match((await h.loggedLines()).at(-1), /POST \/auth\/refresh failed: INTERNAL: .*refresh_tokens/);
   } finally {
     await h.sql`alter table refresh_tokens_away rename to refresh_tokens`;
   }

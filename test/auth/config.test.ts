@@ -1,4 +1,5 @@
 // auth-server configuration: flags, environment variables, defaults and refusals.
+import os from 'node:os';
 import path from 'node:path';
 import t from 'tap';
 import { parseAuthServerArgs, readAuthServiceConfig } from '../../src/auth/config.js';
@@ -6,14 +7,17 @@ import { createOtpDelivery } from '../../src/auth/otp-delivery.js';
 
 const ENV = { AUTH_ADMIN_KEY: 'admin-key-0123456789' };
 
-t.test('defaults: 127.0.0.1:8081, ./.auth-data, keys inside it, log delivery, issuer from host and port', async (t) => {
-  const options = parseAuthServerArgs([], ENV);
+t.test('defaults: 127.0.0.1:8081, ./.auth-data, keys inside it, log delivery, issuer from host and port, one worker per core', async (t) => {
+  const options = parseAuthServerArgs([], { ...ENV, AUTH_WORKERS: undefined });
   t.not(options, 'help');
   if (options === 'help') return;
   t.equal(options.host, '127.0.0.1');
   t.equal(options.port, 8081);
+  t.equal(options.workers, os.availableParallelism());
+  const { databasePoolSize, ...service } = options.service;
+  t.equal(databasePoolSize, Math.min(10, Math.max(2, Math.floor(80 / os.availableParallelism()))), 'the workers share 80 connections, 2 to 10 each');
   t.equal(options.issuerIsDefault, true);
-  t.same(options.service, {
+  t.same(service, {
     databaseUrl: undefined,
     dataDir: path.resolve('.auth-data'),
     keyDir: path.resolve('.auth-data', 'keys'),
@@ -22,7 +26,6 @@ t.test('defaults: 127.0.0.1:8081, ./.auth-data, keys inside it, log delivery, is
     otpDelivery: { kind: 'log' },
     otpLimits: undefined,
     embeddedDatabasePort: 0,
-    databasePoolSize: 10,
   });
 });
 
@@ -31,10 +34,12 @@ t.test('environment variables configure everything', async (t) => {
     ...ENV, AUTH_HOST: '0.0.0.0', AUTH_PORT: '9000', DATABASE_URL: 'postgres://db/auth', AUTH_DATA_DIR: '/var/lib/auth',
     AUTH_KEY_DIR: '/etc/auth-keys', AUTH_OTP_DELIVERY: 'webhook', AUTH_OTP_WEBHOOK_URL: 'https://sms.test/send',
     AUTH_OTP_WEBHOOK_SECRET: 's3cret', AUTH_OTP_APP_HOURLY_LIMIT: '50', AUTH_EMBEDDED_DB_PORT: '5499', AUTH_DB_POOL_SIZE: '4',
+    AUTH_WORKERS: '3',
   });
   if (options === 'help') throw new Error('unexpected help');
   t.equal(options.host, '0.0.0.0');
   t.equal(options.port, 9000);
+  t.equal(options.workers, 3);
   t.same(options.service, {
     databaseUrl: 'postgres://db/auth',
     dataDir: '/var/lib/auth',
@@ -55,6 +60,22 @@ t.test('flags win over environment variables, in both --flag value and --flag=va
   t.equal(options.service.issuer, 'https://auth.example.com');
   t.equal(options.issuerIsDefault, false);
   t.equal(options.service.adminKey, 'flag-admin-key-0123');
+});
+
+t.test('--workers sets the worker threads, and the default pool of each shares 80 connections (2 to 10 per worker)', async (t) => {
+  const poolOf = (workers: string): unknown => {
+    const options = parseAuthServerArgs(['--workers', workers], ENV);
+    if (options === 'help') throw new Error('unexpected help');
+    return { workers: options.workers, pool: options.service.databasePoolSize };
+  };
+  t.same(poolOf('1'), { workers: 1, pool: 10 });
+  t.same(poolOf('8'), { workers: 8, pool: 10 });
+  t.same(poolOf('16'), { workers: 16, pool: 5 });
+  t.same(poolOf('40'), { workers: 40, pool: 2 });
+  t.same(poolOf('64'), { workers: 64, pool: 2 });
+  const explicit = parseAuthServerArgs(['--workers', '16', '--db-pool-size', '7'], ENV);
+  t.equal(explicit !== 'help' && explicit.service.databasePoolSize, 7, 'an explicit pool size wins');
+  t.throws(() => parseAuthServerArgs(['--workers', '0'], ENV), /AUTH_WORKERS must be an integer from 1 to 1024, got "0"/);
 });
 
 t.test('-h and --help ask for the usage', async (t) => {

@@ -8,10 +8,7 @@ const h = await startAuthHarness({ otpLimits: { appHourly: 8 } });
 t.teardown(() => h.close());
 
 let app: TestApp;
-t.beforeEach(async () => {
-  await h.reset();
-  app = await h.createApp('app-a');
-});
+t.beforeEach(async () => { ({ app } = await h.startFresh()); });
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 const MINUTE = 60_000;

@@ -85,5 +85,5 @@ t.test('a service configured with the webhook delivers codes through it, and ans
   const failed = await broken.post('/auth/otp/request', { ...broken.credentials(other), email: 'ann@example.com' });
   t.equal(failed.status, 502);
   t.same(failed.body, { error: { code: 'OTP_DELIVERY_FAILED', message: 'The code could not be delivered; retry later' } });
-  t.match(broken.logs.join('\n'), /OTP_DELIVERY_FAILED: .*OTP webhook answered 503/);
+  t.match((await broken.loggedLines()).join('\n'), /OTP_DELIVERY_FAILED: .*OTP webhook answered 503/);
 });

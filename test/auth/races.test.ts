@@ -9,11 +9,7 @@ t.teardown(() => h.close());
 
 let app: TestApp;
 let tokens: Tokens;
-t.beforeEach(async () => {
-  await h.reset();
-  app = await h.createApp('app-a');
-  tokens = await h.login(app, 'ann@example.com');
-});
+t.beforeEach(async () => { ({ app, tokens } = await h.startFresh({ session: true })); });
 
 function statusCounts(replies: Reply[]): Record<string, number> {
   const counts: Record<string, number> = {};

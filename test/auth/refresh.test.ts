@@ -14,11 +14,7 @@ t.teardown(() => h.close());
 const DAY = 24 * 3600 * 1000;
 let app: TestApp;
 let tokens: Tokens;
-t.beforeEach(async () => {
-  await h.reset();
-  app = await h.createApp('app-a');
-  tokens = await h.login(app, 'ann@example.com');
-});
+t.beforeEach(async () => { ({ app, tokens } = await h.startFresh({ session: true })); });
 
 function revoke(refreshToken: string, target: TestApp = app) {
   return h.post('/auth/revoke', { ...h.credentials(target), refresh_token: refreshToken });

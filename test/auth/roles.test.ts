@@ -10,12 +10,7 @@ t.teardown(() => h.close());
 let app: TestApp;
 let tokens: Tokens;
 let tenant: string;
-t.beforeEach(async () => {
-  await h.reset();
-  app = await h.createApp('app-a');
-  tokens = await h.login(app, 'ann@example.com');
-  tenant = await h.createTenant(app, 'Acme');
-});
+t.beforeEach(async () => { ({ app, tokens, tenant } = await h.startFresh({ session: true, tenant: true })); });
 
 function revokeRole(userId: string, tenantId: string, target: TestApp = app) {
   return h.post('/auth/roles/revoke', { ...h.credentials(target), user_id: userId, tenant_id: tenantId });

@@ -25,7 +25,7 @@ function launch(args: string[], env: Record<string, string | undefined>): ChildP
 
 /** Starts auth-server and waits for its "listening on" line. */
 async function start(dataDir: string): Promise<Running> {
-  const child = launch(['--port', '0', '--data-dir', dataDir], { AUTH_ADMIN_KEY: ADMIN_KEY });
+  const child = launch(['--port', '0', '--data-dir', dataDir, '--workers', '2'], { AUTH_ADMIN_KEY: ADMIN_KEY });
   let stderr = '';
   child.stderr.on('data', (chunk) => { stderr += chunk; });
   const base = await new Promise<string>((resolve, reject) => {
@@ -63,6 +63,7 @@ t.test('without DATABASE_URL it starts an embedded PostgreSQL, serves a login wi
   const first = await start(dataDir);
   t.match(first.stderr(), /embedded PostgreSQL listening on 127\.0\.0\.1:\d+ \(data in .*data\/postgres\/pgdata\)/);
   t.match(first.stderr(), /applied migrations: 0001_create_apps\.sql/);
+  t.match(first.stderr(), /2 worker threads, 10 database connections each/);
   t.not(new URL(first.base).port, '0');
   t.equal((await json('GET', `${first.base}/.well-known/openid-configuration`)).body.issuer, first.base, 'with --port 0 and no --issuer, the issuer names the port chosen');
   const kids = (await json('GET', `${first.base}/.well-known/jwks.json`)).body.keys.map((k: { kid: string }) => k.kid);
@@ -112,7 +113,7 @@ t.test('it refuses an admin key shorter than 16 characters', async (t) => {
 t.test('--help prints the options and their environment variables', async (t) => {
   const { code, output } = await exitOf(launch(['--help'], {}));
   t.equal(code, 0);
-  for (const text of ['--database-url', 'DATABASE_URL', '--admin-key', 'AUTH_ADMIN_KEY', '--otp-delivery', '--key-dir', '--issuer', '--port']) {
+  for (const text of ['--database-url', 'DATABASE_URL', '--admin-key', 'AUTH_ADMIN_KEY', '--otp-delivery', '--key-dir', '--issuer', '--port', '--workers', 'AUTH_WORKERS']) {
     t.match(output, text);
   }
 });

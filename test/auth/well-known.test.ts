@@ -11,11 +11,7 @@ t.teardown(() => h.close());
 
 let app: TestApp;
 let tokens: Tokens;
-t.beforeEach(async () => {
-  await h.reset();
-  app = await h.createApp('app-a');
-  tokens = await h.login(app, 'ann@example.com');
-});
+t.beforeEach(async () => { ({ app, tokens } = await h.startFresh({ session: true })); });
 
 /**
  * What any backend of app `slug` does (spec section 5 rule 1): verify the RS256 signature with

@@ -2,7 +2,7 @@
 import type { HttpResult } from '../../http/request.js';
 import type { AuthContext } from '../context.js';
 import { authError } from '../errors.js';
-import { ROLE_NAMES, type RoleName } from '../limits.js';
+import { isRoleName, ROLE_NAMES } from '../roles.js';
 import type { RoleAssignBody, RoleRevokeBody } from '../schemas.js';
 import type { AuthenticatedApp } from '../service/credentials.js';
 import { assignRole, revokeRole } from '../service/roles.js';
@@ -11,12 +11,12 @@ type AppInput<B> = { app: AuthenticatedApp; body: B };
 
 /** 200 `{user_id, tenant_id, role}`: the role now held. */
 export async function handleRoleAssign(ctx: AuthContext, { app, body }: AppInput<RoleAssignBody>): Promise<HttpResult> {
-  if (!(ROLE_NAMES as readonly string[]).includes(body.role)) {
+  if (!isRoleName(body.role)) {
     throw authError('VALIDATION_ERROR', `Invalid field "role": expected one of ${ROLE_NAMES.join(', ')}`, { details: { field: 'role' } });
   }
   const userId = body.user_id.toLowerCase();
   const tenantId = body.tenant_id.toLowerCase();
-  await assignRole(ctx, app, { userId, tenantId, role: body.role as RoleName });
+  await assignRole(ctx, app, { userId, tenantId, role: body.role });
   return { body: { user_id: userId, tenant_id: tenantId, role: body.role } };
 }
 

@@ -1,6 +1,6 @@
 // Queries on roles: one role per (user, tenant), the tenant fixing the app.
-import type { RoleName } from '../limits.js';
 import type { Queryable } from '../db.js';
+import type { RoleName } from '../roles.js';
 
 export interface RoleRow {
   tenant_id: string;

@@ -2,10 +2,10 @@
 // new role appears in the next login or refresh.
 import type { AuthContext } from '../context.js';
 import { authError } from '../errors.js';
-import type { RoleName } from '../limits.js';
 import { deleteRole, upsertRole } from '../queries/roles.js';
 import { findTenant } from '../queries/tenants.js';
 import { findMember } from '../queries/users.js';
+import type { RoleName } from '../roles.js';
 import type { AuthenticatedApp } from './credentials.js';
 
 /** POST /auth/roles/assign: 404 USER_NOT_FOUND (not a member of the app), 403 USER_DELETED, 404 TENANT_NOT_FOUND. */

@@ -13,8 +13,8 @@
 import { createLocalJWKSet, createRemoteJWKSet, type JSONWebKeySet, type JWTVerifyGetKey } from 'jose';
 import type { Clock } from '../clock.js';
 import { authError } from '../errors.js';
-import { ROLE_NAMES, type RoleName } from '../limits.js';
-import { bearerToken, verifyAccessToken, type AccessTokenClaims } from './access-token.js';
+import { isRoleName, ROLE_NAMES, ROLE_RANK, type RoleName } from '../roles.js';
+import { presentedAccessToken, verifyAccessToken, type AccessTokenClaims } from './access-token.js';
 
 /** Where the guard finds the service's public keys. */
 export type AccessTokenKeys =
@@ -39,17 +39,14 @@ export interface AccessTokenGuardOptions {
 
 export type AccessTokenGuard = (authorization: string | undefined) => Promise<AccessTokenClaims>;
 
-/** Rank of each role: a role satisfies a requirement of its own rank or lower. */
-const ROLE_RANK: Record<RoleName, number> = { viewer: 1, staff: 2, admin: 3, owner: 4 };
-
 export function createAccessTokenGuard(options: AccessTokenGuardOptions): AccessTokenGuard {
-  if (options.role !== undefined && !ROLE_NAMES.includes(options.role)) {
+  if (options.role !== undefined && !isRoleName(options.role)) {
     throw new Error(`unknown role "${options.role}"; expected one of ${ROLE_NAMES.join(', ')}`);
   }
   const getKey = keyResolver(options.keys);
   const required = options.role === undefined ? 0 : ROLE_RANK[options.role];
   return async (authorization) => {
-    const claims = await verifyAccessToken(bearerToken(authorization), {
+    const claims = await verifyAccessToken(presentedAccessToken(authorization), {
       getKey,
       issuer: options.issuer,
       appSlug: options.appSlug,

@@ -4,8 +4,10 @@
 // HS256, and `jwk`/`jku`/`x5u` headers never pick the key.
 import { sign } from 'node:crypto';
 import { errors, jwtVerify, type JWTVerifyGetKey } from 'jose';
+import { bearerToken } from '../../http/bearer.js';
 import { authError } from '../errors.js';
-import { ACCESS_TOKEN_TTL_SECONDS, MAX_TOKEN_CHARS, ROLE_NAMES, type RoleName } from '../limits.js';
+import { ACCESS_TOKEN_TTL_SECONDS, MAX_TOKEN_CHARS } from '../limits.js';
+import { isRoleName, type RoleName } from '../roles.js';
 import type { SigningKey } from './signing-key-ring.js';
 
 export interface AccessTokenClaims {
@@ -66,7 +68,6 @@ export interface VerifyAccessTokenOptions {
 /** Allowed clock difference between the issuing and the verifying machine, in seconds. */
 const CLOCK_TOLERANCE_SECONDS = 5;
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
-const ROLE_SET: ReadonlySet<string> = new Set(ROLE_NAMES);
 
 /**
  * Verifies a compact JWS and returns its claims. Throws HttpError 401 TOKEN_EXPIRED when the
@@ -96,21 +97,21 @@ export async function verifyAccessToken(token: string, options: VerifyAccessToke
     && (options.appSlug === undefined || claims.app_id === options.appSlug)
     && typeof claims.iat === 'number' && claims.iat <= nowMs / 1000 + CLOCK_TOLERANCE_SECONDS
     && (claims.tenant_id === null || (typeof claims.tenant_id === 'string' && UUID.test(claims.tenant_id)))
-    && Array.isArray(claims.roles) && claims.roles.every((role) => ROLE_SET.has(role));
+    && Array.isArray(claims.roles) && claims.roles.every(isRoleName);
   if (!wellFormed) throw authError('TOKEN_INVALID', 'Invalid access token');
   return claims as AccessTokenClaims;
 }
 
-const BEARER = /^Bearer +(\S+) *$/i;
 const COMPACT_JWS = /^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+$/;
 
 /**
- * The token of an `Authorization: Bearer <token>` header. 401 TOKEN_INVALID when the header is
- * absent or not Bearer, or when the token is not shaped like a compact JWS.
+ * The access token of an `Authorization: Bearer <token>` header. 401 TOKEN_INVALID when the
+ * header is absent or not Bearer (src/http/bearer.ts), or when the token is not shaped like a
+ * compact JWS.
  */
-export function bearerToken(authorization: string | undefined): string {
-  const match = authorization === undefined ? null : BEARER.exec(authorization);
-  if (!match) throw authError('TOKEN_INVALID', 'Send the access token as "Authorization: Bearer <token>"');
-  if (match[1]!.length > MAX_TOKEN_CHARS || !COMPACT_JWS.test(match[1]!)) throw authError('TOKEN_INVALID', 'Invalid access token');
-  return match[1]!;
+export function presentedAccessToken(authorization: string | undefined): string {
+  const token = bearerToken(authorization);
+  if (token === null) throw authError('TOKEN_INVALID', 'Send the access token as "Authorization: Bearer <token>"');
+  if (token.length > MAX_TOKEN_CHARS || !COMPACT_JWS.test(token)) throw authError('TOKEN_INVALID', 'Invalid access token');
+  return token;
 }

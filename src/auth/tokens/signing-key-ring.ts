@@ -9,6 +9,8 @@
 //
 // Several instances may share one database: creation and rotation take an advisory lock, and
 // each instance re-reads the table every KEY_RING_RELOAD_MS and whenever it meets an unknown kid.
+// Within one auth-server, the rings of its worker threads reload together on a rotation
+// (SigningKeyRingOptions.onRotated).
 import { createCipheriv, createDecipheriv, createPrivateKey, generateKeyPair, randomBytes, type KeyObject } from 'node:crypto';
 import { promisify } from 'node:util';
 import { calculateJwkThumbprint, importJWK, type CryptoKey, type JWK } from 'jose';
@@ -42,6 +44,13 @@ export interface SigningKeyRingOptions {
   log?: (line: string) => void;
   /** Period of the background reload; KEY_RING_RELOAD_MS unless a test shortens it. */
   reloadIntervalMs?: number;
+  /**
+   * Awaited after a rotation by this ring has committed and this ring has reloaded, before
+   * `rotate` resolves: the worker threads of one auth-server use it to make every other ring of
+   * the process reload first, so no thread signs with the retired key once the rotation is
+   * answered. Other instances see the rotation by their periodic or unknown-kid reload.
+   */
+  onRotated?: () => Promise<void>;
 }
 
 export class SigningKeyRing {
@@ -53,6 +62,7 @@ export class SigningKeyRing {
   private timer: NodeJS.Timeout | null = null;
   private readonly log: (line: string) => void;
   private readonly reloadIntervalMs: number;
+  private readonly onRotated: () => Promise<void>;
 
   constructor(
     private readonly sql: Sql,
@@ -62,6 +72,7 @@ export class SigningKeyRing {
   ) {
     this.log = options.log ?? ((line) => { process.stderr.write(`[auth-server] ${line}\n`); });
     this.reloadIntervalMs = options.reloadIntervalMs ?? KEY_RING_RELOAD_MS;
+    this.onRotated = options.onRotated ?? (async () => {});
   }
 
   /** Creates the active and the next key when the table lacks them, loads the keys, starts reloading. */
@@ -135,6 +146,7 @@ export class SigningKeyRing {
       return { kid: active, retiredKid: retired ?? null };
     });
     await this.reload();
+    await this.onRotated();
     return rotated;
   }
 
