@@ -2,6 +2,7 @@
 // command-line flags are aliases of them (a flag wins over the variable). inference-server
 // mounting the routes reads the same variables with readAuthServiceConfig(process.env).
 import os from 'node:os';
+import { parseFlags, type FlagSpec } from '../cli/flags.js';
 import path from 'node:path';
 import type { Clock } from './clock.js';
 import type { OtpLimits } from './limits.js';
@@ -76,18 +77,20 @@ export const AUTH_SERVER_USAGE = [
   `  ${'-h, --help'.padEnd(28)} ${''.padEnd(26)} show this help`,
 ].join('\n');
 
+/** auth-server's flags for the shared parser: each sets its environment variable's value. */
+const FLAGS: FlagSpec[] = [
+  ...SETTINGS.map((s) => ({ names: [s.flag], kind: 'string' as const, key: s.env, help: s.help })),
+  { names: ['-h', '--help'], kind: 'bool', key: 'help', help: 'show this help' },
+];
+
 /** Parses auth-server's argv (without node and script); throws an Error with a usage hint on bad input. */
 export function parseAuthServerArgs(argv: string[], env: NodeJS.ProcessEnv): AuthServerOptions | 'help' {
+  const flags = parseFlags(argv, FLAGS, {});
+  if (flags.help) return 'help';
   const vars: Record<string, string | undefined> = { ...env };
-  for (let i = 0; i < argv.length; i++) {
-    const arg = argv[i]!;
-    if (arg === '-h' || arg === '--help') return 'help';
-    const [flag, inline] = arg.includes('=') ? [arg.slice(0, arg.indexOf('=')), arg.slice(arg.indexOf('=') + 1)] : [arg, undefined];
-    const setting = SETTINGS.find((s) => s.flag === flag);
-    if (!setting) throw new Error(`unknown option ${flag}`);
-    const value = inline ?? argv[++i];
-    if (value === undefined) throw new Error(`option ${flag} needs a value`);
-    vars[setting.env] = value;
+  for (const s of SETTINGS) {
+    const value = flags[s.env];
+    if (typeof value === 'string') vars[s.env] = value;
   }
   const host = vars.AUTH_HOST || '127.0.0.1';
   const port = integer(vars, 'AUTH_PORT', 8081, 0, 65535);

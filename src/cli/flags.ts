@@ -52,14 +52,14 @@ function parseUntyped(argv: readonly string[], specs: readonly FlagSpec[], env: 
       arg = arg.slice(0, eq);
     }
     const spec = byName.get(arg);
-    if (!spec) throw new UsageError(`unknown option: ${arg} (see --help)`);
+    if (!spec) throw new UsageError(`unknown option ${arg} (see --help)`);
     if (spec.unsupported) throw new UsageError(`${arg}: ${spec.unsupported}`);
     if (spec.kind === 'bool') {
       out[spec.key] = inline === undefined ? true : parseBool(arg, inline);
       continue;
     }
     const value = inline ?? argv[++i];
-    if (value === undefined) throw new UsageError(`${arg} needs a value`);
+    if (value === undefined) throw new UsageError(`option ${arg} needs a value`);
     out[spec.key] = convert(arg, spec, value, out[spec.key]);
   }
   for (const spec of specs) {

@@ -1,6 +1,7 @@
 // inference-server's command line: llama-server's own (parsed by llama.cpp's parser, see
 // ServerParams and llama-server-flags.ts) plus a few flags of ours, which are taken out first.
 // Pure functions from the parsed values to the server's options, so they can be tested alone.
+import { ROLE_NAMES } from '../auth/roles.js';
 import { UsageError, parseFlags, type FlagSpec, type ParsedFlags } from '../cli/flags.js';
 import { PoolingType, type LogLevel, type PoolingName, type ServerParamValues } from '../native/binding.js';
 import { LLAMA_SERVER_FLAGS } from './llama-server-flags.js';
@@ -15,7 +16,7 @@ export const OWN_FLAGS = [
   { names: ['--layer-window'], kind: 'string', key: 'layerWindow', choices: ['auto'], help: '"auto": as many layers on the GPU as its free memory holds (-ngl auto)' },
   { names: ['--auth'], kind: 'bool', key: 'auth', help: 'mount the authentication service on this port (configured by the AUTH_* variables, see docs/auth-service.md)' },
   { names: ['--auth-app'], kind: 'string', key: 'authApp', help: 'also accept access tokens of this auth-service app (slug) where an API key is accepted' },
-  { names: ['--auth-role'], kind: 'string', key: 'authRole', choices: ['viewer', 'staff', 'admin', 'owner'], help: 'with --auth-app: least role required in the token (viewer, staff, admin, owner)' },
+  { names: ['--auth-role'], kind: 'string', key: 'authRole', choices: ROLE_NAMES, help: 'with --auth-app: least role required in the token (viewer, staff, admin, owner)' },
   { names: ['--auth-issuer'], kind: 'string', key: 'authIssuer', help: 'with --auth-app and no --auth: the issuer (iss) of the auth-server whose tokens are accepted' },
   { names: ['--auth-jwks-url'], kind: 'string', key: 'authJwksUrl', help: 'with --auth-issuer: where its JWKS is, if not <issuer>/.well-known/jwks.json' },
 ] as const satisfies readonly FlagSpec[];

@@ -99,7 +99,7 @@ t.test('--interactive chats on stdin/stdout with the chat template and keeps his
 t.test('an unknown flag or a bad value is a usage error', async (t) => {
   const unknown = await cli(['-m', models.chat, '-p', 'x', '--bogus']);
   t.equal(unknown.code, 2);
-  t.match(unknown.stderr, /unknown option: --bogus/);
+  t.match(unknown.stderr, /unknown option --bogus/);
   const bad = await cli(['-m', models.chat, '-p', 'x', '-n', 'many']);
   t.equal(bad.code, 2);
   t.match(bad.stderr, /-n: expected an integer/);

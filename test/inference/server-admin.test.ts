@@ -56,7 +56,8 @@ t.test('GET /v1/models lists the loaded model with its metadata', async (t) => {
   t.equal(m.id, 'chatty');
   t.equal(m.object, 'model');
   t.equal(m.owned_by, 'llamacpp');
-  t.same(m.meta, { vocab_type: 'bpe', n_vocab: 49154, n_ctx_train: 4096, n_embd: 64, n_params: 6365760, size: m.meta.size, architecture: 'llama' });
+  t.same(m.meta, { vocab_type: 'bpe', n_vocab: 49154, n_ctx: 2048, n_ctx_train: 4096, n_embd: 64, n_params: 6365760, size: m.meta.size, architecture: 'llama' });
+  t.same([m.aliases, m.tags], [['chatty'], []], 'as the vendored llama-server: the -a names and --tags');
   t.ok(m.meta.size > 0);
 });
 

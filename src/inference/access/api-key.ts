@@ -1,17 +1,16 @@
 // API-key checking (--api-key): `Authorization: Bearer KEY` or `X-Api-Key: KEY`, compared in
 // constant time (both sides hashed to equal length first, every configured key checked).
 import { createHash, timingSafeEqual } from 'node:crypto';
+import { bearerToken } from '../../http/bearer.js';
 import type { HttpRequest } from '../../http/request.js';
 import { ErrorType, inferenceError } from '../errors.js';
 
 const digest = (s: string): Buffer => createHash('sha256').update(s, 'utf8').digest();
 
 export function presentedKey(req: HttpRequest): string | undefined {
+  // X-Api-Key counts only without an Authorization header.
   const auth = req.headers['authorization'];
-  if (auth !== undefined) {
-    const m = /^Bearer\s+(\S+)\s*$/i.exec(auth);
-    return m ? m[1] : undefined;
-  }
+  if (auth !== undefined) return bearerToken(auth) ?? undefined;
   return req.headers['x-api-key'];
 }
 

@@ -1,9 +1,10 @@
 // The authentication service inside inference-server: `--auth` mounts its routes on the same
 // port, and `--auth-app SLUG [--auth-role ROLE]` admits the service's access tokens (audience and
 // app_id equal to SLUG, at least ROLE in their tenant) wherever an API key is accepted.
+import { bearerToken } from '../../http/bearer.js';
 import { HttpError } from '../../http/errors.js';
 import type { Route } from '../../http/router.js';
-import { createAccessTokenGuard, createAuthService, readAuthServiceConfig, type AuthService, type AuthServiceConfig } from '../../auth/mount.js';
+import { createAccessTokenGuard, createAuthService, readAuthServiceConfig, type AuthService, type AuthServiceConfig, type RoleName } from '../../auth/mount.js';
 import { ErrorType, inferenceError } from '../errors.js';
 
 export interface InferenceAuthOptions {
@@ -11,7 +12,7 @@ export interface InferenceAuthOptions {
   mount: boolean;
   /** Accept access tokens of this app. */
   appSlug?: string;
-  role?: string;
+  role?: RoleName;
   /** Where the tokens come from when the routes are not mounted here (its JWKS is fetched). */
   issuer?: string;
   /** The JWKS to verify with, when not `<issuer>/.well-known/jwks.json`. */
@@ -42,12 +43,15 @@ export async function createInferenceAuth(options: InferenceAuthOptions): Promis
     }
     const guard = createAccessTokenGuard({
       appSlug: options.appSlug,
-      role: options.role as Parameters<typeof createAccessTokenGuard>[0]['role'],
+      role: options.role,
       issuer,
       keys: service ? service.accessTokenKeys : { jwksUrl: options.jwksUrl ?? `${issuer.replace(/\/+$/, '')}/.well-known/jwks.json` },
     });
     acceptBearer = async (authorization) => {
-      if (!authorization || !/^Bearer\s+\S+\.\S+\.\S+\s*$/i.test(authorization)) return false;
+      // Only a compact JWS (three dot-separated parts) is taken for an access token; anything
+      // else is left to the API-key check.
+      const token = bearerToken(authorization);
+      if (token === null || token.split('.').length !== 3) return false;
       try {
         await guard(authorization);
         return true;
