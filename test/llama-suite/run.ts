@@ -1,0 +1,223 @@
+// npm run test:llama-suite [-- --target llama-server,ours,ours-lenient] [--files test_basic,...]
+//                                 [--jobs 2] [--timeout 180] [--out .llama-suite] [--no-build]
+//
+// Runs llama.cpp's own server test suite (vendor/llama.cpp/tools/server/tests, pytest) against
+// llama-server built from the vendored source and against inference-server, on generated models
+// that stand in for the hub models of its presets, and prints the per-file comparison:
+//
+//   llama-server   build/bin/llama-server
+//   ours           inference-server through test/llama-suite/server-shim.mjs, flags unchanged
+//   ours-lenient   the same, with the llama-server flags inference-server does not know dropped
+//                  (or rewritten to a spelling it knows); the shim logs each start's dropped flags
+//
+// Each (server, file) pair is one pytest process on its own port, `--jobs` at a time. Results:
+// <out>/results.json (every test's outcome per server, failure message, last HTTP exchanges,
+// dropped flags, grouped causes) and <out>/report.md; pytest logs in <out>/logs/.
+import { spawn, execFileSync } from 'node:child_process';
+import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+import { ensureSuiteModels, type SuiteModels } from '../fixtures/suite-models.js';
+import { REPO_ROOT, referenceTool } from '../helpers/reference.js';
+import { parseLlamaHelp, parseOurHelp, type FlagTable } from './flags.js';
+import {
+  droppedFlagCounts, fileRows, formatCauses, formatTable, groupCauses, type Results, type Target, type TestResult,
+} from './report.js';
+import { copySuite, missingPythonModules, preparePythonPath } from './suite-copy.js';
+
+const VENDOR = join(REPO_ROOT, 'vendor', 'llama.cpp');
+const SHIM = join(REPO_ROOT, 'test', 'llama-suite', 'server-shim.mjs');
+const PYTHON_SOURCES = join(REPO_ROOT, 'test', 'llama-suite', 'python');
+const PORT_BASE = 18500;
+
+/** The files issue 8 measures; the heaviest first, so the pool ends with short runs. */
+export const TARGET_FILES = [
+  'test_completion', 'test_chat_completion', 'test_slot_save', 'test_embedding', 'test_security', 'test_template',
+  'test_rerank', 'test_metrics', 'test_basic', 'test_ctx_shift', 'test_lora', 'test_infill', 'test_tokenize',
+  'test_stream', 'test_ignore_eos',
+] as const;
+
+const ALL_TARGETS: Target[] = ['llama-server', 'ours', 'ours-lenient'];
+
+interface Options {
+  targets: Target[];
+  files: string[];
+  jobs: number;
+  timeout: number;
+  out: string;
+  build: boolean;
+}
+
+function parseOptions(argv: string[]): Options {
+  const opts: Options = { targets: ALL_TARGETS, files: [...TARGET_FILES], jobs: 2, timeout: 180, out: join(REPO_ROOT, '.llama-suite'), build: true };
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i]!;
+    const value = (): string => {
+      const v = argv[++i];
+      if (v === undefined) throw new Error(`${arg} needs a value`);
+      return v;
+    };
+    if (arg === '--target') opts.targets = value().split(',') as Target[];
+    else if (arg === '--files') opts.files = value().split(',').map((f) => f.replace(/\.py$/, ''));
+    else if (arg === '--jobs') opts.jobs = Number(value());
+    else if (arg === '--timeout') opts.timeout = Number(value());
+    else if (arg === '--out') opts.out = resolve(value());
+    else if (arg === '--no-build') opts.build = false;
+    else throw new Error(`unknown option ${arg}`);
+  }
+  for (const t of opts.targets) if (!ALL_TARGETS.includes(t)) throw new Error(`--target: unknown server ${t}`);
+  if (!(opts.jobs >= 1)) throw new Error('--jobs must be at least 1');
+  return opts;
+}
+
+interface Setup {
+  llamaServer: string;
+  models: SuiteModels;
+  flagsFile: string;
+  pythonPath: string;
+  stubbed: string[];
+}
+
+/** Builds what the run needs (dist/, llama-server, models) and writes the flag table and stubs. */
+async function prepare(opts: Options): Promise<Setup> {
+  if (opts.build) execFileSync(process.execPath, [join(REPO_ROOT, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', 'tsconfig.json'], { cwd: REPO_ROOT, stdio: 'inherit' });
+  const llamaServer = await referenceTool('llama-server');
+  const models = await ensureSuiteModels();
+  mkdirSync(opts.out, { recursive: true });
+  const table: FlagTable = {
+    llama: parseLlamaHelp(execFileSync(llamaServer, ['--help'], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] })),
+    ours: parseOurHelp(execFileSync(process.execPath, [join(REPO_ROOT, 'dist', 'inference', 'server-main.js'), '--help'], { encoding: 'utf8' })),
+  };
+  const flagsFile = join(opts.out, 'flags.json');
+  writeFileSync(flagsFile, JSON.stringify(table, null, 1));
+  const stubbed = missingPythonModules();
+  const pythonPath = preparePythonPath(PYTHON_SOURCES, join(opts.out, 'python'), stubbed);
+  return { llamaServer, models, flagsFile, pythonPath, stubbed };
+}
+
+interface Task {
+  target: Target;
+  file: string;
+}
+
+/** Runs one test file against one server; resolves to its per-test results. */
+function runFile(task: Task, slot: number, tests: string, setup: Setup, opts: Options): Promise<Record<string, TestResult>> {
+  const dir = join(opts.out, 'runs', task.target);
+  const report = join(dir, `${task.file}.json`);
+  const shimLog = join(dir, `${task.file}.shim.jsonl`);
+  rmSync(report, { force: true });
+  rmSync(shimLog, { force: true });
+  const env: NodeJS.ProcessEnv = {
+    ...process.env,
+    PYTHONPATH: setup.pythonPath,
+    PORT: String(PORT_BASE + slot * 10),
+    LLAMA_SERVER_BIN_PATH: task.target === 'llama-server' ? setup.llamaServer : SHIM,
+    LLAMA_SUITE_MODE: task.target === 'ours-lenient' ? 'lenient' : 'strict',
+    LLAMA_SUITE_FLAGS: setup.flagsFile,
+    LLAMA_SUITE_SHIM_LOG: shimLog,
+    LLAMA_SUITE_REPORT: report,
+    LLAMA_SUITE_MODELS: JSON.stringify(setup.models),
+    LLAMA_SUITE_URL_MAP: JSON.stringify({ 'moe_shakespeare15M.gguf': setup.models.stories15mMoeLora }),
+    LLAMA_SUITE_TEST_TIMEOUT: String(opts.timeout),
+  };
+  const args = ['-m', 'pytest', `unit/${task.file}.py`, '-p', 'llama_suite_plugin', '-p', 'no:cacheprovider', '-m', 'not slow', '-q', '-rN', '--no-header'];
+  const log = join(opts.out, 'logs', `${task.target}.${task.file}.log`);
+  return new Promise((resolvePromise, reject) => {
+    const child = spawn('python3', args, { cwd: tests, env, stdio: ['ignore', 'pipe', 'pipe'] });
+    const chunks: Buffer[] = [];
+    child.stdout.on('data', (c: Buffer) => chunks.push(c));
+    child.stderr.on('data', (c: Buffer) => chunks.push(c));
+    child.on('error', reject);
+    child.on('close', () => {
+      writeFileSync(log, Buffer.concat(chunks));
+      if (!existsSync(report)) return reject(new Error(`pytest wrote no report for ${task.target} ${task.file}; see ${log}`));
+      const results = JSON.parse(readFileSync(report, 'utf8')) as Record<string, TestResult>;
+      attachShimLog(results, shimLog);
+      resolvePromise(results);
+    });
+  });
+}
+
+interface ShimStart {
+  test: string | null;
+  dropped: string[];
+  rewritten: string[];
+}
+
+function readShimLog(path: string): ShimStart[] {
+  if (!existsSync(path)) return [];
+  return readFileSync(path, 'utf8').split('\n').filter(Boolean).map((l) => JSON.parse(l) as ShimStart);
+}
+
+function attachShimLog(results: Record<string, TestResult>, path: string): void {
+  for (const start of readShimLog(path)) {
+    const r = start.test ? results[start.test] : undefined;
+    if (!r) continue;
+    r.dropped = [...new Set([...(r.dropped ?? []), ...start.dropped])];
+    r.rewritten = [...new Set([...(r.rewritten ?? []), ...start.rewritten])];
+  }
+}
+
+/** Runs every (server, file) pair, `opts.jobs` at a time; returns results and seconds per server. */
+async function runAll(setup: Setup, opts: Options): Promise<{ results: Results; seconds: Partial<Record<Target, number>> }> {
+  const copies = new Map<Target, string>();
+  for (const target of opts.targets) {
+    mkdirSync(join(opts.out, 'runs', target), { recursive: true });
+    copies.set(target, copySuite(VENDOR, join(opts.out, 'suite', target)));
+  }
+  mkdirSync(join(opts.out, 'logs'), { recursive: true });
+  const queue: Task[] = opts.files.flatMap((file) => opts.targets.map((target) => ({ target, file })));
+  const results: Results = {};
+  const seconds: Partial<Record<Target, number>> = {};
+  const worker = async (slot: number): Promise<void> => {
+    for (let task = queue.shift(); task; task = queue.shift()) {
+      const started = Date.now();
+      const byTest = await runFile(task, slot, copies.get(task.target)!, setup, opts);
+      const took = (Date.now() - started) / 1000;
+      seconds[task.target] = (seconds[task.target] ?? 0) + took;
+      Object.assign((results[task.target] ??= {}), byTest);
+      const n = Object.values(byTest);
+      console.error(`[llama-suite] ${task.target.padEnd(12)} ${task.file.padEnd(20)} ${n.filter((r) => r.outcome === 'passed').length}/${n.length} passed in ${took.toFixed(0)} s`);
+    }
+  };
+  await Promise.all(Array.from({ length: opts.jobs }, (_, slot) => worker(slot)));
+  return { results, seconds };
+}
+
+function summarize(results: Results, seconds: Partial<Record<Target, number>>, setup: Setup, opts: Options, wall: number): string {
+  const rows = fileRows(results, opts.files);
+  const out: string[] = [];
+  out.push(formatTable(rows, opts.targets), '');
+  out.push(`stubbed python modules: ${setup.stubbed.join(', ') || 'none'} (openai clients skip their tests: "stub-skipped")`);
+  out.push(`time: ${wall.toFixed(0)} s wall with ${opts.jobs} jobs; per server (sum of file runs): ${Object.entries(seconds).map(([t, s]) => `${t} ${s!.toFixed(0)} s`).join(', ')}`);
+  for (const target of opts.targets.filter((t) => t !== 'llama-server')) {
+    const groups = groupCauses(results, target);
+    if (groups.length === 0) continue;
+    out.push('', `## passing on llama-server, failing on ${target}: ${groups.reduce((s, g) => s + g.tests.length, 0)} tests, by cause`, formatCauses(groups));
+  }
+  if (opts.targets.includes('ours-lenient')) {
+    const starts = opts.files.flatMap((f) => readShimLog(join(opts.out, 'runs', 'ours-lenient', `${f}.shim.jsonl`)));
+    const counts = droppedFlagCounts(starts);
+    out.push('', `## flags the lenient shim dropped (${counts.length} flags over ${starts.length} server starts)`);
+    out.push(counts.map(([flag, n]) => `${flag} (${n})`).join(', '));
+  }
+  return out.join('\n');
+}
+
+async function main(): Promise<void> {
+  const opts = parseOptions(process.argv.slice(2));
+  const started = Date.now();
+  const setup = await prepare(opts);
+  const { results, seconds } = await runAll(setup, opts);
+  const wall = (Date.now() - started) / 1000;
+  const text = summarize(results, seconds, setup, opts, wall);
+  const causes = Object.fromEntries(opts.targets.filter((t) => t !== 'llama-server').map((t) => [t, groupCauses(results, t)]));
+  writeFileSync(join(opts.out, 'results.json'), JSON.stringify({
+    generatedAt: new Date().toISOString(), wallSeconds: wall, seconds, files: opts.files, models: setup.models,
+    stubbed: setup.stubbed, rows: fileRows(results, opts.files), causes, results,
+  }, null, 1));
+  writeFileSync(join(opts.out, 'report.md'), `${text}\n`);
+  console.log(text);
+  console.log(`\nper-test outcomes: ${join(opts.out, 'results.json')}; report: ${join(opts.out, 'report.md')}`);
+}
+
+await main();
