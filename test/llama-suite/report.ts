@@ -127,7 +127,8 @@ export function formatTable(rows: FileRow[], targets: readonly Target[]): string
 export interface CauseGroup {
   cause: string;
   tests: string[];
-  example: { test: string; detail: string; exchange?: Exchange; message?: string };
+  /** The first test of the group; `dropped`: the flags the lenient shim left out of its server's command line. */
+  example: { test: string; detail: string; exchange?: Exchange; message?: string; dropped?: string[] };
 }
 
 /** Tests passing on llama-server and failing on `target`, grouped by cause, largest group first. */
@@ -140,7 +141,7 @@ export function groupCauses(results: Results, target: Target): CauseGroup[] {
     const { cause, detail } = classify(r);
     let group = groups.get(cause);
     if (!group) {
-      group = { cause, tests: [], example: { test: id, detail, exchange: r.exchanges?.at(-1), message: r.message } };
+      group = { cause, tests: [], example: { test: id, detail, exchange: r.exchanges?.at(-1), message: r.message, dropped: r.dropped } };
       groups.set(cause, group);
     }
     group.tests.push(id);
@@ -156,6 +157,7 @@ export function formatCauses(groups: CauseGroup[]): string {
     if (x) out.push(`    sent ${x.method} ${x.path} ${x.sent ?? ''}`.trimEnd().slice(0, 300));
     if (g.example.message) out.push(`    expected: ${g.example.message.split('\n')[0]!.slice(0, 200)}`);
     if (x) out.push(`    answered: ${x.status ?? ''} ${x.answer ?? x.error ?? ''}`.slice(0, 300));
+    if (g.example.dropped?.length) out.push(`    flags dropped for this test: ${g.example.dropped.join(' ')}`);
   }
   return out.join('\n');
 }

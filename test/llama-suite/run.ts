@@ -1,5 +1,6 @@
 // npm run test:llama-suite [-- --target llama-server,ours,ours-lenient] [--files test_basic,...]
-//                                 [--jobs 2] [--timeout 180] [--out .llama-suite] [--no-build]
+//                                 [--jobs 2] [--timeout 180] [--threads 1] [--port-base 18500] [--out .llama-suite] [--no-build]
+//                                 [--report-only]
 //
 // Runs llama.cpp's own server test suite (vendor/llama.cpp/tools/server/tests, pytest) against
 // llama-server built from the vendored source and against inference-server, on generated models
@@ -13,8 +14,8 @@
 // Each (server, file) pair is one pytest process on its own port, `--jobs` at a time. Results:
 // <out>/results.json (every test's outcome per server, failure message, last HTTP exchanges,
 // dropped flags, grouped causes) and <out>/report.md; pytest logs in <out>/logs/.
-import { spawn, execFileSync } from 'node:child_process';
-import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { spawn, execFileSync, type ChildProcess } from 'node:child_process';
+import { closeSync, existsSync, mkdirSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { ensureSuiteModels, type SuiteModels } from '../fixtures/suite-models.js';
 import { REPO_ROOT, referenceTool } from '../helpers/reference.js';
@@ -27,7 +28,15 @@ import { copySuite, missingPythonModules, preparePythonPath } from './suite-copy
 const VENDOR = join(REPO_ROOT, 'vendor', 'llama.cpp');
 const SHIM = join(REPO_ROOT, 'test', 'llama-suite', 'server-shim.mjs');
 const PYTHON_SOURCES = join(REPO_ROOT, 'test', 'llama-suite', 'python');
-const PORT_BASE = 18500;
+
+/** pytest processes under way; interrupted (SIGINT: pytest stops its servers) when this run is. */
+const running = new Set<ChildProcess>();
+for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+  process.on(signal, () => {
+    for (const child of running) child.kill('SIGINT');
+    process.exit(130);
+  });
+}
 
 /** The files issue 8 measures; the heaviest first, so the pool ends with short runs. */
 export const TARGET_FILES = [
@@ -43,12 +52,18 @@ interface Options {
   files: string[];
   jobs: number;
   timeout: number;
+  /** --threads for every server start (both servers): 1 keeps a loaded 2-core machine usable. */
+  threads: number;
+  /** Job i serves its tests on port portBase + 10 * i. */
+  portBase: number;
   out: string;
   build: boolean;
+  /** Only rebuild results.json and report.md from the per-file results a previous run left in <out>/runs. */
+  reportOnly: boolean;
 }
 
 function parseOptions(argv: string[]): Options {
-  const opts: Options = { targets: ALL_TARGETS, files: [...TARGET_FILES], jobs: 2, timeout: 180, out: join(REPO_ROOT, '.llama-suite'), build: true };
+  const opts: Options = { targets: ALL_TARGETS, files: [...TARGET_FILES], jobs: 2, timeout: 180, threads: 1, portBase: 18500, out: join(REPO_ROOT, '.llama-suite'), build: true, reportOnly: false };
   for (let i = 0; i < argv.length; i++) {
     const arg = argv[i]!;
     const value = (): string => {
@@ -60,8 +75,11 @@ function parseOptions(argv: string[]): Options {
     else if (arg === '--files') opts.files = value().split(',').map((f) => f.replace(/\.py$/, ''));
     else if (arg === '--jobs') opts.jobs = Number(value());
     else if (arg === '--timeout') opts.timeout = Number(value());
+    else if (arg === '--threads') opts.threads = Number(value());
+    else if (arg === '--port-base') opts.portBase = Number(value());
     else if (arg === '--out') opts.out = resolve(value());
     else if (arg === '--no-build') opts.build = false;
+    else if (arg === '--report-only') opts.reportOnly = true;
     else throw new Error(`unknown option ${arg}`);
   }
   for (const t of opts.targets) if (!ALL_TARGETS.includes(t)) throw new Error(`--target: unknown server ${t}`);
@@ -109,30 +127,34 @@ function runFile(task: Task, slot: number, tests: string, setup: Setup, opts: Op
   const env: NodeJS.ProcessEnv = {
     ...process.env,
     PYTHONPATH: setup.pythonPath,
-    PORT: String(PORT_BASE + slot * 10),
+    PORT: String(opts.portBase + slot * 10),
     LLAMA_SERVER_BIN_PATH: task.target === 'llama-server' ? setup.llamaServer : SHIM,
     LLAMA_SUITE_MODE: task.target === 'ours-lenient' ? 'lenient' : 'strict',
     LLAMA_SUITE_FLAGS: setup.flagsFile,
     LLAMA_SUITE_SHIM_LOG: shimLog,
     LLAMA_SUITE_REPORT: report,
     LLAMA_SUITE_MODELS: JSON.stringify(setup.models),
-    LLAMA_SUITE_URL_MAP: JSON.stringify({ 'moe_shakespeare15M.gguf': setup.models.stories15mMoeLora }),
+    LLAMA_SUITE_URL_MAP: JSON.stringify({
+      'moe_shakespeare15M.gguf': setup.models.stories15mMoeLora,
+      // test_slot_save's two pictures (hub URLs): two different vendored images
+      '91_cat.png': join(VENDOR, 'tools', 'mtmd', 'test-1.jpeg'),
+      '11_truck.png': join(VENDOR, 'media', 'llama1-logo.png'),
+    }),
     LLAMA_SUITE_TEST_TIMEOUT: String(opts.timeout),
+    LLAMA_SUITE_THREADS: String(opts.threads),
   };
   const args = ['-m', 'pytest', `unit/${task.file}.py`, '-p', 'llama_suite_plugin', '-p', 'no:cacheprovider', '-m', 'not slow', '-q', '-rN', '--no-header'];
   const log = join(opts.out, 'logs', `${task.target}.${task.file}.log`);
   return new Promise((resolvePromise, reject) => {
-    const child = spawn('python3', args, { cwd: tests, env, stdio: ['ignore', 'pipe', 'pipe'] });
-    const chunks: Buffer[] = [];
-    child.stdout.on('data', (c: Buffer) => chunks.push(c));
-    child.stderr.on('data', (c: Buffer) => chunks.push(c));
+    const fd = openSync(log, 'w');
+    const child = spawn('python3', args, { cwd: tests, env, stdio: ['ignore', fd, fd] });
+    running.add(child);
     child.on('error', reject);
     child.on('close', () => {
-      writeFileSync(log, Buffer.concat(chunks));
+      running.delete(child);
+      closeSync(fd);
       if (!existsSync(report)) return reject(new Error(`pytest wrote no report for ${task.target} ${task.file}; see ${log}`));
-      const results = JSON.parse(readFileSync(report, 'utf8')) as Record<string, TestResult>;
-      attachShimLog(results, shimLog);
-      resolvePromise(results);
+      resolvePromise(JSON.parse(readFileSync(report, 'utf8')) as Record<string, TestResult>);
     });
   });
 }
@@ -148,17 +170,31 @@ function readShimLog(path: string): ShimStart[] {
   return readFileSync(path, 'utf8').split('\n').filter(Boolean).map((l) => JSON.parse(l) as ShimStart);
 }
 
-function attachShimLog(results: Record<string, TestResult>, path: string): void {
-  for (const start of readShimLog(path)) {
-    const r = start.test ? results[start.test] : undefined;
-    if (!r) continue;
-    r.dropped = [...new Set([...(r.dropped ?? []), ...start.dropped])];
-    r.rewritten = [...new Set([...(r.rewritten ?? []), ...start.rewritten])];
+/** Per-test results of every (server, file) run found in <out>/runs, with the shim's flag lists. */
+function collect(opts: Options): { results: Results; seconds: Partial<Record<Target, number>> } {
+  const results: Results = {};
+  const seconds: Partial<Record<Target, number>> = {};
+  for (const target of opts.targets) {
+    for (const file of opts.files) {
+      const dir = join(opts.out, 'runs', target);
+      if (!existsSync(join(dir, `${file}.json`))) continue;
+      const byTest = JSON.parse(readFileSync(join(dir, `${file}.json`), 'utf8')) as Record<string, TestResult>;
+      for (const start of readShimLog(join(dir, `${file}.shim.jsonl`))) {
+        const r = start.test ? byTest[start.test] : undefined;
+        if (!r) continue;
+        r.dropped = [...new Set([...(r.dropped ?? []), ...start.dropped])];
+        r.rewritten = [...new Set([...(r.rewritten ?? []), ...start.rewritten])];
+      }
+      Object.assign((results[target] ??= {}), byTest);
+      const timing = join(dir, `${file}.seconds`);
+      if (existsSync(timing)) seconds[target] = (seconds[target] ?? 0) + Number(readFileSync(timing, 'utf8'));
+    }
   }
+  return { results, seconds };
 }
 
-/** Runs every (server, file) pair, `opts.jobs` at a time; returns results and seconds per server. */
-async function runAll(setup: Setup, opts: Options): Promise<{ results: Results; seconds: Partial<Record<Target, number>> }> {
+/** Runs every (server, file) pair, `opts.jobs` at a time; each leaves <file>.json and <file>.seconds. */
+async function runAll(setup: Setup, opts: Options): Promise<void> {
   const copies = new Map<Target, string>();
   for (const target of opts.targets) {
     mkdirSync(join(opts.out, 'runs', target), { recursive: true });
@@ -166,29 +202,25 @@ async function runAll(setup: Setup, opts: Options): Promise<{ results: Results; 
   }
   mkdirSync(join(opts.out, 'logs'), { recursive: true });
   const queue: Task[] = opts.files.flatMap((file) => opts.targets.map((target) => ({ target, file })));
-  const results: Results = {};
-  const seconds: Partial<Record<Target, number>> = {};
   const worker = async (slot: number): Promise<void> => {
     for (let task = queue.shift(); task; task = queue.shift()) {
       const started = Date.now();
-      const byTest = await runFile(task, slot, copies.get(task.target)!, setup, opts);
+      const byTest = Object.values(await runFile(task, slot, copies.get(task.target)!, setup, opts));
       const took = (Date.now() - started) / 1000;
-      seconds[task.target] = (seconds[task.target] ?? 0) + took;
-      Object.assign((results[task.target] ??= {}), byTest);
-      const n = Object.values(byTest);
-      console.error(`[llama-suite] ${task.target.padEnd(12)} ${task.file.padEnd(20)} ${n.filter((r) => r.outcome === 'passed').length}/${n.length} passed in ${took.toFixed(0)} s`);
+      writeFileSync(join(opts.out, 'runs', task.target, `${task.file}.seconds`), took.toFixed(1));
+      console.error(`[llama-suite] ${task.target.padEnd(12)} ${task.file.padEnd(20)} ${byTest.filter((r) => r.outcome === 'passed').length}/${byTest.length} passed in ${took.toFixed(0)} s`);
     }
   };
   await Promise.all(Array.from({ length: opts.jobs }, (_, slot) => worker(slot)));
-  return { results, seconds };
 }
 
-function summarize(results: Results, seconds: Partial<Record<Target, number>>, setup: Setup, opts: Options, wall: number): string {
+function summarize(results: Results, seconds: Partial<Record<Target, number>>, stubbed: string[], opts: Options, wall: number): string {
   const rows = fileRows(results, opts.files);
   const out: string[] = [];
   out.push(formatTable(rows, opts.targets), '');
-  out.push(`stubbed python modules: ${setup.stubbed.join(', ') || 'none'} (openai clients skip their tests: "stub-skipped")`);
-  out.push(`time: ${wall.toFixed(0)} s wall with ${opts.jobs} jobs; per server (sum of file runs): ${Object.entries(seconds).map(([t, s]) => `${t} ${s!.toFixed(0)} s`).join(', ')}`);
+  out.push(`stubbed python modules: ${stubbed.join(', ') || 'none'} (openai clients skip their tests: "stub-skipped")`);
+  if (wall > 0) out.push(`time: ${wall.toFixed(0)} s wall with ${opts.jobs} jobs`);
+  out.push(`per server (sum of file runs): ${Object.entries(seconds).map(([t, s]) => `${t} ${s!.toFixed(0)} s`).join(', ')}`);
   for (const target of opts.targets.filter((t) => t !== 'llama-server')) {
     const groups = groupCauses(results, target);
     if (groups.length === 0) continue;
@@ -206,14 +238,19 @@ function summarize(results: Results, seconds: Partial<Record<Target, number>>, s
 async function main(): Promise<void> {
   const opts = parseOptions(process.argv.slice(2));
   const started = Date.now();
-  const setup = await prepare(opts);
-  const { results, seconds } = await runAll(setup, opts);
-  const wall = (Date.now() - started) / 1000;
-  const text = summarize(results, seconds, setup, opts, wall);
+  let stubbed = missingPythonModules();
+  if (!opts.reportOnly) {
+    const setup = await prepare(opts);
+    stubbed = setup.stubbed;
+    await runAll(setup, opts);
+  }
+  const wall = opts.reportOnly ? 0 : (Date.now() - started) / 1000;
+  const { results, seconds } = collect(opts);
+  const text = summarize(results, seconds, stubbed, opts, wall);
   const causes = Object.fromEntries(opts.targets.filter((t) => t !== 'llama-server').map((t) => [t, groupCauses(results, t)]));
   writeFileSync(join(opts.out, 'results.json'), JSON.stringify({
-    generatedAt: new Date().toISOString(), wallSeconds: wall, seconds, files: opts.files, models: setup.models,
-    stubbed: setup.stubbed, rows: fileRows(results, opts.files), causes, results,
+    generatedAt: new Date().toISOString(), wallSeconds: wall, seconds, files: opts.files, stubbed,
+    rows: fileRows(results, opts.files), causes, results,
   }, null, 1));
   writeFileSync(join(opts.out, 'report.md'), `${text}\n`);
   console.log(text);

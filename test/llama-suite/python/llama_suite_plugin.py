@@ -3,6 +3,8 @@
 - Maps the hub models of the ServerPreset methods to local files (LLAMA_SUITE_MODELS, a JSON
   object written by test/llama-suite/run.ts) and makes ServerPreset.load_all a no-op: nothing is
   downloaded.
+- Answers requests.get of the hub URLs in LLAMA_SUITE_URL_MAP (test images) with local files.
+- Starts every server with --threads LLAMA_SUITE_THREADS (default 1).
 - Fails a test that runs longer than LLAMA_SUITE_TEST_TIMEOUT seconds (SIGALRM; pytest-timeout is
   not installed here).
 - Records each test's outcome, failure message, the last HTTP exchanges with the server and the
@@ -17,6 +19,8 @@ import pytest
 
 _models = json.loads(os.environ.get("LLAMA_SUITE_MODELS", "{}"))
 _timeout = int(os.environ.get("LLAMA_SUITE_TEST_TIMEOUT", "180"))
+_threads = int(os.environ.get("LLAMA_SUITE_THREADS", "1"))
+_url_map = json.loads(os.environ.get("LLAMA_SUITE_URL_MAP", "{}"))
 _results = {}
 _exchanges = []
 
@@ -47,6 +51,9 @@ def _install_presets(utils):
     process_cls.model_hf_file = None
     process_cls.model_file = _models["stories260k"]
     process_cls.mmproj_file = None
+    # --threads N on every start, for both servers: on a shared 2-core machine ggml's spinning
+    # worker threads make a busy run about 15x slower than one thread.
+    process_cls.n_threads = _threads
     for name, (model_key, mmproj_key) in PRESET_MODELS.items():
         original = getattr(preset_cls, name)
 
@@ -114,11 +121,32 @@ def _install_exchange_log(utils):
     process_cls.make_stream_request = logged_stream
 
 
+def _install_offline_requests():
+    """requests.get of an https URL whose file name LLAMA_SUITE_URL_MAP maps answers that file (test images)."""
+    import requests
+
+    real_get = requests.get
+
+    def get(url, *args, **kwargs):
+        name = str(url).split("?")[0].split("/")[-1]
+        if str(url).startswith("https://") and name in _url_map:
+            res = requests.models.Response()
+            res.status_code = 200
+            res.url = str(url)
+            with open(_url_map[name], "rb") as f:
+                res._content = f.read()
+            return res
+        return real_get(url, *args, **kwargs)
+
+    requests.get = get
+
+
 def pytest_configure(config):
     import utils  # the suite's utils.py, from the copy's tests directory (rootdir)
 
     _install_presets(utils)
     _install_exchange_log(utils)
+    _install_offline_requests()
 
 
 def _on_alarm(signum, frame):
@@ -147,7 +175,8 @@ def _server_lines(report):
         if not title.startswith("Captured std"):
             continue
         for line in text.splitlines():
-            if _SERVER_LINE.search(line) and not line.startswith(("Response from server", "Partial response")) and len(lines) < 8:
+            # The suite prints answers as indented JSON; only unindented lines are the servers' own.
+            if _SERVER_LINE.search(line) and not line.startswith((" ", "{", "}", "Response from server", "Partial response")) and len(lines) < 8:
                 lines.append(_short(line, 300))
     return lines
 
