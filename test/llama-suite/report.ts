@@ -51,6 +51,17 @@ function route(x: Exchange | undefined): string {
   return x ? `${x.method} ${x.path.split('?')[0]}` : '(no request)';
 }
 
+/** A failure message's first line with its quoted values, numbers and dumps elided, so that like failures group. */
+function messageShape(message: string): string {
+  return message.split('\n')[0]!
+    .replace(/'(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*"/g, '…')
+    .replace(/'[^']*$|"[^"]*$/, '…')
+    .replace(/\{.*$/, '{…}')
+    .replace(/\(.*?\)/g, '(…)')
+    .replace(/\d+(\.\d+)?/g, 'N')
+    .slice(0, 120);
+}
+
 /** Why a test failed on one of our runs, from its message, server lines and last HTTP exchange. */
 export function classify(r: TestResult): Cause {
   const message = r.message ?? r.reason ?? '';
@@ -76,7 +87,7 @@ export function classify(r: TestResult): Cause {
   if (last?.status !== undefined && last.status >= 400) {
     return { cause: `error answer ${last.status} on ${route(last)}`, detail: last.answer ?? '' };
   }
-  return { cause: `different answer on ${route(last)}: ${message.split('\n')[0]!.slice(0, 160)}`, detail: last?.answer ?? '' };
+  return { cause: `different answer on ${route(last)}: ${messageShape(message)}`, detail: last?.answer ?? '' };
 }
 
 interface FileRow {
@@ -160,6 +171,30 @@ export function formatCauses(groups: CauseGroup[]): string {
     if (g.example.dropped?.length) out.push(`    flags dropped for this test: ${g.example.dropped.join(' ')}`);
   }
   return out.join('\n');
+}
+
+export interface BothFailing {
+  test: string;
+  llama: string;
+  ours: string;
+}
+
+/**
+ * Tests failing on llama-server and on `target` with different messages. On llama-server these
+ * fail because of the stand-in models (words, token counts); a different message on ours may hide
+ * a real difference, e.g. a context split differently between slots.
+ */
+export function failingDifferently(results: Results, target: Target): BothFailing[] {
+  const llama = results['llama-server'] ?? {};
+  const out: BothFailing[] = [];
+  for (const [id, r] of Object.entries(results[target] ?? {})) {
+    const l = llama[id];
+    if (!l || passed(l) || passed(r) || l.outcome === 'skipped' || r.outcome === 'skipped') continue;
+    const lm = (l.message ?? '').split('\n')[0]!;
+    const om = (r.message ?? '').split('\n')[0]!;
+    if (messageShape(lm) !== messageShape(om) || (/^assert -?\d+ [=!]= /.test(lm) && lm !== om)) out.push({ test: id, llama: lm.slice(0, 200), ours: om.slice(0, 200) });
+  }
+  return out;
 }
 
 /** How often each flag was dropped by the lenient shim, over all server starts. */

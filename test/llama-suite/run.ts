@@ -21,7 +21,7 @@ import { ensureSuiteModels, type SuiteModels } from '../fixtures/suite-models.js
 import { REPO_ROOT, referenceTool } from '../helpers/reference.js';
 import { parseLlamaHelp, parseOurHelp, type FlagTable } from './flags.js';
 import {
-  droppedFlagCounts, fileRows, formatCauses, formatTable, groupCauses, type Results, type Target, type TestResult,
+  droppedFlagCounts, failingDifferently, fileRows, formatCauses, formatTable, groupCauses, type Results, type Target, type TestResult,
 } from './report.js';
 import { copySuite, missingPythonModules, preparePythonPath } from './suite-copy.js';
 
@@ -227,6 +227,11 @@ function summarize(results: Results, seconds: Partial<Record<Target, number>>, s
     out.push('', `## passing on llama-server, failing on ${target}: ${groups.reduce((s, g) => s + g.tests.length, 0)} tests, by cause`, formatCauses(groups));
   }
   if (opts.targets.includes('ours-lenient')) {
+    const both = failingDifferently(results, 'ours-lenient');
+    out.push('', `## failing on llama-server (stand-in models) and on ours-lenient, with different messages: ${both.length} tests`);
+    for (const b of both) out.push(`- ${b.test}\n    llama-server: ${b.llama}\n    ours-lenient: ${b.ours}`);
+  }
+  if (opts.targets.includes('ours-lenient')) {
     const starts = opts.files.flatMap((f) => readShimLog(join(opts.out, 'runs', 'ours-lenient', `${f}.shim.jsonl`)));
     const counts = droppedFlagCounts(starts);
     out.push('', `## flags the lenient shim dropped (${counts.length} flags over ${starts.length} server starts)`);
@@ -247,10 +252,12 @@ async function main(): Promise<void> {
   const wall = opts.reportOnly ? 0 : (Date.now() - started) / 1000;
   const { results, seconds } = collect(opts);
   const text = summarize(results, seconds, stubbed, opts, wall);
-  const causes = Object.fromEntries(opts.targets.filter((t) => t !== 'llama-server').map((t) => [t, groupCauses(results, t)]));
+  const ours = opts.targets.filter((t) => t !== 'llama-server');
+  const causes = Object.fromEntries(ours.map((t) => [t, groupCauses(results, t)]));
+  const differently = Object.fromEntries(ours.map((t) => [t, failingDifferently(results, t)]));
   writeFileSync(join(opts.out, 'results.json'), JSON.stringify({
     generatedAt: new Date().toISOString(), wallSeconds: wall, seconds, files: opts.files, stubbed,
-    rows: fileRows(results, opts.files), causes, results,
+    rows: fileRows(results, opts.files), causes, failingDifferently: differently, results,
   }, null, 1));
   writeFileSync(join(opts.out, 'report.md'), `${text}\n`);
   console.log(text);

@@ -26,14 +26,15 @@ function lenient(argv, table) {
     let inline;
     if (arg.startsWith('--') && arg.includes('=')) [arg, inline] = [arg.slice(0, arg.indexOf('=')), arg.slice(arg.indexOf('=') + 1)];
     const ours = table.ours[arg];
-    const llama = table.llama[arg];
+    // llama-server reads '_' in a flag name as '-' (the suite passes --backend_sampling).
+    const llama = table.llama[arg] ?? table.llama[arg.replaceAll('_', '-')];
     const takesValue = ours ? ours.takesValue : llama ? llama.takesValue : false;
     const value = inline ?? (takesValue ? argv[++i] : undefined);
     const withValue = (name) => (value === undefined ? [name] : [name, value]);
     if (ours) {
       passed.push(...withValue(arg));
     } else if (llama) {
-      const alias = llama.aliases.find((name) => table.ours[name]);
+      const alias = [arg.replaceAll('_', '-'), ...llama.aliases].find((name) => table.ours[name]);
       if (alias) {
         passed.push(...withValue(alias));
         rewritten.push(`${arg}->${alias}`);
