@@ -78,7 +78,7 @@ t.test('failures are classified by what the server did', async (t) => {
   t.same(classify(failed({ message: 'RuntimeError: Server process died with return code 2', server: ['inference-server: unknown option: --temp (see --help)'] })).cause,
     'unknown flag --temp');
   t.same(classify(failed({ message: 'assert 404 == 200', exchanges: [{ method: 'POST', path: '/slots/1?action=save', sent: '{}', status: 404, answer: '{}' }] })).cause,
-    'missing route POST /slots/1');
+    'missing route POST /slots/{id}');
   t.same(classify(failed({ message: 'assert 400 == 200', exchanges: [{ method: 'POST', path: '/embeddings', sent: '{}', status: 400, answer: '{}' }] })).cause,
     'different status on POST /embeddings: expected 200, got 400');
   t.same(classify(failed({ message: "KeyError: 'aliases'", exchanges: [{ method: 'GET', path: '/models', sent: null, status: 200, answer: '{}' }] })).cause,

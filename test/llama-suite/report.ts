@@ -48,12 +48,13 @@ export interface Cause {
 }
 
 function route(x: Exchange | undefined): string {
-  return x ? `${x.method} ${x.path.split('?')[0]}` : '(no request)';
+  return x ? `${x.method} ${x.path.split('?')[0]!.replace(/\/\d+(?=\/|$)/g, '/{id}')}` : '(no request)';
 }
 
 /** A failure message's first line with its quoted values, numbers and dumps elided, so that like failures group. */
 function messageShape(message: string): string {
   return message.split('\n')[0]!
+    .replace(/^AssertionError: /, '')
     .replace(/'(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*"/g, '…')
     .replace(/'[^']*$|"[^"]*$/, '…')
     .replace(/\{.*$/, '{…}')
