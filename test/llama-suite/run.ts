@@ -97,7 +97,11 @@ interface Setup {
 
 /** Builds what the run needs (dist/, llama-server, models) and writes the flag table and stubs. */
 async function prepare(opts: Options): Promise<Setup> {
-  if (opts.build) execFileSync(process.execPath, [join(REPO_ROOT, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', 'tsconfig.json'], { cwd: REPO_ROOT, stdio: 'inherit' });
+  if (opts.build) {
+    // As `npm run build`: compile, then make the bins executable again.
+    execFileSync(process.execPath, [join(REPO_ROOT, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', 'tsconfig.json'], { cwd: REPO_ROOT, stdio: 'inherit' });
+    execFileSync(process.execPath, [join(REPO_ROOT, 'scripts', 'chmod-bins.mjs')], { cwd: REPO_ROOT, stdio: 'inherit' });
+  }
   const llamaServer = await referenceTool('llama-server');
   const models = await ensureSuiteModels();
   mkdirSync(opts.out, { recursive: true });
