@@ -17,18 +17,20 @@ function slowStream() {
 
 const tok = (text: string, token = 1): GeneratedToken => ({ token, text });
 
-t.test('tokens that arrive while a chunk waits for the client are merged into the next chunk', async (t) => {
+t.test('tokens that arrive while a chunk waits for the client wait in order, then go one per event', async (t) => {
   const { stream, sent, release } = slowStream();
   const ts = new TokenStream(stream, (batch) => batch.map((b) => b.text).join(''));
   ts.push(tok('a'));
   for (const s of ['b', 'c', 'd', 'e']) ts.push(tok(s));
   t.same(sent, ['a'], 'one chunk in flight');
-  release();
-  await new Promise((r) => setImmediate(r));
-  t.same(sent, ['a', 'bcde'], 'the backlog went out as one chunk');
+  for (const expected of [['a', 'b'], ['a', 'b', 'c'], ['a', 'b', 'c', 'd'], ['a', 'b', 'c', 'd', 'e']]) {
+    release();
+    await new Promise((r) => setImmediate(r));
+    t.same(sent, expected, 'the next token once the client took the last');
+  }
   release();
   await ts.flush();
-  t.same(sent, ['a', 'bcde']);
+  t.same(sent, ['a', 'b', 'c', 'd', 'e']);
 });
 
 t.test('flush settles when the renderer sends nothing', async (t) => {

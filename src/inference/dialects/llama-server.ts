@@ -115,7 +115,8 @@ export function completionChunk(service: InferenceService, tokens: GeneratedToke
   const chunk: Record<string, unknown> = {
     index: opts.index,
     content: tokens.map((t) => t.text).join(''),
-    tokens: opts.returnTokens ? tokens.filter((t) => t.token >= 0).map((t) => t.token) : [],
+    // As llama-server, a streamed chunk always carries its token's id.
+    tokens: tokens.filter((t) => t.token >= 0).map((t) => t.token),
     stop: false,
     id_slot: -1,
     model: service.alias,

@@ -14,8 +14,13 @@ export interface Timings {
   predicted_per_second: number;
 }
 
+/**
+ * As llama-server's slot stats: generation speed counts decode steps, one fewer than the tokens,
+ * since the first token comes from the logits of the prompt's last batch.
+ */
 export function timings(o: Pick<CompletionOutcome, 'nPrompt' | 'nCached' | 'nPredicted' | 'tPromptMs' | 'tPredictMs'>): Timings {
   const promptN = o.nPrompt - o.nCached;
+  const steps = Math.max(0, o.nPredicted - 1);
   return {
     cache_n: o.nCached,
     prompt_n: promptN,
@@ -24,8 +29,8 @@ export function timings(o: Pick<CompletionOutcome, 'nPrompt' | 'nCached' | 'nPre
     prompt_per_second: o.tPromptMs > 0 ? (1000 * promptN) / o.tPromptMs : 0,
     predicted_n: o.nPredicted,
     predicted_ms: o.tPredictMs,
-    predicted_per_token_ms: o.nPredicted > 0 ? o.tPredictMs / o.nPredicted : 0,
-    predicted_per_second: o.tPredictMs > 0 ? (1000 * o.nPredicted) / o.tPredictMs : 0,
+    predicted_per_token_ms: steps > 0 ? o.tPredictMs / steps : 0,
+    predicted_per_second: o.tPredictMs > 0 ? (1000 / o.tPredictMs) * steps : 0,
   };
 }
 

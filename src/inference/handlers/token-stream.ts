@@ -1,6 +1,7 @@
-// Token streaming over SSE with backpressure: tokens that arrive while the previous chunk is
-// still waiting for the client are merged into the next chunk, so a slow reader costs at most
-// the pending text, never an unbounded queue of chunks.
+// Token streaming over SSE with backpressure, one event per token as llama-server sends them
+// (its clients count tokens and probabilities per chunk). Tokens wait here, in order, while the
+// client's socket is full; a slow reader therefore costs the tokens generated meanwhile, never
+// more, and the engine never waits for it.
 import type { EventStream } from '../../http/event-stream.js';
 import type { GeneratedToken } from '../engine/engine.js';
 
@@ -12,7 +13,7 @@ export class TokenStream {
 
   constructor(
     private readonly stream: EventStream,
-    /** Renders a chunk's `data:` payload, or null to send nothing for these tokens. */
+    /** Renders the `data:` payload of a token's event (a batch of one), or null to send nothing for it. */
     private readonly render: (tokens: GeneratedToken[]) => string | null,
   ) {}
 
@@ -25,9 +26,7 @@ export class TokenStream {
     this.running = true;
     try {
       while (this.pending.length > 0 && !this.stream.closed) {
-        const tokens = this.pending;
-        this.pending = [];
-        const data = this.render(tokens);
+        const data = this.render(this.pending.splice(0, 1));
         if (data !== null) await this.stream.send(data);
       }
     } finally {
