@@ -213,10 +213,8 @@ function ensureDist(progress: (m: string) => void): string {
     try {
       execFileSync(process.execPath, [join(REPO_ROOT, 'node_modules/typescript/bin/tsc'), '-p', join(REPO_ROOT, 'tsconfig.json')], { stdio: 'pipe' });
     } catch (err) {
-      // tsc emits even with type errors (e.g. in src/auth); only a missing output is fatal.
       const out = String((err as { stdout?: Buffer }).stdout ?? '');
-      const inference = out.split('\n').filter((l) => /^src\/(inference|http|native)\//.test(l));
-      if (inference.length) progress(`tsc reported errors in the inference sources:\n${inference.slice(0, 10).join('\n')}`);
+      throw new BenchError(`tsc failed:\n${out.split('\n').slice(0, 10).join('\n')}`);
     }
     if (!existsSync(main)) throw new BenchError(`tsc did not produce ${relative(REPO_ROOT, main)}`);
   }

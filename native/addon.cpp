@@ -11,6 +11,7 @@
 #include "model.h"
 #include "vision.h"
 #include "sampler.h"
+#include "server-params.h"
 
 #ifndef ADDON_BACKEND
 #define ADDON_BACKEND "CPU"
@@ -42,6 +43,7 @@ static Napi::Object init(Napi::Env env, Napi::Object exports) {
     exports.Set("Engine", Engine::define(env));
     exports.Set("LoraAdapter", LoraAdapter::define(env));
     exports.Set("Vision", Vision::define(env));
+    exports.Set("ServerParams", ServerParams::define(env));
     exports.Set("systemInfo", Napi::Function::New(env, system_info));
     exports.Set("jsonSchemaToGrammar", Napi::Function::New(env, json_schema_to_grammar_js));
     return exports;

@@ -1,4 +1,5 @@
 #include "model.h"
+#include "server-params.h"
 
 #include <sys/stat.h>
 #if defined(__GLIBC__)
@@ -47,9 +48,10 @@ struct LoadState {
 
 class ModelLoadWorker : public Napi::AsyncWorker {
 public:
-    ModelLoadWorker(Napi::Env env, std::string path, int32_t n_gpu_layers, bool use_mmap, std::shared_ptr<LoadState> state)
+    ModelLoadWorker(Napi::Env env, std::string path, int32_t n_gpu_layers, bool use_mmap, std::shared_ptr<common_params> server,
+                    std::shared_ptr<LoadState> state)
         : Napi::AsyncWorker(env), deferred_(Napi::Promise::Deferred::New(env)), path_(std::move(path)),
-          n_gpu_layers_(n_gpu_layers), use_mmap_(use_mmap), state_(std::move(state)) {}
+          n_gpu_layers_(n_gpu_layers), use_mmap_(use_mmap), server_(std::move(server)), state_(std::move(state)) {}
 
     Napi::Promise promise() { return deferred_.Promise(); }
 
@@ -59,9 +61,16 @@ public:
             SetError(problem);
             return;
         }
+        // With llama-server's parsed command line, its model flags apply as there (devices,
+        // split, offload, load mode, tensor overrides, MoE placement, KV overrides); otherwise
+        // the two options given.
         llama_model_params params = llama_model_default_params();
-        params.n_gpu_layers = n_gpu_layers_;
-        if (!use_mmap_) params.load_mode = LLAMA_LOAD_MODE_NONE;
+        if (server_) {
+            params = common_model_params_to_llama(*server_);
+        } else {
+            params.n_gpu_layers = n_gpu_layers_;
+            if (!use_mmap_) params.load_mode = LLAMA_LOAD_MODE_NONE;
+        }
         params.progress_callback = [](float progress, void * data) -> bool {
             auto * state = static_cast<LoadState *>(data);
             if (state->has_progress) {
@@ -134,6 +143,7 @@ private:
     std::string path_;
     int32_t n_gpu_layers_;
     bool use_mmap_;
+    std::shared_ptr<common_params> server_;  // null without ServerParams
     std::shared_ptr<LoadState> state_;
     llama_model * model_ = nullptr;
 };
@@ -145,17 +155,21 @@ Napi::Value Model::load(const Napi::CallbackInfo & info) {
     std::string path = info[0].As<Napi::String>();
     int32_t n_gpu_layers = -1;
     bool use_mmap = true;
+    std::shared_ptr<common_params> server;
     if (info.Length() > 1 && info[1].IsObject()) {
         Napi::Object opts = info[1].As<Napi::Object>();
         if (opts.Has("nGpuLayers") && opts.Get("nGpuLayers").IsNumber()) n_gpu_layers = opts.Get("nGpuLayers").As<Napi::Number>().Int32Value();
         if (opts.Has("useMmap") && opts.Get("useMmap").IsBoolean()) use_mmap = opts.Get("useMmap").As<Napi::Boolean>();
+        if (opts.Has("serverParams") && opts.Get("serverParams").IsObject()) {
+            server = std::make_shared<common_params>(ServerParams::from_js(env, opts.Get("serverParams")).params());
+        }
     }
     auto state = std::make_shared<LoadState>();
     if (info.Length() > 2 && info[2].IsFunction()) {
         state->progress = Napi::ThreadSafeFunction::New(env, info[2].As<Napi::Function>(), "model-load-progress", 0, 1);
         state->has_progress = true;
     }
-    auto * worker = new ModelLoadWorker(env, path, n_gpu_layers, use_mmap, state);
+    auto * worker = new ModelLoadWorker(env, path, n_gpu_layers, use_mmap, std::move(server), state);
     Napi::Object handle = Napi::Object::New(env);
     handle.Set("promise", worker->promise());
     handle.Set("cancel", Napi::Function::New(env, [state](const Napi::CallbackInfo &) { state->cancelled.store(true); }));

@@ -20,6 +20,12 @@ const Int = Type.Integer({ minimum: INT32_MIN, maximum: INT32_MAX });
 /** A sampling seed: any uint32 (as llama-server), or a negative value for a random seed. */
 const Seed = Type.Integer({ minimum: INT32_MIN, maximum: 4294967295 });
 const Num = Type.Number();
+/** A probability, 0..1. */
+const Probability = Type.Number({ minimum: 0, maximum: 1 });
+/** A count of tokens, 0 or more. */
+const Count = Type.Integer({ minimum: 0, maximum: INT32_MAX });
+/** A count of tokens where -1 means "all" (or "any slot"). */
+const Window = Type.Integer({ minimum: -1, maximum: INT32_MAX });
 const TokenArray = Type.Array(Int);
 const StopField = Type.Union([Type.String(), Type.Array(Type.String())]);
 
@@ -38,20 +44,20 @@ export const GenerationFields = {
   dynatemp_range: Type.Optional(Num),
   dynatemp_exponent: Type.Optional(Num),
   top_k: Type.Optional(Int),
-  top_p: Type.Optional(Num),
-  min_p: Type.Optional(Num),
+  top_p: Type.Optional(Probability),
+  min_p: Type.Optional(Probability),
   top_n_sigma: Type.Optional(Num),
-  typical_p: Type.Optional(Num),
-  xtc_probability: Type.Optional(Num),
+  typical_p: Type.Optional(Probability),
+  xtc_probability: Type.Optional(Probability),
   xtc_threshold: Type.Optional(Num),
-  repeat_penalty: Type.Optional(Num),
-  repeat_last_n: Type.Optional(Int),
+  repeat_penalty: Type.Optional(Type.Number({ exclusiveMinimum: 0 })),
+  repeat_last_n: Type.Optional(Window),
   frequency_penalty: Type.Optional(Num),
   presence_penalty: Type.Optional(Num),
   dry_multiplier: Type.Optional(Num),
   dry_base: Type.Optional(Num),
-  dry_allowed_length: Type.Optional(Int),
-  dry_penalty_last_n: Type.Optional(Int),
+  dry_allowed_length: Type.Optional(Count),
+  dry_penalty_last_n: Type.Optional(Window),
   dry_sequence_breakers: Type.Optional(Type.Array(Type.String())),
   mirostat: Type.Optional(Type.Union([Type.Literal(0), Type.Literal(1), Type.Literal(2)])),
   mirostat_tau: Type.Optional(Num),
@@ -60,7 +66,7 @@ export const GenerationFields = {
   seed: Type.Optional(Seed),
   ignore_eos: Type.Optional(Type.Boolean()),
   logit_bias: Type.Optional(LogitBias),
-  n_probs: Type.Optional(Int),
+  n_probs: Type.Optional(Type.Integer({ minimum: 0, maximum: 100 })),
   post_sampling_probs: Type.Optional(Type.Boolean()),
   grammar: Type.Optional(Type.String()),
   json_schema: Type.Optional(Type.Record(Type.String(), Type.Unknown())),
@@ -70,13 +76,13 @@ export const GenerationFields = {
   stop: Type.Optional(Type.Union([StopField, Type.Null()])),
   stream: Type.Optional(Type.Boolean()),
   cache_prompt: Type.Optional(Type.Boolean()),
-  id_slot: Type.Optional(Int),
+  id_slot: Type.Optional(Window),
   t_max_predict_ms: Type.Optional(Int),
-  n_indent: Type.Optional(Int),
+  n_indent: Type.Optional(Count),
   timings_per_token: Type.Optional(Type.Boolean()),
   return_tokens: Type.Optional(Type.Boolean()),
-  n_keep: Type.Optional(Int),
-  n_discard: Type.Optional(Int),
+  n_keep: Type.Optional(Window),
+  n_discard: Type.Optional(Count),
   n_cmpl: Type.Optional(Int),
   n: Type.Optional(Int),
   model: Type.Optional(Type.String()),

@@ -1,24 +1,18 @@
 // The inference HTTP server: opens the port at once (health answers 503 while loading), loads
 // the model and its engine off the event loop, then serves the route table below.
-import type { HttpRequest, HttpResult } from '../http/request.js';
 import type { Route } from '../http/router.js';
+import { DEFAULT_CORS, type CorsPolicy } from '../http/cors.js';
 import { startHttpServer } from '../http/server.js';
-import { native } from '../native/binding.js';
-import { ApiKeys, invalidApiKey, presentedKey } from './api-key.js';
-import { InferenceEngine } from './engine.js';
+import type { NativeServerParams, PoolingName } from '../native/binding.js';
+import { LLAMA_SERVER_DEFAULTS, type GenerationDefaults } from './service/generation.js';
+import { ApiKeys } from './access/api-key.js';
+import type { RouteContext } from './guards.js';
+import { inferenceRoutes } from './routes.js';
 import { formatInferenceError } from './errors.js';
-import { contextSize, type RuntimeOptions } from './options.js';
-import { completionRoute } from './routes/completion.js';
-import { infillRoute } from './routes/infill.js';
-import { healthRoute, metricsRoute, modelsRoute, propsRoute, slotsRoute, type RequestCounters } from './routes/info.js';
-import { chatCompletionsRoute, textCompletionsRoute } from './routes/openai.js';
-import { applyTemplateRoute, detokenizeRoute, tokenizeRoute } from './routes/tokenize.js';
-import { listLoraRoute, setLoraRoute } from './routes/lora.js';
-import { LoraRegistry } from './lora.js';
-import { nativeEmbeddingRoute, openaiEmbeddingsRoute, rerankRoute } from './routes/embeddings.js';
-import { InferenceService } from './service.js';
-import { ServerState } from './state.js';
-import { basename } from 'node:path';
+import type { RuntimeOptions } from './options.js';
+import { loadInferenceService, type ServiceLoadOptions } from './service/load.js';
+import type { InferenceService } from './service/service.js';
+import { ServiceHost } from './service/host.js';
 
 export interface InferenceServerOptions {
   runtime: RuntimeOptions;
@@ -27,9 +21,19 @@ export interface InferenceServerOptions {
   parallel: number;
   /** A generating slot whose context is full drops old tokens instead of stopping (llama-server's --context-shift). */
   contextShift?: boolean;
+  /** One KV pool shared by the slots (default); false gives each slot n_ctx / parallel, as llama-server's --no-kv-unified. */
+  kvUnified?: boolean;
   alias?: string;
   apiKeys: string[];
   metrics: boolean;
+  /** Cross-origin access (--cors-*); llama-server's defaults when absent. */
+  cors?: CorsPolicy;
+  /** --sleep-idle-seconds: unload the model after this long without a request using it; <= 0 never. */
+  sleepIdleSeconds?: number;
+  /** GET /slots (default on; llama-server's --no-slots turns it off). */
+  slots?: boolean;
+  /** POST /props (llama-server's --props; default off). */
+  props?: boolean;
   /** Server default for n_predict (-n); -1 = unlimited. */
   nPredict: number;
   maxBodyBytes: number;
@@ -45,6 +49,16 @@ export interface InferenceServerOptions {
   mmproj?: string;
   /** Fetch http(s) image URLs given in chat messages; off by default. */
   allowRemoteMedia?: boolean;
+  /** --media-path: chat images may name files under this directory (file://). */
+  mediaPath?: string;
+  /** Sampling defaults of requests (llama-server's sampling flags); llama-server's own by default. */
+  generation?: GenerationDefaults;
+  /** A chat template (name or Jinja source) instead of the model's. */
+  chatTemplate?: string;
+  /** Default chat_template_kwargs. */
+  templateKwargs?: Record<string, unknown>;
+  /** llama-server's parsed command line: its model flags apply as there. */
+  serverParams?: NativeServerParams;
   /** Extra bearer-token check (e.g. --auth-app); true admits the request like a valid API key. */
   acceptBearer?: (authorization: string | undefined) => Promise<boolean>;
   /** Routes mounted as they are (e.g. --auth); they do their own authentication. */
@@ -55,77 +69,41 @@ export interface InferenceServerOptions {
 
 export interface InferenceServer {
   readonly port: number;
-  readonly state: ServerState;
+  /** The loaded service's life: loading, ready, asleep. */
+  readonly host: ServiceHost;
   /** Resolves when the model is loaded and the engine runs; rejects if loading fails. */
   readonly ready: Promise<InferenceService>;
   close(): Promise<void>;
 }
 
-export const POOLING_TYPES = { none: 0, mean: 1, cls: 2, last: 3, rank: 4 } as const;
-export type PoolingName = keyof typeof POOLING_TYPES;
-
-type Handler = (req: HttpRequest) => Promise<HttpResult | void> | HttpResult | void;
+function serviceLoadOptions(options: InferenceServerOptions): ServiceLoadOptions {
+  return {
+    runtime: options.runtime,
+    parallel: options.parallel,
+    contextShift: options.contextShift ?? false,
+    kvUnified: options.kvUnified ?? true,
+    alias: options.alias,
+    nPredict: options.nPredict,
+    embedding: options.embedding ?? false,
+    rerank: options.rerank ?? false,
+    pooling: options.pooling,
+    loras: options.loras ?? [],
+    mmproj: options.mmproj,
+    media: { allowRemote: options.allowRemoteMedia ?? false, ...(options.mediaPath ? { mediaPath: options.mediaPath } : {}) },
+    generation: options.generation ?? LLAMA_SERVER_DEFAULTS,
+    ...(options.chatTemplate ? { chatTemplate: options.chatTemplate } : {}),
+    templateKwargs: options.templateKwargs ?? {},
+    ...(options.serverParams ? { serverParams: options.serverParams } : {}),
+  };
+}
 
 export async function startInferenceServer(options: InferenceServerOptions): Promise<InferenceServer> {
-  const state = new ServerState();
-  const keys = new ApiKeys(options.apiKeys);
-  const counters: RequestCounters = { requests: 0, errors: 0 };
   const log = options.log ?? (() => {});
-
-  // Every route but health: 503 while loading comes first, then the key (or bearer token).
-  const guarded = (handler: Handler): Handler => async (req) => {
-    counters.requests++;
-    try {
-      state.ready();
-      if (keys.enabled || options.acceptBearer) {
-        const keyOk = keys.enabled && keys.matches(presentedKey(req));
-        if (!keyOk && !(options.acceptBearer && (await options.acceptBearer(req.headers['authorization'])))) throw invalidApiKey();
-      }
-      return await handler(req);
-    } catch (err) {
-      counters.errors++;
-      throw err;
-    }
-  };
-
-  const health = healthRoute(state);
-  const completion = guarded(completionRoute(state));
-  const chat = guarded(chatCompletionsRoute(state));
-  const text = guarded(textCompletionsRoute(state));
-  const models = guarded(modelsRoute(state));
-  const tokenize = guarded(tokenizeRoute(state));
-  const embeddings = guarded(openaiEmbeddingsRoute(state));
-  const embedding = guarded(nativeEmbeddingRoute(state));
-  const rerank = guarded(rerankRoute(state));
-  const detokenize = guarded(detokenizeRoute(state));
-  const routes: Route[] = [
-    { method: 'GET', path: '/health', handler: health },
-    { method: 'GET', path: '/v1/health', handler: health },
-    { method: 'POST', path: '/completion', handler: completion },
-    { method: 'POST', path: '/completions', handler: completion },
-    { method: 'POST', path: '/infill', handler: guarded(infillRoute(state)) },
-    { method: 'POST', path: '/v1/completions', handler: text },
-    { method: 'POST', path: '/v1/chat/completions', handler: chat },
-    { method: 'POST', path: '/chat/completions', handler: chat },
-    { method: 'GET', path: '/v1/models', handler: models },
-    { method: 'GET', path: '/models', handler: models },
-    { method: 'GET', path: '/props', handler: guarded(propsRoute(state)) },
-    { method: 'GET', path: '/slots', handler: guarded(slotsRoute(state)) },
-    { method: 'POST', path: '/tokenize', handler: tokenize },
-    { method: 'POST', path: '/detokenize', handler: detokenize },
-    { method: 'POST', path: '/apply-template', handler: guarded(applyTemplateRoute(state)) },
-    { method: 'GET', path: '/lora-adapters', handler: guarded(listLoraRoute(state)) },
-    { method: 'POST', path: '/lora-adapters', handler: guarded(setLoraRoute(state)) },
-    { method: 'POST', path: '/v1/embeddings', handler: embeddings },
-    { method: 'POST', path: '/embeddings', handler: embedding },
-    { method: 'POST', path: '/embedding', handler: embedding },
-    { method: 'POST', path: '/v1/rerank', handler: rerank },
-    { method: 'POST', path: '/rerank', handler: rerank },
-    { method: 'POST', path: '/v1/reranking', handler: rerank },
-    { method: 'POST', path: '/reranking', handler: rerank },
-    ...(options.metrics ? [{ method: 'GET' as const, path: '/metrics', handler: guarded(metricsRoute(state, counters)) }] : []),
-    ...(options.extraRoutes ?? []),
-  ];
+  let closed = false;
+  const loadOptions = serviceLoadOptions(options);
+  const host = new ServiceHost((onProgress) => loadInferenceService(loadOptions, onProgress, () => closed), (options.sleepIdleSeconds ?? -1) * 1000, options.onProgress);
+  const ctx: RouteContext = { host, keys: new ApiKeys(options.apiKeys), acceptBearer: options.acceptBearer };
+  const routes = [...inferenceRoutes(ctx, { metrics: options.metrics, slots: options.slots ?? true, props: options.props ?? false }), ...(options.extraRoutes ?? [])];
 
   const http = await startHttpServer({
     host: options.host,
@@ -133,89 +111,19 @@ export async function startInferenceServer(options: InferenceServerOptions): Pro
     routes,
     formatError: formatInferenceError,
     maxBodyBytes: options.maxBodyBytes,
-    defaultHeaders: { 'Access-Control-Allow-Origin': '*' },
-    // llama-server's defaults (--cors-methods is not offered here).
-    preflightHeaders: { 'Access-Control-Allow-Credentials': 'false', 'Access-Control-Allow-Methods': 'GET, POST, DELETE, OPTIONS', 'Access-Control-Allow-Headers': '*' },
+    cors: options.cors ?? DEFAULT_CORS,
     logError: (error, req) => log(`error: ${req.method} ${req.path}: ${error.message}${error.cause ? ` (${String((error.cause as Error).stack ?? error.cause)})` : ''}`),
   });
-
-  let loadHandle: { cancel(): void } | null = null;
-  let closed = false;
-  const ready = (async () => {
-    const handle = native.Model.load(options.runtime.model, { nGpuLayers: options.runtime.nGpuLayers, useMmap: options.runtime.useMmap }, (p) => {
-      state.progress = p;
-      options.onProgress?.(p);
-    });
-    loadHandle = handle;
-    const model = await handle.promise;
-    loadHandle = null;
-    if (closed) {
-      model.dispose();
-      throw new Error('server closed while loading');
-    }
-    const metadata = model.metadata();
-    if (options.rerank && metadata.poolingType !== POOLING_TYPES.rank) {
-      model.dispose();
-      throw new Error(`${options.runtime.model} is not a reranker (its pooling type is ${metadata.poolingType ?? 'unset'}, rank is ${POOLING_TYPES.rank}): --rerank needs a model with rank pooling and a classification head`);
-    }
-    const loraSpecs = options.loras ?? [];
-    const adapters = [];
-    try {
-      for (const spec of loraSpecs) adapters.push(await native.LoraAdapter.load(model, spec.path));
-    } catch (err) {
-      for (const a of adapters) a.dispose();
-      model.dispose();
-      throw err;
-    }
-    let vision = null;
-    if (options.mmproj) {
-      try {
-        vision = await native.Vision.load(model, options.mmproj, { nThreads: options.runtime.threads, useGpu: options.runtime.nGpuLayers !== 0 });
-      } catch (err) {
-        for (const a of adapters) a.dispose();
-        model.dispose();
-        throw err;
-      }
-    }
-    const embeddingMode = Boolean(options.embedding || options.rerank);
-    const pooling = options.rerank ? POOLING_TYPES.rank : options.pooling ? POOLING_TYPES[options.pooling] : -1;
-    const engine = await InferenceEngine.create(model, {
-      embeddings: embeddingMode,
-      pooling,
-      loras: adapters,
-      ...(vision ? { vision } : {}),
-      nCtx: contextSize(options.runtime.ctxSize, metadata.nCtxTrain),
-      nParallel: options.parallel,
-      nBatch: options.runtime.batchSize,
-      nUbatch: options.runtime.ubatchSize,
-      nThreads: options.runtime.threads,
-      nThreadsBatch: options.runtime.threadsBatch,
-      flashAttn: options.runtime.flashAttn,
-      kvUnified: true,
-      contextShift: options.contextShift ?? false,
-    });
-    const service = new InferenceService(model, vision, engine, {
-      modelPath: options.runtime.model,
-      alias: options.alias ?? basename(options.runtime.model),
-      defaultNPredict: options.nPredict,
-      allowRemoteMedia: options.allowRemoteMedia ?? false,
-    }, new LoraRegistry(loraSpecs));
-    state.setReady(service);
-    return service;
-  })();
+  const ready = host.start();
   ready.catch(() => {});
-
   return {
     port: http.port,
-    state,
+    host,
     ready,
     async close() {
       closed = true;
       http.close();
-      (loadHandle as { cancel(): void } | null)?.cancel();
-      await ready.catch(() => {});
-      const service = state.take();
-      if (service) await service.dispose();
+      await host.close();
     },
   };
 }

@@ -8,10 +8,17 @@ import { fileURLToPath } from 'node:url';
 /** A token id of the model's vocabulary. */
 export type Token = number;
 
+/** llama_pooling_type: how an embedding engine turns a sequence's token vectors into its output. */
+export const PoolingType = { none: 0, mean: 1, cls: 2, last: 3, rank: 4 } as const;
+export type PoolingName = keyof typeof PoolingType;
+export type PoolingTypeId = (typeof PoolingType)[PoolingName];
+
 export interface ModelLoadOptions {
   /** Layers to offload to the GPU; -1 = all (the llama.cpp default), 0 = none. */
   nGpuLayers?: number;
   useMmap?: boolean;
+  /** llama-server's command line: its model flags apply as there, instead of the two above. */
+  serverParams?: NativeServerParams;
 }
 
 export interface ModelMetadata {
@@ -30,8 +37,8 @@ export interface ModelMetadata {
   hasEncoder: boolean;
   hasDecoder: boolean;
   nClsOut: number;
-  /** `<arch>.pooling_type` from the GGUF, when present (0 none, 1 mean, 2 cls, 3 last, 4 rank). */
-  poolingType: number | null;
+  /** `<arch>.pooling_type` from the GGUF, when present. */
+  poolingType: PoolingTypeId | null;
   tokens: {
     bos: Token | null; eos: Token | null; eot: Token | null; sep: Token | null; nl: Token | null; pad: Token | null;
     fimPre: Token | null; fimSuf: Token | null; fimMid: Token | null; fimPad: Token | null; fimRep: Token | null; fimSep: Token | null;
@@ -94,8 +101,8 @@ export interface EngineParams {
   flashAttn?: number;
   /** Embedding mode: tasks are embedded (kind "embedding"), never generated. */
   embeddings?: boolean;
-  /** llama_pooling_type (0 none, 1 mean, 2 cls, 3 last, 4 rank); -1 = the model's own. */
-  pooling?: number;
+  /** The pooling type; -1 = the model's own. */
+  pooling?: PoolingTypeId | -1;
   /** A generating slot whose context is full drops old tokens (task nKeep/nDiscard) instead of stopping. */
   contextShift?: boolean;
   /** LoRA adapters of this model that tasks may apply (task.loraScales indexes them). */
@@ -243,8 +250,8 @@ export interface EngineInfo {
   nThreads: number;
   nThreadsBatch: number;
   embeddings: boolean;
-  /** The context's pooling type (0 none, 1 mean, 2 cls, 3 last, 4 rank). */
-  pooling: number;
+  /** The context's pooling type. */
+  pooling: PoolingTypeId;
   /** Floats per embedding vector (classifier outputs for rank pooling). */
   nEmbdOut: number;
 }
@@ -271,11 +278,69 @@ export interface SystemInfo {
   maxDevices: number;
 }
 
+/** One option of llama-server's command line, as llama.cpp's parser defines it. */
+export interface ServerOption {
+  names: string[];
+  /** The --no-... spellings of a boolean option. */
+  negatedNames: string[];
+  env: string | null;
+  valueHint: string | null;
+  help: string;
+  sampling: boolean;
+}
+
+export interface ServerSamplingValues {
+  seed: number; nProbs: number; minKeep: number; topK: number; topP: number; minP: number;
+  xtcProbability: number; xtcThreshold: number; typicalP: number; temperature: number;
+  dynatempRange: number; dynatempExponent: number; repeatLastN: number; repeatPenalty: number;
+  frequencyPenalty: number; presencePenalty: number; dryMultiplier: number; dryBase: number;
+  dryAllowedLength: number; dryPenaltyLastN: number; drySequenceBreakers: string[];
+  adaptiveTarget: number; adaptiveDecay: number; mirostat: number; mirostatTau: number; mirostatEta: number;
+  topNSigma: number; ignoreEos: boolean; timingsPerToken: boolean; samplers: string[]; grammar: string;
+  logitBias: Array<[number, number]>; reasoningBudget: number;
+}
+
+/** The values of llama-server's common_params that this server reads (names as in TypeScript). */
+export interface ServerParamValues {
+  model: string; mmproj: string; noMmproj: boolean; mmprojUseGpu: boolean; aliases: string[]; tags: string[];
+  hosts: string[]; port: number; reusePort: boolean; apiKeys: string[]; apiPrefix: string;
+  nParallel: number; nCtx: number; nBatch: number; nUbatch: number; nPredict: number; nKeep: number;
+  threads: number; threadsBatch: number; threadsHttp: number; nGpuLayers: number; flashAttn: number; loadMode: number;
+  ctxShift: boolean; kvUnified: boolean; swaFull: boolean; cacheReuse: number; cachePrompt: boolean; cacheRamMib: number;
+  cacheTypeK: string; cacheTypeV: string; slotSavePath: string; slotPromptSimilarity: number;
+  endpointSlots: boolean; endpointProps: boolean; endpointMetrics: boolean;
+  corsOrigins: string; corsMethods: string; corsHeaders: string; corsCredentials: boolean;
+  timeoutRead: number; timeoutWrite: number; publicPath: string; webui: boolean;
+  chatTemplate: string; useJinja: boolean; enableChatTemplate: boolean; chatTemplateKwargs: Record<string, string>;
+  reasoningFormat: string; enableReasoning: number; prefillAssistant: boolean; sleepIdleSeconds: number;
+  mediaPath: string; verbosity: number; logJson: boolean; embedding: boolean; poolingType: number; embdNormalize: number;
+  loras: Array<{ path: string; scale: number }>; loraInitWithoutApply: boolean;
+  modelsDir: string; modelsPreset: string; modelsMax: number; modelsAutoload: boolean;
+  sampling: ServerSamplingValues;
+}
+
+/** llama-server's command line parsed by llama.cpp's own parser (common/arg.cpp). */
+export interface NativeServerParams {
+  values(): ServerParamValues;
+  /** First names of the options set on the command line or through their environment variables. */
+  given(): string[];
+}
+
 export interface NativeAddon {
   Model: { load(path: string, options: ModelLoadOptions, onProgress?: (progress: number) => void): ModelLoadHandle };
   LoraAdapter: { load(model: NativeModel, path: string): Promise<NativeLoraAdapter> };
   Vision: { load(model: NativeModel, path: string, options?: { nThreads?: number; useGpu?: boolean }): Promise<NativeVision> };
   Engine: { create(model: NativeModel, params: EngineParams, onEvents: (events: EngineEvent[]) => void): Promise<NativeEngine> };
+  ServerParams: {
+    /**
+     * Parses argv (argv[0] is the program name) exactly as llama-server does: --help and
+     * --version print and end the process; a refused command line prints llama-server's message
+     * to stderr and throws (code BAD_ARGUMENTS).
+     */
+    parse(argv: readonly string[]): NativeServerParams;
+    /** Every option llama-server accepts. */
+    options(): ServerOption[];
+  };
   systemInfo(): SystemInfo;
   /** Converts a JSON schema (as JSON text) to a GBNF grammar; throws on unsupported schemas. */
   jsonSchemaToGrammar(schemaJson: string): string;

@@ -4,7 +4,7 @@ import fs from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import t from 'tap';
-import { createInferenceAuth } from '../../src/inference/auth-bridge.js';
+import { createInferenceAuth } from '../../src/inference/access/auth-bridge.js';
 import { ADMIN_KEY, Outbox, startAuthHarness } from '../auth/fixtures/harness.js';
 import { ensureTestModels } from '../fixtures/models.js';
 import { postJson, startTestServer } from '../helpers/inference-server.js';

@@ -3,7 +3,7 @@
 import t from 'tap';
 import { ensureTestModels } from '../fixtures/models.js';
 import { postJson, startTestServer } from '../helpers/inference-server.js';
-import { grammarNesting, MAX_GRAMMAR_NESTING } from '../../src/inference/generation.js';
+import { grammarNesting, MAX_GRAMMAR_NESTING } from '../../src/inference/service/generation.js';
 
 const models = await ensureTestModels();
 const { base, close } = await startTestServer(models.chat, { parallel: 4, ctxSize: 2048 });

@@ -1,5 +1,5 @@
 import t from 'tap';
-import { logprob, tokenText } from '../../src/inference/format/timings.js';
+import { logprob, tokenText } from '../../src/inference/dialects/timings.js';
 
 t.test('logprob: log(p), and llama-server\'s lowest float for p = 0 (JSON has no -Infinity)', async (t) => {
   t.equal(logprob(1), 0);

@@ -1,7 +1,7 @@
 // POST /infill: the fill-in-the-middle prompt token for token (llama-server's
 // format_prompt_infill), the endpoint's responses and errors, and equality with llama-server.
 import t from 'tap';
-import { buildInfillPrompt, CHUNK_SEPARATOR, missingFimTokens, type InfillBudget, type InfillVocab } from '../../src/inference/infill.js';
+import { buildInfillPrompt, CHUNK_SEPARATOR, missingFimTokens, type InfillBudget, type InfillVocab } from '../../src/inference/service/infill-prompt.js';
 import { CHAT_TOKENS, ensureTestModels } from '../fixtures/models.js';
 import { parseSse, postJson, startTestServer } from '../helpers/inference-server.js';
 import { startLlamaServer } from '../helpers/llama-server.js';

@@ -31,7 +31,8 @@ t.test('a key is accepted as Bearer or X-Api-Key; a wrong or malformed one is no
 t.test('a CORS preflight (OPTIONS) is 200 with the CORS headers and needs no key, as in llama-server', async (t) => {
   const res = await fetch(`${base}/v1/chat/completions`, { method: 'OPTIONS', headers: { origin: 'http://example.test', 'access-control-request-method': 'POST', 'access-control-request-headers': 'authorization, content-type' } });
   t.equal(res.status, 200);
-  t.equal(res.headers.get('access-control-allow-origin'), '*');
+  t.equal(res.headers.get('access-control-allow-origin'), 'http://example.test', 'any origin, with credentials: the origin is echoed');
+  t.equal(res.headers.get('access-control-allow-credentials'), 'true');
   t.equal(res.headers.get('access-control-allow-methods'), 'GET, POST, DELETE, OPTIONS');
   t.equal(res.headers.get('access-control-allow-headers'), '*');
   t.equal(await res.text(), '');
@@ -105,7 +106,9 @@ t.test('GET /metrics is Prometheus text with requests, tokens, throughput, busy 
 t.test('/metrics is absent without --metrics', async (t) => {
   const plain = await startTestServer(models.chat, { metrics: false, parallel: 1, ctxSize: 512 });
   t.teardown(plain.close);
-  t.equal((await fetch(`${plain.base}/metrics`)).status, 404);
+  const metrics = await fetch(`${plain.base}/metrics`);
+  t.equal(metrics.status, 501, 'as llama-server without --metrics');
+  t.same(await metrics.json(), { error: { code: 501, message: 'This server does not support metrics endpoint. Start it with `--metrics`', type: 'not_supported_error' } });
 });
 
 t.test('POST /apply-template renders messages with the model template', async (t) => {
@@ -114,4 +117,64 @@ t.test('POST /apply-template renders messages with the model template', async (t
   t.same(res.body, { prompt: '<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\nHello<|im_end|>\n<|im_start|>user\nHow\nare you<|im_end|>\n<|im_start|>assistant\n' });
   const bad = await postJson(`${base}/apply-template`, { messages: 'nope' }, auth);
   t.equal(bad.status, 400);
+});
+
+t.test('--no-slots and POST /props without --props answer 501 naming the flag, after the key check', async (t) => {
+  const plain = await startTestServer(models.chat, { slots: false, parallel: 1, ctxSize: 512, apiKeys: ['k'] });
+  t.teardown(plain.close);
+  t.equal((await fetch(`${plain.base}/slots`)).status, 401, 'the key comes first');
+  const slots = await fetch(`${plain.base}/slots`, { headers: { authorization: 'Bearer k' } });
+  t.equal(slots.status, 501);
+  t.same(await slots.json(), { error: { code: 501, message: 'This server does not support slots endpoint. Start it with `--slots`', type: 'not_supported_error' } });
+  const props = await postJson(`${plain.base}/props`, {}, { authorization: 'Bearer k' });
+  t.equal(props.status, 501);
+  t.same(props.body, { error: { code: 501, message: 'This server does not support changing global properties. Start it with `--props`', type: 'not_supported_error' } });
+});
+
+t.test('POST /props with --props succeeds', async (t) => {
+  const settable = await startTestServer(models.chat, { props: true, parallel: 1, ctxSize: 512 });
+  t.teardown(settable.close);
+  const res = await postJson(`${settable.base}/props`, {});
+  t.equal(res.status, 200);
+  t.same(res.body, { success: true });
+});
+
+t.test('GET /slots?fail_on_no_slot=1 is 503 only when every slot is busy', async (t) => {
+  const one = await startTestServer(models.chat, { parallel: 1, ctxSize: 512 });
+  t.teardown(one.close);
+  t.equal((await fetch(`${one.base}/slots?fail_on_no_slot=1`)).status, 200, 'an idle slot');
+  const controller = new AbortController();
+  const res = await fetch(`${one.base}/completion`, { method: 'POST', body: JSON.stringify({ prompt: 'forever', n_predict: -1, stream: true }), signal: controller.signal });
+  const reader = res.body!.getReader();
+  await reader.read();
+  const busy = await fetch(`${one.base}/slots?fail_on_no_slot=1`);
+  t.equal(busy.status, 503);
+  t.same(await busy.json(), { error: { code: 503, message: 'no slot available', type: 'unavailable_error' } });
+  controller.abort();
+});
+
+t.test('POST /v1/chat/completions/input_tokens counts the templated prompt', async (t) => {
+  const messages = [{ role: 'user', content: 'Say hi' }];
+  const rendered = await postJson(`${base}/apply-template`, { messages }, auth);
+  const tokens = await postJson(`${base}/tokenize`, { content: rendered.body.prompt, add_special: true, parse_special: true }, auth);
+  for (const path of ['/v1/chat/completions/input_tokens', '/chat/completions/input_tokens']) {
+    const res = await postJson(`${base}${path}`, { messages }, auth);
+    t.equal(res.status, 200, path);
+    t.same(res.body, { input_tokens: tokens.body.tokens.length, object: 'response.input_tokens' });
+  }
+  const bad = await postJson(`${base}/v1/chat/completions/input_tokens`, { messages: 'hi' }, auth);
+  t.equal(bad.status, 400);
+});
+
+t.test('--cors-origins localhost reflects loopback origins on every response and refuses others', async (t) => {
+  const local = await startTestServer(models.chat, { cors: { origins: 'localhost', methods: 'GET, POST', headers: 'Authorization', credentials: false }, parallel: 1, ctxSize: 512 });
+  t.teardown(local.close);
+  const ok = await fetch(`${local.base}/health`, { headers: { origin: 'http://localhost:3000' } });
+  t.equal(ok.headers.get('access-control-allow-origin'), 'http://localhost:3000');
+  const evil = await fetch(`${local.base}/health`, { headers: { origin: 'http://localhost.evil.com' } });
+  t.equal(evil.headers.get('access-control-allow-origin'), null);
+  const preflight = await fetch(`${local.base}/completions`, { method: 'OPTIONS', headers: { origin: 'http://127.0.0.1', 'access-control-request-method': 'POST' } });
+  t.equal(preflight.status, 200);
+  t.same([preflight.headers.get('access-control-allow-origin'), preflight.headers.get('access-control-allow-methods'), preflight.headers.get('access-control-allow-headers'), preflight.headers.get('access-control-allow-credentials')],
+    ['http://127.0.0.1', 'GET, POST', 'Authorization', 'false']);
 });

@@ -1,7 +1,7 @@
 import t from 'tap';
 import type { EventStream } from '../../src/http/event-stream.js';
-import type { GeneratedToken } from '../../src/inference/engine.js';
-import { TokenStream } from '../../src/inference/stream.js';
+import type { GeneratedToken } from '../../src/inference/engine/engine.js';
+import { TokenStream } from '../../src/inference/handlers/token-stream.js';
 
 function slowStream() {
   const sent: string[] = [];

@@ -123,3 +123,37 @@ t.test('a projector file that is missing fails at start-up', async (t) => {
   await t.rejects(server.ready, /multimodal projector file not found/);
   await server.close();
 });
+
+t.test('--media-path: file:// URLs read images under that directory only', async (t) => {
+  const { mkdtemp, mkdir, writeFile, symlink } = await import('node:fs/promises');
+  const { tmpdir } = await import('node:os');
+  const { join } = await import('node:path');
+  const root = await mkdtemp(join(tmpdir(), 'media-'));
+  await mkdir(join(root, 'media', 'sub'), { recursive: true });
+  await writeFile(join(root, 'media', 'sub', 'red.png'), red);
+  await writeFile(join(root, 'secret.png'), blue);
+  await symlink(join(root, 'secret.png'), join(root, 'media', 'escape.png'));
+  const local = await startTestServer(models.chat, { mmproj: models.mmproj, ctxSize: 2048, mediaPath: join(root, 'media') });
+  t.teardown(local.close);
+  const askLocal = (url: string) => postJson(`${local.base}/v1/chat/completions`, {
+    messages: [{ role: 'user', content: [{ type: 'text', text: 'What is in the picture?' }, { type: 'image_url', image_url: { url } }] }],
+    max_tokens: 8, temperature: 0,
+  });
+  const fromFile = await askLocal('file://sub/red.png');
+  t.equal(fromFile.status, 200);
+  t.equal(fromFile.body.choices[0].message.content, (await ask(dataUrl(red))).body.choices[0].message.content, 'the same image as the data URL');
+  t.equal((await askLocal('file:////sub//red.png')).status, 200, 'leading and doubled slashes name the same file');
+  for (const [url, message] of [
+    ['file://sub/missing.png', /cannot read the file/],
+    ['file://../secret.png', /file path is not allowed/],
+    ['file://sub/../../secret.png', /file path is not allowed/],
+    ['file://escape.png', /file path is not allowed/],
+  ] as const) {
+    const res = await askLocal(url);
+    t.equal(res.status, 400, url);
+    t.match(res.body.error.message, message, url);
+  }
+  const without = await ask('file://sub/red.png');
+  t.equal(without.status, 400);
+  t.match(without.body.error.message, /file:\/\/ URLs are not allowed unless --media-path is specified/);
+});

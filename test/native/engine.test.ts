@@ -1,6 +1,6 @@
 import t from 'tap';
 import { native, type CompletionTaskSpec, type NativeModel } from '../../src/native/binding.js';
-import { InferenceEngine } from '../../src/inference/engine.js';
+import { InferenceEngine } from '../../src/inference/engine/engine.js';
 import { CHAT_TOKENS, ensureTestModels } from '../fixtures/models.js';
 
 const models = await ensureTestModels();

@@ -1,7 +1,7 @@
 // Greedy output must equal llama.cpp's own (llama-simple from the vendored source).
 import t from 'tap';
 import { native } from '../../src/native/binding.js';
-import { InferenceEngine } from '../../src/inference/engine.js';
+import { InferenceEngine } from '../../src/inference/engine/engine.js';
 import { ensureTestModels } from '../fixtures/models.js';
 import { llamaSimpleGreedy } from '../helpers/reference.js';
 

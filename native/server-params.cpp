@@ -1,0 +1,267 @@
+#include "server-params.h"
+
+#include <map>
+
+#include "arg.h"
+#include "chat.h"
+#include "sampling.h"
+
+#include <algorithm>
+
+namespace addon {
+
+Napi::FunctionReference ServerParams::constructor;
+
+Napi::Function ServerParams::define(Napi::Env env) {
+    Napi::Function fn = DefineClass(env, "ServerParams", {
+        StaticMethod<&ServerParams::parse>("parse"),
+        StaticMethod<&ServerParams::options>("options"),
+        InstanceMethod<&ServerParams::js_values>("values"),
+        InstanceMethod<&ServerParams::js_given>("given"),
+    });
+    constructor = Napi::Persistent(fn);
+    constructor.SuppressDestruct();
+    return fn;
+}
+
+ServerParams::ServerParams(const Napi::CallbackInfo & info) : Napi::ObjectWrap<ServerParams>(info) {
+    if (info.Length() < 1 || !info[0].IsExternal()) {
+        throw Napi::TypeError::New(info.Env(), "ServerParams cannot be constructed directly; use ServerParams.parse(argv)");
+    }
+}
+
+ServerParams & ServerParams::from_js(Napi::Env env, Napi::Value value) {
+    if (!value.IsObject() || !value.As<Napi::Object>().InstanceOf(constructor.Value())) throw Napi::TypeError::New(env, "expected a ServerParams");
+    return *Unwrap(value.As<Napi::Object>());
+}
+
+static std::vector<std::string> string_array(Napi::Env env, Napi::Value v, const char * what) {
+    if (!v.IsArray()) throw Napi::TypeError::New(env, std::string(what) + " must be an array of strings");
+    Napi::Array arr = v.As<Napi::Array>();
+    std::vector<std::string> out;
+    for (uint32_t i = 0; i < arr.Length(); i++) {
+        if (!arr.Get(i).IsString()) throw Napi::TypeError::New(env, std::string(what) + " must be an array of strings");
+        out.push_back(arr.Get(i).As<Napi::String>().Utf8Value());
+    }
+    return out;
+}
+
+// parse(argv): argv[0] is the program name, as in main(). Throws (code BAD_ARGUMENTS) when
+// llama.cpp's parser refuses the command line; it has printed why.
+Napi::Value ServerParams::parse(const Napi::CallbackInfo & info) {
+    Napi::Env env = info.Env();
+    std::vector<std::string> argv = string_array(env, info[0], "argv");
+    Napi::Object obj = constructor.New({Napi::External<void>::New(env, nullptr)});
+    ServerParams * self = Unwrap(obj);
+    self->argv_ = argv;
+    std::vector<char *> ptrs;
+    for (auto & a : self->argv_) ptrs.push_back(a.data());
+    ptrs.push_back(nullptr);
+    if (!common_params_parse(static_cast<int>(argv.size()), ptrs.data(), self->params_, LLAMA_EXAMPLE_SERVER)) {
+        Napi::Error err = Napi::Error::New(env, "invalid command line (see the message above)");
+        err.Set("code", "BAD_ARGUMENTS");
+        throw err;
+    }
+    return obj;
+}
+
+static Napi::Array names_of(Napi::Env env, const std::vector<const char *> & names) {
+    Napi::Array out = Napi::Array::New(env, names.size());
+    for (size_t i = 0; i < names.size(); i++) out.Set(static_cast<uint32_t>(i), names[i]);
+    return out;
+}
+
+// options(): every option llama-server accepts, as its parser defines it.
+Napi::Value ServerParams::options(const Napi::CallbackInfo & info) {
+    Napi::Env env = info.Env();
+    common_params scratch;
+    common_params_context ctx = common_params_parser_init(scratch, LLAMA_EXAMPLE_SERVER);
+    Napi::Array out = Napi::Array::New(env);
+    uint32_t n = 0;
+    for (const common_arg & opt : ctx.options) {
+        if (opt.is_preset_only) continue;
+        Napi::Object o = Napi::Object::New(env);
+        o.Set("names", names_of(env, opt.args));
+        o.Set("negatedNames", names_of(env, opt.args_neg));
+        o.Set("env", opt.env ? Napi::Value(Napi::String::New(env, opt.env)) : env.Null());
+        o.Set("valueHint", opt.value_hint ? Napi::Value(Napi::String::New(env, opt.value_hint)) : env.Null());
+        o.Set("help", opt.help);
+        o.Set("sampling", opt.is_sampling);
+        out.Set(n++, o);
+    }
+    return out;
+}
+
+// given(): the first name of every option set on the command line or through its environment
+// variable, in command-line order, then those from the environment.
+Napi::Value ServerParams::js_given(const Napi::CallbackInfo & info) {
+    Napi::Env env = info.Env();
+    common_params scratch;
+    common_params_context ctx = common_params_parser_init(scratch, LLAMA_EXAMPLE_SERVER);
+    std::map<std::string, const common_arg *> by_name;
+    for (const common_arg & opt : ctx.options) {
+        for (const char * a : opt.args) by_name[a] = &opt;
+        for (const char * a : opt.args_neg) by_name[a] = &opt;
+    }
+    std::vector<std::string> given;
+    auto add = [&](const common_arg * opt) {
+        std::string name = opt->args.empty() ? opt->args_neg[0] : opt->args[0];
+        if (std::find(given.begin(), given.end(), name) == given.end()) given.push_back(name);
+    };
+    for (size_t i = 1; i < argv_.size(); i++) {
+        std::string arg = argv_[i];
+        if (arg.rfind("--", 0) == 0) std::replace(arg.begin(), arg.end(), '_', '-');
+        auto it = by_name.find(arg);
+        if (it == by_name.end()) continue;
+        const common_arg * opt = it->second;
+        add(opt);
+        if (opt->handler_int || opt->handler_string) i += 1;
+        else if (opt->handler_str_str) i += 2;
+    }
+    for (const common_arg & opt : ctx.options) {
+        if (opt.has_value_from_env()) add(&opt);
+    }
+    Napi::Array out = Napi::Array::New(env, given.size());
+    for (size_t i = 0; i < given.size(); i++) out.Set(static_cast<uint32_t>(i), given[i]);
+    return out;
+}
+
+static Napi::Array strings(Napi::Env env, const std::vector<std::string> & v) {
+    Napi::Array out = Napi::Array::New(env, v.size());
+    for (size_t i = 0; i < v.size(); i++) out.Set(static_cast<uint32_t>(i), v[i]);
+    return out;
+}
+
+// flat field mapping
+static Napi::Object sampling_values(Napi::Env env, const common_params_sampling & s) {
+    Napi::Object o = Napi::Object::New(env);
+    o.Set("seed", static_cast<double>(s.seed));
+    o.Set("nProbs", s.n_probs);
+    o.Set("minKeep", s.min_keep);
+    o.Set("topK", s.top_k);
+    o.Set("topP", s.top_p);
+    o.Set("minP", s.min_p);
+    o.Set("xtcProbability", s.xtc_probability);
+    o.Set("xtcThreshold", s.xtc_threshold);
+    o.Set("typicalP", s.typ_p);
+    o.Set("temperature", s.temp);
+    o.Set("dynatempRange", s.dynatemp_range);
+    o.Set("dynatempExponent", s.dynatemp_exponent);
+    o.Set("repeatLastN", s.penalty_last_n);
+    o.Set("repeatPenalty", s.penalty_repeat);
+    o.Set("frequencyPenalty", s.penalty_freq);
+    o.Set("presencePenalty", s.penalty_present);
+    o.Set("dryMultiplier", s.dry_multiplier);
+    o.Set("dryBase", s.dry_base);
+    o.Set("dryAllowedLength", s.dry_allowed_length);
+    o.Set("dryPenaltyLastN", s.dry_penalty_last_n);
+    o.Set("drySequenceBreakers", strings(env, s.dry_sequence_breakers));
+    o.Set("adaptiveTarget", s.adaptive_target);
+    o.Set("adaptiveDecay", s.adaptive_decay);
+    o.Set("mirostat", s.mirostat);
+    o.Set("mirostatTau", s.mirostat_tau);
+    o.Set("mirostatEta", s.mirostat_eta);
+    o.Set("topNSigma", s.top_n_sigma);
+    o.Set("ignoreEos", s.ignore_eos);
+    o.Set("timingsPerToken", s.timing_per_token);
+    std::vector<std::string> samplers;
+    for (auto t : s.samplers) samplers.push_back(common_sampler_type_to_str(t));
+    o.Set("samplers", strings(env, samplers));
+    o.Set("grammar", s.grammar.grammar);
+    Napi::Array bias = Napi::Array::New(env, s.logit_bias.size());
+    for (size_t i = 0; i < s.logit_bias.size(); i++) {
+        Napi::Array pair = Napi::Array::New(env, 2);
+        pair.Set(0u, s.logit_bias[i].token);
+        pair.Set(1u, s.logit_bias[i].bias);
+        bias.Set(static_cast<uint32_t>(i), pair);
+    }
+    o.Set("logitBias", bias);
+    o.Set("reasoningBudget", s.reasoning_budget_tokens);
+    return o;
+}
+
+// flat field mapping
+Napi::Value ServerParams::js_values(const Napi::CallbackInfo & info) {
+    Napi::Env env = info.Env();
+    const common_params & p = params_;
+    Napi::Object o = Napi::Object::New(env);
+    o.Set("model", p.model.path);
+    o.Set("mmproj", p.mmproj.path);
+    o.Set("noMmproj", p.no_mmproj);
+    o.Set("mmprojUseGpu", p.mmproj_use_gpu);
+    std::vector<std::string> aliases(p.model_alias.begin(), p.model_alias.end());
+    o.Set("aliases", strings(env, aliases));
+    std::vector<std::string> tags(p.model_tags.begin(), p.model_tags.end());
+    o.Set("tags", strings(env, tags));
+    o.Set("hosts", strings(env, p.hostnames));
+    o.Set("port", p.port);
+    o.Set("reusePort", p.reuse_port);
+    o.Set("apiKeys", strings(env, p.api_keys));
+    o.Set("apiPrefix", p.api_prefix);
+    o.Set("nParallel", p.n_parallel);
+    o.Set("nCtx", p.n_ctx);
+    o.Set("nBatch", p.n_batch);
+    o.Set("nUbatch", p.n_ubatch);
+    o.Set("nPredict", p.n_predict);
+    o.Set("nKeep", p.n_keep);
+    o.Set("threads", p.cpuparams.n_threads);
+    o.Set("threadsBatch", p.cpuparams_batch.n_threads);
+    o.Set("threadsHttp", p.n_threads_http);
+    o.Set("nGpuLayers", p.n_gpu_layers);
+    o.Set("flashAttn", static_cast<int>(p.flash_attn_type));
+    o.Set("loadMode", static_cast<int>(p.load_mode));
+    o.Set("ctxShift", p.ctx_shift);
+    o.Set("kvUnified", p.kv_unified);
+    o.Set("swaFull", p.swa_full);
+    o.Set("cacheReuse", p.n_cache_reuse);
+    o.Set("cachePrompt", p.cache_prompt);
+    o.Set("cacheRamMib", p.cache_ram_mib);
+    o.Set("cacheTypeK", ggml_type_name(p.cache_type_k));
+    o.Set("cacheTypeV", ggml_type_name(p.cache_type_v));
+    o.Set("slotSavePath", p.slot_save_path);
+    o.Set("slotPromptSimilarity", p.slot_prompt_similarity);
+    o.Set("endpointSlots", p.endpoint_slots);
+    o.Set("endpointProps", p.endpoint_props);
+    o.Set("endpointMetrics", p.endpoint_metrics);
+    o.Set("corsOrigins", p.cors_origins);
+    o.Set("corsMethods", p.cors_methods);
+    o.Set("corsHeaders", p.cors_headers);
+    o.Set("corsCredentials", p.cors_credentials);
+    o.Set("timeoutRead", p.timeout_read);
+    o.Set("timeoutWrite", p.timeout_write);
+    o.Set("publicPath", p.public_path);
+    o.Set("webui", p.ui);
+    o.Set("chatTemplate", p.chat_template);
+    o.Set("useJinja", p.use_jinja);
+    o.Set("enableChatTemplate", p.enable_chat_template);
+    Napi::Object kwargs = Napi::Object::New(env);
+    for (const auto & [k, v] : p.default_template_kwargs) kwargs.Set(k, v);
+    o.Set("chatTemplateKwargs", kwargs);
+    o.Set("reasoningFormat", common_reasoning_format_name(p.reasoning_format));
+    o.Set("enableReasoning", p.enable_reasoning);
+    o.Set("prefillAssistant", p.prefill_assistant);
+    o.Set("sleepIdleSeconds", p.sleep_idle_seconds);
+    o.Set("mediaPath", p.media_path);
+    o.Set("verbosity", p.verbosity);
+    o.Set("logJson", p.log_json);
+    o.Set("embedding", p.embedding);
+    o.Set("poolingType", static_cast<int>(p.pooling_type));
+    o.Set("embdNormalize", p.embd_normalize);
+    Napi::Array loras = Napi::Array::New(env, p.lora_adapters.size());
+    for (size_t i = 0; i < p.lora_adapters.size(); i++) {
+        Napi::Object l = Napi::Object::New(env);
+        l.Set("path", p.lora_adapters[i].path);
+        l.Set("scale", p.lora_adapters[i].scale);
+        loras.Set(static_cast<uint32_t>(i), l);
+    }
+    o.Set("loras", loras);
+    o.Set("loraInitWithoutApply", p.lora_init_without_apply);
+    o.Set("modelsDir", p.models_dir);
+    o.Set("modelsPreset", p.models_preset);
+    o.Set("modelsMax", p.models_max);
+    o.Set("modelsAutoload", p.models_autoload);
+    o.Set("sampling", sampling_values(env, p.sampling));
+    return o;
+}
+
+}  // namespace addon

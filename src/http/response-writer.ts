@@ -1,0 +1,182 @@
+// One response on a uWS socket: every write to it goes through here. It owns the response's
+// state (ended or not, client gone or not, event stream or not), so that nothing is written
+// after the end or after the client left, and errors are mapped and logged in one place.
+import { STATUS_CODES } from 'node:http';
+import { HttpError, HttpLayerCode, toHttpError, type ErrorFormatter } from './errors.js';
+import { createEventStream, type EventStream } from './event-stream.js';
+import type { HttpResult } from './request.js';
+
+/** The part of a uWS HttpResponse that writing a response needs. */
+export interface ResponseSink {
+  onAborted(handler: () => void): unknown;
+  onWritable(handler: (offset: number) => boolean): unknown;
+  cork(cb: () => void): unknown;
+  writeStatus(status: string): unknown;
+  writeHeader(key: string, value: string): unknown;
+  write(chunk: string): boolean;
+  end(body?: string, closeConnection?: boolean): unknown;
+  endWithoutBody(reportedContentLength?: number, closeConnection?: boolean): unknown;
+}
+
+export interface ResponseSettings {
+  formatError: ErrorFormatter;
+  /** Receives internal errors (500s) with their causes; never shown to clients. */
+  logError?: (error: HttpError, req: { method: string; path: string }) => void;
+}
+
+export interface EventStreamInit {
+  status?: number;
+  headers?: Record<string, string>;
+}
+
+function statusLine(status: number): string {
+  return `${status} ${STATUS_CODES[status] ?? 'Unknown'}`;
+}
+
+export class ResponseWriter {
+  /** The response has ended or the client is gone: no more writes. */
+  private finished = false;
+  private clientGone = false;
+  /** Made only when a handler asks for the signal (most never do). */
+  private abort: AbortController | null = null;
+  private stream: EventStream | null = null;
+  /** An event stream's status line and headers, until its first write sends them. */
+  private streamHead: (() => void) | null = null;
+
+  /**
+   * Must be constructed synchronously inside the uWS request callback: onAborted has to be
+   * registered before any asynchronous step, or uWS terminates the process.
+   */
+  constructor(
+    private readonly res: ResponseSink,
+    private readonly request: { method: string; path: string },
+    private readonly settings: ResponseSettings,
+    /** Headers of every response on this request (e.g. CORS). */
+    private readonly headers: ReadonlyArray<readonly [string, string]> = [],
+  ) {
+    res.onAborted(() => {
+      this.finished = true;
+      this.clientGone = true;
+      this.abort?.abort();
+    });
+  }
+
+  /** True until the response ended or the client went away. */
+  get isOpen(): boolean {
+    return !this.finished;
+  }
+
+  /** Aborted when the client disconnects. */
+  get signal(): AbortSignal {
+    if (!this.abort) {
+      this.abort = new AbortController();
+      if (this.clientGone) this.abort.abort();
+    }
+    return this.abort.signal;
+  }
+
+  /** Writes a whole response. HEAD gets the headers and Content-Length of the GET answer, no body. */
+  writeResult(result: HttpResult, closeConnection = false): void {
+    if (this.finished) return;
+    this.finished = true;
+    const status = result.status ?? 200;
+    const isText = result.text !== undefined;
+    const payload = isText ? result.text! : result.body === undefined ? '' : JSON.stringify(result.body);
+    const isHead = this.request.method === 'HEAD';
+    this.res.cork(() => {
+      this.writeHead(status, result.headers);
+      if (payload !== '' || result.body !== undefined) {
+        this.res.writeHeader('Content-Type', isText ? (result.contentType ?? 'text/plain; charset=utf-8') : 'application/json; charset=utf-8');
+      }
+      if (isHead) this.res.endWithoutBody(Buffer.byteLength(payload), closeConnection);
+      else this.res.end(payload, closeConnection);
+    });
+  }
+
+  /** Answers anything thrown, through the product's formatter; 500s are logged with their cause. */
+  writeError(thrown: unknown): void {
+    const error = this.logged(thrown);
+    const { status, body } = this.settings.formatError(error);
+    const headers: Record<string, string> = error.code === HttpLayerCode.METHOD_NOT_ALLOWED && error.details.allow
+      ? { Allow: String(error.details.allow) } : {};
+    // After a 413 the rest of the body is still in flight: close instead of reading it.
+    this.writeResult({ status, body, headers }, error.status === 413);
+  }
+
+  /**
+   * Switches the response to `text/event-stream`. The status line and headers go out with the
+   * first event, so a handler that fails before it still gets a plain error response.
+   */
+  openEventStream(init: EventStreamInit = {}): EventStream {
+    if (this.stream) return this.stream;
+    if (this.finished) throw new HttpError(499, 'CLIENT_CLOSED', 'Client closed the connection');
+    // Called only inside res.cork.
+    this.streamHead = () => {
+      this.writeHead(init.status ?? 200, { 'Content-Type': 'text/event-stream', 'Cache-Control': 'no-cache', ...init.headers });
+    };
+    this.stream = createEventStream({
+      write: (chunk) => {
+        let ok = true;
+        this.res.cork(() => {
+          this.sendStreamHead();
+          ok = this.res.write(chunk);
+        });
+        return ok;
+      },
+      whenWritable: (ready) => {
+        if (this.finished) return ready();
+        const onAbort = (): void => ready();
+        this.signal.addEventListener('abort', onAbort, { once: true });
+        this.res.onWritable(() => {
+          this.signal.removeEventListener('abort', onAbort);
+          ready();
+          return true;
+        });
+      },
+      end: () => {
+        this.finished = true;
+        this.res.cork(() => {
+          this.sendStreamHead();
+          this.res.end();
+        });
+      },
+      isOpen: () => !this.finished,
+    });
+    return this.stream;
+  }
+
+  /** Ends the response with a handler's outcome: its result, or the end of its event stream. */
+  finish(result: HttpResult | void): void {
+    if (this.stream) this.stream.end();
+    else this.writeResult(result ?? { status: 204 });
+  }
+
+  /** Ends the response with a handler's failure: a plain error, or a last event once streaming began. */
+  async fail(thrown: unknown): Promise<void> {
+    const stream = this.stream;
+    if (!stream || this.streamHead !== null) {
+      this.writeError(thrown);
+      return;
+    }
+    await stream.send(JSON.stringify(this.settings.formatError(this.logged(thrown)).body));
+    stream.end();
+  }
+
+  private logged(thrown: unknown): HttpError {
+    const error = toHttpError(thrown);
+    if (error.status === 500) this.settings.logError?.(error, this.request);
+    return error;
+  }
+
+  private writeHead(status: number, headers: Record<string, string> = {}): void {
+    this.res.writeStatus(statusLine(status));
+    for (const [k, v] of this.headers) this.res.writeHeader(k, v);
+    for (const [k, v] of Object.entries(headers)) this.res.writeHeader(k, v);
+  }
+
+  private sendStreamHead(): void {
+    const head = this.streamHead;
+    this.streamHead = null;
+    head?.();
+  }
+}

@@ -1,0 +1,38 @@
+// API-key checking (--api-key): `Authorization: Bearer KEY` or `X-Api-Key: KEY`, compared in
+// constant time (both sides hashed to equal length first, every configured key checked).
+import { createHash, timingSafeEqual } from 'node:crypto';
+import type { HttpRequest } from '../../http/request.js';
+import { ErrorType, inferenceError } from '../errors.js';
+
+const digest = (s: string): Buffer => createHash('sha256').update(s, 'utf8').digest();
+
+export function presentedKey(req: HttpRequest): string | undefined {
+  const auth = req.headers['authorization'];
+  if (auth !== undefined) {
+    const m = /^Bearer\s+(\S+)\s*$/i.exec(auth);
+    return m ? m[1] : undefined;
+  }
+  return req.headers['x-api-key'];
+}
+
+export class ApiKeys {
+  private readonly digests: Buffer[];
+
+  constructor(keys: readonly string[]) {
+    this.digests = keys.map(digest);
+  }
+
+  get enabled(): boolean {
+    return this.digests.length > 0;
+  }
+
+  matches(key: string | undefined): boolean {
+    if (key === undefined) return false;
+    const presented = digest(key);
+    let ok = false;
+    for (const d of this.digests) ok = timingSafeEqual(d, presented) || ok;
+    return ok;
+  }
+}
+
+export const invalidApiKey = () => inferenceError(ErrorType.AUTHENTICATION, 'Invalid API Key');

@@ -1,0 +1,90 @@
+// OpenAI-compatible response objects and stream chunks (chat.completion, text_completion).
+import { randomBytes } from 'node:crypto';
+import type { StopType, TokenProbability } from '../../native/binding.js';
+import type { CompletionOutcome, GeneratedToken } from '../engine/engine.js';
+import { logprob, timings, tokenText } from './timings.js';
+
+export function completionId(prefix: 'chatcmpl' | 'cmpl'): string {
+  return `${prefix}-${randomBytes(12).toString('base64url')}`;
+}
+
+export function finishReason(stop: StopType): 'stop' | 'length' {
+  return stop === 'limit' ? 'length' : 'stop';
+}
+
+export interface Usage {
+  prompt_tokens: number;
+  completion_tokens: number;
+  total_tokens: number;
+}
+
+export function usage(outcomes: CompletionOutcome[]): Usage {
+  // With n > 1 every choice shares one prompt: count it once.
+  const prompt = outcomes[0]?.nPrompt ?? 0;
+  const completion = outcomes.reduce((n, o) => n + o.nPredicted, 0);
+  return { prompt_tokens: prompt, completion_tokens: completion, total_tokens: prompt + completion };
+}
+
+const decoder = new TextDecoder();
+
+/** OpenAI's logprob item; `id` (the token id) is llama-server's addition. */
+export interface LogprobItem {
+  id: number;
+  token: string;
+  logprob: number;
+  bytes: number[];
+  top_logprobs: Array<{ id: number; token: string; logprob: number; bytes: number[] }>;
+}
+
+/** Chat logprobs: one item per generated token; `top` alternatives (0..20) each. */
+export function chatLogprobs(
+  items: CompletionOutcome['probabilities'],
+  piece: (token: number) => Uint8Array,
+  top: number,
+): { content: LogprobItem[] } {
+  return {
+    content: items.map((it) => {
+      const bytes = piece(it.token);
+      return {
+        id: it.token,
+        token: tokenText(bytes),
+        logprob: logprob(it.prob),
+        bytes: [...bytes],
+        top_logprobs: it.probs.slice(0, top).map((p: TokenProbability) => ({ id: p.id, token: tokenText(p.piece), logprob: logprob(p.p), bytes: [...p.piece] })),
+      };
+    }),
+  };
+}
+
+/** Legacy completions logprobs: tokens, token_logprobs, top_logprobs maps, text_offset. */
+export function textLogprobs(items: CompletionOutcome['probabilities'], piece: (token: number) => Uint8Array, top: number) {
+  let offset = 0;
+  const tokens: string[] = [];
+  const tokenLogprobs: number[] = [];
+  const topLogprobs: Array<Record<string, number>> = [];
+  const textOffset: number[] = [];
+  for (const it of items) {
+    const text = decoder.decode(piece(it.token));
+    tokens.push(text);
+    tokenLogprobs.push(logprob(it.prob));
+    topLogprobs.push(Object.fromEntries(it.probs.slice(0, top).map((p) => [decoder.decode(p.piece), logprob(p.p)])));
+    textOffset.push(offset);
+    offset += text.length;
+  }
+  return { tokens, token_logprobs: tokenLogprobs, top_logprobs: topLogprobs, text_offset: textOffset };
+}
+
+export function withTimings(body: Record<string, unknown>, outcome: CompletionOutcome | undefined): Record<string, unknown> {
+  if (outcome) body.timings = timings(outcome);
+  return body;
+}
+
+/** The per-token probabilities carried by a batch of streamed tokens. */
+export function tokenProbabilities(batch: readonly GeneratedToken[]): Array<{ token: number; prob: number; probs: TokenProbability[] }> {
+  return batch.filter((t) => t.token >= 0 && t.probs).map((t) => ({ token: t.token, prob: t.prob ?? 0, probs: t.probs ?? [] }));
+}
+
+/** `system_fingerprint`: the model architecture and context size, stable for a running server. */
+export function systemFingerprint(service: { metadata: { architecture: string }; info: { nCtx: number } }): string {
+  return `b-${service.metadata.architecture}-${service.info.nCtx}`;
+}

@@ -1,0 +1,97 @@
+// The bodies of llama-server's read-only endpoints (/v1/models, /props, /slots, /metrics), built
+// from a loaded service. A sleeping server answers with the ones taken before it slept.
+import type { EngineMetrics } from '../../native/binding.js';
+import { buildTaskSpec } from '../service/generation.js';
+import type { InferenceService } from '../service/service.js';
+import type { RequestCounters } from '../service/host.js';
+import { generationSettings } from './llama-server.js';
+
+function modelEntry(service: InferenceService): Record<string, unknown> {
+  const m = service.metadata;
+  return {
+    id: service.alias,
+    object: 'model',
+    created: service.createdAt,
+    owned_by: 'llamacpp',
+    meta: {
+      vocab_type: m.vocabType,
+      n_vocab: m.vocabSize,
+      n_ctx_train: m.nCtxTrain,
+      n_embd: m.nEmbd,
+      n_params: m.nParams,
+      size: m.sizeBytes,
+      architecture: m.architecture,
+    },
+  };
+}
+
+export function modelsBody(service: InferenceService): unknown {
+  return {
+    object: 'list',
+    data: [modelEntry(service)],
+    // llama-server also answers in the Ollama-style shape; clients of either read their half.
+    models: [{ name: service.alias, model: service.alias, type: 'model', capabilities: ['completion'] }],
+  };
+}
+
+function tokenText(service: InferenceService, token: number | null): string {
+  return token === null ? '' : Buffer.from(service.model.tokenPiece(token, true)).toString('utf8');
+}
+
+export function propsBody(service: InferenceService, sleeping: boolean): unknown {
+  return {
+    default_generation_settings: {
+      id: 0,
+      id_task: -1,
+      n_ctx: service.info.nCtxSlot,
+      speculative: false,
+      is_processing: false,
+      params: { ...generationSettings(buildTaskSpec(service, {}, new Int32Array(0)), {}), cache_prompt: true },
+    },
+    total_slots: service.info.nParallel,
+    model_alias: service.alias,
+    model_path: service.settings.modelPath,
+    modalities: { vision: service.vision?.supportsVision ?? false, audio: false },
+    chat_template: service.settings.chatTemplate ?? service.metadata.chatTemplate ?? '',
+    bos_token: tokenText(service, service.metadata.tokens.bos),
+    eos_token: tokenText(service, service.metadata.tokens.eos),
+    build_info: `llama.cpp addon (${service.metadata.architecture})`,
+    n_ctx: service.info.nCtx,
+    is_sleeping: sleeping,
+  };
+}
+
+export function slotsBody(service: InferenceService): unknown[] {
+  return service.engine.native.slots().map((s) => ({
+    id: s.id,
+    id_task: s.taskId ?? -1,
+    n_ctx: s.nCtx,
+    is_processing: s.state !== 'idle',
+    state: s.state,
+    n_prompt_tokens: s.nPrompt,
+    n_decoded: s.nDecoded,
+    n_cached_tokens: s.nCache,
+  }));
+}
+
+/** Prometheus text of the engine's counters and the server's request counters. */
+export function metricsText(m: EngineMetrics, counters: RequestCounters): string {
+  const lines: string[] = [];
+  const metric = (name: string, type: 'counter' | 'gauge', help: string, value: number): void => {
+    lines.push(`# HELP llamacpp:${name} ${help}`, `# TYPE llamacpp:${name} ${type}`, `llamacpp:${name} ${Number.isFinite(value) ? value : 0}`);
+  };
+  metric('prompt_tokens_total', 'counter', 'Number of prompt tokens processed.', m.promptTokens);
+  metric('prompt_seconds_total', 'counter', 'Prompt process time.', m.promptMs / 1000);
+  metric('tokens_predicted_total', 'counter', 'Number of generation tokens processed.', m.predictedTokens);
+  metric('tokens_predicted_seconds_total', 'counter', 'Predict process time.', m.predictedMs / 1000);
+  metric('prompt_tokens_seconds', 'gauge', 'Average prompt throughput in tokens/s.', m.promptMs > 0 ? (1000 * m.promptTokens) / m.promptMs : 0);
+  metric('predicted_tokens_seconds', 'gauge', 'Average generation throughput in tokens/s.', m.predictedMs > 0 ? (1000 * m.predictedTokens) / m.predictedMs : 0);
+  metric('n_decode_total', 'counter', 'Total number of llama_decode() calls.', m.decodeCalls);
+  metric('context_shifts_total', 'counter', 'Times a full slot dropped old tokens to go on generating (--context-shift).', m.contextShifts);
+  metric('requests_total', 'counter', 'HTTP requests received.', counters.requests);
+  metric('requests_failed_total', 'counter', 'HTTP requests answered with an error status.', counters.errors);
+  metric('tasks_completed_total', 'counter', 'Completion tasks finished.', m.tasksDone);
+  metric('requests_processing', 'gauge', 'Number of requests processing (busy slots).', m.busySlots);
+  metric('requests_deferred', 'gauge', 'Number of requests waiting for a slot.', m.queued);
+  return lines.join('\n') + '\n';
+}

@@ -1,0 +1,73 @@
+// Timings and token probabilities in llama-server's shapes.
+import type { TokenProbability } from '../../native/binding.js';
+import type { CompletionOutcome } from '../engine/engine.js';
+
+export interface Timings {
+  cache_n: number;
+  prompt_n: number;
+  prompt_ms: number;
+  prompt_per_token_ms: number;
+  prompt_per_second: number;
+  predicted_n: number;
+  predicted_ms: number;
+  predicted_per_token_ms: number;
+  predicted_per_second: number;
+}
+
+export function timings(o: Pick<CompletionOutcome, 'nPrompt' | 'nCached' | 'nPredicted' | 'tPromptMs' | 'tPredictMs'>): Timings {
+  const promptN = o.nPrompt - o.nCached;
+  return {
+    cache_n: o.nCached,
+    prompt_n: promptN,
+    prompt_ms: o.tPromptMs,
+    prompt_per_token_ms: promptN > 0 ? o.tPromptMs / promptN : 0,
+    prompt_per_second: o.tPromptMs > 0 ? (1000 * promptN) / o.tPromptMs : 0,
+    predicted_n: o.nPredicted,
+    predicted_ms: o.tPredictMs,
+    predicted_per_token_ms: o.nPredicted > 0 ? o.tPredictMs / o.nPredicted : 0,
+    predicted_per_second: o.tPredictMs > 0 ? (1000 * o.nPredicted) / o.tPredictMs : 0,
+  };
+}
+
+const decoder = new TextDecoder('utf-8', { fatal: false });
+
+/**
+ * A token's text. A multi-byte character cut off at the end (a token holding half a character) is
+ * dropped, as llama-server does; the bytes are reported separately.
+ */
+export function tokenText(bytes: Uint8Array): string {
+  let end = bytes.length;
+  for (let i = 1; i <= 4 && i <= bytes.length; i++) {
+    const b = bytes[bytes.length - i]!;
+    const needs = (b & 0xe0) === 0xc0 ? 2 : (b & 0xf0) === 0xe0 ? 3 : (b & 0xf8) === 0xf0 ? 4 : 0;
+    if (needs > i) {
+      end = bytes.length - i;
+      break;
+    }
+  }
+  return decoder.decode(bytes.subarray(0, end));
+}
+
+/** log(p), with llama-server's stand-in for log(0) (the lowest float) since JSON has no -Infinity. */
+export function logprob(p: number): number {
+  return p > 0 ? Math.log(p) : -3.4028234663852886e38;
+}
+
+/**
+ * One entry of `completion_probabilities` in llama-server's two shapes: log-probabilities over the
+ * whole vocabulary (default), or with `post_sampling_probs` the probabilities the sampler chain
+ * left (`prob`, `top_probs`).
+ */
+export function probabilityEntry(
+  token: number,
+  piece: Uint8Array,
+  prob: number,
+  top: TokenProbability[],
+  postSampling: boolean,
+): Record<string, unknown> {
+  const entry = (id: number, bytes: Uint8Array, p: number): Record<string, unknown> =>
+    postSampling
+      ? { id, token: tokenText(bytes), bytes: [...bytes], prob: p }
+      : { id, token: tokenText(bytes), bytes: [...bytes], logprob: logprob(p) };
+  return { ...entry(token, piece, prob), [postSampling ? 'top_probs' : 'top_logprobs']: top.map((t) => entry(t.id, t.piece, t.p)) };
+}

@@ -1,0 +1,103 @@
+// POST /v1/chat/completions (and /chat/completions): OpenAI's chat format over the engine.
+import type { HttpRequest, HttpResult } from '../../http/request.js';
+import { compileBody } from '../../http/validation.js';
+import type { GeneratedToken } from '../engine/engine.js';
+import { badRequest, ErrorType, inferenceError } from '../errors.js';
+import { chatLogprobs, completionId, finishReason, systemFingerprint, tokenProbabilities, usage, withTimings } from '../dialects/openai.js';
+import { BODY_OPTIONS, ChatCompletionBody } from '../schemas.js';
+import { renderChat } from '../service/chat-prompt.js';
+import { choiceCount, perChoice } from '../service/choices.js';
+import { buildTaskSpec, grammarFromSchema } from '../service/generation.js';
+import type { InferenceService } from '../service/service.js';
+import { streamTasks } from './streaming.js';
+
+const ChatBody = compileBody(ChatCompletionBody, BODY_OPTIONS);
+type ChatRequest = ReturnType<typeof ChatBody.parse>;
+
+/** OpenAI's logprobs/top_logprobs, or llama-server's n_probs (listed for chat): `top` alternatives per token. */
+function logprobsRequest(body: ChatRequest): { want: boolean; top: number } {
+  const topLogprobs = body.top_logprobs ?? 0;
+  if (topLogprobs < 0 || topLogprobs > 20) throw badRequest('Invalid field "top_logprobs": must be between 0 and 20', { field: 'top_logprobs' });
+  if (body.top_logprobs !== undefined && body.top_logprobs !== null && !body.logprobs) throw badRequest('"top_logprobs" needs "logprobs": true', { field: 'top_logprobs' });
+  const top = body.logprobs === true ? topLogprobs : (body.n_probs ?? 0);
+  return { want: body.logprobs === true || top > 0, top };
+}
+
+function responseFormatGrammar(body: ChatRequest): string | undefined {
+  const format = body.response_format;
+  if (format?.type === 'json_object') return grammarFromSchema(format.schema ?? { type: 'object' });
+  if (format?.type === 'json_schema') return grammarFromSchema(format.json_schema.schema ?? { type: 'object' });
+  return undefined;
+}
+
+function renderRequest(service: InferenceService, body: ChatRequest) {
+  return renderChat(service, body.messages, {
+    addGenerationPrompt: body.add_generation_prompt,
+    kwargs: body.chat_template_kwargs,
+    media: service.settings.media,
+  });
+}
+
+/** POST /v1/chat/completions/input_tokens: the length of the prompt a chat request would run. */
+export async function handleChatInputTokens(service: InferenceService, req: HttpRequest): Promise<HttpResult> {
+  const body = ChatBody.parse(req);
+  const { prompt, media } = await renderRequest(service, body);
+  if (media.length > 0) throw inferenceError(ErrorType.NOT_SUPPORTED, 'counting the tokens of a prompt with images is not supported yet');
+  const tokens = await service.model.tokenizeAsync(prompt, true, true);
+  return { body: { input_tokens: tokens.length, object: 'response.input_tokens' } };
+}
+
+export async function handleChatCompletions(service: InferenceService, req: HttpRequest): Promise<HttpResult | void> {
+  const body = ChatBody.parse(req);
+  const n = choiceCount(body.n, 'n', service);
+  const { prompt, media } = await renderRequest(service, body);
+  // With images the prompt is tokenized natively, around the images.
+  const tokens = media.length > 0 ? new Int32Array(0) : await service.model.tokenizeAsync(prompt, true, true);
+  if (media.length === 0) service.checkPromptFits(tokens);
+  const grammar = responseFormatGrammar(body);
+  const logprobs = logprobsRequest(body);
+  const spec = buildTaskSpec(service, body, tokens, {
+    nPredict: body.max_completion_tokens ?? body.max_tokens ?? body.n_predict ?? undefined,
+    ...(grammar !== undefined ? { grammar, grammarFromSchema: true } : {}),
+    ...(logprobs.want ? { nProbs: Math.max(1, logprobs.top) } : {}),
+  });
+  if (media.length > 0) Object.assign(spec, { promptText: prompt, media });
+  const specs = perChoice(spec, n);
+  const id = completionId('chatcmpl');
+  const created = Math.floor(Date.now() / 1000);
+  const piece = (t: number): Uint8Array => service.model.tokenPiece(t, false);
+  const base = { id, created, model: service.alias, system_fingerprint: systemFingerprint(service) };
+  const choiceLogprobs = (probs: Parameters<typeof chatLogprobs>[0]) => (logprobs.want ? chatLogprobs(probs, piece, logprobs.top) : null);
+
+  if (!body.stream) {
+    const outcomes = await service.runAll(specs, req.signal);
+    return {
+      body: withTimings({
+        ...base,
+        object: 'chat.completion',
+        choices: outcomes.map((o, index) => ({
+          index,
+          message: { role: 'assistant', content: o.content },
+          logprobs: choiceLogprobs(o.probabilities),
+          finish_reason: finishReason(o.stop),
+        })),
+        usage: usage(outcomes),
+      }, outcomes.length === 1 ? outcomes[0] : undefined),
+    };
+  }
+
+  const chunk = (choices: unknown[]): Record<string, unknown> => ({ ...base, object: 'chat.completion.chunk', choices });
+  const outcomes = await streamTasks(req, service, specs, {
+    opening: (index) => JSON.stringify(chunk([{ index, delta: { role: 'assistant', content: null }, logprobs: null, finish_reason: null }])),
+    tokens: (index) => (batch: GeneratedToken[]) => {
+      const text = batch.map((t) => t.text).join('');
+      const probs = tokenProbabilities(batch);
+      if (text === '' && probs.length === 0) return null;
+      return JSON.stringify(chunk([{ index, delta: { content: text }, logprobs: choiceLogprobs(probs), finish_reason: null }]));
+    },
+    closing: (outcome, index) => JSON.stringify(withTimings(chunk([{ index, delta: {}, logprobs: null, finish_reason: finishReason(outcome.stop) }]), outcome)),
+  });
+  const stream = req.openEventStream();
+  if (body.stream_options?.include_usage) await stream.send(JSON.stringify({ ...chunk([]), usage: usage(outcomes) }));
+  await stream.sendRaw('data: [DONE]\n\n');
+}

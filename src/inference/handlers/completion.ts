@@ -1,0 +1,82 @@
+// POST /completion (and /completions): llama-server's native completion endpoint.
+import type { HttpRequest, HttpResult } from '../../http/request.js';
+import { compileBody } from '../../http/validation.js';
+import { completionChunk, completionResponse, generationSettings, type NativeFormatOptions } from '../dialects/llama-server.js';
+import type { CompletionTaskSpec } from '../../native/binding.js';
+import { buildTaskSpec, type GenerationRequest } from '../service/generation.js';
+import { decodeDataUrl } from '../service/media.js';
+import { choiceCount, perChoice } from '../service/choices.js';
+import { badRequest } from '../errors.js';
+import { splitPrompts, tokenizePrompt, type PromptInput } from '../service/prompt-input.js';
+import { BODY_OPTIONS, CompletionBody } from '../schemas.js';
+import type { InferenceService } from '../service/service.js';
+import { streamTasks } from './streaming.js';
+
+const Body = compileBody(CompletionBody, BODY_OPTIONS);
+
+export async function handleCompletion(service: InferenceService, req: HttpRequest): Promise<HttpResult | void> {
+  const body = Body.parse(req);
+  const multimodal = typeof body.prompt === 'object' && !Array.isArray(body.prompt) ? body.prompt : null;
+  const images = multimodal?.multimodal_data ?? body.multimodal_data;
+  if (multimodal || images) {
+    const text = multimodal ? multimodal.prompt_string : body.prompt;
+    if (typeof text !== 'string') throw badRequest('Invalid field "prompt": with multimodal_data the prompt must be text with media markers', { field: 'prompt' });
+    if (!service.vision) throw badRequest('multimodal_data needs a multimodal projector: start the server with -mm', { field: 'multimodal_data' });
+    const media = (images ?? []).map((b64, i) => decodeDataUrl(`data:;base64,${b64}`, `multimodal_data[${i}]`));
+    const spec = { ...buildTaskSpec(service, body, new Int32Array(0)), promptText: text, media };
+    return answerCompletions(req, service, body, [spec], text);
+  }
+  const prompt = body.prompt as PromptInput;
+  const prompts = await Promise.all(splitPrompts(prompt).map((p) => tokenizePrompt(service.model, service.vocabSize, p)));
+  prompts.forEach((p) => service.checkPromptFits(p));
+  const specs = prompts.map((p) => buildTaskSpec(service, body, p));
+  return answerCompletions(req, service, body, specs, typeof prompt === 'string' ? prompt : '');
+}
+
+/**
+ * Runs the tasks (n_cmpl of each) and answers in /completion's shape (also /infill's): one object,
+ * an array for several prompts or completions, or an SSE stream of chunks then a final chunk per task.
+ */
+export async function answerCompletions(
+  req: HttpRequest,
+  service: InferenceService,
+  body: GenerationRequest,
+  specs: CompletionTaskSpec[],
+  prompt: string,
+): Promise<HttpResult | void> {
+  // n_cmpl (alias n) completions of each prompt, indexed prompt by prompt as llama-server does.
+  const nCmpl = choiceCount(body.n_cmpl ?? body.n, body.n_cmpl !== undefined ? 'n_cmpl' : 'n', service);
+  specs = specs.flatMap((spec) => perChoice(spec, nCmpl));
+  const options = (index: number): NativeFormatOptions => ({
+    index,
+    returnTokens: body.return_tokens ?? false,
+    nProbs: specs[index]!.nProbs ?? 0,
+    postSamplingProbs: specs[index]!.postSamplingProbs ?? false,
+    timingsPerToken: body.timings_per_token ?? false,
+    prompt,
+    generationSettings: generationSettings(specs[index]!, body),
+    responseFields: body.response_fields ?? [],
+  });
+
+  if (!body.stream) {
+    const outcomes = await service.runAll(specs, req.signal);
+    const responses = outcomes.map((o, i) => completionResponse(service, o, options(i)));
+    return { body: responses.length === 1 ? responses[0] : responses };
+  }
+  await streamTasks(req, service, specs, {
+    tokens: (index) => {
+      const opts = options(index);
+      let predicted = 0;
+      let nPrompt = specs[index]!.prompt.length;  // with images, known once the engine has tokenized the prompt
+      const t0 = performance.now();
+      return (batch) => {
+        predicted += batch.filter((t) => t.token >= 0).length;
+        nPrompt = batch.find((t) => t.nPrompt !== undefined)?.nPrompt ?? nPrompt;
+        const chunk = completionChunk(service, batch, opts, nPrompt, predicted);
+        if (opts.timingsPerToken) chunk.timings = { predicted_n: predicted, predicted_ms: performance.now() - t0 };
+        return JSON.stringify(chunk);
+      };
+    },
+    closing: (outcome, index) => JSON.stringify(completionResponse(service, outcome, options(index), true)),
+  });
+}

@@ -1,0 +1,61 @@
+// POST /v1/completions: OpenAI's (legacy) text completion format over the engine.
+import type { HttpRequest, HttpResult } from '../../http/request.js';
+import { compileBody } from '../../http/validation.js';
+import { badRequest } from '../errors.js';
+import { completionId, finishReason, systemFingerprint, textLogprobs, tokenProbabilities, usage, withTimings } from '../dialects/openai.js';
+import { BODY_OPTIONS, OpenAICompletionBody } from '../schemas.js';
+import { choiceCount, perChoice } from '../service/choices.js';
+import { buildTaskSpec } from '../service/generation.js';
+import { splitPrompts, tokenizePrompt } from '../service/prompt-input.js';
+import type { InferenceService } from '../service/service.js';
+import { streamTasks } from './streaming.js';
+
+const TextBody = compileBody(OpenAICompletionBody, BODY_OPTIONS);
+
+export async function handleTextCompletions(service: InferenceService, req: HttpRequest): Promise<HttpResult | void> {
+  const body = TextBody.parse(req);
+  const n = choiceCount(body.n, 'n', service);
+  const prompts = splitPrompts(body.prompt);
+  if (prompts.length !== 1) throw badRequest('Invalid field "prompt": one prompt per request (string or tokens)', { field: 'prompt' });
+  const tokens = await tokenizePrompt(service.model, service.vocabSize, prompts[0]!);
+  service.checkPromptFits(tokens);
+  if ((body.logprobs ?? 0) < 0 || (body.logprobs ?? 0) > 5) throw badRequest('Invalid field "logprobs": must be between 0 and 5', { field: 'logprobs' });
+  // OpenAI's logprobs (0..5 alternatives), or llama-server's n_probs.
+  const wantLogprobs = (body.logprobs !== undefined && body.logprobs !== null) || (body.n_probs ?? 0) > 0;
+  const top = body.logprobs ?? body.n_probs ?? 0;
+  const spec = buildTaskSpec(service, body, tokens, {
+    nPredict: body.max_tokens ?? body.n_predict ?? undefined,
+    ...(wantLogprobs ? { nProbs: Math.max(1, top) } : {}),
+  });
+  const specs = perChoice(spec, n);
+  const piece = (t: number): Uint8Array => service.model.tokenPiece(t, false);
+  const echo = body.echo && typeof body.prompt === 'string' ? body.prompt : '';
+  const base = { id: completionId('cmpl'), object: 'text_completion', created: Math.floor(Date.now() / 1000), model: service.alias, system_fingerprint: systemFingerprint(service) };
+  const choiceLogprobs = (probs: Parameters<typeof textLogprobs>[0]) => (wantLogprobs ? textLogprobs(probs, piece, top) : null);
+
+  if (!body.stream) {
+    const outcomes = await service.runAll(specs, req.signal);
+    return {
+      body: withTimings({
+        ...base,
+        choices: outcomes.map((o, index) => ({ text: echo + o.content, index, logprobs: choiceLogprobs(o.probabilities), finish_reason: finishReason(o.stop) })),
+        usage: usage(outcomes),
+      }, outcomes.length === 1 ? outcomes[0] : undefined),
+    };
+  }
+
+  const chunk = (choice: Record<string, unknown>): string => JSON.stringify({ ...base, choices: [choice] });
+  const outcomes = await streamTasks(req, service, specs, {
+    opening: (index) => (echo ? chunk({ text: echo, index, logprobs: null, finish_reason: null }) : null),
+    tokens: (index) => (batch) => {
+      const text = batch.map((t) => t.text).join('');
+      const probs = tokenProbabilities(batch);
+      if (text === '' && probs.length === 0) return null;
+      return chunk({ text, index, logprobs: choiceLogprobs(probs), finish_reason: null });
+    },
+    closing: (outcome, index) => JSON.stringify(withTimings({ ...base, choices: [{ text: '', index, logprobs: null, finish_reason: finishReason(outcome.stop) }] }, outcome)),
+  });
+  const stream = req.openEventStream();
+  if (body.stream_options?.include_usage) await stream.send(JSON.stringify({ ...base, choices: [], usage: usage(outcomes) }));
+  await stream.sendRaw('data: [DONE]\n\n');
+}

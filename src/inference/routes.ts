@@ -1,0 +1,67 @@
+// The route table of inference-server: one line per route, its guard visible on the line.
+//   public          no credentials; answered while the model loads
+//   apiKey          503 while the model loads, then --api-key (or an --auth-app access token);
+//                   a sleeping model (--sleep-idle-seconds) is loaded again for the request
+//   apiKeyReadOnly  as apiKey, but never wakes a sleeping model (answers from before it slept)
+// llama-server's aliases of a route are listed beside it.
+import type { Method, Route } from '../http/router.js';
+import { apiKey, apiKeyReadOnly, inferenceRoute, publicAccess, type Guard, type InferenceHandler, type RouteContext } from './guards.js';
+import { handleCompletion } from './handlers/completion.js';
+import { handleEmbedding, handleOpenAIEmbeddings, handleRerank } from './handlers/embeddings.js';
+import { handleInfill } from './handlers/infill.js';
+import { handleHealth, handleModels, handleProps, handleSetProps, handleSlots, metricsHandler } from './handlers/info.js';
+import { ErrorType, inferenceError } from './errors.js';
+import { handleListLoraAdapters, handleSetLoraAdapters } from './handlers/lora-adapters.js';
+import { handleChatCompletions, handleChatInputTokens } from './handlers/chat-completions.js';
+import { handleTextCompletions } from './handlers/text-completions.js';
+import { handleApplyTemplate, handleDetokenize, handleTokenize } from './handlers/tokenize.js';
+
+/** Endpoints llama-server serves only when asked (--metrics, --props) or until told not to (--no-slots). */
+export interface RouteOptions {
+  metrics: boolean;
+  slots: boolean;
+  /** POST /props. */
+  props: boolean;
+}
+
+/** A switched-off endpoint answers 501 naming the flag that turns it on, as llama-server. */
+function whenEnabled<I>(enabled: boolean, what: string, flag: string, handler: InferenceHandler<I>): InferenceHandler<I> {
+  if (enabled) return handler;
+  return () => {
+    throw inferenceError(ErrorType.NOT_SUPPORTED, `This server does not support ${what}. Start it with \`${flag}\``);
+  };
+}
+
+export function inferenceRoutes(ctx: RouteContext, options: RouteOptions): Route[] {
+  const route = <I>(method: Method, path: string, guard: Guard<I>, handler: InferenceHandler<I>): Route => inferenceRoute(ctx, method, path, guard, handler);
+  return [
+    route('GET',  '/health',               publicAccess, handleHealth),
+    route('GET',  '/v1/health',            publicAccess, handleHealth),
+    route('POST', '/completion',           apiKey,       handleCompletion),
+    route('POST', '/completions',          apiKey,       handleCompletion),
+    route('POST', '/infill',               apiKey,       handleInfill),
+    route('POST', '/v1/completions',       apiKey,       handleTextCompletions),
+    route('POST', '/v1/chat/completions',  apiKey,       handleChatCompletions),
+    route('POST', '/chat/completions',     apiKey,       handleChatCompletions),
+    route('GET',  '/v1/models',            apiKeyReadOnly, handleModels),
+    route('GET',  '/models',               apiKeyReadOnly, handleModels),
+    route('GET',  '/props',                apiKeyReadOnly, handleProps),
+    route('POST', '/props',                apiKey,       whenEnabled(options.props, 'changing global properties', '--props', handleSetProps)),
+    route('GET',  '/slots',                apiKeyReadOnly, whenEnabled(options.slots, 'slots endpoint', '--slots', handleSlots)),
+    route('POST', '/tokenize',             apiKey,       handleTokenize),
+    route('POST', '/detokenize',           apiKey,       handleDetokenize),
+    route('POST', '/apply-template',       apiKey,       handleApplyTemplate),
+    route('GET',  '/lora-adapters',        apiKey,       handleListLoraAdapters),
+    route('POST', '/lora-adapters',        apiKey,       handleSetLoraAdapters),
+    route('POST', '/v1/embeddings',        apiKey,       handleOpenAIEmbeddings),
+    route('POST', '/embeddings',           apiKey,       handleEmbedding),
+    route('POST', '/embedding',            apiKey,       handleEmbedding),
+    route('POST', '/v1/rerank',            apiKey,       handleRerank),
+    route('POST', '/rerank',               apiKey,       handleRerank),
+    route('POST', '/v1/reranking',         apiKey,       handleRerank),
+    route('POST', '/reranking',            apiKey,       handleRerank),
+    route('GET',  '/metrics',              apiKeyReadOnly, whenEnabled(options.metrics, 'metrics endpoint', '--metrics', metricsHandler(ctx.host))),
+    route('POST', '/chat/completions/input_tokens',    apiKey, handleChatInputTokens),
+    route('POST', '/v1/chat/completions/input_tokens', apiKey, handleChatInputTokens),
+  ];
+}

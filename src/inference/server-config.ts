@@ -1,0 +1,145 @@
+// inference-server's command line: llama-server's own (parsed by llama.cpp's parser, see
+// ServerParams and llama-server-flags.ts) plus a few flags of ours, which are taken out first.
+// Pure functions from the parsed values to the server's options, so they can be tested alone.
+import { UsageError, parseFlags, type FlagSpec, type ParsedFlags } from '../cli/flags.js';
+import { PoolingType, type PoolingName, type ServerParamValues, type ServerSamplingValues } from '../native/binding.js';
+import { LLAMA_SERVER_FLAGS } from './llama-server-flags.js';
+import type { RuntimeOptions } from './options.js';
+import type { InferenceServerOptions } from './server.js';
+import type { GenerationDefaults } from './service/generation.js';
+
+/** Flags of this server that llama-server does not have. */
+export const OWN_FLAGS = [
+  { names: ['--max-body-bytes'], kind: 'int', key: 'maxBodyBytes', help: 'largest accepted request body (default 33554432)' },
+  { names: ['--media-allow-remote'], kind: 'bool', key: 'mediaAllowRemote', help: 'fetch http(s) image URLs in chat messages (default: only data URLs)' },
+  { names: ['--layer-window'], kind: 'string', key: 'layerWindow', choices: ['auto'], help: '"auto": as many layers on the GPU as its free memory holds (-ngl auto)' },
+  { names: ['--auth'], kind: 'bool', key: 'auth', help: 'mount the authentication service on this port (configured by the AUTH_* variables, see docs/auth-service.md)' },
+  { names: ['--auth-app'], kind: 'string', key: 'authApp', help: 'also accept access tokens of this auth-service app (slug) where an API key is accepted' },
+  { names: ['--auth-role'], kind: 'string', key: 'authRole', choices: ['viewer', 'staff', 'admin', 'owner'], help: 'with --auth-app: least role required in the token (viewer, staff, admin, owner)' },
+  { names: ['--auth-issuer'], kind: 'string', key: 'authIssuer', help: 'with --auth-app and no --auth: the issuer (iss) of the auth-server whose tokens are accepted' },
+  { names: ['--auth-jwks-url'], kind: 'string', key: 'authJwksUrl', help: 'with --auth-issuer: where its JWKS is, if not <issuer>/.well-known/jwks.json' },
+] as const satisfies readonly FlagSpec[];
+
+export type OwnFlags = ParsedFlags<typeof OWN_FLAGS>;
+
+/** Splits argv (without node and script) into our own flags, parsed, and llama-server's command line. */
+export function splitCommandLine(argv: readonly string[]): { own: OwnFlags; llama: string[] } {
+  const ownNames = new Map<string, FlagSpec>(OWN_FLAGS.flatMap((spec) => spec.names.map((name) => [name, spec] as const)));
+  const own: string[] = [];
+  const llama: string[] = [];
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i]!;
+    const spec = ownNames.get(arg.split('=')[0]!);
+    if (!spec) {
+      llama.push(arg);
+      continue;
+    }
+    own.push(arg);
+    if (spec.kind !== 'bool' && !arg.includes('=') && i + 1 < argv.length) own.push(argv[++i]!);
+  }
+  return { own: parseFlags(own, OWN_FLAGS, {}), llama };
+}
+
+/** The refusal of every given option this server cannot honour, one line each. */
+export function refusedOptions(given: readonly string[]): string[] {
+  return given.flatMap((name) => {
+    const support = LLAMA_SERVER_FLAGS[name];
+    return support?.kind === 'refused' ? [`${name}: ${support.why}`] : [];
+  });
+}
+
+/** common_params' LLAMA_DEFAULT_SEED: a random seed per request. */
+const RANDOM_SEED = 0xffffffff;
+
+export function generationDefaults(s: ServerSamplingValues): GenerationDefaults {
+  return {
+    sampling: {
+      seed: s.seed === RANDOM_SEED ? -1 : s.seed,
+      temperature: s.temperature,
+      dynatempRange: s.dynatempRange,
+      dynatempExponent: s.dynatempExponent,
+      topK: s.topK,
+      topP: s.topP,
+      minP: s.minP,
+      topNSigma: s.topNSigma,
+      typicalP: s.typicalP,
+      xtcProbability: s.xtcProbability,
+      xtcThreshold: s.xtcThreshold,
+      repeatLastN: s.repeatLastN,
+      repeatPenalty: s.repeatPenalty,
+      presencePenalty: s.presencePenalty,
+      frequencyPenalty: s.frequencyPenalty,
+      dryMultiplier: s.dryMultiplier,
+      dryBase: s.dryBase,
+      dryAllowedLength: s.dryAllowedLength,
+      dryPenaltyLastN: s.dryPenaltyLastN,
+      drySequenceBreakers: s.drySequenceBreakers,
+      mirostat: s.mirostat,
+      mirostatTau: s.mirostatTau,
+      mirostatEta: s.mirostatEta,
+      minKeep: s.minKeep,
+      ignoreEos: s.ignoreEos,
+      samplers: s.samplers,
+      grammar: s.grammar,
+      logitBias: s.logitBias,
+    },
+    nProbs: s.nProbs,
+  };
+}
+
+function poolingName(id: number): PoolingName | undefined {
+  return (Object.keys(PoolingType) as PoolingName[]).find((name) => PoolingType[name] === id);
+}
+
+function runtimeOptions(v: ServerParamValues, own: OwnFlags, gpuAvailable: boolean): RuntimeOptions {
+  if (v.model === '') throw new UsageError('-m <model.gguf> is required');
+  return {
+    model: v.model,
+    // Unset (0) keeps this server's default: the training context, at most 8192.
+    ctxSize: v.nCtx === 0 ? undefined : v.nCtx,
+    // llama.cpp: -1 auto, -2 and below all; without a GPU backend every layer stays on the CPU.
+    nGpuLayers: !gpuAvailable ? 0 : own.layerWindow === 'auto' || v.nGpuLayers < 0 ? -1 : v.nGpuLayers,
+    threads: v.threads > 0 ? v.threads : undefined,
+    threadsBatch: v.threadsBatch > 0 ? v.threadsBatch : undefined,
+    batchSize: v.nBatch,
+    ubatchSize: v.nUbatch,
+    flashAttn: v.flashAttn,
+    useMmap: v.loadMode !== 0,
+  };
+}
+
+/** The server's options from llama-server's parsed command line and our own flags. */
+export function serverOptions(v: ServerParamValues, own: OwnFlags, gpuAvailable: boolean): Omit<InferenceServerOptions, 'serverParams'> {
+  const pooling = poolingName(v.poolingType);
+  const rerank = v.embedding && pooling === 'rank';
+  return {
+    runtime: runtimeOptions(v, own, gpuAvailable),
+    host: v.hosts[0] ?? '127.0.0.1',
+    port: v.port,
+    // llama-server's -np default (-1) is 4 slots.
+    parallel: v.nParallel > 0 ? v.nParallel : 4,
+    contextShift: v.ctxShift,
+    // As llama-server: with -np left to its default the slots share one KV pool; with -np given,
+    // each slot has n_ctx / np unless --kv-unified.
+    kvUnified: v.nParallel < 0 ? true : v.kvUnified,
+    ...(v.aliases[0] !== undefined ? { alias: v.aliases[0] } : {}),
+    apiKeys: v.apiKeys,
+    metrics: v.endpointMetrics,
+    slots: v.endpointSlots,
+    sleepIdleSeconds: v.sleepIdleSeconds,
+    cors: { origins: v.corsOrigins, methods: v.corsMethods, headers: v.corsHeaders, credentials: v.corsCredentials },
+    props: v.endpointProps,
+    nPredict: v.nPredict,
+    maxBodyBytes: own.maxBodyBytes ?? 32 * 1024 * 1024,
+    embedding: v.embedding && !rerank,
+    rerank,
+    ...(pooling !== undefined && !rerank ? { pooling } : {}),
+    loras: v.loras.map((l) => ({ path: l.path, scale: v.loraInitWithoutApply ? 0 : l.scale })),
+    ...(v.mmproj !== '' && !v.noMmproj ? { mmproj: v.mmproj } : {}),
+    allowRemoteMedia: Boolean(own.mediaAllowRemote),
+    ...(v.mediaPath !== '' ? { mediaPath: v.mediaPath } : {}),
+    generation: generationDefaults(v.sampling),
+    ...(v.chatTemplate !== '' ? { chatTemplate: v.chatTemplate } : {}),
+    templateKwargs: Object.fromEntries(Object.entries(v.chatTemplateKwargs).map(([k, json]) => [k, JSON.parse(json) as unknown])),
+  };
+}

@@ -1,0 +1,101 @@
+import t from 'tap';
+import { HttpError } from '../../src/http/errors.js';
+import { ResponseWriter, type ResponseSink } from '../../src/http/response-writer.js';
+
+/** Records what a ResponseWriter writes, as uWS would receive it. */
+class FakeResponse implements ResponseSink {
+  readonly writes: string[] = [];
+  ended: { body?: string; close?: boolean; reported?: number } | null = null;
+  private aborted: (() => void) | null = null;
+  private writable: ((offset: number) => boolean) | null = null;
+  backpressure = false;
+  onAborted(h: () => void) { this.aborted = h; }
+  onWritable(h: (offset: number) => boolean) { this.writable = h; }
+  cork(cb: () => void) { cb(); }
+  writeStatus(s: string) { this.writes.push(`status ${s}`); }
+  writeHeader(k: string, v: string) { this.writes.push(`${k}: ${v}`); }
+  write(chunk: string) { this.writes.push(`chunk ${chunk}`); return !this.backpressure; }
+  end(body?: string, close?: boolean) { this.ended = { body, close }; }
+  endWithoutBody(reported?: number, close?: boolean) { this.ended = { reported, close }; }
+  clientLeaves() { this.aborted?.(); }
+  drain() { this.backpressure = false; this.writable?.(0); }
+}
+
+const CORS = [['Access-Control-Allow-Origin', '*']] as const;
+const settings = (logged: HttpError[] = []) => ({
+  formatError: (e: HttpError) => ({ status: e.status, body: { error: { code: e.code } } }),
+  logError: (e: HttpError) => { logged.push(e); },
+});
+
+t.test('writes a JSON result with the default headers', async (t) => {
+  const res = new FakeResponse();
+  new ResponseWriter(res, { method: 'GET', path: '/x' }, settings(), CORS).writeResult({ body: { a: 1 } });
+  t.same(res.writes, ['status 200 OK', 'Access-Control-Allow-Origin: *', 'Content-Type: application/json; charset=utf-8']);
+  t.same(res.ended, { body: '{"a":1}', close: false });
+});
+
+t.test('HEAD gets the GET Content-Length and no body', async (t) => {
+  const res = new FakeResponse();
+  new ResponseWriter(res, { method: 'HEAD', path: '/x' }, settings(), CORS).writeResult({ body: { a: 1 } });
+  t.same(res.ended, { reported: 7, close: false });
+});
+
+t.test('writes nothing after the client left, and the signal is aborted', async (t) => {
+  const res = new FakeResponse();
+  const writer = new ResponseWriter(res, { method: 'GET', path: '/x' }, settings(), CORS);
+  res.clientLeaves();
+  t.equal(writer.signal.aborted, true);
+  t.equal(writer.isOpen, false);
+  writer.writeResult({ body: {} });
+  t.same(res.writes, []);
+  t.equal(res.ended, null);
+});
+
+t.test('an internal error is logged with its cause and answered 500 without it', async (t) => {
+  const res = new FakeResponse();
+  const logged: HttpError[] = [];
+  new ResponseWriter(res, { method: 'GET', path: '/x' }, settings(logged), CORS).writeError(new Error('secret'));
+  t.equal(logged.length, 1);
+  t.equal((logged[0]!.cause as Error).message, 'secret');
+  t.same(res.ended, { body: '{"error":{"code":"INTERNAL"}}', close: false });
+});
+
+t.test('a 413 closes the connection', async (t) => {
+  const res = new FakeResponse();
+  new ResponseWriter(res, { method: 'POST', path: '/x' }, settings(), CORS).writeError(new HttpError(413, 'BODY_TOO_LARGE', 'big'));
+  t.equal(res.ended?.close, true);
+});
+
+t.test('an event stream sends its head with the first event; a failure before it is a plain error', async (t) => {
+  const res = new FakeResponse();
+  const writer = new ResponseWriter(res, { method: 'GET', path: '/x' }, settings(), CORS);
+  writer.openEventStream();
+  t.same(res.writes, []);
+  await writer.fail(new HttpError(400, 'BAD', 'bad'));
+  t.equal(res.writes[0], 'status 400 Bad Request');
+  t.same(res.ended, { body: '{"error":{"code":"BAD"}}', close: false });
+});
+
+t.test('a failure after the first event is sent as the last event', async (t) => {
+  const res = new FakeResponse();
+  const writer = new ResponseWriter(res, { method: 'GET', path: '/x' }, settings(), CORS);
+  const stream = writer.openEventStream();
+  await stream.send('1');
+  await writer.fail(new HttpError(400, 'BAD', 'bad'));
+  t.same(res.writes.slice(0, 4), ['status 200 OK', 'Access-Control-Allow-Origin: *', 'Content-Type: text/event-stream', 'Cache-Control: no-cache']);
+  t.same(res.writes.slice(4), ['chunk data: 1\n\n', 'chunk data: {"error":{"code":"BAD"}}\n\n']);
+  t.same(res.ended, { body: undefined, close: undefined });
+});
+
+t.test('a full socket holds the next event until it drains', async (t) => {
+  const res = new FakeResponse();
+  const stream = new ResponseWriter(res, { method: 'GET', path: '/x' }, settings(), CORS).openEventStream();
+  res.backpressure = true;
+  let firstDone = false;
+  const first = stream.send('1').then(() => { firstDone = true; });
+  await Promise.resolve();
+  t.equal(firstDone, false);
+  res.drain();
+  await first;
+  t.equal(firstDone, true);
+});

@@ -1,0 +1,137 @@
+// inference-server takes llama-server's command line: parsed by llama.cpp's own parser, each
+// option served, handed to llama.cpp, ignored as llama-server does, or refused with a reason.
+import { spawn } from 'node:child_process';
+import { once } from 'node:events';
+import { join } from 'node:path';
+import t from 'tap';
+import { native } from '../../src/native/binding.js';
+import { LLAMA_SERVER_FLAGS } from '../../src/inference/llama-server-flags.js';
+import { refusedOptions, serverOptions, splitCommandLine } from '../../src/inference/server-config.js';
+import { startInferenceServer } from '../../src/inference/server.js';
+import { ensureTestModels } from '../fixtures/models.js';
+import { postJson } from '../helpers/inference-server.js';
+import { REPO_ROOT } from '../helpers/reference.js';
+
+const models = await ensureTestModels();
+const parse = (...argv: string[]) => native.ServerParams.parse(['llama-server', ...argv]);
+
+t.test('every option of the vendored llama-server is classified, and nothing else is', async (t) => {
+  const names = native.ServerParams.options().map((o) => o.names[0] ?? o.negatedNames[0]!);
+  t.ok(names.length > 200, 'the parser lists llama-server\'s options');
+  t.same(names.filter((n) => !(n in LLAMA_SERVER_FLAGS)), [], 'unclassified options');
+  t.same(Object.keys(LLAMA_SERVER_FLAGS).filter((n) => !names.includes(n)), [], 'classified names the parser does not have');
+});
+
+t.test('given() names each option by its first name, from argv and from LLAMA_ARG_* variables', async (t) => {
+  process.env.LLAMA_ARG_N_PREDICT = '7';
+  t.teardown(() => { delete process.env.LLAMA_ARG_N_PREDICT; });
+  const params = parse('--temperature', '0.3', '--ctx-size', '512', '--parallel', '2', '--cont-batching', '--jinja', '-m', 'x.gguf');
+  t.same(params.given(), ['--temp', '-c', '-np', '-cb', '--jinja', '-m', '-n']);
+  t.equal(params.values().nPredict, 7);
+});
+
+t.test('our own flags are taken out before llama-server\'s command line is parsed', async (t) => {
+  const { own, llama } = splitCommandLine(['-m', 'x.gguf', '--max-body-bytes', '1000', '--auth-app=demo', '--temp', '0', '--media-allow-remote']);
+  t.same(llama, ['-m', 'x.gguf', '--temp', '0']);
+  t.same(own, { maxBodyBytes: 1000, authApp: 'demo', mediaAllowRemote: true });
+});
+
+t.test('refused options are named with their reason; served and ignored ones are not', async (t) => {
+  t.same(refusedOptions(['-m', '-cb', '--temp', '-hf', '--spec-draft-model']), [
+    '-hf: this server loads local files only: download the file and pass its path',
+    '--spec-draft-model: speculative decoding is not implemented yet',
+  ]);
+});
+
+t.test('the sampling flags become the defaults of requests, as in llama-server', async (t) => {
+  const params = parse('-m', models.chat, '--temp', '0.25', '--top-k', '7', '--top-p', '0.5', '--min-p', '0.1', '--seed', '42',
+    '--repeat-penalty', '1.1', '--repeat-last-n', '32', '--presence-penalty', '0.2', '--frequency-penalty', '0.3',
+    '--dry-multiplier', '0.5', '--xtc-probability', '0.1', '--mirostat', '2', '--samplers', 'top_k;temperature', '--ignore-eos', '-n', '9');
+  const options = serverOptions(params.values(), {}, false);
+  const s = options.generation!.sampling;
+  t.same([s.temperature, s.topK, s.topP, s.minP, s.seed, s.repeatPenalty, s.repeatLastN, s.presencePenalty, s.frequencyPenalty, s.dryMultiplier, s.xtcProbability, s.mirostat, s.ignoreEos],
+    [Math.fround(0.25), 7, 0.5, Math.fround(0.1), 42, Math.fround(1.1), 32, Math.fround(0.2), Math.fround(0.3), 0.5, Math.fround(0.1), 2, true]);
+  t.same(s.samplers, ['top_k', 'temperature']);
+  t.equal(options.nPredict, 9);
+
+  const server = await startInferenceServer({ ...options, host: '127.0.0.1', port: 0, runtime: { ...options.runtime, ctxSize: 1024 } });
+  t.teardown(() => server.close());
+  await server.ready;
+  const base = `http://127.0.0.1:${server.port}`;
+  const props = await (await fetch(`${base}/props`)).json();
+  const p = props.default_generation_settings.params;
+  t.same([p.temperature, p.top_k, p.top_p, p.seed, p.repeat_last_n, p.mirostat, p.ignore_eos, p.n_predict], [Math.fround(0.25), 7, 0.5, 42, 32, 2, true, 9]);
+  t.same(p.samplers, ['penalties', 'top_k', 'temperature']);
+  const res = await postJson(`${base}/completion`, { prompt: 'Hello', top_k: 3 });
+  t.equal(res.body.generation_settings.top_k, 3, 'a request still overrides a default');
+  t.equal(res.body.generation_settings.temperature, Math.fround(0.25));
+  t.equal(res.body.tokens_predicted, 9, '-n is the default n_predict');
+});
+
+t.test('-np with and without --kv-unified: one shared pool, or n_ctx / np per slot', async (t) => {
+  const shared = serverOptions(parse('-m', models.chat, '-c', '1024').values(), {}, false);
+  t.same([shared.parallel, shared.kvUnified], [4, true], 'the default -np is 4 slots on one pool');
+  const split = serverOptions(parse('-m', models.chat, '-c', '1024', '-np', '2').values(), {}, false);
+  t.same([split.parallel, split.kvUnified], [2, false]);
+  const unified = serverOptions(parse('-m', models.chat, '-c', '1024', '-np', '2', '-kvu').values(), {}, false);
+  t.same([unified.parallel, unified.kvUnified], [2, true]);
+
+  for (const [options, perSlot] of [[split, 512], [unified, 1024]] as const) {
+    const server = await startInferenceServer({ ...options, host: '127.0.0.1', port: 0 });
+    await server.ready;
+    const props = await (await fetch(`http://127.0.0.1:${server.port}/props`)).json();
+    t.equal(props.default_generation_settings.n_ctx, perSlot, `n_ctx per slot with kvUnified ${options.kvUnified}`);
+    t.equal(props.total_slots, 2);
+    await server.close();
+  }
+});
+
+t.test('LoRA, alias, API keys, chat template and kwargs from llama-server\'s flags', async (t) => {
+  const o = serverOptions(parse('-m', models.chat, '--lora', models.lora, '-a', 'tiny', '--api-key', 'k1,k2', '--chat-template', 'chatml',
+    '--chat-template-kwargs', '{"enable_thinking":false}', '--no-mmproj').values(), {}, false);
+  t.same(o.loras, [{ path: models.lora, scale: 1 }]);
+  t.equal(o.alias, 'tiny');
+  t.same(o.apiKeys, ['k1', 'k2']);
+  t.equal(o.chatTemplate, 'chatml');
+  t.same(o.templateKwargs, { enable_thinking: false, preserve_reasoning: true });
+  const idle = serverOptions(parse('-m', models.chat, '--lora', models.lora, '--lora-init-without-apply').values(), {}, false);
+  t.same(idle.loras, [{ path: models.lora, scale: 0 }]);
+});
+
+/** Runs inference-server to its exit (or until `until` matches its stderr, then stops it). */
+async function runServer(args: string[], until?: RegExp): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  const child = spawn(process.execPath, ['--import', join(REPO_ROOT, 'scripts', 'ts-loader.mjs'), join(REPO_ROOT, 'src', 'inference', 'server-main.ts'), ...args], { cwd: REPO_ROOT });
+  let stdout = '';
+  let stderr = '';
+  child.stdout.on('data', (d) => { stdout += d; });
+  child.stderr.on('data', (d) => {
+    stderr += d;
+    if (until?.test(stderr)) child.kill('SIGTERM');
+  });
+  const [code] = await once(child, 'exit');
+  return { code: code as number | null, stdout, stderr };
+}
+
+t.test('a launcher\'s llama-server command line starts the server', async (t) => {
+  const out = await runServer(['-m', models.chat, '--temp', '0.8', '--seed', '42', '--ctx-size', '512', '--parallel', '2', '--cont-batching', '--jinja', '--port', '0', '-ngl', '99', '--no-webui'], /model ready/);
+  t.match(out.stderr, /model ready .* n_ctx 512, 2 slots/);
+});
+
+t.test('an unknown option fails as llama-server fails: its message, exit 1', async (t) => {
+  const out = await runServer(['-m', models.chat, '--bogus']);
+  t.equal(out.code, 1);
+  t.match(out.stderr, /error: invalid argument: --bogus/);
+});
+
+t.test('an option this server cannot honour fails at start-up naming why, exit 1', async (t) => {
+  const out = await runServer(['-m', models.chat, '-hf', 'org/model']);
+  t.equal(out.code, 1);
+  t.match(out.stderr, /-hf: this server loads local files only/);
+});
+
+t.test('--help prints our options and then llama-server\'s, exit 0', async (t) => {
+  const out = await runServer(['--help']);
+  t.equal(out.code, 0);
+  t.match(out.stdout, /--max-body-bytes/);
+  t.match(out.stdout, /--ctx-size/);
+});
