@@ -17,6 +17,7 @@ const char * error_code_name(ErrorCode code) {
         case ErrorCode::DISPOSED: return "DISPOSED";
         case ErrorCode::IN_USE: return "IN_USE";
         case ErrorCode::LOAD_FAILED: return "LOAD_FAILED";
+        case ErrorCode::BAD_ARGUMENTS: return "BAD_ARGUMENTS";
     }
     return "INVALID_ARGUMENT";
 }

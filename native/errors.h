@@ -24,7 +24,8 @@ enum class ErrorCode {
     TEMPLATE_FAILED,     // the chat template could not be applied
     DISPOSED,            // the object (or its model) is disposed
     IN_USE,              // dispose() of an object an engine still uses
-    LOAD_FAILED,         // a model, adapter, projector or context could not be loaded or created
+    LOAD_FAILED,         // a model, adapter, projector, context or task could not be loaded or created
+    BAD_ARGUMENTS,       // llama.cpp's parser refused a llama-server command line (it printed why)
 };
 
 const char * error_code_name(ErrorCode code);
