@@ -5,6 +5,7 @@
 #endif
 
 #include "engine.h"
+#include "errors.h"
 #include "llama.h"
 #include "log.h"
 #include "lora.h"
@@ -30,6 +31,15 @@ static Napi::Value system_info(const Napi::CallbackInfo & info) {
     return o;
 }
 
+// setLogLevel(name): the lowest level of llama.cpp's log lines printed to stderr.
+static Napi::Value set_log_level(const Napi::CallbackInfo & info) {
+    Napi::Env env = info.Env();
+    if (info.Length() < 1 || !info[0].IsString() || !log_set_level(info[0].As<Napi::String>().Utf8Value())) {
+        throw_coded(env, ErrorCode::INVALID_ARGUMENT, "setLogLevel(level): level must be debug, info, warn, error or none");
+    }
+    return env.Undefined();
+}
+
 static Napi::Object init(Napi::Env env, Napi::Object exports) {
 #if defined(__GLIBC__)
     // Weights, KV caches and batches are large: a fixed mmap threshold keeps glibc from raising
@@ -45,6 +55,7 @@ static Napi::Object init(Napi::Env env, Napi::Object exports) {
     exports.Set("Vision", Vision::define(env));
     exports.Set("ServerParams", ServerParams::define(env));
     exports.Set("systemInfo", Napi::Function::New(env, system_info));
+    exports.Set("setLogLevel", Napi::Function::New(env, set_log_level));
     exports.Set("jsonSchemaToGrammar", Napi::Function::New(env, json_schema_to_grammar_js));
     return exports;
 }

@@ -14,14 +14,27 @@ static int g_min_level = GGML_LOG_LEVEL_WARN;
 static thread_local bool t_capturing = false;
 static thread_local std::string t_captured;
 
-static int level_from_env() {
-    const char * v = std::getenv("LLAMA_ADDON_LOG");
-    if (!v) return GGML_LOG_LEVEL_WARN;
+// -1 for an unknown name.
+static int level_named(const char * v) {
     if (!strcmp(v, "debug")) return GGML_LOG_LEVEL_DEBUG;
     if (!strcmp(v, "info")) return GGML_LOG_LEVEL_INFO;
+    if (!strcmp(v, "warn")) return GGML_LOG_LEVEL_WARN;
     if (!strcmp(v, "error")) return GGML_LOG_LEVEL_ERROR;
     if (!strcmp(v, "none")) return GGML_LOG_LEVEL_ERROR + 1;
-    return GGML_LOG_LEVEL_WARN;
+    return -1;
+}
+
+static int level_from_env() {
+    const char * v = std::getenv("LLAMA_ADDON_LOG");
+    int level = v ? level_named(v) : -1;
+    return level < 0 ? GGML_LOG_LEVEL_WARN : level;
+}
+
+bool log_set_level(const std::string & name) {
+    int level = level_named(name.c_str());
+    if (level < 0) return false;
+    g_min_level = level;
+    return true;
 }
 
 static void on_log(ggml_log_level level, const char * text, void *) {

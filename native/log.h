@@ -8,6 +8,9 @@ namespace addon {
 
 void log_install();
 
+// Lowest level printed from now on: "debug", "info", "warn", "error" or "none"; false for another name.
+bool log_set_level(const std::string & name);
+
 // Clears, then returns, the error lines logged on the calling thread since the last call.
 void log_capture_begin();
 std::string log_capture_end();

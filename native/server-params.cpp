@@ -61,6 +61,8 @@ Napi::Value ServerParams::parse(const Napi::CallbackInfo & info) {
     if (!common_params_parse(static_cast<int>(argv.size()), ptrs.data(), self->params_, LLAMA_EXAMPLE_SERVER)) {
         throw_coded(env, ErrorCode::BAD_ARGUMENTS, "invalid command line (see the message above)");
     }
+    // As llama-server right after parsing: --numa applies to the whole process.
+    if (self->params_.numa != GGML_NUMA_STRATEGY_DISABLED) llama_numa_init(self->params_.numa);
     return obj;
 }
 
@@ -246,6 +248,8 @@ Napi::Value ServerParams::js_values(const Napi::CallbackInfo & info) {
     o.Set("embedding", p.embedding);
     o.Set("poolingType", static_cast<int>(p.pooling_type));
     o.Set("embdNormalize", p.embd_normalize);
+    o.Set("antiprompt", strings(env, p.antiprompt));
+    o.Set("spmInfill", p.spm_infill);
     Napi::Array loras = Napi::Array::New(env, p.lora_adapters.size());
     for (size_t i = 0; i < p.lora_adapters.size(); i++) {
         Napi::Object l = Napi::Object::New(env);

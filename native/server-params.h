@@ -4,8 +4,9 @@
 // message is llama-server's. The parsed common_params stay here; TypeScript reads the values it
 // serves with (values()) and which options were given (given()), to refuse what it cannot do.
 // Threads: JS thread only; parsing is cheap.
-// Note: parse() follows llama-server exactly, so --help and --version print and exit the
-// process, and a bad value prints llama-server's message to stderr (parse then throws).
+// Note: parse() follows llama-server exactly, so --help, --version and --list-devices print and
+// exit the process, a bad value prints llama-server's message to stderr (parse then throws),
+// and --numa is applied to the process.
 #include <napi.h>
 
 #include "common.h"

@@ -24,6 +24,8 @@ export interface AuthServiceConfig {
   embeddedDatabasePort?: number;
   /** Embedded database without fsync, for tests and benchmarks. */
   disposableDatabase?: boolean;
+  /** Serve the admin console page at GET /admin/ (AUTH_ADMIN_CONSOLE=1; default off). */
+  adminConsole?: boolean;
   /** Connections in the pool (default 10). */
   databasePoolSize?: number;
   clock?: Clock;
@@ -54,6 +56,7 @@ const SETTINGS: ReadonlyArray<{ flag: string; env: string; help: string }> = [
   { flag: '--otp-app-hourly-limit', env: 'AUTH_OTP_APP_HOURLY_LIMIT', help: 'codes per app per hour (default 1000)' },
   { flag: '--embedded-db-port', env: 'AUTH_EMBEDDED_DB_PORT', help: 'port of the embedded PostgreSQL (default: a free one)' },
   { flag: '--db-pool-size', env: 'AUTH_DB_POOL_SIZE', help: 'database connections (default 10)' },
+  { flag: '--admin-console', env: 'AUTH_ADMIN_CONSOLE', help: '1 serves the admin console page at /admin/ (default 0: off)' },
 ];
 
 export const AUTH_SERVER_USAGE = [
@@ -114,6 +117,7 @@ export function readAuthServiceConfig(vars: Record<string, string | undefined>, 
     otpLimits: vars.AUTH_OTP_APP_HOURLY_LIMIT ? { appHourly: integer(vars, 'AUTH_OTP_APP_HOURLY_LIMIT', 1000, 1, 1e9) } : undefined,
     embeddedDatabasePort: integer(vars, 'AUTH_EMBEDDED_DB_PORT', 0, 0, 65535),
     databasePoolSize: integer(vars, 'AUTH_DB_POOL_SIZE', 10, 1, 1000),
+    ...(integer(vars, 'AUTH_ADMIN_CONSOLE', 0, 0, 1) === 1 ? { adminConsole: true } : {}),
   };
 }
 

@@ -18,6 +18,7 @@ import type { AuthContext } from './context.js';
 import { createDatabaseClient, type Sql } from './db.js';
 import { startEmbeddedPostgres, type EmbeddedPostgres } from './embedded-postgres.js';
 import { OTP_DEFAULT_LIMITS } from './limits.js';
+import { adminConsoleRoutes } from './admin-console.js';
 import { applyMigrations } from './migrate.js';
 import { createOtpDelivery, type OtpDelivery } from './otp-delivery.js';
 import { authRoutes } from './routes.js';
@@ -86,7 +87,7 @@ export async function createAuthService(config: AuthServiceConfig): Promise<Auth
     const pool = sql;
     let closing: Promise<void> | null = null;
     return {
-      routes: authRoutes(ctx),
+      routes: [...authRoutes(ctx), ...(config.adminConsole ? adminConsoleRoutes() : [])],
       issuer,
       accessTokenKeys: {
         getKey: async (header) => {

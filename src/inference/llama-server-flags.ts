@@ -25,7 +25,6 @@ const NO_NETWORK = refused('this server loads local files only: download the fil
 const CPU_AFFINITY = ignored('thread placement is left to the OS; the thread counts (-t, -tb) apply');
 const SPECULATIVE = refused('speculative decoding is not implemented yet');
 const ROUTER = refused('router mode (several models behind one server) is not implemented yet');
-const CLI_ONLY = ignored('a llama-cli option that llama-server accepts and does not use');
 const CONTEXT = refused('this llama.cpp context option is not passed on yet');
 const NOT_YET = refused('not implemented in this server yet');
 
@@ -66,11 +65,11 @@ export const LLAMA_SERVER_FLAGS: Readonly<Record<string, FlagSupport>> = {
   '--context-shift': served,
   '-fa': served,
   '--perf': ignored('timings are always measured and reported'),
-  '-e': CLI_ONLY,
-  '-r': CLI_ONLY,
-  '-sp': CLI_ONLY,
+  '-e': served,
+  '-r': served,
+  '-sp': NOT_YET,
   '--warmup': ignored('the engine warms up on its first batch'),
-  '--spm-infill': NOT_YET,
+  '--spm-infill': served,
   '--samplers': served,
   '-s': served,
   '--sampler-seq': served,
@@ -136,9 +135,9 @@ export const LLAMA_SERVER_FLAGS: Readonly<Record<string, FlagSupport>> = {
   '--video-ffmpeg-dir': refused('video input is not supported (images only)'),
   '-lm': llama,
   '-lzm': llama,
-  '--numa': NOT_YET,
+  '--numa': llama,
   '-dev': llama,
-  '--list-devices': NOT_YET,
+  '--list-devices': served,
   '-ot': llama,
   '-cmoe': llama,
   '-ncmoe': llama,
@@ -175,7 +174,7 @@ export const LLAMA_SERVER_FLAGS: Readonly<Record<string, FlagSupport>> = {
   '--cors-methods': served,
   '--cors-headers': served,
   '--cors-credentials': served,
-  '--api-prefix': NOT_YET,
+  '--api-prefix': served,
   '--ui-config': ignored('the web page keeps its settings in the browser'),
   '--ui-config-file': ignored('the web page keeps its settings in the browser'),
   '--ui-mcp-proxy': refused('MCP servers are not supported'),
@@ -195,11 +194,11 @@ export const LLAMA_SERVER_FLAGS: Readonly<Record<string, FlagSupport>> = {
   '-to': NOT_YET,
   '--sse-ping-interval': NOT_YET,
   '--threads-http': ignored('requests are served by the event loop and the engine thread, not a pool of HTTP threads'),
-  '--cache-prompt': NOT_YET,
+  '--cache-prompt': served,
   '--cache-reuse': NOT_YET,
   '--metrics': served,
-  '--props': NOT_YET,
-  '--slots': NOT_YET,
+  '--props': served,
+  '--slots': served,
   '--slot-save-path': NOT_YET,
   '--media-path': served,
   '--models-dir': ROUTER,

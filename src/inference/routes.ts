@@ -22,6 +22,8 @@ export interface RouteOptions {
   slots: boolean;
   /** POST /props. */
   props: boolean;
+  /** --api-prefix: put before every path (e.g. "/llama"); "" for none. */
+  apiPrefix?: string;
 }
 
 /** A switched-off endpoint answers 501 naming the flag that turns it on, as llama-server. */
@@ -33,7 +35,8 @@ function whenEnabled<I>(enabled: boolean, what: string, flag: string, handler: I
 }
 
 export function inferenceRoutes(ctx: RouteContext, options: RouteOptions): Route[] {
-  const route = <I>(method: Method, path: string, guard: Guard<I>, handler: InferenceHandler<I>): Route => inferenceRoute(ctx, method, path, guard, handler);
+  const prefix = options.apiPrefix ?? '';
+  const route = <I>(method: Method, path: string, guard: Guard<I>, handler: InferenceHandler<I>): Route => inferenceRoute(ctx, method, prefix + path, guard, handler);
   return [
     route('GET',  '/health',               publicAccess, handleHealth),
     route('GET',  '/v1/health',            publicAccess, handleHealth),

@@ -185,11 +185,8 @@ export const ApplyTemplateBody = Type.Object({
 });
 export type ApplyTemplateBody = Static<typeof ApplyTemplateBody>;
 
-const EmbeddingInput = Type.Union([
-  Type.String(),
-  TokenArray,
-  Type.Array(Type.Union([Type.String(), TokenArray])),
-]);
+/** Inputs to embed: the prompt forms of /completion (text, tokens, mixed, or several). */
+const EmbeddingInput = PromptField;
 
 export const OpenAIEmbeddingBody = Type.Object({
   input: EmbeddingInput,
@@ -200,8 +197,10 @@ export const OpenAIEmbeddingBody = Type.Object({
 });
 export type OpenAIEmbeddingBody = Static<typeof OpenAIEmbeddingBody>;
 
+/** llama-server's /embedding(s) takes `input` too. */
 export const NativeEmbeddingBody = Type.Object({
-  content: EmbeddingInput,
+  content: Type.Optional(EmbeddingInput),
+  input: Type.Optional(EmbeddingInput),
   embd_normalize: Type.Optional(Type.Integer({ minimum: -1 })),
 });
 export type NativeEmbeddingBody = Static<typeof NativeEmbeddingBody>;

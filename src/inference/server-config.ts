@@ -2,7 +2,7 @@
 // ServerParams and llama-server-flags.ts) plus a few flags of ours, which are taken out first.
 // Pure functions from the parsed values to the server's options, so they can be tested alone.
 import { UsageError, parseFlags, type FlagSpec, type ParsedFlags } from '../cli/flags.js';
-import { PoolingType, type PoolingName, type ServerParamValues, type ServerSamplingValues } from '../native/binding.js';
+import { PoolingType, type LogLevel, type PoolingName, type ServerParamValues } from '../native/binding.js';
 import { LLAMA_SERVER_FLAGS } from './llama-server-flags.js';
 import type { RuntimeOptions } from './options.js';
 import type { InferenceServerOptions } from './server.js';
@@ -48,10 +48,22 @@ export function refusedOptions(given: readonly string[]): string[] {
   });
 }
 
+/**
+ * llama.cpp's log level from -v / -lv N / --log-disable, or null to keep this server's default
+ * (warnings and errors). Verbosity: 0 output only, 1 errors, 2 warnings, 3 information, 4+ debug.
+ */
+export function logLevel(v: ServerParamValues, given: readonly string[]): LogLevel | null {
+  if (given.includes('--log-disable')) return 'none';
+  if (!given.includes('-v') && !given.includes('-lv')) return null;
+  if (v.verbosity >= 4) return 'debug';
+  return (['none', 'error', 'warn', 'info'] as const)[Math.max(0, v.verbosity)]!;
+}
+
 /** common_params' LLAMA_DEFAULT_SEED: a random seed per request. */
 const RANDOM_SEED = 0xffffffff;
 
-export function generationDefaults(s: ServerSamplingValues): GenerationDefaults {
+export function generationDefaults(v: ServerParamValues): GenerationDefaults {
+  const s = v.sampling;
   return {
     sampling: {
       seed: s.seed === RANDOM_SEED ? -1 : s.seed,
@@ -84,6 +96,9 @@ export function generationDefaults(s: ServerSamplingValues): GenerationDefaults 
       logitBias: s.logitBias,
     },
     nProbs: s.nProbs,
+    nKeep: v.nKeep,
+    cachePrompt: v.cachePrompt,
+    stop: v.antiprompt,
   };
 }
 
@@ -122,11 +137,13 @@ export function serverOptions(v: ServerParamValues, own: OwnFlags, gpuAvailable:
     // As llama-server: with -np left to its default the slots share one KV pool; with -np given,
     // each slot has n_ctx / np unless --kv-unified.
     kvUnified: v.nParallel < 0 ? true : v.kvUnified,
-    ...(v.aliases[0] !== undefined ? { alias: v.aliases[0] } : {}),
+    ...(v.aliases[0] !== undefined ? { alias: v.aliases[0], aliases: v.aliases } : {}),
     apiKeys: v.apiKeys,
     metrics: v.endpointMetrics,
     slots: v.endpointSlots,
     sleepIdleSeconds: v.sleepIdleSeconds,
+    apiPrefix: v.apiPrefix,
+    webui: v.webui,
     cors: { origins: v.corsOrigins, methods: v.corsMethods, headers: v.corsHeaders, credentials: v.corsCredentials },
     props: v.endpointProps,
     nPredict: v.nPredict,
@@ -138,7 +155,11 @@ export function serverOptions(v: ServerParamValues, own: OwnFlags, gpuAvailable:
     ...(v.mmproj !== '' && !v.noMmproj ? { mmproj: v.mmproj } : {}),
     allowRemoteMedia: Boolean(own.mediaAllowRemote),
     ...(v.mediaPath !== '' ? { mediaPath: v.mediaPath } : {}),
-    generation: generationDefaults(v.sampling),
+    generation: generationDefaults(v),
+    spmInfill: v.spmInfill,
+    embdNormalize: v.embdNormalize,
+    tags: v.tags,
+    mmprojUseGpu: v.mmprojUseGpu,
     ...(v.chatTemplate !== '' ? { chatTemplate: v.chatTemplate } : {}),
     templateKwargs: Object.fromEntries(Object.entries(v.chatTemplateKwargs).map(([k, json]) => [k, JSON.parse(json) as unknown])),
   };

@@ -2,7 +2,7 @@
 // inference-server: serves a GGUF model over HTTP (OpenAI-compatible and llama-server native APIs).
 import { usage, UsageError } from '../cli/flags.js';
 import { isNativeError, native, type NativeServerParams } from '../native/binding.js';
-import { OWN_FLAGS, refusedOptions, serverOptions, splitCommandLine } from './server-config.js';
+import { logLevel, OWN_FLAGS, refusedOptions, serverOptions, splitCommandLine } from './server-config.js';
 import { createInferenceAuth } from './access/auth-bridge.js';
 import { startInferenceServer } from './server.js';
 
@@ -29,7 +29,10 @@ async function main(): Promise<number> {
     const params = parseServerArgs(llama);
     const refused = refusedOptions(params.given());
     if (refused.length > 0) throw new UsageError(`cannot honour these options:\n  ${refused.join('\n  ')}`);
-    const options = serverOptions(params.values(), own, native.systemInfo().supportsGpuOffload);
+    const values = params.values();
+    const options = serverOptions(values, own, native.systemInfo().supportsGpuOffload);
+    const level = logLevel(values, params.given());
+    if (level) native.setLogLevel(level);
     const { host, port, runtime } = options;
     const role = own.authRole;
     if (role !== undefined && !own.authApp) throw new UsageError('--auth-role needs --auth-app');

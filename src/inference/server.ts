@@ -13,6 +13,7 @@ import type { RuntimeOptions } from './options.js';
 import { loadInferenceService, type ServiceLoadOptions } from './service/load.js';
 import type { InferenceService } from './service/service.js';
 import { ServiceHost } from './service/host.js';
+import { chatPageRoutes } from './web-ui.js';
 
 export interface InferenceServerOptions {
   runtime: RuntimeOptions;
@@ -28,6 +29,17 @@ export interface InferenceServerOptions {
   metrics: boolean;
   /** Cross-origin access (--cors-*); llama-server's defaults when absent. */
   cors?: CorsPolicy;
+  /** --spm-infill: /infill prompts in suffix/prefix/middle order. */
+  spmInfill?: boolean;
+  /** --embd-normalize: the default embd_normalize of /embedding. */
+  embdNormalize?: number;
+  /** -a a,b: every name of the model (the first is reported as its id); --tags: informational. */
+  aliases?: string[];
+  tags?: string[];
+  /** --no-mmproj-offload: keep the projector on the CPU. */
+  mmprojUseGpu?: boolean;
+  /** --api-prefix: every inference route under this path prefix. */
+  apiPrefix?: string;
   /** --sleep-idle-seconds: unload the model after this long without a request using it; <= 0 never. */
   sleepIdleSeconds?: number;
   /** GET /slots (default on; llama-server's --no-slots turns it off). */
@@ -61,6 +73,8 @@ export interface InferenceServerOptions {
   serverParams?: NativeServerParams;
   /** Extra bearer-token check (e.g. --auth-app); true admits the request like a valid API key. */
   acceptBearer?: (authorization: string | undefined) => Promise<boolean>;
+  /** Serve the chat page at GET / (inference-server does unless --no-webui). */
+  webui?: boolean;
   /** Routes mounted as they are (e.g. --auth); they do their own authentication. */
   extraRoutes?: Route[];
   onProgress?: (progress: number) => void;
@@ -93,6 +107,11 @@ function serviceLoadOptions(options: InferenceServerOptions): ServiceLoadOptions
     generation: options.generation ?? LLAMA_SERVER_DEFAULTS,
     ...(options.chatTemplate ? { chatTemplate: options.chatTemplate } : {}),
     templateKwargs: options.templateKwargs ?? {},
+    spmInfill: options.spmInfill ?? false,
+    embdNormalize: options.embdNormalize ?? 2,
+    aliases: options.aliases ?? (options.alias ? [options.alias] : []),
+    tags: options.tags ?? [],
+    mmprojUseGpu: options.mmprojUseGpu ?? true,
     ...(options.serverParams ? { serverParams: options.serverParams } : {}),
   };
 }
@@ -103,7 +122,12 @@ export async function startInferenceServer(options: InferenceServerOptions): Pro
   const loadOptions = serviceLoadOptions(options);
   const host = new ServiceHost((onProgress) => loadInferenceService(loadOptions, onProgress, () => closed), (options.sleepIdleSeconds ?? -1) * 1000, options.onProgress);
   const ctx: RouteContext = { host, keys: new ApiKeys(options.apiKeys), acceptBearer: options.acceptBearer };
-  const routes = [...inferenceRoutes(ctx, { metrics: options.metrics, slots: options.slots ?? true, props: options.props ?? false }), ...(options.extraRoutes ?? [])];
+  const apiPrefix = options.apiPrefix ?? '';
+  const routes = [
+    ...inferenceRoutes(ctx, { metrics: options.metrics, slots: options.slots ?? true, props: options.props ?? false, apiPrefix }),
+    ...(options.extraRoutes ?? []),
+    ...(options.webui ? chatPageRoutes(apiPrefix) : []),
+  ];
 
   const http = await startHttpServer({
     host: options.host,

@@ -337,6 +337,8 @@ export interface SystemInfo {
   maxDevices: number;
 }
 
+export type LogLevel = 'debug' | 'info' | 'warn' | 'error' | 'none';
+
 /** One option of llama-server's command line, as llama.cpp's parser defines it. */
 export interface ServerOption {
   names: string[];
@@ -372,7 +374,7 @@ export interface ServerParamValues {
   timeoutRead: number; timeoutWrite: number; publicPath: string; webui: boolean;
   chatTemplate: string; useJinja: boolean; enableChatTemplate: boolean; chatTemplateKwargs: Record<string, string>;
   reasoningFormat: string; enableReasoning: number; prefillAssistant: boolean; sleepIdleSeconds: number;
-  mediaPath: string; verbosity: number; logJson: boolean; embedding: boolean; poolingType: number; embdNormalize: number;
+  mediaPath: string; verbosity: number; logJson: boolean; embedding: boolean; poolingType: number; embdNormalize: number; antiprompt: string[]; spmInfill: boolean;
   loras: Array<{ path: string; scale: number }>; loraInitWithoutApply: boolean;
   modelsDir: string; modelsPreset: string; modelsMax: number; modelsAutoload: boolean;
   sampling: ServerSamplingValues;
@@ -401,6 +403,8 @@ export interface NativeAddon {
     options(): ServerOption[];
   };
   systemInfo(): SystemInfo;
+  /** The lowest level of llama.cpp's log lines printed to stderr (default warn, or LLAMA_ADDON_LOG). */
+  setLogLevel(level: LogLevel): void;
   /** Converts a JSON schema (as JSON text) to a GBNF grammar; throws BAD_SCHEMA on unsupported schemas. */
   jsonSchemaToGrammar(schemaJson: string): string;
 }

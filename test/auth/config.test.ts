@@ -81,3 +81,16 @@ t.test('the log delivery is refused when NODE_ENV=production', async (t) => {
   t.throws(() => createOtpDelivery({ kind: 'log' }, { NODE_ENV: 'production' }), /refused when NODE_ENV=production/);
   t.equal(createOtpDelivery({ kind: 'log' }, { NODE_ENV: 'development' }).name, 'log');
 });
+
+t.test('the admin console is off unless AUTH_ADMIN_CONSOLE (or --admin-console) is 1', async (t) => {
+  const off = parseAuthServerArgs([], ENV);
+  const on = parseAuthServerArgs(['--admin-console', '1'], ENV);
+  const fromEnv = parseAuthServerArgs([], { ...ENV, AUTH_ADMIN_CONSOLE: '1' });
+  const zero = parseAuthServerArgs(['--admin-console', '0'], ENV);
+  if (off === 'help' || on === 'help' || fromEnv === 'help' || zero === 'help') throw new Error('unexpected help');
+  t.equal(off.service.adminConsole, undefined);
+  t.equal(zero.service.adminConsole, undefined);
+  t.equal(on.service.adminConsole, true);
+  t.equal(fromEnv.service.adminConsole, true);
+  t.throws(() => parseAuthServerArgs(['--admin-console', 'yes'], ENV), /AUTH_ADMIN_CONSOLE must be an integer from 0 to 1/);
+});

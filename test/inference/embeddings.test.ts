@@ -117,6 +117,15 @@ t.test('bad embedding input is a 400', async (t) => {
   const long = await postJson(`${embed.base}/v1/embeddings`, { input: Array.from({ length: 600 }, () => 1000) });
   t.equal(long.status, 400);
   t.equal(long.body.error.type, 'exceed_context_size_error');
+  t.equal(long.body.error.message, 'input (600 tokens) is larger than the max context size (512 tokens). skipping');
+});
+
+t.test('an input longer than a physical batch is a 500 with llama-server\'s message', async (t) => {
+  const small = await startTestServer(models.embedding, { embedding: true, parallel: 1, runtime: { ...resolveRuntime({ model: models.embedding }, false), ctxSize: 512, batchSize: 256, ubatchSize: 256 } });
+  t.teardown(small.close);
+  const res = await postJson(`${small.base}/v1/embeddings`, { input: Array.from({ length: 300 }, () => 1000) });
+  t.equal(res.status, 500);
+  t.same(res.body, { error: { code: 500, message: 'input (300 tokens) is too large to process. increase the physical batch size (current batch size: 256)', type: 'server_error' } });
 });
 
 t.test('an embedding server refuses generation with a clear error', async (t) => {
@@ -161,6 +170,21 @@ t.test('/v1/rerank: results sorted by score, top_n, return_text', async (t) => {
   theirs.forEach((r: any, i: number) => t.ok(Math.abs(r.relevance_score - all.body.results[i].relevance_score) < 1e-5));
 });
 
+t.test('rerank with TEI\'s `texts` answers in TEI\'s shape, as llama-server (top_n, return_text)', async (t) => {
+  const texts = ['a cat is a small animal', 'the stock market fell', 'what is a cat', 'dogs bark loudly'];
+  const jina = await postJson(`${rerank.base}/rerank`, { query: 'what is a cat', documents: texts });
+  const tei = await postJson(`${rerank.base}/rerank`, { query: 'what is a cat', texts });
+  t.equal(tei.status, 200);
+  t.same(tei.body, jina.body.results.map((r: any) => ({ index: r.index, score: r.relevance_score })));
+  const top = await postJson(`${rerank.base}/rerank`, { query: 'what is a cat', texts, top_n: 2, return_text: true });
+  t.same(top.body, tei.body.slice(0, 2).map((r: any) => ({ ...r, text: texts[r.index] })));
+  t.equal((await postJson(`${rerank.base}/rerank`, { query: 'what is a cat', texts, top_n: 99 })).body.length, 4, 'top_n past the end gives them all');
+  const ref = await startLlamaServer(['-m', models.reranker, '--rerank', '-c', '512']);
+  t.teardown(ref.close);
+  const theirs = (await postJson(`${ref.base}/rerank`, { query: 'what is a cat', texts, top_n: 3, return_text: true })).body;
+  t.same(theirs.map((r: any) => [r.index, r.text]), tei.body.slice(0, 3).map((r: any) => [r.index, texts[r.index]]), 'the same shape and order as llama-server');
+});
+
 t.test('rerank input errors', async (t) => {
   const missing = await postJson(`${rerank.base}/v1/rerank`, { query: 'q' });
   t.equal(missing.status, 400);
@@ -175,4 +199,22 @@ t.test('--rerank on a model that is not a reranker fails at start-up', async (t)
   const server = await startInferenceServer({ runtime: resolveRuntime({ model: models.embedding }, false), host: '127.0.0.1', port: 0, parallel: 1, apiKeys: [], metrics: false, nPredict: -1, maxBodyBytes: 1 << 20, rerank: true });
   await t.rejects(server.ready, /is not a reranker/);
   await server.close();
+});
+
+t.test('embedding inputs take every prompt form of /completion, as llama-server', async (t) => {
+  const text = await postJson(`${embed.base}/v1/embeddings`, { input: 'string' });
+  const tokens = (await postJson(`${embed.base}/tokenize`, { content: 'string', add_special: true })).body.tokens as number[];
+  for (const [input, count] of [
+    ['', 1], ['string', 1], [[12, 34, 56], 1], [[12, 34, 'string', 56, 78], 1],
+    [['string1', 'string2'], 2], [['string1', [12, 34, 56]], 2], [[[12, 34, 56], [12, 34, 56]], 2], [[[12, 34, 56], [12, 'string', 34, 56]], 2],
+  ] as const) {
+    const res = await postJson(`${embed.base}/v1/embeddings`, { input });
+    t.equal(res.status, 200, JSON.stringify(input));
+    t.equal(res.body.data.length, count, JSON.stringify(input));
+  }
+  const asTokens = await postJson(`${embed.base}/v1/embeddings`, { input: tokens });
+  t.same(asTokens.body.data[0].embedding, text.body.data[0].embedding, 'the tokens of a text embed as the text');
+  const native = await postJson(`${embed.base}/embeddings`, { input: 'string' });
+  t.equal(native.status, 200, '/embeddings takes `input` as well as `content`');
+  t.same(native.body, (await postJson(`${embed.base}/embeddings`, { content: 'string' })).body);
 });

@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import t from 'tap';
 import { native } from '../../src/native/binding.js';
 import { LLAMA_SERVER_FLAGS } from '../../src/inference/llama-server-flags.js';
-import { refusedOptions, serverOptions, splitCommandLine } from '../../src/inference/server-config.js';
+import { logLevel, refusedOptions, serverOptions, splitCommandLine } from '../../src/inference/server-config.js';
 import { startInferenceServer } from '../../src/inference/server.js';
 import { ensureTestModels } from '../fixtures/models.js';
 import { postJson } from '../helpers/inference-server.js';
@@ -134,4 +134,37 @@ t.test('--help prints our options and then llama-server\'s, exit 0', async (t) =
   t.equal(out.code, 0);
   t.match(out.stdout, /--max-body-bytes/);
   t.match(out.stdout, /--ctx-size/);
+});
+
+t.test('-v, -lv N and --log-disable set llama.cpp\'s log level; without them the default stays', async (t) => {
+  const level = (...argv: string[]) => {
+    const params = parse('-m', 'x.gguf', ...argv);
+    return logLevel(params.values(), params.given());
+  };
+  t.equal(level(), null);
+  t.equal(level('-v'), 'debug');
+  t.equal(level('-lv', '4'), 'debug');
+  t.equal(level('-lv', '3'), 'info');
+  t.equal(level('-lv', '2'), 'warn');
+  t.equal(level('-lv', '1'), 'error');
+  t.equal(level('--log-disable'), 'none');
+  t.throws(() => native.setLogLevel('loud' as never), /debug, info, warn, error or none/);
+});
+
+t.test('-r, --keep, --no-cache-prompt, --spm-infill, --embd-normalize, -a with several names, --tags', async (t) => {
+  const o = serverOptions(parse('-m', models.chat, '-r', 'User:', '--keep', '5', '--no-cache-prompt', '--spm-infill', '--embd-normalize', '1', '-a', 'one,two', '--tags', 'chat,small', '--no-mmproj-offload').values(), {}, false);
+  t.same(o.generation!.stop, ['User:']);
+  t.equal(o.generation!.nKeep, 5);
+  t.equal(o.generation!.cachePrompt, false);
+  t.same([o.spmInfill, o.embdNormalize, o.alias, o.aliases, o.tags, o.mmprojUseGpu], [true, 1, 'one', ['one', 'two'], ['chat', 'small'], false]);
+
+  const server = await startInferenceServer({ ...o, host: '127.0.0.1', port: 0, runtime: { ...o.runtime, ctxSize: 512 } });
+  t.teardown(() => server.close());
+  await server.ready;
+  const base = `http://127.0.0.1:${server.port}`;
+  const res = await postJson(`${base}/completion`, { prompt: 'Hello', n_predict: 1, stop: ['zz'] });
+  t.same(res.body.generation_settings.stop, ['User:', 'zz'], 'the reverse prompt stops every request, with its own stops');
+  t.equal(res.body.generation_settings.n_keep, 5);
+  const list = await (await fetch(`${base}/v1/models`)).json();
+  t.same([list.data[0].id, list.data[0].aliases, list.data[0].tags, list.data[0].meta.n_ctx], ['one', ['one', 'two'], ['chat', 'small'], 512]);
 });

@@ -183,3 +183,19 @@ t.test('chat request errors: missing messages, wrong role type, image without pr
   t.equal(image.status, 400);
   t.match(image.body.error.message, /projector/);
 });
+
+t.test('streamed chat with timings_per_token: timings on every token chunk, the engine\'s on the usage chunk, none on the first', async (t) => {
+  const res = await fetch(`${base}/v1/chat/completions`, { method: 'POST', body: JSON.stringify({ messages, max_tokens: 10, temperature: 0, stream: true, stream_options: { include_usage: true }, timings_per_token: true }) });
+  const chunks = (parseSse(await res.text()) as any[]).filter((c) => c !== '[DONE]');
+  t.notOk('timings' in chunks[0], 'the role chunk has none');
+  const tokenChunks = chunks.filter((c) => c.choices[0]?.delta?.content);
+  t.ok(tokenChunks.length > 0);
+  const counts = tokenChunks.map((c) => c.timings.predicted_n);
+  t.ok(counts.every((n, i) => n > (counts[i - 1] ?? 0) && n <= 10), `the tokens so far, growing: ${counts.join(', ')}`);
+  const last = chunks.at(-1);
+  t.same(last.choices, []);
+  t.equal(last.timings.predicted_n, last.usage.completion_tokens);
+  t.equal(last.timings.prompt_n + last.timings.cache_n, last.usage.prompt_tokens);
+  t.ok(last.timings.prompt_per_second > 0 && last.timings.predicted_per_second > 0);
+  t.notOk('timings' in chunks.at(-2), 'the finish chunk leaves them to the usage chunk');
+});

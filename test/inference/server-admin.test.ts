@@ -178,3 +178,11 @@ t.test('--cors-origins localhost reflects loopback origins on every response and
   t.same([preflight.headers.get('access-control-allow-origin'), preflight.headers.get('access-control-allow-methods'), preflight.headers.get('access-control-allow-headers'), preflight.headers.get('access-control-allow-credentials')],
     ['http://127.0.0.1', 'GET, POST', 'Authorization', 'false']);
 });
+
+t.test('--api-prefix puts every inference route under the prefix', async (t) => {
+  const prefixed = await startTestServer(models.chat, { apiPrefix: '/llama', parallel: 1, ctxSize: 512 });
+  t.teardown(prefixed.close);
+  t.equal((await fetch(`${prefixed.base}/llama/health`)).status, 200);
+  t.equal((await postJson(`${prefixed.base}/llama/completion`, { prompt: 'Hi', n_predict: 1 })).status, 200);
+  t.equal((await fetch(`${prefixed.base}/health`)).status, 404);
+});

@@ -4,6 +4,7 @@ import { compileBody } from '../../http/validation.js';
 import type { AuthContext } from '../context.js';
 import { authError } from '../errors.js';
 import type { AppRow } from '../queries/apps.js';
+import type { SigningKeySummary } from '../queries/signing-keys.js';
 import type { TenantRow } from '../queries/tenants.js';
 import type { UserRow } from '../queries/users.js';
 import { CreateAppBody, CreateTenantBody } from '../schemas.js';
@@ -60,6 +61,19 @@ export async function handleGetUser(ctx: AuthContext, _: NoInput, req: HttpReque
   return { body: userJson(await admin.getUser(ctx, req.params.user_id!)) };
 }
 
+/** GET /admin/users?email=... or ?phone=... → 200 `{users: [...]}` (none or one); exactly one of the two. */
+export async function handleFindUsers(ctx: AuthContext, _: NoInput, req: HttpRequest): Promise<HttpResult> {
+  const email = req.query.get('email') ?? undefined;
+  const phone = req.query.get('phone') ?? undefined;
+  return { body: { users: (await admin.findUsers(ctx, { email, phone })).map(userJson) } };
+}
+
+/** POST /admin/users/:user_id/revoke-sessions → 200 `{user_id, sessions_revoked}`; the user stays active. */
+export async function handleRevokeUserSessions(ctx: AuthContext, _: NoInput, req: HttpRequest): Promise<HttpResult> {
+  const userId = req.params.user_id!;
+  return { body: { user_id: userId, sessions_revoked: await admin.revokeUserSessions(ctx, userId) } };
+}
+
 /** DELETE /admin/users/:user_id → 200 `{..user, sessions_revoked}`: soft delete. */
 export async function handleDeleteUser(ctx: AuthContext, _: NoInput, req: HttpRequest): Promise<HttpResult> {
   const { user, sessionsRevoked } = await admin.softDeleteUser(ctx, req.params.user_id!);
@@ -75,6 +89,15 @@ export async function handleRestoreUser(ctx: AuthContext, _: NoInput, req: HttpR
 export async function handleRotateSigningKey(ctx: AuthContext): Promise<HttpResult> {
   const { kid, retiredKid } = await ctx.keys.rotate();
   return { body: { kid, retired_kid: retiredKid } };
+}
+
+/** GET /admin/signing-keys → 200 `{keys: [{kid, status, created_at, retired_at}]}` (no key material). */
+export async function handleListSigningKeys(ctx: AuthContext): Promise<HttpResult> {
+  return { body: { keys: (await admin.listSigningKeys(ctx)).map(signingKeyJson) } };
+}
+
+function signingKeyJson(key: SigningKeySummary): Record<string, unknown> {
+  return { kid: key.kid, status: key.status, created_at: key.created_at.toISOString(), retired_at: key.retired_at?.toISOString() ?? null };
 }
 
 function appJson(app: AppRow): Record<string, unknown> {

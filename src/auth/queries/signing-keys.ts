@@ -24,6 +24,17 @@ export async function listPublishedSigningKeys(sql: Queryable, retiredAfter: Dat
   `;
 }
 
+export type SigningKeySummary = Pick<SigningKeyRow, 'kid' | 'status' | 'created_at' | 'retired_at'>;
+
+/** Every key without its key material: active, next, then retired keys newest first. */
+export async function listSigningKeys(sql: Queryable): Promise<SigningKeySummary[]> {
+  return sql<SigningKeySummary[]>`
+    select kid, status, created_at, retired_at
+    from signing_keys
+    order by case status when 'active' then 0 when 'next' then 1 else 2 end, retired_at desc, created_at desc
+  `;
+}
+
 /** Retires the active key, if any; returns its kid. */
 export async function retireActiveSigningKey(sql: Queryable, now: Date): Promise<string | undefined> {
   const [row] = await sql<{ kid: string }[]>`

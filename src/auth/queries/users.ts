@@ -54,6 +54,22 @@ export async function findUser(sql: Queryable, id: string): Promise<UserRow | un
   return row;
 }
 
+/** The user with this normalised e-mail address or phone number (see service/identity.ts). */
+export async function findUserByIdentifier(sql: Queryable, identifier: Identifier): Promise<UserRow | undefined> {
+  const [row] = identifier.channel === 'email'
+    ? await sql<UserRow[]>`
+        select id, email, phone, created_at, deleted_at
+        from users
+        where email = ${identifier.value}
+      `
+    : await sql<UserRow[]>`
+        select id, email, phone, created_at, deleted_at
+        from users
+        where phone = ${identifier.value}
+      `;
+  return row;
+}
+
 /** Locks the user row: soft-delete, restore and role assignment serialise on it. */
 export async function lockUser(sql: Queryable, id: string): Promise<UserRow | undefined> {
   const [row] = await sql<UserRow[]>`

@@ -4,8 +4,10 @@ import { isUniqueViolation } from '../db.js';
 import { authError } from '../errors.js';
 import { findApp, insertApp, listApps as selectApps, updateAppSecret, type AppRow } from '../queries/apps.js';
 import { findTenant, insertTenant, listTenants as selectTenants, type TenantRow } from '../queries/tenants.js';
-import { findUser, lockUser, setUserDeletedAt, type UserRow } from '../queries/users.js';
+import { listSigningKeys as selectSigningKeys, type SigningKeySummary } from '../queries/signing-keys.js';
+import { findUser, findUserByIdentifier, lockUser, setUserDeletedAt, type UserRow } from '../queries/users.js';
 import { generateAppSecret, isUuid } from './credentials.js';
+import { identifierOf } from './identity.js';
 import { revokeLiveFamilies } from './sessions.js';
 
 /** Creates an app; the secret is returned here and never again. 409 APP_SLUG_TAKEN. */
@@ -59,6 +61,30 @@ export async function getUser(ctx: AuthContext, userId: string): Promise<UserRow
   const user = isUuid(userId) ? await findUser(ctx.sql, userId) : undefined;
   if (!user) throw authError('USER_NOT_FOUND', 'The user does not exist');
   return user;
+}
+
+/** The users with this e-mail address or phone number (normalised as at login): none or one. */
+export async function findUsers(ctx: AuthContext, query: { email?: string; phone?: string }): Promise<UserRow[]> {
+  const user = await findUserByIdentifier(ctx.sql, identifierOf(query));
+  return user ? [user] : [];
+}
+
+/**
+ * Revokes every live session of the user in every app (as revoke-user does for one app), without
+ * deleting the user: the next refresh of any of them is 401 TOKEN_REVOKED. Returns the count of
+ * active sessions revoked.
+ */
+export async function revokeUserSessions(ctx: AuthContext, userId: string): Promise<number> {
+  const now = new Date(ctx.clock.now());
+  return ctx.sql.begin(async (tx) => {
+    const user = isUuid(userId) ? await lockUser(tx, userId) : undefined;
+    if (!user) throw authError('USER_NOT_FOUND', 'The user does not exist');
+    return revokeLiveFamilies(tx, userId, null, now, 'revoke_user');
+  });
+}
+
+export function listSigningKeys(ctx: AuthContext): Promise<SigningKeySummary[]> {
+  return selectSigningKeys(ctx.sql);
 }
 
 /**

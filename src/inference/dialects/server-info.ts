@@ -10,12 +10,15 @@ function modelEntry(service: InferenceService): Record<string, unknown> {
   const m = service.metadata;
   return {
     id: service.alias,
+    aliases: service.settings.aliases,
+    tags: service.settings.tags,
     object: 'model',
     created: service.createdAt,
     owned_by: 'llamacpp',
     meta: {
       vocab_type: m.vocabType,
       n_vocab: m.vocabSize,
+      n_ctx: service.info.nCtxSlot,
       n_ctx_train: m.nCtxTrain,
       n_embd: m.nEmbd,
       n_params: m.nParams,

@@ -1,6 +1,6 @@
 // Timings and token probabilities in llama-server's shapes.
 import type { TokenProbability } from '../../native/binding.js';
-import type { CompletionOutcome } from '../engine/engine.js';
+import type { CompletionOutcome, GeneratedToken } from '../engine/engine.js';
 
 export interface Timings {
   cache_n: number;
@@ -27,6 +27,46 @@ export function timings(o: Pick<CompletionOutcome, 'nPrompt' | 'nCached' | 'nPre
     predicted_per_token_ms: o.nPredicted > 0 ? o.tPredictMs / o.nPredicted : 0,
     predicted_per_second: o.tPredictMs > 0 ? (1000 * o.nPredicted) / o.tPredictMs : 0,
   };
+}
+
+/**
+ * Timings of a task while it streams (timings_per_token): the prompt's measured from submission
+ * to the first token, generation's from then on. The final chunk carries the engine's own.
+ */
+export class StreamTimer {
+  private readonly started = performance.now();
+  private firstTokenAt = 0;
+  private nPrompt: number;
+  private predicted = 0;
+
+  constructor(nPrompt: number) {
+    this.nPrompt = nPrompt;
+  }
+
+  /** Counts a batch of streamed tokens (negative ids are text-only flushes). */
+  add(batch: readonly GeneratedToken[]): void {
+    for (const t of batch) {
+      if (t.nPrompt !== undefined) this.nPrompt = t.nPrompt;
+      if (t.token < 0) continue;
+      if (this.predicted === 0) this.firstTokenAt = performance.now();
+      this.predicted++;
+    }
+  }
+
+  get nPredicted(): number {
+    return this.predicted;
+  }
+
+  /** With images, the prompt's length is known once the engine has tokenized it. */
+  get promptTokens(): number {
+    return this.nPrompt;
+  }
+
+  timings(): Timings {
+    const now = performance.now();
+    const promptMs = (this.firstTokenAt || now) - this.started;
+    return timings({ nPrompt: this.nPrompt, nCached: 0, nPredicted: this.predicted, tPromptMs: promptMs, tPredictMs: this.firstTokenAt ? now - this.firstTokenAt : 0 });
+  }
 }
 
 const decoder = new TextDecoder('utf-8', { fatal: false });

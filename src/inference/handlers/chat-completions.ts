@@ -4,6 +4,7 @@ import { compileBody } from '../../http/validation.js';
 import type { GeneratedToken } from '../engine/engine.js';
 import { badRequest, ErrorType, inferenceError } from '../errors.js';
 import { chatLogprobs, completionId, finishReason, systemFingerprint, tokenProbabilities, usage, withTimings } from '../dialects/openai.js';
+import { StreamTimer } from '../dialects/timings.js';
 import { BODY_OPTIONS, ChatCompletionBody } from '../schemas.js';
 import { renderChat } from '../service/chat-prompt.js';
 import { choiceCount, perChoice } from '../service/choices.js';
@@ -87,17 +88,26 @@ export async function handleChatCompletions(service: InferenceService, req: Http
   }
 
   const chunk = (choices: unknown[]): Record<string, unknown> => ({ ...base, object: 'chat.completion.chunk', choices });
+  // As llama-server: the engine's timings go on the last chunk (the usage chunk when asked for),
+  // and with timings_per_token every token chunk carries the timings so far.
+  const includeUsage = body.stream_options?.include_usage ?? false;
   const outcomes = await streamTasks(req, service, specs, {
     opening: (index) => JSON.stringify(chunk([{ index, delta: { role: 'assistant', content: null }, logprobs: null, finish_reason: null }])),
-    tokens: (index) => (batch: GeneratedToken[]) => {
-      const text = batch.map((t) => t.text).join('');
-      const probs = tokenProbabilities(batch);
-      if (text === '' && probs.length === 0) return null;
-      return JSON.stringify(chunk([{ index, delta: { content: text }, logprobs: choiceLogprobs(probs), finish_reason: null }]));
+    tokens: (index) => {
+      const timer = new StreamTimer(spec.prompt.length);
+      return (batch: GeneratedToken[]) => {
+        timer.add(batch);
+        const text = batch.map((t) => t.text).join('');
+        const probs = tokenProbabilities(batch);
+        if (text === '' && probs.length === 0) return null;
+        const data = chunk([{ index, delta: { content: text }, logprobs: choiceLogprobs(probs), finish_reason: null }]);
+        if (body.timings_per_token) data.timings = timer.timings();
+        return JSON.stringify(data);
+      };
     },
-    closing: (outcome, index) => JSON.stringify(withTimings(chunk([{ index, delta: {}, logprobs: null, finish_reason: finishReason(outcome.stop) }]), outcome)),
+    closing: (outcome, index) => JSON.stringify(withTimings(chunk([{ index, delta: {}, logprobs: null, finish_reason: finishReason(outcome.stop) }]), includeUsage ? undefined : outcome)),
   });
   const stream = req.openEventStream();
-  if (body.stream_options?.include_usage) await stream.send(JSON.stringify({ ...chunk([]), usage: usage(outcomes) }));
+  if (includeUsage) await stream.send(JSON.stringify(withTimings({ ...chunk([]), usage: usage(outcomes) }, outcomes.length === 1 ? outcomes[0] : undefined)));
   await stream.sendRaw('data: [DONE]\n\n');
 }

@@ -2,6 +2,7 @@
 import type { HttpRequest, HttpResult } from '../../http/request.js';
 import { compileBody } from '../../http/validation.js';
 import { completionChunk, completionResponse, generationSettings, type NativeFormatOptions } from '../dialects/llama-server.js';
+import { StreamTimer } from '../dialects/timings.js';
 import type { CompletionTaskSpec } from '../../native/binding.js';
 import { buildTaskSpec, type GenerationRequest } from '../service/generation.js';
 import { decodeDataUrl } from '../service/media.js';
@@ -66,14 +67,11 @@ export async function answerCompletions(
   await streamTasks(req, service, specs, {
     tokens: (index) => {
       const opts = options(index);
-      let predicted = 0;
-      let nPrompt = specs[index]!.prompt.length;  // with images, known once the engine has tokenized the prompt
-      const t0 = performance.now();
+      const timer = new StreamTimer(specs[index]!.prompt.length);
       return (batch) => {
-        predicted += batch.filter((t) => t.token >= 0).length;
-        nPrompt = batch.find((t) => t.nPrompt !== undefined)?.nPrompt ?? nPrompt;
-        const chunk = completionChunk(service, batch, opts, nPrompt, predicted);
-        if (opts.timingsPerToken) chunk.timings = { predicted_n: predicted, predicted_ms: performance.now() - t0 };
+        timer.add(batch);
+        const chunk = completionChunk(service, batch, opts, timer.promptTokens, timer.nPredicted);
+        if (opts.timingsPerToken) chunk.timings = timer.timings();
         return JSON.stringify(chunk);
       };
     },

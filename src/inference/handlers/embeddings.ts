@@ -6,7 +6,7 @@ import { compileBody } from '../../http/validation.js';
 import { PoolingType } from '../../native/binding.js';
 import { base64Floats, normalize, rerankPrompt, rows } from '../service/embedding.js';
 import { badRequest, ErrorType, inferenceError } from '../errors.js';
-import { checkTokenIds } from '../service/vocabulary.js';
+import { splitPrompts, tokenizePrompt, type PromptInput } from '../service/prompt-input.js';
 import { BODY_OPTIONS, NativeEmbeddingBody, OpenAIEmbeddingBody, RerankBody } from '../schemas.js';
 import type { InferenceService } from '../service/service.js';
 
@@ -15,24 +15,23 @@ const NativeBody = compileBody(NativeEmbeddingBody, BODY_OPTIONS);
 const Rerank = compileBody(RerankBody, BODY_OPTIONS);
 
 
-type Input = string | number[] | Array<string | number[]>;
-
-/** The inputs of a request, each tokenized with the model's special tokens (on worker threads). */
-async function inputs(service: InferenceService, input: Input, field: string): Promise<Int32Array[]> {
-  const list: Array<string | number[]> = typeof input === 'string' ? [input]
-    : input.length > 0 && input.every((x) => typeof x === 'number') ? [input as number[]]
-    : (input as Array<string | number[]>);
-  if (list.length === 0) throw badRequest(`Invalid field "${field}": at least one input is required`, { field });
-  const tokenized = await Promise.all(list.map((item) => (typeof item === 'string' ? service.model.tokenizeAsync(item, true, true) : Int32Array.from(item))));
-  return tokenized.map((tokens, i) => {
+/**
+ * The inputs of a request, tokenized as llama-server tokenizes completion prompts (on worker
+ * threads). An input longer than a physical batch cannot be embedded (500, llama-server's
+ * message); one that fills the slot's context is a 400.
+ */
+async function inputs(service: InferenceService, input: PromptInput, field: string): Promise<Int32Array[]> {
+  const tokenized = await Promise.all(splitPrompts(input).map((p) => tokenizePrompt(service.model, service.vocabSize, p)));
+  for (const [i, tokens] of tokenized.entries()) {
     if (tokens.length === 0) throw badRequest(`Invalid field "${field}": input ${i} is empty`, { field });
-    checkTokenIds(tokens, service.vocabSize, field);
-    const limit = Math.min(service.info.nBatch, service.info.nCtxSlot);
-    if (tokens.length > limit) {
-      throw inferenceError(ErrorType.EXCEED_CONTEXT, `input ${i} has ${tokens.length} tokens, more than the ${limit} an input may have (-b, -c)`, { n_prompt_tokens: tokens.length, n_ctx: limit });
+    if (tokens.length > service.info.nUbatch) {
+      throw inferenceError(ErrorType.SERVER, `input (${tokens.length} tokens) is too large to process. increase the physical batch size (current batch size: ${service.info.nUbatch})`);
     }
-    return tokens;
-  });
+    if (tokens.length > service.info.nCtxSlot) {
+      throw inferenceError(ErrorType.EXCEED_CONTEXT, `input (${tokens.length} tokens) is larger than the max context size (${service.info.nCtxSlot} tokens). skipping`, { n_prompt_tokens: tokens.length, n_ctx: service.info.nCtxSlot });
+    }
+  }
+  return tokenized;
 }
 
 /** Embeddings need an engine in embedding mode (--embedding), and not a reranker's. */
@@ -48,7 +47,7 @@ export async function handleOpenAIEmbeddings(service: InferenceService, req: Htt
   if (service.info.pooling === PoolingType.none) {
     throw badRequest("Pooling type 'none' is not OAI compatible. Please use a different pooling type (--pooling)");
   }
-  const prompts = await inputs(service, body.input as Input, 'input');
+  const prompts = await inputs(service, body.input, 'input');
   const outcomes = await service.embed(prompts, req.signal);
   const tokens = prompts.reduce((n, p) => n + p.length, 0);
   return {
@@ -67,8 +66,10 @@ export async function handleOpenAIEmbeddings(service: InferenceService, req: Htt
 export async function handleEmbedding(service: InferenceService, req: HttpRequest): Promise<HttpResult> {
   checkEmbeddingMode(service);
   const body = NativeBody.parse(req);
-  const mode = body.embd_normalize ?? 2;
-  const prompts = await inputs(service, body.content as Input, 'content');
+  const mode = body.embd_normalize ?? service.settings.embdNormalize;
+  const input = body.content ?? body.input;
+  if (input === undefined) throw badRequest('Invalid field "content": required (or "input")', { field: 'content' });
+  const prompts = await inputs(service, input, body.content !== undefined ? 'content' : 'input');
   const outcomes = await service.embed(prompts, req.signal);
   return {
     body: outcomes.map((o, index) => ({
@@ -97,10 +98,13 @@ export async function handleRerank(service: InferenceService, req: HttpRequest):
     }
   });
   const outcomes = await service.embed(prompts, req.signal);
-  const results = outcomes
-    .map((o, index) => ({ index, relevance_score: o.embedding[0]!, ...(body.return_text ? { document: { text: documents[index]! } } : {}) }))
-    .sort((a, b) => b.relevance_score - a.relevance_score)
-    .slice(0, body.top_n ?? documents.length);
+  const ranked = outcomes.map((o, index) => ({ index, score: o.embedding[0]! })).sort((a, b) => b.score - a.score).slice(0, body.top_n ?? documents.length);
+  // `texts` asks for TEI's answer (a bare array, `score`, `text` with return_text); `documents` for
+  // Jina's (`results`, `relevance_score`, `document.text` with return_text), as llama-server.
+  if (body.texts !== undefined && body.documents === undefined) {
+    return { body: ranked.map(({ index, score }) => ({ index, score, ...(body.return_text ? { text: documents[index]! } : {}) })) };
+  }
+  const results = ranked.map(({ index, score }) => ({ index, relevance_score: score, ...(body.return_text ? { document: { text: documents[index]! } } : {}) }));
   const tokens = prompts.reduce((n, p) => n + p.length, 0);
-  return { body: { model: service.alias, object: 'list', usage: { prompt_tokens: tokens, total_tokens: tokens }, results } };
+  return { body: { model: body.model ?? service.alias, object: 'list', usage: { prompt_tokens: tokens, total_tokens: tokens }, results } };
 }

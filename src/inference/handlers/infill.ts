@@ -68,7 +68,7 @@ export async function handleInfill(service: InferenceService, req: HttpRequest):
       // The text after the cursor: special-token text is parsed here, as llama-server does.
       prompt: service.model.tokenize(body.prompt ?? '', false, true),
     },
-    { nBatch: service.info.nBatch, nPredict: service.defaultNPredict, nCtx: service.info.nCtxSlot, spmInfill: false },
+    { nBatch: service.info.nBatch, nPredict: service.defaultNPredict, nCtx: service.info.nCtxSlot, spmInfill: service.settings.spmInfill },
   );
   service.checkPromptFits(prompt);
   const spec = buildTaskSpec(service, body, prompt);

@@ -19,6 +19,10 @@ export const DEFAULT_SAMPLERS = ['penalties', 'dry', 'top_n_sigma', 'top_k', 'ty
 export interface GenerationDefaults {
   sampling: Required<Omit<SamplingParams, 'grammarFromSchema' | 'nProbs'>>;
   nProbs: number;
+  nKeep: number;
+  cachePrompt: boolean;
+  /** -r / --reverse-prompt: stop strings of every request, besides its own. */
+  stop: string[];
 }
 
 /** llama-server's defaults (common_params_sampling), used when no flag sets them. */
@@ -54,6 +58,9 @@ export const LLAMA_SERVER_DEFAULTS: GenerationDefaults = {
     logitBias: [],
   },
   nProbs: 0,
+  nKeep: 0,
+  cachePrompt: true,
+  stop: [],
 };
 
 export interface GenerationContext {
@@ -208,14 +215,14 @@ export function buildTaskSpec(
     nPredict,
     // An id past the last slot wraps around, as llama-server's get_slot_by_id does.
     idSlot: body.id_slot === undefined || body.id_slot === -1 ? -1 : body.id_slot % ctx.nSlots,
-    cachePrompt: body.cache_prompt ?? true,
+    cachePrompt: body.cache_prompt ?? ctx.defaults.cachePrompt,
     nProbs: overrides.nProbs ?? body.n_probs ?? ctx.defaults.nProbs,
     postSamplingProbs: body.post_sampling_probs ?? false,
     tMaxPredictMs: body.t_max_predict_ms ?? 0,
     nIndent: body.n_indent ?? 0,
-    nKeep: body.n_keep ?? 0,
+    nKeep: body.n_keep ?? ctx.defaults.nKeep,
     nDiscard: body.n_discard ?? 0,
-    stop: stopStrings(body.stop),
+    stop: [...ctx.defaults.stop, ...stopStrings(body.stop)],
     sampling,
     loraScales: body.lora ? ctx.lora.resolve(body.lora, 'lora') : ctx.lora.scales(),
   };

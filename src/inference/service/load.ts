@@ -26,6 +26,11 @@ export interface ServiceLoadOptions {
   generation: GenerationDefaults;
   chatTemplate?: string;
   templateKwargs: Record<string, unknown>;
+  spmInfill: boolean;
+  embdNormalize: number;
+  aliases: string[];
+  tags: string[];
+  mmprojUseGpu: boolean;
   /** llama-server's parsed command line: its model flags apply as there. */
   serverParams?: NativeServerParams;
 }
@@ -52,7 +57,7 @@ export function loadInferenceService(options: ServiceLoadOptions, onProgress: (p
       }
       let vision: NativeVision | null = null;
       if (options.mmproj) {
-        vision = await native.Vision.load(model, options.mmproj, { nThreads: runtime.threads, useGpu: runtime.nGpuLayers !== 0 });
+        vision = await native.Vision.load(model, options.mmproj, { nThreads: runtime.threads, useGpu: runtime.nGpuLayers !== 0 && options.mmprojUseGpu });
         loaded.unshift(vision);
       }
       const engine = await InferenceEngine.create(model, {
@@ -78,6 +83,10 @@ export function loadInferenceService(options: ServiceLoadOptions, onProgress: (p
         generation: options.generation,
         ...(options.chatTemplate ? { chatTemplate: options.chatTemplate } : {}),
         templateKwargs: options.templateKwargs,
+        spmInfill: options.spmInfill,
+        embdNormalize: options.embdNormalize,
+        aliases: options.aliases,
+        tags: options.tags,
       }, new LoraRegistry(options.loras));
     } catch (err) {
       // Children before their model (the list is kept in that order).

@@ -21,6 +21,13 @@ export interface ServiceSettings {
   chatTemplate?: string;
   /** --chat-template-kwargs: defaults for every request's chat_template_kwargs. */
   templateKwargs: Record<string, unknown>;
+  /** --spm-infill: infill prompts in suffix/prefix/middle order. */
+  spmInfill: boolean;
+  /** The default embd_normalize of /embedding (--embd-normalize). */
+  embdNormalize: number;
+  /** -a: every name of the model; --tags: informational labels. Reported by /v1/models. */
+  aliases: string[];
+  tags: string[];
 }
 
 export class InferenceService implements GenerationContext {

@@ -1,0 +1,60 @@
+// The admin console: sign in with the admin key (checked with GET /admin/apps), then apps and
+// tenants, users and signing keys. Every action is one call of the admin API; a 401 at any
+// point signs the console out.
+import { AdminError, setAdminKey } from './api.js';
+import { clearApps, loadApps, wireApps } from './apps.js';
+import { byId } from './dom.js';
+import { loadKeys, wireKeys } from './keys.js';
+import { notifyError, UNAUTHORIZED_EVENT } from './notice.js';
+import { clearUsers, wireUsers } from './users.js';
+
+function showConsole(signedIn: boolean): void {
+  byId('sign-in').hidden = signedIn;
+  byId('console').hidden = !signedIn;
+  byId('nav').hidden = !signedIn;
+  byId('sign-out').hidden = !signedIn;
+}
+
+function signOut(message?: string): void {
+  setAdminKey(null);
+  clearApps();
+  clearUsers();
+  byId('key-list').replaceChildren();
+  showConsole(false);
+  byId('notice').hidden = true;
+  byId('sign-in-error').textContent = message ?? '';
+  byId('admin-key').focus();
+}
+
+async function signIn(key: string): Promise<void> {
+  setAdminKey(key);
+  try {
+    await loadApps();
+  } catch (error) {
+    setAdminKey(null);
+    byId('sign-in-error').textContent = error instanceof AdminError && error.status === 401
+      ? 'The server refused this admin key.'
+      : `Cannot sign in: ${(error as Error).message}`;
+    return;
+  }
+  byId<HTMLInputElement>('admin-key').value = '';
+  byId('sign-in-error').textContent = '';
+  showConsole(true);
+  byId('apps-heading').focus();
+  try {
+    await loadKeys();
+  } catch (error) {
+    notifyError(error);
+  }
+}
+
+byId<HTMLFormElement>('sign-in-form').addEventListener('submit', (event) => {
+  event.preventDefault();
+  void signIn(byId<HTMLInputElement>('admin-key').value);
+});
+byId('sign-out').addEventListener('click', () => signOut());
+window.addEventListener(UNAUTHORIZED_EVENT, () => signOut('The admin key was refused; sign in again.'));
+wireApps();
+wireUsers();
+wireKeys();
+showConsole(false);

@@ -1,0 +1,75 @@
+// Users: look up by id, e-mail or phone; soft-delete, restore, revoke sessions.
+import { adminApi, type User } from './api.js';
+import { button, byId, el, facts, when } from './dom.js';
+import { notify, notifyError } from './notice.js';
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+async function find(query: string): Promise<User[]> {
+  if (UUID.test(query)) {
+    try {
+      return [await adminApi.getUser(query)];
+    } catch (error) {
+      if ((error as { code?: string }).code === 'USER_NOT_FOUND') return [];
+      throw error;
+    }
+  }
+  return adminApi.findUsers(query.includes('@') ? 'email' : 'phone', query);
+}
+
+function show(users: User[], query: string): void {
+  byId('user-result').replaceChildren(users.length === 0 ? el('p', { class: 'empty' }, `No user matches “${query}”.`) : userCard(users[0]!));
+}
+
+function userCard(user: User): HTMLElement {
+  const deleted = user.deleted_at !== null;
+  const who = user.email ?? user.phone ?? user.id;
+  return el('article', { class: 'user', 'data-user-id': user.id, 'aria-label': `User ${who}` },
+    el('div', { class: 'item-head' }, el('strong', {}, who), el('span', { class: deleted ? 'tag danger' : 'tag ok' }, deleted ? 'deleted' : 'active')),
+    facts([['Id', el('code', {}, user.id)], ['E-mail', user.email], ['Phone', user.phone], ['Created', when(user.created_at)], ['Deleted', when(user.deleted_at)]]),
+    el('div', { class: 'row' },
+      deleted
+        ? button('Restore', () => void act(user, 'restore'))
+        : button('Soft-delete', () => void act(user, 'delete'), { class: 'danger' }),
+      button('Revoke sessions', () => void act(user, 'revoke'))));
+}
+
+async function act(user: User, action: 'delete' | 'restore' | 'revoke'): Promise<void> {
+  const who = user.email ?? user.phone ?? user.id;
+  const question = action === 'delete'
+    ? `Soft-delete ${who}? Every session is revoked and logins are refused until restored.`
+    : action === 'revoke' ? `Revoke every session of ${who}? The user must log in again.` : null;
+  if (question && !confirm(question)) return;
+  try {
+    if (action === 'delete') {
+      const result = await adminApi.deleteUser(user.id);
+      notify(`Deleted ${who}; ${result.sessions_revoked} session(s) revoked.`);
+    } else if (action === 'restore') {
+      await adminApi.restoreUser(user.id);
+      notify(`Restored ${who}.`);
+    } else {
+      const result = await adminApi.revokeSessions(user.id);
+      notify(`Revoked ${result.sessions_revoked} session(s) of ${who}.`);
+    }
+    show([await adminApi.getUser(user.id)], who);
+  } catch (error) {
+    notifyError(error);
+  }
+}
+
+export function wireUsers(): void {
+  byId<HTMLFormElement>('find-user').addEventListener('submit', async (event) => {
+    event.preventDefault();
+    const query = byId<HTMLInputElement>('user-query').value.trim();
+    try {
+      show(await find(query), query);
+    } catch (error) {
+      notifyError(error);
+    }
+  });
+}
+
+export function clearUsers(): void {
+  byId('user-result').replaceChildren();
+  byId<HTMLInputElement>('user-query').value = '';
+}

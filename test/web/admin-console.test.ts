@@ -1,0 +1,250 @@
+// The admin console of auth-server in headless Chromium, on a real PostgreSQL: off unless
+// enabled, strict CSP, sign-in with the admin key (kept in memory only), apps with the secret
+// shown once and rotated, tenants, user lookup, soft-delete, restore and session revocation,
+// signing keys; each action checked through the admin API. Keyboard pass and 375 px.
+import type { Dialog, Page } from 'puppeteer-core';
+import t from 'tap';
+import { ADMIN_KEY, startAuthHarness } from '../auth/fixtures/harness.js';
+import { OTP_DEFAULT_LIMITS } from '../../src/auth/limits.js';
+import { assertPageBuilt, collectProblems, elementsPastViewport, launchBrowser, overflowsHorizontally, screenshot, tabOrder, unlabelledControls } from '../helpers/browser.js';
+
+assertPageBuilt('admin');
+const h = await startAuthHarness({ adminConsole: true });
+t.teardown(() => h.close());
+const browser = await launchBrowser();
+t.teardown(() => browser.close());
+
+const CSP = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
+
+t.beforeEach(async () => {
+  await h.reset();
+});
+
+/** A fresh browser context at /admin/; confirm() dialogs are accepted and recorded. */
+async function openConsole(width = 1200): Promise<{ page: Page; problems: string[]; confirms: string[]; urls: string[] }> {
+  const context = await browser.createBrowserContext();
+  t.teardown(() => context.close());
+  const page = await context.newPage();
+  const problems = collectProblems(page);
+  const confirms: string[] = [];
+  const urls: string[] = [];
+  page.on('dialog', (dialog: Dialog) => { confirms.push(dialog.message()); void dialog.accept(); });
+  page.on('request', (request) => { urls.push(request.url()); });
+  await page.setViewport({ width, height: 900 });
+  await page.goto(`${h.base}/admin/`);
+  return { page, problems, confirms, urls };
+}
+
+async function signIn(page: Page, key = ADMIN_KEY): Promise<void> {
+  await page.type('#admin-key', key);
+  await page.keyboard.press('Enter');
+  await page.waitForFunction(() => !document.getElementById('console')!.hidden);
+}
+
+async function notice(page: Page, pattern: string): Promise<string> {
+  await page.waitForFunction((p) => new RegExp(p).test(document.getElementById('notice')?.textContent ?? ''), {}, pattern);
+  return page.$eval('#notice', (e) => e.textContent ?? '');
+}
+
+t.test('the console is off unless enabled: GET /admin/ is 404 without adminConsole', async (t) => {
+  const plain = await startAuthHarness();
+  t.teardown(() => plain.close());
+  const reply = await plain.get('/admin/');
+  t.equal(reply.status, 404);
+  t.same(reply.body, { error: { code: 'NOT_FOUND', message: 'No route for GET /admin/' } });
+});
+
+t.test('GET /admin/ has a strict CSP, no inline script and no framing; /admin redirects to it', async (t) => {
+  const page = await fetch(`${h.base}/admin/`);
+  t.equal(page.status, 200);
+  t.equal(page.headers.get('content-type'), 'text/html; charset=utf-8');
+  t.equal(page.headers.get('content-security-policy'), CSP);
+  t.equal(page.headers.get('x-frame-options'), 'DENY');
+  t.equal(page.headers.get('referrer-policy'), 'no-referrer');
+  const html = await page.text();
+  t.notMatch(html, /<script(?![^>]*\bsrc=)[^>]*>/, 'no inline script');
+  t.notMatch(html, /\son[a-z]+=/i, 'no inline event handler');
+  t.notMatch(html, /\sstyle=/i, 'no inline style');
+  t.notMatch(html, /https?:\/\//, 'nothing from another origin');
+  const script = await fetch(`${h.base}/admin/console/main.js`);
+  t.equal(script.status, 200);
+  t.equal(script.headers.get('content-security-policy'), CSP);
+  const redirect = await fetch(`${h.base}/admin`, { redirect: 'manual' });
+  t.equal(redirect.status, 308);
+  t.equal(redirect.headers.get('location'), '/admin/');
+});
+
+t.test('sign-in refuses a wrong key, keeps the right one in memory only, and a reload forgets it', async (t) => {
+  const { page, problems, urls } = await openConsole();
+  await screenshot(page, 'admin-sign-in');
+  await page.type('#admin-key', 'not-the-admin-key-at-all');
+  await page.keyboard.press('Enter');
+  await page.waitForFunction(() => document.getElementById('sign-in-error')?.textContent === 'The server refused this admin key.');
+  t.equal(await page.$eval('#console', (e) => (e as HTMLElement).hidden), true);
+  await page.click('#admin-key', { count: 3 });
+  await signIn(page);
+  const stored = await page.evaluate(() => JSON.stringify({ ...localStorage }) + JSON.stringify({ ...sessionStorage }) + document.cookie);
+  t.notOk(stored.includes(ADMIN_KEY), 'the key is in no storage and no cookie');
+  t.notOk(urls.some((u) => u.includes(ADMIN_KEY)), 'the key is in no URL');
+  await page.reload();
+  await page.waitForSelector('#admin-key');
+  t.equal(await page.$eval('#console', (e) => (e as HTMLElement).hidden), true, 'after a reload the console asks again');
+  t.same(problems.filter((p) => !/status of 401/.test(p)), []);
+});
+
+t.test('creating an app shows its secret once; the secret works; rotating replaces it', async (t) => {
+  const { page, problems, confirms } = await openConsole();
+  await signIn(page);
+  await page.type('#app-slug', 'shop');
+  await page.type('#app-name', 'Shop');
+  await page.keyboard.press('Enter');
+  await page.waitForSelector('#secret-box:not([hidden])');
+  const secret = await page.$eval('#secret-value', (e) => e.textContent ?? '');
+  t.match(secret, /^as_[A-Za-z0-9_-]{43}$/);
+  t.match(await notice(page, 'Created app'), 'Created app shop.');
+  await screenshot(page, 'admin-app-secret');
+  const apps = await h.admin('GET', '/admin/apps');
+  t.same(apps.body.apps.map((a: { slug: string; name: string }) => [a.slug, a.name]), [['shop', 'Shop']], 'the API lists the app');
+  const app = { id: apps.body.apps[0].id as string, slug: 'shop', secret };
+  t.equal((await h.post('/auth/otp/request', { ...h.credentials(app), email: 'ann@example.com' })).status, 200, 'the shown secret is the real one');
+  t.equal(await page.$$eval('#app-list li[data-app-id]', (items) => items.length), 1);
+  await page.click('#dismiss-secret');
+  t.equal(await page.$eval('#secret-value', (e) => e.textContent), '', 'dismissed: the secret leaves the page');
+
+  await page.click(`#app-list li[data-app-id="${app.id}"] button[aria-label="Rotate the secret of shop"]`);
+  await page.waitForSelector('#secret-box:not([hidden])');
+  const rotated = await page.$eval('#secret-value', (e) => e.textContent ?? '');
+  t.match(confirms, [/Rotate the secret of "shop"/]);
+  t.not(rotated, secret);
+  const old = await h.post('/auth/otp/request', { ...h.credentials(app), email: 'bob@example.com' });
+  t.equal(old.status, 401, 'the old secret stopped working');
+  t.equal(old.body.error.code, 'TOKEN_INVALID');
+  t.equal((await h.post('/auth/otp/request', { ...h.credentials({ ...app, secret: rotated }), email: 'bob@example.com' })).status, 200, 'the new one works');
+  t.same(problems, []);
+});
+
+t.test('tenants of an app: create one and see it listed, as the API lists it', async (t) => {
+  const { page, problems } = await openConsole();
+  const app = await h.createApp('crm');
+  await signIn(page);
+  await page.click('button[aria-label="Tenants of crm"]');
+  await page.waitForFunction(() => document.getElementById('tenants-heading')?.textContent === 'Tenants of crm');
+  t.equal(await page.$eval('#tenant-list', (e) => e.textContent), 'No tenants yet.');
+  await page.type('#tenant-name', 'Acme');
+  await page.keyboard.press('Enter');
+  await page.waitForSelector('#tenant-list li[data-tenant-id]');
+  const shown = await page.$$eval('#tenant-list li[data-tenant-id]', (items) => items.map((li) => [li.getAttribute('data-tenant-id'), li.querySelector('strong')?.textContent]));
+  const listed = await h.admin('GET', `/admin/apps/${app.id}/tenants`);
+  t.same(listed.body.tenants.map((x: { id: string; name: string }) => [x.id, x.name]), shown);
+  t.same(shown.map((s) => s[1]), ['Acme']);
+  t.match(await notice(page, 'Created tenant'), 'Created tenant Acme in crm.');
+  await screenshot(page, 'admin-tenants');
+  t.same(problems, []);
+});
+
+t.test('users: find by e-mail, soft-delete, restore and revoke sessions, each visible through the API', async (t) => {
+  const { page, problems, confirms } = await openConsole();
+  const app = await h.createApp('shop');
+  const tokens = await h.login(app, 'ann@example.com');
+  await signIn(page);
+  await page.type('#user-query', 'ANN@example.com');
+  await page.keyboard.press('Enter');
+  await page.waitForSelector(`article.user[data-user-id="${tokens.user_id}"]`);
+  t.equal(await page.$eval('article.user .tag', (e) => e.textContent), 'active');
+
+  await page.click('article.user button.danger');
+  await page.waitForFunction(() => document.querySelector('article.user .tag')?.textContent === 'deleted');
+  t.match(await notice(page, 'Deleted'), 'Deleted ann@example.com; 1 session(s) revoked.');
+  t.match(confirms, [/Soft-delete ann@example.com\?/]);
+  const deleted = await h.admin('GET', `/admin/users/${tokens.user_id}`);
+  t.match(deleted.body, { id: tokens.user_id, deleted_at: /Z$/ }, 'the API shows the user deleted');
+  const refused = await h.refresh(app, tokens.refresh_token);
+  t.equal(refused.status, 403, 'the deleted user cannot refresh');
+  t.equal(refused.body.error.code, 'USER_DELETED');
+  await screenshot(page, 'admin-user-deleted');
+
+  await page.click('article.user button ::-p-text(Restore)');
+  await page.waitForFunction(() => document.querySelector('article.user .tag')?.textContent === 'active');
+  t.equal((await h.admin('GET', `/admin/users/${tokens.user_id}`)).body.deleted_at, null, 'the API shows the user restored');
+
+  h.clock.advance(OTP_DEFAULT_LIMITS.resendIntervalMs);
+  const again = await h.login(app, 'ann@example.com');
+  await page.click('article.user button ::-p-text(Revoke sessions)');
+  t.match(await notice(page, 'Revoked'), 'Revoked 1 session(s) of ann@example.com.');
+  const refreshed = await h.refresh(app, again.refresh_token);
+  t.equal(refreshed.status, 401);
+  t.equal(refreshed.body.error.code, 'TOKEN_REVOKED', 'the API refuses the revoked session');
+
+  await page.click('#user-query', { count: 3 });
+  await page.type('#user-query', tokens.user_id);
+  await page.keyboard.press('Enter');
+  await page.waitForFunction((id) => document.querySelector('article.user')?.getAttribute('data-user-id') === id, {}, tokens.user_id);
+  await page.click('#user-query', { count: 3 });
+  await page.type('#user-query', 'nobody@example.com');
+  await page.keyboard.press('Enter');
+  await page.waitForFunction(() => document.querySelector('#user-result p.empty')?.textContent === 'No user matches “nobody@example.com”.');
+  t.same(problems, []);
+});
+
+t.test('signing keys: listed with their status; rotation makes the next key active', async (t) => {
+  const { page, problems } = await openConsole();
+  await signIn(page);
+  await page.waitForSelector('#key-list li[data-status="active"]');
+  const before = await h.admin('GET', '/admin/signing-keys');
+  const shown = await page.$$eval('#key-list li', (items) => items.map((li) => [li.getAttribute('data-kid'), li.getAttribute('data-status')]));
+  t.same(shown, before.body.keys.map((k: { kid: string; status: string }) => [k.kid, k.status]));
+  const next = before.body.keys.find((k: { status: string }) => k.status === 'next').kid;
+  await page.click('#rotate-key');
+  await page.waitForFunction((kid) => document.querySelector('#key-list li[data-status="active"]')?.getAttribute('data-kid') === kid, {}, next);
+  const after = await h.admin('GET', '/admin/signing-keys');
+  t.equal(after.body.keys[0].kid, next, 'the API shows the former next key active');
+  t.equal(after.body.keys[0].status, 'active');
+  await screenshot(page, 'admin-keys');
+  t.same(problems, []);
+});
+
+t.test('keyboard: Tab reaches every control in page order; every control has a label', async (t) => {
+  const { page } = await openConsole();
+  await h.createApp('shop');
+  t.same(await unlabelledControls(page), [], 'sign-in form');
+  await signIn(page);
+  await page.click('button[aria-label="Tenants of shop"]');
+  await page.waitForSelector('#tenants:not([hidden])');
+  await page.type('#user-query', 'nobody@example.com');
+  await page.keyboard.press('Enter');
+  await page.waitForSelector('#user-result p.empty');
+  const expected = await page.evaluate(() => [...document.querySelectorAll<HTMLElement>('a[href], button, input, textarea, select, [tabindex]')]
+    .filter((e) => !(e as HTMLButtonElement).disabled && e.tabIndex >= 0 && e.getClientRects().length > 0)
+    .map((e) => e.id ? `#${e.id}` : `${e.tagName.toLowerCase()}[${e.getAttribute('aria-label') ?? e.textContent?.trim() ?? ''}]`));
+  const order = await tabOrder(page, expected[0]!);
+  t.same(order, expected);
+  for (const id of ['a[Apps]', 'a[Users]', 'a[Signing keys]', '#sign-out', '#app-slug', '#app-name', 'button[Tenants of shop]', 'button[Rotate the secret of shop]', '#tenant-name', '#user-query', '#rotate-key']) {
+    t.ok(order.includes(id), `Tab reaches ${id}`);
+  }
+  t.same(await unlabelledControls(page), [], 'console');
+});
+
+t.test('at 375 px wide nothing overflows sideways', async (t) => {
+  const { page, problems } = await openConsole(375);
+  const app = await h.createApp('a-long-application-slug-for-narrow-screens');
+  await h.createTenant({ id: app.id, slug: app.slug, secret: app.secret }, 'Tenant with a rather long name');
+  const tokens = await h.login(app, 'someone.with.a.long.address@example.com');
+  t.equal(await overflowsHorizontally(page), false, 'sign-in');
+  await signIn(page);
+  await page.type('#app-slug', 'mobile');
+  await page.type('#app-name', 'Mobile');
+  await page.keyboard.press('Enter');
+  await page.waitForSelector('#secret-box:not([hidden])');
+  await page.click(`button[aria-label="Tenants of ${app.slug}"]`);
+  await page.waitForSelector('#tenant-list li[data-tenant-id]');
+  await page.type('#user-query', tokens.user_id);
+  await page.keyboard.press('Enter');
+  await page.waitForSelector('article.user');
+  t.same(await elementsPastViewport(page), [], 'no element sticks out');
+  t.equal(await overflowsHorizontally(page), false, 'console with apps, secret, tenants, user and keys');
+  await page.evaluate(() => window.scrollTo(0, 0));
+  await screenshot(page, 'admin-375-top');
+  await page.evaluate(() => document.getElementById('users-heading')!.scrollIntoView());
+  await screenshot(page, 'admin-375-users');
+  t.same(problems, []);
+});
