@@ -23,7 +23,7 @@ t.test('a prompt beyond the context is exceed_context_size_error with both sizes
   });
 });
 
-t.test('an input beyond the batch is a 500 with llama-server's message', async (t) => {
+t.test("an input beyond the batch is a 500 with llama-server's message", async (t) => {
   t.same(http(nativeError('EXCEEDS_BATCH', 'the input (900 tokens) is larger than the batch size of 512 tokens', { nPromptTokens: 900, nBatch: 512 })), {
     status: 500, code: 'server_error', message: 'input (900 tokens) is too large to process. increase the physical batch size (current batch size: 512)', details: {},
   });
