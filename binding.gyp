@@ -1,7 +1,8 @@
-# The native addon is built by CMake through cmake-js (CMakeLists.txt, scripts/build-addon.mjs),
-# which also builds llama.cpp. This file exists only so that tools looking for binding.gyp find
-# the package's native build declared; it deliberately defines no targets, so node-gyp never
-# becomes a second build of llama.cpp.
+# The native addon is built by CMake through cmake-js (CMakeLists.txt, scripts/build-addon.mjs,
+# run by the package's own `install` script), which also builds llama.cpp. This file only marks
+# the package as having a native build for tools that look for binding.gyp (npm records
+# `gypfile`); it deliberately defines no targets, so node-gyp never becomes a second build of
+# llama.cpp. npm's implicit `node-gyp rebuild` does not apply: the package has an install script.
 {
   "targets": []
 }

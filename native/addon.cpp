@@ -5,6 +5,7 @@
 #endif
 
 #include "engine.h"
+#include "errors.h"
 #include "llama.h"
 #include "log.h"
 #include "lora.h"
@@ -34,7 +35,7 @@ static Napi::Value system_info(const Napi::CallbackInfo & info) {
 static Napi::Value set_log_level(const Napi::CallbackInfo & info) {
     Napi::Env env = info.Env();
     if (info.Length() < 1 || !info[0].IsString() || !log_set_level(info[0].As<Napi::String>().Utf8Value())) {
-        throw Napi::TypeError::New(env, "setLogLevel(level): level must be debug, info, warn, error or none");
+        throw_coded(env, ErrorCode::INVALID_ARGUMENT, "setLogLevel(level): level must be debug, info, warn, error or none");
     }
     return env.Undefined();
 }

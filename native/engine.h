@@ -2,10 +2,12 @@
 // Engine: one llama_context shared by N slots, driven by its own thread (continuous batching).
 //
 // Threads: the JS thread calls submit/cancel/slots/metrics; they only touch the mutex-guarded
-// inbox and the published summaries. The engine thread owns the context, the batch and every
-// Slot: each iteration it admits queued tasks into idle slots, builds ONE batch from all busy
-// slots (one token per generating slot first, then prompt chunks up to n_batch), decodes once,
-// samples each slot whose logits are ready, and queues events. Events reach JS in bundles
+// inbox and the published summaries. submit() prepares tasks on a libuv worker (image decoding,
+// grammar parsing) and queues them from the JS thread once all are ready. The engine thread
+// owns the context, the batch and every Slot: each iteration it admits queued tasks into idle
+// slots, builds ONE batch from all busy slots (one token per generating slot first, then prompt
+// chunks up to n_batch), decodes once, samples each slot whose logits are ready, and queues
+// events. Events reach JS in bundles
 // through one ThreadSafeFunction (at most one pending call at a time).
 // Ownership: the engine keeps its Model's JS object alive until dispose() resolves.
 #include <napi.h>
@@ -15,12 +17,14 @@
 #include <deque>
 #include <mutex>
 #include <thread>
+#include <unordered_map>
 #include <unordered_set>
 #include <vector>
 
 #include "common.h"
 #include "llama.h"
 #include "slot.h"
+#include "task-parse.h"
 #include "task.h"
 
 namespace addon {
@@ -64,6 +68,21 @@ struct EngineCounters {
     std::atomic<int32_t> busy_slots{0};
 };
 
+// The slots decoded together in one step share adapter scales (when the engine has adapters).
+struct LoraGroup {
+    bool grouped = false;
+    std::vector<float> scales;
+    bool contains(const Slot & s) const { return !grouped || s.task->lora_scales == scales; }
+};
+
+// A slot's place before a batch was built, restored when the decode is retried.
+struct SlotUndo {
+    size_t cache = 0;
+    size_t prompt_done = 0;
+};
+
+// Files: engine-js.cpp (creation, the JS methods, submission, event delivery; JS thread),
+// task-parse.cpp (JS task object -> CompletionTask), engine.cpp (the engine thread's loop).
 class Engine : public Napi::ObjectWrap<Engine> {
 public:
     static Napi::Function define(Napi::Env env);
@@ -73,16 +92,24 @@ public:
     ~Engine() override;
 
 private:
+    friend class TaskSubmitWorker;
+
+    // JS thread (engine-js.cpp)
     static Napi::Value create(const Napi::CallbackInfo & info);
     Napi::Value js_submit(const Napi::CallbackInfo & info);
-    std::unique_ptr<CompletionTask> parse_task(Napi::Env env, Napi::Object o);
     Napi::Value js_cancel(const Napi::CallbackInfo & info);
     Napi::Value js_slots(const Napi::CallbackInfo & info);
     Napi::Value js_metrics(const Napi::CallbackInfo & info);
     Napi::Value js_info(const Napi::CallbackInfo & info);
     Napi::Value js_dispose(const Napi::CallbackInfo & info);
+    TaskLimits task_limits() const;
+    void enqueue(std::vector<std::unique_ptr<CompletionTask>> tasks);
+    void deliver(Napi::Env env, Napi::Function callback);
+    void track_active(int64_t id, bool active);
+    void stop_thread();
+    void free_context();
 
-    // engine thread
+    // engine thread (engine.cpp)
     void run();
     void admit_waiting(int64_t now_us);
     void apply_cancels(std::vector<int64_t> & cancels);
@@ -90,8 +117,13 @@ private:
     void start_task(Slot & slot, std::unique_ptr<CompletionTask> task, int64_t now_us);
     void step();
     bool decode_batch();
+    LoraGroup next_lora_group() const;
+    int32_t add_generating_tokens(const LoraGroup & group);
+    void add_prompt_tokens(const LoraGroup & group, int32_t budget);
+    int32_t decode_group(const LoraGroup & group);
+    bool relieve_kv_pressure(int32_t & prompt_budget, int32_t n_generating);
+    void fail_busy_slots(const std::string & message);
     void eval_media();
-    void tokenize_media(Napi::Env env, Napi::Object o, CompletionTask & task);
     void handle_sampled(Slot & slot, llama_token token);
     void finish_embedding(Slot & slot, int32_t first_index);
     void finish(Slot & slot);
@@ -100,12 +132,6 @@ private:
     void emit(EngineEvent && event);
     void flush_events();
     void publish_summaries();
-
-    // JS thread
-    void deliver(Napi::Env env, Napi::Function callback);
-    void track_active(int64_t id, bool active);
-    void stop_thread();
-    void free_context();
 
     Model * model_ = nullptr;
     Napi::ObjectReference model_ref_;
@@ -147,7 +173,11 @@ private:
     std::vector<SlotSummary> summaries_;
     EngineCounters counters_;
 
-    std::unordered_set<int64_t> js_active_;  // JS thread only
+    // JS thread only
+    std::unordered_set<int64_t> js_active_;  // queued tasks that have not ended
+    // Tasks being prepared by a TaskSubmitWorker; cancel() sets the flag, and the task is then
+    // never queued.
+    std::unordered_map<int64_t, std::shared_ptr<std::atomic<bool>>> preparing_;
     bool tsfn_referenced_ = false;
     int64_t next_task_id_ = 1;
     std::thread thread_;

@@ -2,6 +2,7 @@
 
 #include <sys/stat.h>
 
+#include "errors.h"
 #include "log.h"
 #include "model-worker.h"
 #include "model.h"
@@ -18,7 +19,7 @@ public:
     void Execute() override {
         struct stat st;
         if (stat(path_.c_str(), &st) != 0) {
-            SetError("LoRA adapter file not found: " + path_);
+            fail(ErrorCode::LOAD_FAILED, "LoRA adapter file not found: " + path_);
             return;
         }
         log_capture_begin();
@@ -39,7 +40,7 @@ private:
 // LoraAdapter.load(model, path) -> Promise<LoraAdapter>
 Napi::Value LoraAdapter::load(const Napi::CallbackInfo & info) {
     Napi::Env env = info.Env();
-    if (info.Length() < 2 || !info[0].IsObject() || !info[1].IsString()) throw Napi::TypeError::New(env, "LoraAdapter.load(model, path)");
+    if (info.Length() < 2 || !info[0].IsObject() || !info[1].IsString()) throw_coded(env, ErrorCode::INVALID_ARGUMENT, "LoraAdapter.load(model, path)");
     Napi::Object model_obj = info[0].As<Napi::Object>();
     Model * model = Model::from_js(env, model_obj);
     auto * worker = new LoraLoadWorker(env, model, model_obj, info[1].As<Napi::String>());
@@ -60,7 +61,7 @@ Napi::Function LoraAdapter::define(Napi::Env env) {
 }
 
 LoraAdapter::LoraAdapter(const Napi::CallbackInfo & info) : Napi::ObjectWrap<LoraAdapter>(info) {
-    if (info.Length() < 3 || !info[0].IsExternal()) throw Napi::TypeError::New(info.Env(), "use LoraAdapter.load(model, path)");
+    if (info.Length() < 3 || !info[0].IsExternal()) throw_coded(info.Env(), ErrorCode::INVALID_ARGUMENT, "use LoraAdapter.load(model, path)");
     adapter_ = info[0].As<Napi::External<llama_adapter_lora>>().Data();
     Napi::Object model_obj = info[1].As<Napi::Object>();
     model_ = Model::Unwrap(model_obj);
@@ -87,7 +88,7 @@ Napi::Value LoraAdapter::js_metadata(const Napi::CallbackInfo & info) {
 
 Napi::Value LoraAdapter::js_dispose(const Napi::CallbackInfo & info) {
     if (!adapter_) return info.Env().Undefined();
-    if (users_.load() > 0) throw Napi::Error::New(info.Env(), "adapter is still used by an engine; dispose the engine first");
+    if (users_.load() > 0) throw_coded(info.Env(), ErrorCode::IN_USE, "adapter is still used by an engine; dispose the engine first");
     if (model_->get()) llama_adapter_lora_free(adapter_);  // with the model gone, llama.cpp already freed it
     adapter_ = nullptr;
     model_ref_.Reset();

@@ -2,9 +2,11 @@
 // ModelWorker: a promise-returning AsyncWorker that uses a Model. From construction until it
 // settles it keeps the model's JS object alive and counts as a user of the model, so
 // Model.dispose() refuses while it runs. Subclasses do their work in Execute() (worker thread,
-// C++ data only) and build the resolved value in result() (JS thread).
+// C++ data only) and build the resolved value in result() (JS thread). A failure rejects with an
+// Error coded LOAD_FAILED unless Execute() chose another code with fail().
 #include <napi.h>
 
+#include "errors.h"
 #include "model.h"
 
 namespace addon {
@@ -22,6 +24,12 @@ protected:
 
     virtual Napi::Value result(Napi::Env env) = 0;
 
+    // Execute() only: the work failed with this code and message.
+    void fail(ErrorCode code, const std::string & message) {
+        code_ = code;
+        SetError(message);
+    }
+
     void OnOK() override {
         model_->release();
         deferred_.Resolve(result(Env()));
@@ -29,7 +37,9 @@ protected:
 
     void OnError(const Napi::Error & error) override {
         model_->release();
-        deferred_.Reject(error.Value());
+        Napi::Error coded = error;
+        coded.Set("code", error_code_name(code_));
+        deferred_.Reject(coded.Value());
     }
 
     Model * model_;
@@ -37,6 +47,7 @@ protected:
 
 private:
     Napi::Promise::Deferred deferred_;
+    ErrorCode code_ = ErrorCode::LOAD_FAILED;
 };
 
 }  // namespace addon

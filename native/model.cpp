@@ -14,6 +14,7 @@
 
 #include "chat-template.h"
 #include "common.h"
+#include "errors.h"
 #include "log.h"
 #include "model-worker.h"
 
@@ -99,7 +100,11 @@ public:
         settle(obj, true);
     }
 
-    void OnError(const Napi::Error & error) override { settle(error.Value(), false); }
+    void OnError(const Napi::Error & error) override {
+        Napi::Error coded = error;
+        coded.Set("code", error_code_name(ErrorCode::LOAD_FAILED));
+        settle(coded.Value(), false);
+    }
 
     ~ModelLoadWorker() override {
         if (model_) llama_model_free(model_);
@@ -146,7 +151,7 @@ private:
 // Model.load(path, { nGpuLayers, useMmap }, onProgress?) -> { promise, cancel() }
 Napi::Value Model::load(const Napi::CallbackInfo & info) {
     Napi::Env env = info.Env();
-    if (info.Length() < 1 || !info[0].IsString()) throw Napi::TypeError::New(env, "load(path, options, onProgress?): path must be a string");
+    if (info.Length() < 1 || !info[0].IsString()) throw_coded(env, ErrorCode::INVALID_ARGUMENT, "load(path, options, onProgress?): path must be a string");
     std::string path = info[0].As<Napi::String>();
     int32_t n_gpu_layers = -1;
     bool use_mmap = true;
@@ -194,7 +199,7 @@ Napi::Function Model::define(Napi::Env env) {
 
 Model::Model(const Napi::CallbackInfo & info) : Napi::ObjectWrap<Model>(info) {
     if (info.Length() < 2 || !info[0].IsExternal()) {
-        throw Napi::TypeError::New(info.Env(), "Model cannot be constructed directly; use Model.load(path)");
+        throw_coded(info.Env(), ErrorCode::INVALID_ARGUMENT, "Model cannot be constructed directly; use Model.load(path)");
     }
     model_ = info[0].As<Napi::External<llama_model>>().Data();
     path_ = info[1].As<Napi::String>();
@@ -206,19 +211,19 @@ Model::~Model() {
 }
 
 Model * Model::from_js(Napi::Env env, Napi::Value value) {
-    if (!value.IsObject() || !value.As<Napi::Object>().InstanceOf(constructor.Value())) throw Napi::TypeError::New(env, "expected a Model");
+    if (!value.IsObject() || !value.As<Napi::Object>().InstanceOf(constructor.Value())) throw_coded(env, ErrorCode::INVALID_ARGUMENT, "expected a Model");
     Model * model = Model::Unwrap(value.As<Napi::Object>());
-    if (!model->get()) throw Napi::Error::New(env, "model is disposed");
+    if (!model->get()) throw_coded(env, ErrorCode::DISPOSED, "model is disposed");
     return model;
 }
 
 void Model::check_alive(Napi::Env env) const {
-    if (!model_) throw Napi::Error::New(env, "model is disposed");
+    if (!model_) throw_coded(env, ErrorCode::DISPOSED, "model is disposed");
 }
 
 Napi::Value Model::js_dispose(const Napi::CallbackInfo & info) {
     if (!model_) return info.Env().Undefined();
-    if (users_.load() > 0) throw Napi::Error::New(info.Env(), "model is still used by an engine; dispose the engine first");
+    if (users_.load() > 0) throw_coded(info.Env(), ErrorCode::IN_USE, "model is still used by an engine; dispose the engine first");
     llama_model_free(model_);
     model_ = nullptr;
     vocab_ = nullptr;
@@ -341,7 +346,7 @@ static std::vector<llama_token> tokens_from_js(Napi::Env env, Napi::Value value,
     const int32_t n_vocab = llama_vocab_n_tokens(vocab);
     auto check = [&](double t) {
         if (!std::isfinite(t) || t != std::floor(t) || t < 0 || t >= n_vocab) {
-            throw Napi::RangeError::New(env, "token id out of range: " + std::to_string(t));
+            throw_coded(env, ErrorCode::TOKEN_OUT_OF_RANGE, "token id out of range: " + std::to_string(t));
         }
         tokens.push_back((llama_token) t);
     };
@@ -354,11 +359,11 @@ static std::vector<llama_token> tokens_from_js(Napi::Env env, Napi::Value value,
         tokens.reserve(arr.Length());
         for (uint32_t i = 0; i < arr.Length(); i++) {
             Napi::Value v = arr.Get(i);
-            if (!v.IsNumber()) throw Napi::TypeError::New(env, "tokens must be integers");
+            if (!v.IsNumber()) throw_coded(env, ErrorCode::INVALID_ARGUMENT, "tokens must be integers");
             check(v.As<Napi::Number>().DoubleValue());
         }
     } else {
-        throw Napi::TypeError::New(env, "tokens must be an Int32Array or an array of integers");
+        throw_coded(env, ErrorCode::INVALID_ARGUMENT, "tokens must be an Int32Array or an array of integers");
     }
     return tokens;
 }
@@ -367,7 +372,7 @@ static std::vector<llama_token> tokens_from_js(Napi::Env env, Napi::Value value,
 Napi::Value Model::js_tokenize(const Napi::CallbackInfo & info) {
     Napi::Env env = info.Env();
     check_alive(env);
-    if (info.Length() < 1 || !info[0].IsString()) throw Napi::TypeError::New(env, "tokenize(text, addSpecial, parseSpecial): text must be a string");
+    if (info.Length() < 1 || !info[0].IsString()) throw_coded(env, ErrorCode::INVALID_ARGUMENT, "tokenize(text, addSpecial, parseSpecial): text must be a string");
     std::string text = info[0].As<Napi::String>();
     bool add_special = info.Length() > 1 && info[1].ToBoolean();
     bool parse_special = info.Length() > 2 && info[2].ToBoolean();
@@ -400,7 +405,7 @@ private:
 Napi::Value Model::js_tokenize_async(const Napi::CallbackInfo & info) {
     Napi::Env env = info.Env();
     check_alive(env);
-    if (info.Length() < 1 || !info[0].IsString()) throw Napi::TypeError::New(env, "tokenizeAsync(text, addSpecial, parseSpecial): text must be a string");
+    if (info.Length() < 1 || !info[0].IsString()) throw_coded(env, ErrorCode::INVALID_ARGUMENT, "tokenizeAsync(text, addSpecial, parseSpecial): text must be a string");
     auto * worker = new TokenizeWorker(env, this, Value(), info[0].As<Napi::String>(), info.Length() > 1 && info[1].ToBoolean(),
                                        info.Length() > 2 && info[2].ToBoolean());
     worker->Queue();
@@ -430,7 +435,7 @@ Napi::Value Model::js_detokenize(const Napi::CallbackInfo & info) {
 Napi::Value Model::js_token_piece(const Napi::CallbackInfo & info) {
     Napi::Env env = info.Env();
     check_alive(env);
-    if (info.Length() < 1 || !info[0].IsNumber()) throw Napi::TypeError::New(env, "tokenPiece(token): token must be a number");
+    if (info.Length() < 1 || !info[0].IsNumber()) throw_coded(env, ErrorCode::INVALID_ARGUMENT, "tokenPiece(token): token must be a number");
     std::vector<llama_token> token = tokens_from_js(env, [&] {
         Napi::Array a = Napi::Array::New(env, 1);
         a.Set(0u, info[0]);
@@ -445,14 +450,14 @@ Napi::Value Model::js_token_piece(const Napi::CallbackInfo & info) {
 Napi::Value Model::js_apply_chat_template(const Napi::CallbackInfo & info) {
     Napi::Env env = info.Env();
     check_alive(env);
-    if (info.Length() < 1 || !info[0].IsArray()) throw Napi::TypeError::New(env, "applyChatTemplate(messages, options): messages must be an array");
+    if (info.Length() < 1 || !info[0].IsArray()) throw_coded(env, ErrorCode::INVALID_ARGUMENT, "applyChatTemplate(messages, options): messages must be an array");
     Napi::Array arr = info[0].As<Napi::Array>();
     std::vector<ChatMessage> messages;
     for (uint32_t i = 0; i < arr.Length(); i++) {
         Napi::Value v = arr.Get(i);
-        if (!v.IsObject()) throw Napi::TypeError::New(env, "each message must be an object");
+        if (!v.IsObject()) throw_coded(env, ErrorCode::INVALID_ARGUMENT, "each message must be an object");
         Napi::Object o = v.As<Napi::Object>();
-        if (!o.Get("role").IsString() || !o.Get("content").IsString()) throw Napi::TypeError::New(env, "each message needs string role and content");
+        if (!o.Get("role").IsString() || !o.Get("content").IsString()) throw_coded(env, ErrorCode::INVALID_ARGUMENT, "each message needs string role and content");
         messages.push_back({o.Get("role").As<Napi::String>(), o.Get("content").As<Napi::String>()});
     }
     ChatTemplateOptions options;
@@ -475,7 +480,7 @@ Napi::Value Model::js_apply_chat_template(const Napi::CallbackInfo & info) {
         ChatTemplates templates(model_, override_source);
         return Napi::String::New(env, templates.apply(messages, options));
     } catch (const std::exception & e) {
-        throw Napi::Error::New(env, std::string("chat template failed: ") + e.what());
+        throw_coded(env, ErrorCode::TEMPLATE_FAILED, std::string("chat template failed: ") + e.what());
     }
 }
 

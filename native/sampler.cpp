@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "errors.h"
 #include "json-schema-to-grammar.h"
 #include "json.h"
 #include "sampling.h"
@@ -21,11 +22,11 @@ static void read_bool(Napi::Object o, const char * key, bool & out) {
 
 static std::vector<std::string> read_strings(Napi::Env env, Napi::Value v, const char * key) {
     std::vector<std::string> out;
-    if (!v.IsArray()) throw Napi::TypeError::New(env, std::string(key) + " must be an array of strings");
+    if (!v.IsArray()) throw_coded(env, ErrorCode::INVALID_ARGUMENT, std::string(key) + " must be an array of strings");
     Napi::Array arr = v.As<Napi::Array>();
     for (uint32_t i = 0; i < arr.Length(); i++) {
         Napi::Value item = arr.Get(i);
-        if (!item.IsString()) throw Napi::TypeError::New(env, std::string(key) + " must be an array of strings");
+        if (!item.IsString()) throw_coded(env, ErrorCode::INVALID_ARGUMENT, std::string(key) + " must be an array of strings");
         out.push_back(item.As<Napi::String>());
     }
     return out;
@@ -86,10 +87,10 @@ void sampling_params_from_js(Napi::Env env, Napi::Object o, const llama_model * 
         Napi::Array arr = bias.As<Napi::Array>();
         for (uint32_t i = 0; i < arr.Length(); i++) {
             Napi::Value pair = arr.Get(i);
-            if (!pair.IsArray() || pair.As<Napi::Array>().Length() != 2) throw Napi::TypeError::New(env, "logitBias entries must be [token, bias] pairs");
+            if (!pair.IsArray() || pair.As<Napi::Array>().Length() != 2) throw_coded(env, ErrorCode::INVALID_ARGUMENT, "logitBias entries must be [token, bias] pairs");
             double tok = pair.As<Napi::Array>().Get(0u).ToNumber().DoubleValue();
             double b = pair.As<Napi::Array>().Get(1u).ToNumber().DoubleValue();
-            if (!(tok >= 0 && tok < n_vocab)) throw Napi::RangeError::New(env, "logitBias token out of range");
+            if (!(tok >= 0 && tok < n_vocab)) throw Refusal(ErrorCode::TOKEN_OUT_OF_RANGE, "logitBias token out of range");
             p.logit_bias.push_back({static_cast<llama_token>(tok), static_cast<float>(b)});
         }
     }
@@ -100,25 +101,25 @@ void sampling_params_from_js(Napi::Env env, Napi::Object o, const llama_model * 
     }
 }
 
-common_sampler * sampler_create(Napi::Env env, const llama_model * model, common_params_sampling & params) {
+common_sampler * sampler_create(const llama_model * model, common_params_sampling & params) {
     common_sampler * smpl = nullptr;
     try {
         smpl = common_sampler_init(model, params);
     } catch (const std::exception & e) {
-        throw Napi::Error::New(env, std::string("invalid sampling parameters: ") + e.what());
+        throw Refusal(ErrorCode::BAD_SAMPLING, std::string("invalid sampling parameters: ") + e.what());
     }
-    if (!smpl) throw Napi::Error::New(env, "invalid sampling parameters: the sampler could not be created");
+    if (!smpl) throw Refusal(ErrorCode::BAD_SAMPLING, "invalid sampling parameters: the sampler could not be created");
     return smpl;
 }
 
 Napi::Value json_schema_to_grammar_js(const Napi::CallbackInfo & info) {
     Napi::Env env = info.Env();
-    if (info.Length() < 1 || !info[0].IsString()) throw Napi::TypeError::New(env, "jsonSchemaToGrammar(schemaJson)");
+    if (info.Length() < 1 || !info[0].IsString()) throw_coded(env, ErrorCode::INVALID_ARGUMENT, "jsonSchemaToGrammar(schemaJson)");
     try {
         common_json schema = common_json::parse(info[0].As<Napi::String>().Utf8Value());
         return Napi::String::New(env, json_schema_to_grammar(schema));
     } catch (const std::exception & e) {
-        throw Napi::Error::New(env, std::string("invalid JSON schema: ") + e.what());
+        throw_coded(env, ErrorCode::BAD_SCHEMA, std::string("invalid JSON schema: ") + e.what());
     }
 }
 

@@ -3,6 +3,7 @@
 #include <map>
 
 #include "arg.h"
+#include "errors.h"
 #include "chat.h"
 #include "sampling.h"
 
@@ -26,21 +27,21 @@ Napi::Function ServerParams::define(Napi::Env env) {
 
 ServerParams::ServerParams(const Napi::CallbackInfo & info) : Napi::ObjectWrap<ServerParams>(info) {
     if (info.Length() < 1 || !info[0].IsExternal()) {
-        throw Napi::TypeError::New(info.Env(), "ServerParams cannot be constructed directly; use ServerParams.parse(argv)");
+        throw_coded(info.Env(), ErrorCode::INVALID_ARGUMENT, "ServerParams cannot be constructed directly; use ServerParams.parse(argv)");
     }
 }
 
 ServerParams & ServerParams::from_js(Napi::Env env, Napi::Value value) {
-    if (!value.IsObject() || !value.As<Napi::Object>().InstanceOf(constructor.Value())) throw Napi::TypeError::New(env, "expected a ServerParams");
+    if (!value.IsObject() || !value.As<Napi::Object>().InstanceOf(constructor.Value())) throw_coded(env, ErrorCode::INVALID_ARGUMENT, "expected a ServerParams");
     return *Unwrap(value.As<Napi::Object>());
 }
 
 static std::vector<std::string> string_array(Napi::Env env, Napi::Value v, const char * what) {
-    if (!v.IsArray()) throw Napi::TypeError::New(env, std::string(what) + " must be an array of strings");
+    if (!v.IsArray()) throw_coded(env, ErrorCode::INVALID_ARGUMENT, std::string(what) + " must be an array of strings");
     Napi::Array arr = v.As<Napi::Array>();
     std::vector<std::string> out;
     for (uint32_t i = 0; i < arr.Length(); i++) {
-        if (!arr.Get(i).IsString()) throw Napi::TypeError::New(env, std::string(what) + " must be an array of strings");
+        if (!arr.Get(i).IsString()) throw_coded(env, ErrorCode::INVALID_ARGUMENT, std::string(what) + " must be an array of strings");
         out.push_back(arr.Get(i).As<Napi::String>().Utf8Value());
     }
     return out;
@@ -58,9 +59,7 @@ Napi::Value ServerParams::parse(const Napi::CallbackInfo & info) {
     for (auto & a : self->argv_) ptrs.push_back(a.data());
     ptrs.push_back(nullptr);
     if (!common_params_parse(static_cast<int>(argv.size()), ptrs.data(), self->params_, LLAMA_EXAMPLE_SERVER)) {
-        Napi::Error err = Napi::Error::New(env, "invalid command line (see the message above)");
-        err.Set("code", "BAD_ARGUMENTS");
-        throw err;
+        throw_coded(env, ErrorCode::BAD_ARGUMENTS, "invalid command line (see the message above)");
     }
     // As llama-server right after parsing: --numa applies to the whole process.
     if (self->params_.numa != GGML_NUMA_STRATEGY_DISABLED) llama_numa_init(self->params_.numa);

@@ -1,7 +1,7 @@
 #pragma once
 // A completion task: everything the engine thread needs to run one request, already validated
-// and converted by TypeScript (no JSON crosses into C++). Created on the JS thread, then owned
-// by the engine thread.
+// and converted by TypeScript (no JSON crosses into C++). Read from JS on the JS thread, prepared
+// on a worker (task-parse.h), then owned by the engine thread.
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -15,17 +15,13 @@ namespace addon {
 
 enum class TaskKind { COMPLETION, EMBEDDING };
 
-struct MediaChunkDeleter {
-    void operator()(mtmd_input_chunk * c) const { mtmd_input_chunk_free(c); }
-};
-
 // An image inside a prompt: positions [start, start + n_pos) of the prompt are placeholders
 // (LLAMA_TOKEN_NULL) that the projector's embeddings fill when the slot reaches them.
 struct MediaSpan {
     size_t start = 0;
     size_t n_pos = 0;
     uint64_t hash = 0;  // of the encoded image file: the prompt cache reuses an image only when it is the same
-    std::unique_ptr<mtmd_input_chunk, MediaChunkDeleter> chunk;
+    mtmd::input_chunk_ptr chunk;
 };
 
 struct CompletionTask {
@@ -43,7 +39,7 @@ struct CompletionTask {
     int32_t n_indent = 0;          // > 0: a line after the first that starts less indented ends generation (code completion)
     std::vector<std::string> stop; // stop strings (not emitted)
     common_params_sampling sampling;
-    common_sampler_ptr sampler;    // built on the JS thread from `sampling`
+    common_sampler_ptr sampler;    // built from `sampling` when the task is prepared (parses the grammar)
     std::vector<float> lora_scales; // one scale per adapter of the engine (0 = not applied)
     std::vector<MediaSpan> media;   // images, in prompt order
 };

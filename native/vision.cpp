@@ -2,6 +2,7 @@
 
 #include <sys/stat.h>
 
+#include "errors.h"
 #include "log.h"
 #include "model-worker.h"
 #include "model.h"
@@ -51,7 +52,7 @@ private:
 // Vision.load(model, path, { nThreads, useGpu }) -> Promise<Vision>
 Napi::Value Vision::load(const Napi::CallbackInfo & info) {
     Napi::Env env = info.Env();
-    if (info.Length() < 2 || !info[0].IsObject() || !info[1].IsString()) throw Napi::TypeError::New(env, "Vision.load(model, path, options)");
+    if (info.Length() < 2 || !info[0].IsObject() || !info[1].IsString()) throw_coded(env, ErrorCode::INVALID_ARGUMENT, "Vision.load(model, path, options)");
     Napi::Object model_obj = info[0].As<Napi::Object>();
     Model * model = Model::from_js(env, model_obj);
     int32_t n_threads = 0;
@@ -79,7 +80,7 @@ Napi::Function Vision::define(Napi::Env env) {
 }
 
 Vision::Vision(const Napi::CallbackInfo & info) : Napi::ObjectWrap<Vision>(info) {
-    if (info.Length() < 2 || !info[0].IsExternal()) throw Napi::TypeError::New(info.Env(), "use Vision.load(model, path)");
+    if (info.Length() < 2 || !info[0].IsExternal()) throw_coded(info.Env(), ErrorCode::INVALID_ARGUMENT, "use Vision.load(model, path)");
     ctx_ = info[0].As<Napi::External<mtmd_context>>().Data();
     Napi::Object model_obj = info[1].As<Napi::Object>();
     model_ = Model::Unwrap(model_obj);
@@ -100,7 +101,7 @@ Napi::Value Vision::js_supports_vision(const Napi::CallbackInfo & info) {
 
 Napi::Value Vision::js_dispose(const Napi::CallbackInfo & info) {
     if (!ctx_) return info.Env().Undefined();
-    if (users_.load() > 0) throw Napi::Error::New(info.Env(), "projector is still used by an engine; dispose the engine first");
+    if (users_.load() > 0) throw_coded(info.Env(), ErrorCode::IN_USE, "projector is still used by an engine; dispose the engine first");
     mtmd_free(ctx_);
     ctx_ = nullptr;
     model_ref_.Reset();

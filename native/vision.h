@@ -1,8 +1,8 @@
 #pragma once
 // Vision: a multimodal projector (mtmd_context) for one Model, loaded from an mmproj GGUF.
 // Ownership: keeps its Model's JS object alive; freed by dispose() (refused while an engine uses
-// it) or the destructor. Loading runs on a worker thread; tokenizing media runs at task submit
-// (JS thread, image decoding only); encoding images runs on the engine thread.
+// it) or the destructor. Loading runs on a worker thread; decoding and tokenizing a task's images
+// on the worker that prepares the task (task-parse.cpp); encoding them on the engine thread.
 #include <napi.h>
 
 #include <atomic>

@@ -2,7 +2,7 @@
 // inference-cli: one prompt, streamed to stdout; a timing summary on stderr.
 import { readFileSync } from 'node:fs';
 import { createInterface } from 'node:readline';
-import { native, type ChatMessageText, type CompletionTaskSpec, type NativeModel, type NativeVision, type SamplingParams } from '../native/binding.js';
+import { isNativeError, native, type ChatMessageText, type CompletionTaskSpec, type NativeModel, type NativeVision, type SamplingParams } from '../native/binding.js';
 import { InferenceEngine } from './engine/engine.js';
 import { LLAMA_SERVER_DEFAULTS } from './service/generation.js';
 
@@ -100,8 +100,7 @@ async function generate(loaded: Loaded, task: Task, nPredict: number, sampling: 
       process.stdout.write('\n');
       return null;
     }
-    const { code, message } = err as Error & { code?: string };
-    if (code === 'BAD_MEDIA' || code === 'EXCEEDS_CONTEXT') throw new UsageError(message);
+    if (isNativeError(err) && (err.code === 'BAD_MEDIA' || err.code === 'EXCEEDS_CONTEXT')) throw new UsageError(err.message);
     throw err;
   } finally {
     process.off('SIGINT', onSigint);

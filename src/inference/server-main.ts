@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 // inference-server: serves a GGUF model over HTTP (OpenAI-compatible and llama-server native APIs).
 import { usage, UsageError } from '../cli/flags.js';
-import { native, type NativeServerParams } from '../native/binding.js';
+import { isNativeError, native, type NativeServerParams } from '../native/binding.js';
 import { logLevel, OWN_FLAGS, refusedOptions, serverOptions, splitCommandLine } from './server-config.js';
 import { createInferenceAuth } from './access/auth-bridge.js';
 import { startInferenceServer } from './server.js';
@@ -17,7 +17,7 @@ function parseServerArgs(argv: readonly string[]): NativeServerParams {
   try {
     return native.ServerParams.parse(['llama-server', ...argv]);
   } catch (err) {
-    if ((err as { code?: string }).code === 'BAD_ARGUMENTS') process.exit(1);
+    if (isNativeError(err) && err.code === 'BAD_ARGUMENTS') process.exit(1);
     throw err;
   }
 }

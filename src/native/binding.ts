@@ -8,6 +8,55 @@ import { fileURLToPath } from 'node:url';
 /** A token id of the model's vocabulary. */
 export type Token = number;
 
+/**
+ * The `code` of every Error the addon throws or rejects with (native/errors.h declares the same
+ * set). Failures of a running task are `error` events instead, and carry no code.
+ */
+export type NativeErrorCode =
+  /** Wrong JS types or shapes: a bug in the TypeScript caller. */
+  | 'INVALID_ARGUMENT'
+  | 'TOKEN_OUT_OF_RANGE'
+  | 'EMPTY_PROMPT'
+  /** With `nPromptTokens` and `nCtx`. */
+  | 'EXCEEDS_CONTEXT'
+  /** An embedding input larger than one batch; with `nPromptTokens` and `nBatch`. */
+  | 'EXCEEDS_BATCH'
+  /** Invalid sampling parameters or grammar. */
+  | 'BAD_SAMPLING'
+  /** A JSON schema that cannot become a grammar. */
+  | 'BAD_SCHEMA'
+  | 'BAD_MEDIA'
+  /** No projector, audio input, generation on an embedding engine (or the reverse), ... */
+  | 'NOT_SUPPORTED'
+  | 'TEMPLATE_FAILED'
+  | 'DISPOSED'
+  /** dispose() of an object an engine still uses. */
+  | 'IN_USE'
+  /** A model, adapter, projector, context or task could not be loaded or created. */
+  | 'LOAD_FAILED'
+  /** llama.cpp's parser refused a llama-server command line (it printed why). */
+  | 'BAD_ARGUMENTS';
+
+export interface NativeError extends Error {
+  code: NativeErrorCode;
+  /** EXCEEDS_CONTEXT and EXCEEDS_BATCH: the prompt's length in tokens. */
+  nPromptTokens?: number;
+  /** EXCEEDS_CONTEXT: the tokens one slot holds. */
+  nCtx?: number;
+  /** EXCEEDS_BATCH: the engine's batch size. */
+  nBatch?: number;
+}
+
+const NATIVE_ERROR_CODES: ReadonlySet<string> = new Set<NativeErrorCode>([
+  'INVALID_ARGUMENT', 'TOKEN_OUT_OF_RANGE', 'EMPTY_PROMPT', 'EXCEEDS_CONTEXT', 'EXCEEDS_BATCH', 'BAD_SAMPLING', 'BAD_SCHEMA',
+  'BAD_MEDIA', 'NOT_SUPPORTED', 'TEMPLATE_FAILED', 'DISPOSED', 'IN_USE', 'LOAD_FAILED', 'BAD_ARGUMENTS',
+]);
+
+/** True for an Error thrown or rejected by the addon. */
+export function isNativeError(err: unknown): err is NativeError {
+  return err instanceof Error && NATIVE_ERROR_CODES.has((err as { code?: unknown }).code as string);
+}
+
 /** llama_pooling_type: how an embedding engine turns a sequence's token vectors into its output. */
 export const PoolingType = { none: 0, mean: 1, cls: 2, last: 3, rank: 4 } as const;
 export type PoolingName = keyof typeof PoolingType;
@@ -256,12 +305,22 @@ export interface EngineInfo {
   nEmbdOut: number;
 }
 
+export interface Submission {
+  /** One id per task, in order, allocated at once. */
+  ids: number[];
+  /**
+   * Resolves once every task is on the engine's queue (they enter it together, so they can share
+   * their first batch); rejects with a NativeError when any task is refused, and then none is
+   * queued and none emits an event. Images are decoded and grammars parsed off the JS thread
+   * before that. Continuations of this promise run before the first event of its tasks arrives.
+   */
+  queued: Promise<void>;
+}
+
 export interface NativeEngine {
-  /** Queues a task; returns its id. Throws synchronously on an invalid grammar or oversized prompt. */
-  submit(task: CompletionTaskSpec): number;
-  /** Queues several tasks at once (they can share their first batch); nothing is queued if one is refused. */
-  submit(tasks: CompletionTaskSpec[]): number[];
-  /** Stops a task at the next step; no further events arrive for it. */
+  /** Submits tasks. Throws INVALID_ARGUMENT (wrong types) or DISPOSED synchronously. */
+  submit(tasks: CompletionTaskSpec[]): Submission;
+  /** Stops a task at the next step; no further events arrive for it. A task still being prepared is never queued. */
   cancel(taskId: number): void;
   slots(): SlotSnapshot[];
   metrics(): EngineMetrics;
@@ -346,7 +405,7 @@ export interface NativeAddon {
   systemInfo(): SystemInfo;
   /** The lowest level of llama.cpp's log lines printed to stderr (default warn, or LLAMA_ADDON_LOG). */
   setLogLevel(level: LogLevel): void;
-  /** Converts a JSON schema (as JSON text) to a GBNF grammar; throws on unsupported schemas. */
+  /** Converts a JSON schema (as JSON text) to a GBNF grammar; throws BAD_SCHEMA on unsupported schemas. */
   jsonSchemaToGrammar(schemaJson: string): string;
 }
 

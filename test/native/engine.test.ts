@@ -108,14 +108,17 @@ t.test('cancelling a running task frees its slot and emits nothing more', async 
     onToken: () => { if (++tokens === 3) controller.abort(new Error('client gone')); },
   });
   await t.rejects(running, { message: 'client gone' });
-  for (let i = 0; i < 100 && engine.native.slots()[0]!.state !== 'idle'; i++) await new Promise((r) => setTimeout(r, 10));
-  t.equal(engine.native.slots()[0]!.state, 'idle', 'the slot is free again');
+  const predictedBefore = engine.native.metrics().predictedTokens;
+  // Pinned to slot 0, this task starts only once the cancelled one has left it.
   const after = await engine.run(greedy('Next', 3, { idSlot: 0 }));
   t.equal(after.nPredicted, 3, 'the slot serves the next task');
+  t.equal(after.slot, 0);
+  t.equal(engine.native.metrics().predictedTokens - predictedBefore, 3, 'the cancelled task generated nothing more (it never finished)');
+  t.equal(engine.native.slots()[0]!.state, 'idle', 'the slot is free again');
 });
 
 t.test('an invalid grammar is refused at submit', async (t) => {
-  t.throws(() => engine.native.submit({ prompt: prompt('x'), sampling: { grammar: 'root ::= (' } }), /invalid sampling parameters/);
+  await t.rejects(engine.run({ prompt: prompt('x'), sampling: { grammar: 'root ::= (' } }), { code: 'BAD_SAMPLING', message: /invalid sampling parameters/ });
 });
 
 t.test('a grammar constrains the output', async (t) => {
@@ -126,7 +129,7 @@ t.test('a grammar constrains the output', async (t) => {
 
 t.test('a prompt larger than the context is refused', async (t) => {
   const big = new Int32Array(1100).fill(100);
-  t.throws(() => engine.native.submit({ prompt: big }), /does not fit the context/);
+  await t.rejects(engine.run({ prompt: big }), { code: 'EXCEEDS_CONTEXT', message: /does not fit the context/ });
 });
 
 t.test('n_probs returns the top probabilities of each generated token, ranked', async (t) => {
@@ -140,6 +143,8 @@ t.test('n_probs returns the top probabilities of each generated token, ranked', 
     const sum = p.probs.reduce((s, x) => s + x.p, 0);
     t.ok(sum > 0 && sum <= 1.000001, 'probabilities of the top tokens sum to at most 1');
   }
+  const wider = await engine.run(greedy('Hello', 4, { nProbs: 10, sampling: { temperature: 0, nProbs: 10 } }));
+  t.same(wider.probabilities.map((p) => p.probs.slice(0, 5)), out.probabilities.map((p) => p.probs), 'the top 5 are the first 5 of the top 10, with the same probabilities');
 });
 
 t.test('two slots generate concurrently with the same results as alone', async (t) => {

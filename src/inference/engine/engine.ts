@@ -50,7 +50,7 @@ interface PendingEmbedding {
 }
 
 interface PendingTask {
-  onToken?: (token: GeneratedToken) => void | Promise<void>;
+  onToken?: TokenCallback;
   resolve(outcome: CompletionOutcome): void;
   reject(error: Error): void;
   content: string[];
@@ -59,9 +59,18 @@ interface PendingTask {
   keepProbs: boolean;
 }
 
+export type TokenCallback = (token: GeneratedToken) => void | Promise<void>;
+
 export interface RunOptions {
   signal?: AbortSignal;
-  onToken?: (token: GeneratedToken) => void | Promise<void>;
+  onToken?: TokenCallback;
+}
+
+export interface SubmitOptions {
+  /** Aborting cancels every task of the submission (and rejects their outcomes with its reason). */
+  signal?: AbortSignal;
+  /** Task `index`'s token callback, if any. */
+  onToken?: (index: number) => TokenCallback | undefined;
 }
 
 export class InferenceEngine {
@@ -85,42 +94,66 @@ export class InferenceEngine {
   }
 
   /**
-   * Runs a completion task to its end. Throws at once when the engine refuses the task at
-   * submission (bad grammar, bad media, prompt too long); the promise rejects with
-   * EngineTaskError when the engine fails the task, or with the signal's reason when aborted
-   * (the task is cancelled first).
+   * Submits completion tasks together (they can share their first batch) and resolves, once all
+   * of them are queued, to one outcome promise per task. Rejects with the NativeError of a task
+   * the engine refuses (then none runs: nothing has been streamed), or with the signal's reason
+   * when it fires first. Each outcome rejects with EngineTaskError when the engine fails its task,
+   * or with the signal's reason when aborted (the task is cancelled first). Whoever awaits this
+   * runs before the first token of these tasks reaches `onToken` (see NativeEngine.submit).
    */
-  run(spec: CompletionTaskSpec, options: RunOptions = {}): Promise<CompletionOutcome> {
+  async submitAll(specs: readonly CompletionTaskSpec[], options: SubmitOptions = {}): Promise<Array<Promise<CompletionOutcome>>> {
     const { signal, onToken } = options;
-    if (signal?.aborted) return Promise.reject(signal.reason ?? new Error('aborted'));
-    // Events for this id arrive on a later turn of the event loop, after `pending` has it.
-    const id = this.engine.submit(spec);
-    return new Promise<CompletionOutcome>((resolve, reject) => {
-      const task: PendingTask = {
-        onToken, resolve, reject, content: [], tokens: [], probabilities: [], keepProbs: (spec.nProbs ?? 0) > 0,
-      };
-      this.pending.set(id, task);
-      if (signal) {
-        const onAbort = (): void => {
-          if (!this.pending.delete(id)) return;
-          this.engine.cancel(id);
-          reject(signal.reason ?? new Error('aborted'));
-        };
-        signal.addEventListener('abort', onAbort, { once: true });
-        const cleanup = (): void => signal.removeEventListener('abort', onAbort);
-        task.resolve = (o) => { cleanup(); resolve(o); };
-        task.reject = (e) => { cleanup(); reject(e); };
+    if (signal?.aborted) throw signal.reason ?? new Error('aborted');
+    const { ids, queued } = this.engine.submit([...specs]);
+    const outcomes = ids.map((id, index) => this.track(id, specs[index]!, onToken?.(index)));
+    const onAbort = (): void => {
+      for (const id of ids) {
+        const task = this.pending.get(id);
+        if (!task) continue;
+        this.pending.delete(id);
+        this.engine.cancel(id);
+        task.reject(signal?.reason ?? new Error('aborted'));
       }
+    };
+    signal?.addEventListener('abort', onAbort, { once: true });
+    void Promise.allSettled(outcomes).then(() => signal?.removeEventListener('abort', onAbort));
+    try {
+      await queued;
+      if (signal?.aborted) throw signal.reason ?? new Error('aborted');
+    } catch (err) {
+      // Refused or aborted: no task of the submission runs; their outcomes settle unobserved.
+      for (const outcome of outcomes) outcome.catch(() => {});
+      for (const id of ids) {
+        this.pending.get(id)?.reject(err as Error);
+        this.pending.delete(id);
+      }
+      throw err;
+    }
+    return outcomes;
+  }
+
+  /** Runs one completion task to its end: submitAll of one task. */
+  async run(spec: CompletionTaskSpec, options: RunOptions = {}): Promise<CompletionOutcome> {
+    const [outcome] = await this.submitAll([spec], { signal: options.signal, onToken: () => options.onToken });
+    return outcome!;
+  }
+
+  /** Registers a submitted task; its outcome settles from its events. */
+  private track(id: number, spec: CompletionTaskSpec, onToken: TokenCallback | undefined): Promise<CompletionOutcome> {
+    return new Promise<CompletionOutcome>((resolve, reject) => {
+      this.pending.set(id, { onToken, resolve, reject, content: [], tokens: [], probabilities: [], keepProbs: (spec.nProbs ?? 0) > 0 });
     });
   }
 
   /**
    * Embeds inputs on an engine in embedding mode. They are queued together, so they share
-   * batches (and the batch composition of a request does not depend on timing).
+   * batches (and the batch composition of a request does not depend on timing). Rejects with
+   * the NativeError of a refused input, EngineTaskError when the engine fails one, or the
+   * signal's reason.
    */
-  embedAll(prompts: Int32Array[], signal?: AbortSignal): Promise<EmbeddingOutcome[]> {
-    if (signal?.aborted) return Promise.reject(signal.reason ?? new Error('aborted'));
-    const ids = this.engine.submit(prompts.map((prompt) => ({ kind: 'embedding' as const, prompt })));
+  async embedAll(prompts: Int32Array[], signal?: AbortSignal): Promise<EmbeddingOutcome[]> {
+    if (signal?.aborted) throw signal.reason ?? new Error('aborted');
+    const { ids, queued } = this.engine.submit(prompts.map((prompt) => ({ kind: 'embedding' as const, prompt })));
     const outcomes = ids.map((id) => new Promise<EmbeddingOutcome>((resolve, reject) => this.embeddings.set(id, { resolve, reject })));
     const onAbort = (): void => {
       for (const id of ids) {
@@ -134,6 +167,16 @@ export class InferenceEngine {
     signal?.addEventListener('abort', onAbort, { once: true });
     const all = Promise.all(outcomes);
     all.then(() => signal?.removeEventListener('abort', onAbort), () => onAbort());
+    try {
+      await queued;
+    } catch (err) {
+      all.catch(() => {});
+      for (const id of ids) {
+        this.embeddings.get(id)?.reject(err as Error);
+        this.embeddings.delete(id);
+      }
+      throw err;
+    }
     return all;
   }
 

@@ -26,8 +26,9 @@ export interface TaskEvents {
 export async function streamTasks(req: HttpRequest, service: InferenceService, specs: readonly CompletionTaskSpec[], events: TaskEvents): Promise<CompletionOutcome[]> {
   const stream = req.openEventStream();
   const tokenStreams = specs.map((_, index) => new TokenStream(stream, events.tokens(index)));
-  // Tokens arrive on later turns of the event loop: each opening event below is queued first.
-  const runs = service.startAll(specs, req.signal, (index) => (t) => tokenStreams[index]!.push(t));
+  // The first tokens arrive only after this await has returned (NativeEngine.submit): each
+  // opening event below is queued before them.
+  const runs = await service.startAll(specs, req.signal, (index) => (t) => tokenStreams[index]!.push(t));
   return Promise.all(runs.map(async (run, index) => {
     const opening = events.opening?.(index);
     if (opening) await stream.send(opening);

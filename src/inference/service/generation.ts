@@ -112,8 +112,9 @@ function logitBias(model: NativeModel, vocabSize: number, bias: GenerationReques
 
 /**
  * Deepest nesting of ( ) groups accepted in a GBNF grammar. llama.cpp's grammar parser recurses
- * once per level on the thread that submits the task: about 20,000 levels overflow its stack
- * and end the process, so a grammar is measured before it reaches the parser.
+ * once per level on the libuv worker that prepares the task (its stack is as large as the main
+ * thread's): about 20,000 levels overflow it and end the process, so a grammar is measured before
+ * it reaches the parser.
  */
 export const MAX_GRAMMAR_NESTING = 1000;
 

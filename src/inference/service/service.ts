@@ -1,7 +1,8 @@
 // InferenceService: the loaded model and its engine, with what the routes need to know about
 // them. Exists only while the model is loaded; routes reach it through the ServiceHost.
-import type { CompletionTaskSpec, EngineInfo, ModelMetadata, NativeModel, NativeVision } from '../../native/binding.js';
+import { isNativeError, type CompletionTaskSpec, type EngineInfo, type ModelMetadata, type NativeModel, type NativeVision } from '../../native/binding.js';
 import { EngineTaskError, InferenceEngine, type CompletionOutcome, type EmbeddingOutcome, type GeneratedToken } from '../engine/engine.js';
+import { nativeErrorToHttp } from '../engine/native-errors.js';
 import { ErrorType, inferenceError } from '../errors.js';
 import type { GenerationContext, GenerationDefaults } from './generation.js';
 import type { LoraRegistry } from './lora-registry.js';
@@ -76,64 +77,45 @@ export class InferenceService implements GenerationContext {
   }
 
   /**
-   * Submits one task and returns its outcome. A refusal at submission (bad grammar, bad media,
-   * prompt too long) throws at once, as an HttpError, so a streaming route can still answer it
-   * with an error status before its first event; engine failures become 500s.
+   * Starts the tasks of one request (several prompts or choices), submitted together, and
+   * resolves once the engine has queued them, to one outcome per task. A refusal (bad grammar,
+   * bad media, prompt too long) rejects instead, as an HttpError, before any task runs: a
+   * streaming route can still answer it with an error status. The tasks share one fate: if one
+   * fails later, the others are cancelled. `onToken(i)` gives task i's token callback.
    */
-  start(spec: CompletionTaskSpec, signal: AbortSignal, onToken?: (t: GeneratedToken) => void): Promise<CompletionOutcome> {
+  async startAll(specs: readonly CompletionTaskSpec[], signal: AbortSignal, onToken?: (index: number) => (t: GeneratedToken) => void): Promise<Array<Promise<CompletionOutcome>>> {
     if (this.info.embeddings) {
       throw inferenceError(ErrorType.NOT_SUPPORTED, 'This server does not support completions. Start it without `--embedding` or `--rerank`');
     }
-    if (!spec.media) this.checkPromptFits(spec.prompt);
-    let running: Promise<CompletionOutcome>;
-    try {
-      running = this.engine.run(spec, { signal, onToken });
-    } catch (err) {
-      throw this.taskError(err, signal);
-    }
-    return running.catch((err: unknown) => {
-      throw this.taskError(err, signal);
-    });
-  }
-
-  /**
-   * Starts the tasks of one request (several prompts or choices). They share one fate: if one
-   * is refused at submission, those already started are cancelled and the refusal is thrown;
-   * if one fails later, the others are cancelled. `onToken(i)` gives task i's token callback.
-   */
-  startAll(specs: readonly CompletionTaskSpec[], signal: AbortSignal, onToken?: (index: number) => (t: GeneratedToken) => void): Array<Promise<CompletionOutcome>> {
+    for (const spec of specs) if (!spec.media) this.checkPromptFits(spec.prompt);
     const group = new AbortController();
     const cancelGroup = (): void => group.abort(signal.reason);
     signal.addEventListener('abort', cancelGroup, { once: true });
-    const started: Array<Promise<CompletionOutcome>> = [];
+    let started: Array<Promise<CompletionOutcome>>;
     try {
-      for (const [i, spec] of specs.entries()) started.push(this.start(spec, group.signal, onToken?.(i)));
+      started = await this.engine.submitAll(specs, { signal: group.signal, onToken });
     } catch (err) {
-      group.abort();
-      for (const p of started) p.catch(() => {});
       signal.removeEventListener('abort', cancelGroup);
-      throw err;
+      throw this.taskError(err, signal);
     }
     void Promise.allSettled(started).then(() => signal.removeEventListener('abort', cancelGroup));
     return started.map((p) => p.catch((err: unknown) => {
       // A task that failed on its own takes the others down; their own rejections are then moot.
       group.abort();
-      throw err;
+      throw this.taskError(err, signal);
     }));
   }
 
   /** Runs the tasks of one request to their ends (one fate, as startAll). */
-  runAll(specs: readonly CompletionTaskSpec[], signal: AbortSignal): Promise<CompletionOutcome[]> {
-    return Promise.all(this.startAll(specs, signal));
+  async runAll(specs: readonly CompletionTaskSpec[], signal: AbortSignal): Promise<CompletionOutcome[]> {
+    return Promise.all(await this.startAll(specs, signal));
   }
 
-  /** Maps an engine failure to the catalog: submit-time refusals 400s, task failures 500s. */
+  /** Maps an engine failure to the catalog: refusals by their code (native-errors.ts), task failures 500s. */
   private taskError(err: unknown, signal: AbortSignal): unknown {
     if (signal.aborted) return inferenceError(ErrorType.INVALID_REQUEST, 'the client closed the connection');
     if (err instanceof EngineTaskError) return inferenceError(ErrorType.SERVER, err.message);
-    const { message = String(err), code } = err as Error & { code?: string };
-    if (code === 'EXCEEDS_CONTEXT') return inferenceError(ErrorType.EXCEED_CONTEXT, message, { n_ctx: this.info.nCtxSlot });
-    if (code === 'BAD_MEDIA' || /^invalid sampling parameters/.test(message)) return inferenceError(ErrorType.INVALID_REQUEST, message);
+    if (isNativeError(err)) return nativeErrorToHttp(err);
     return err;
   }
 
@@ -142,9 +124,7 @@ export class InferenceService implements GenerationContext {
     try {
       return await this.engine.embedAll(prompts, signal);
     } catch (err) {
-      if (signal.aborted) throw inferenceError(ErrorType.INVALID_REQUEST, 'the client closed the connection');
-      if (err instanceof EngineTaskError) throw inferenceError(ErrorType.SERVER, err.message);
-      throw err;
+      throw this.taskError(err, signal);
     }
   }
 

@@ -1,0 +1,616 @@
+// The Engine's JS-thread half: creation, the methods JS calls, task submission and event
+// delivery. The engine thread's loop is in engine.cpp.
+#include <algorithm>
+#include <cstring>
+
+#include "common.h"
+#include "engine.h"
+#include "errors.h"
+#include "js-values.h"
+#include "log.h"
+#include "lora.h"
+#include "model-worker.h"
+#include "model.h"
+#include "vision.h"
+
+namespace addon {
+
+Napi::FunctionReference Engine::constructor;
+
+// ---------------------------------------------------------------------------------------------
+// Creation: the context is allocated on a worker thread.
+
+class EngineCreateWorker : public ModelWorker {
+public:
+    EngineCreateWorker(Napi::Env env, Model * model, Napi::Object model_obj, Napi::Function on_events, EngineParams params)
+        : ModelWorker(env, model, model_obj), params_(params) {
+        on_events_ = Napi::Persistent(on_events);
+    }
+    void set_loras(Napi::Array loras) { loras_ = Napi::Persistent(loras); }
+    void set_vision(Napi::Object vision) { vision_ = Napi::Persistent(vision); }
+    ~EngineCreateWorker() override {
+        if (ctx_) llama_free(ctx_);
+    }
+
+    void Execute() override {
+        llama_context_params cp = llama_context_default_params();
+        cp.n_ctx = params_.n_ctx;
+        cp.n_batch = params_.n_batch;
+        cp.n_ubatch = params_.n_ubatch;
+        cp.n_seq_max = static_cast<uint32_t>(params_.n_parallel);
+        cp.n_threads = params_.n_threads;
+        cp.n_threads_batch = params_.n_threads_batch;
+        cp.kv_unified = params_.kv_unified;
+        cp.flash_attn_type = params_.flash_attn < 0 ? LLAMA_FLASH_ATTN_TYPE_AUTO
+                             : params_.flash_attn == 0 ? LLAMA_FLASH_ATTN_TYPE_DISABLED : LLAMA_FLASH_ATTN_TYPE_ENABLED;
+        cp.no_perf = true;
+        cp.embeddings = params_.embeddings;
+        if (params_.pooling >= 0) cp.pooling_type = static_cast<enum llama_pooling_type>(params_.pooling);
+        // An input is embedded in one pass: the whole of it must fit one physical batch.
+        if (params_.embeddings) cp.n_ubatch = cp.n_batch;
+        // Outputs per step, as llama-server: generation takes at most one per slot (its next token,
+        // or the last prompt token); embeddings may output every token (pooling none). The worst-case
+        // compute buffer is reserved for this many rows of logits.
+        cp.n_outputs_max = params_.embeddings ? cp.n_batch : cp.n_seq_max;
+        cp.n_outputs_max_per_seq = 1;
+        log_capture_begin();
+        ctx_ = llama_init_from_model(model_->get(), cp);
+        std::string errors = log_capture_end();
+        if (!ctx_) {
+            fail(ErrorCode::LOAD_FAILED, "failed to create the inference context" + (errors.empty() ? std::string() : ": " + errors));
+        } else if (params_.ctx_shift && !params_.embeddings && !llama_memory_can_shift(llama_get_memory(ctx_))) {
+            fail(ErrorCode::NOT_SUPPORTED, "context shift is not supported by this model's memory (drop --context-shift)");
+        }
+    }
+
+    Napi::Value result(Napi::Env env) override {
+        llama_context * ctx = ctx_;
+        ctx_ = nullptr;
+        Napi::Object p = Napi::Object::New(env);
+        p.Set("nParallel", params_.n_parallel);
+        p.Set("nBatch", params_.n_batch);
+        p.Set("embeddings", params_.embeddings);
+        p.Set("contextShift", params_.ctx_shift);
+        p.Set("loras", loras_.IsEmpty() ? Napi::Array::New(env) : loras_.Value());
+        if (!vision_.IsEmpty()) p.Set("vision", vision_.Value());
+        return Engine::constructor.New({Napi::External<llama_context>::New(env, ctx), model_ref_.Value(), on_events_.Value(), p});
+    }
+
+private:
+    Napi::FunctionReference on_events_;
+    Napi::Reference<Napi::Array> loras_;
+    Napi::ObjectReference vision_;
+    EngineParams params_;
+    llama_context * ctx_ = nullptr;
+};
+
+// Engine.create(model, params, onEvents) -> Promise<Engine>
+Napi::Value Engine::create(const Napi::CallbackInfo & info) {
+    Napi::Env env = info.Env();
+    if (info.Length() < 3 || !info[0].IsObject() || !info[1].IsObject() || !info[2].IsFunction()) {
+        throw_coded(env, ErrorCode::INVALID_ARGUMENT, "Engine.create(model, params, onEvents)");
+    }
+    Napi::Object model_obj = info[0].As<Napi::Object>();
+    Model * model = Model::from_js(env, model_obj);
+    Napi::Object o = info[1].As<Napi::Object>();
+    EngineParams p;
+    p.n_parallel = std::max(1, read_i32(o, "nParallel", 4));
+    p.n_ctx = read_u32(o, "nCtx", 0);
+    p.n_batch = std::max<uint32_t>(read_u32(o, "nBatch", 2048), static_cast<uint32_t>(p.n_parallel));
+    p.n_ubatch = std::min(read_u32(o, "nUbatch", 512), p.n_batch);
+    p.n_threads = read_i32(o, "nThreads", 0);
+    if (p.n_threads <= 0) p.n_threads = common_cpu_get_num_math();
+    p.n_threads_batch = read_i32(o, "nThreadsBatch", 0);
+    if (p.n_threads_batch <= 0) p.n_threads_batch = p.n_threads;
+    if (o.Get("kvUnified").IsBoolean()) p.kv_unified = o.Get("kvUnified").As<Napi::Boolean>();
+    p.flash_attn = read_i32(o, "flashAttn", -1);
+    if (o.Get("embeddings").IsBoolean()) p.embeddings = o.Get("embeddings").As<Napi::Boolean>();
+    p.pooling = read_i32(o, "pooling", -1);
+    if (o.Get("contextShift").IsBoolean()) p.ctx_shift = o.Get("contextShift").As<Napi::Boolean>();
+    auto * worker = new EngineCreateWorker(env, model, model_obj, info[2].As<Napi::Function>(), p);
+    if (o.Get("loras").IsArray()) {
+        Napi::Array loras = o.Get("loras").As<Napi::Array>();
+        for (uint32_t i = 0; i < loras.Length(); i++) {
+            Napi::Value v = loras.Get(i);
+            if (!v.IsObject() || !v.As<Napi::Object>().InstanceOf(LoraAdapter::constructor.Value())) {
+                delete worker;
+                throw_coded(env, ErrorCode::INVALID_ARGUMENT, "params.loras must be LoraAdapter objects");
+            }
+            LoraAdapter * a = LoraAdapter::Unwrap(v.As<Napi::Object>());
+            if (a->model() != model || !a->get()) {
+                delete worker;
+                throw_coded(env, ErrorCode::INVALID_ARGUMENT, "a LoRA adapter belongs to another model or is disposed");
+            }
+        }
+        worker->set_loras(loras);
+    }
+    if (o.Get("vision").IsObject()) {
+        Napi::Object v = o.Get("vision").As<Napi::Object>();
+        if (!v.InstanceOf(Vision::constructor.Value()) || Vision::Unwrap(v)->model() != model || !Vision::Unwrap(v)->get()) {
+            delete worker;
+            throw_coded(env, ErrorCode::INVALID_ARGUMENT, "params.vision must be a Vision loaded for this model");
+        }
+        worker->set_vision(v);
+    }
+    worker->Queue();
+    return worker->promise();
+}
+
+Napi::Function Engine::define(Napi::Env env) {
+    Napi::Function fn = DefineClass(env, "Engine", {
+        StaticMethod<&Engine::create>("create"),
+        InstanceMethod<&Engine::js_submit>("submit"),
+        InstanceMethod<&Engine::js_cancel>("cancel"),
+        InstanceMethod<&Engine::js_slots>("slots"),
+        InstanceMethod<&Engine::js_metrics>("metrics"),
+        InstanceMethod<&Engine::js_info>("info"),
+        InstanceMethod<&Engine::js_dispose>("dispose"),
+    });
+    constructor = Napi::Persistent(fn);
+    constructor.SuppressDestruct();
+    return fn;
+}
+
+Engine::Engine(const Napi::CallbackInfo & info) : Napi::ObjectWrap<Engine>(info) {
+    Napi::Env env = info.Env();
+    if (info.Length() < 4 || !info[0].IsExternal()) throw_coded(env, ErrorCode::INVALID_ARGUMENT, "Engine cannot be constructed directly; use Engine.create()");
+    ctx_ = info[0].As<Napi::External<llama_context>>().Data();
+    Napi::Object model_obj = info[1].As<Napi::Object>();
+    model_ = Model::Unwrap(model_obj);
+    model_ref_ = Napi::Persistent(model_obj);
+    model_->retain();
+    vocab_ = model_->vocab();
+    Napi::Object p = info[3].As<Napi::Object>();
+    params_.n_parallel = read_i32(p, "nParallel", 1);
+    params_.n_batch = llama_n_batch(ctx_);
+    params_.ctx_shift = p.Get("contextShift").ToBoolean();
+    n_ctx_seq_ = static_cast<int32_t>(llama_n_ctx_seq(ctx_));
+    if (p.Get("loras").IsArray()) {
+        Napi::Array loras = p.Get("loras").As<Napi::Array>();
+        for (uint32_t i = 0; i < loras.Length(); i++) {
+            Napi::Object obj = loras.Get(i).As<Napi::Object>();
+            LoraAdapter * a = LoraAdapter::Unwrap(obj);
+            a->retain();
+            loras_.push_back(a);
+            lora_handles_.push_back(a->get());
+            lora_refs_.push_back(Napi::Persistent(obj));
+        }
+    }
+    if (p.Get("vision").IsObject()) {
+        Napi::Object v = p.Get("vision").As<Napi::Object>();
+        vision_ = Vision::Unwrap(v);
+        vision_->retain();
+        vision_ref_ = Napi::Persistent(v);
+    }
+    embeddings_ = p.Get("embeddings").ToBoolean();
+    pooling_ = llama_pooling_type(ctx_);
+    n_embd_out_ = pooling_ == LLAMA_POOLING_TYPE_RANK ? static_cast<int32_t>(std::max<uint32_t>(1, llama_model_n_cls_out(model_->get())))
+                                                      : llama_model_n_embd_out(model_->get());
+
+    {
+        common_params cpu;
+        cpu.cpuparams.n_threads = llama_n_threads(ctx_);
+        cpu.cpuparams_batch.n_threads = llama_n_threads_batch(ctx_);
+        threadpools_ = std::make_unique<common_threadpools>();
+        threadpools_->init(ctx_, cpu);
+    }
+    batch_ = llama_batch_init(static_cast<int32_t>(std::max<uint32_t>(params_.n_batch, params_.n_parallel)), 0, 1);
+    slots_.resize(params_.n_parallel);
+    summaries_.resize(params_.n_parallel);
+    for (int32_t i = 0; i < params_.n_parallel; i++) {
+        slots_[i].id = i;
+        slots_[i].n_ctx = n_ctx_seq_;
+        summaries_[i].id = i;
+    }
+    tsfn_ = Napi::ThreadSafeFunction::New(env, info[2].As<Napi::Function>(), "engine-events", 0, 1);
+    tsfn_live_ = true;
+    tsfn_.Unref(env);  // referenced only while tasks are active (see track_active)
+    thread_ = std::thread([this] { run(); });
+}
+
+Engine::~Engine() {
+    stop_thread();
+    free_context();
+    if (tsfn_live_) {
+        tsfn_.Abort();
+        tsfn_live_ = false;
+    }
+}
+
+void Engine::stop_thread() {
+    {
+        std::lock_guard<std::mutex> lock(inbox_mutex_);
+        stopping_ = true;
+    }
+    inbox_cv_.notify_all();
+    if (thread_.joinable()) thread_.join();
+}
+
+void Engine::free_context() {
+    for (auto & slot : slots_) slot.task.reset();
+    waiting_.clear();
+    if (batch_.token) {
+        llama_batch_free(batch_);
+        batch_ = {};
+    }
+    if (ctx_) {
+        llama_detach_threadpool(ctx_);
+        llama_free(ctx_);
+        ctx_ = nullptr;
+    }
+    threadpools_.reset();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Submission
+
+TaskLimits Engine::task_limits() const {
+    TaskLimits limits;
+    limits.model = model_->get();
+    limits.vocab = vocab_;
+    limits.vision = vision_ ? vision_->get() : nullptr;
+    limits.n_ctx_seq = n_ctx_seq_;
+    limits.n_batch = params_.n_batch;
+    limits.n_parallel = params_.n_parallel;
+    limits.n_loras = loras_.size();
+    limits.embeddings = embeddings_;
+    return limits;
+}
+
+// Prepares the tasks of one submit() off the JS thread (prepare_task: image decoding, grammar
+// parsing, sampler chains), then queues all of them on the engine, or none.
+// Ownership: keeps the Engine's JS object alive and counts as a user of the model and the
+// projector until it settles, so neither can be freed while Execute() reads them.
+// Ordering: OnOK queues the tasks and resolves the promise in the same callback. Node drains the
+// microtask queue when that callback returns, and the tasks' events can only reach JS later,
+// through the ThreadSafeFunction's own libuv handle; so whatever awaits the promise runs (up to
+// its next real wait) before the first event of these tasks is delivered.
+class TaskSubmitWorker : public Napi::AsyncWorker {
+public:
+    TaskSubmitWorker(Napi::Env env, Engine * engine, std::vector<TaskRequest> requests, std::vector<std::shared_ptr<std::atomic<bool>>> cancelled)
+        : Napi::AsyncWorker(env), deferred_(Napi::Promise::Deferred::New(env)), engine_(engine), limits_(engine->task_limits()),
+          requests_(std::move(requests)), cancelled_(std::move(cancelled)) {
+        engine_ref_ = Napi::Persistent(engine->Value());
+        engine_->model_->retain();
+        if (engine_->vision_) engine_->vision_->retain();
+    }
+
+    Napi::Promise promise() { return deferred_.Promise(); }
+
+    void Execute() override {
+        try {
+            for (size_t i = 0; i < requests_.size(); i++) {
+                if (!cancelled_[i]->load()) prepare_task(requests_[i], limits_);
+            }
+        } catch (const Refusal & r) {
+            refusal_ = std::make_unique<Refusal>(r);
+            SetError(r.message);
+        } catch (const std::exception & e) {
+            refusal_ = std::make_unique<Refusal>(ErrorCode::LOAD_FAILED, std::string("the task could not be prepared: ") + e.what());
+            SetError(refusal_->message);
+        }
+    }
+
+    void OnOK() override {
+        settle_users();
+        if (engine_->disposed_) {
+            deferred_.Reject(coded_error(Env(), ErrorCode::DISPOSED, "engine is disposed").Value());
+            return;
+        }
+        std::vector<std::unique_ptr<CompletionTask>> tasks;
+        for (size_t i = 0; i < requests_.size(); i++) {
+            if (!cancelled_[i]->load()) tasks.push_back(std::move(requests_[i].task));
+        }
+        engine_->enqueue(std::move(tasks));
+        deferred_.Resolve(Env().Undefined());
+    }
+
+    void OnError(const Napi::Error &) override {
+        settle_users();
+        deferred_.Reject(refusal_->to_js(Env()).Value());
+    }
+
+private:
+    // The tasks leave the engine's preparing_ map; the model and the projector are free again.
+    void settle_users() {
+        for (const auto & r : requests_) engine_->preparing_.erase(r.task->id);
+        engine_->model_->release();
+        if (engine_->vision_) engine_->vision_->release();
+    }
+
+    Napi::Promise::Deferred deferred_;
+    Engine * engine_;
+    Napi::ObjectReference engine_ref_;
+    TaskLimits limits_;
+    std::vector<TaskRequest> requests_;
+    std::vector<std::shared_ptr<std::atomic<bool>>> cancelled_;
+    std::unique_ptr<Refusal> refusal_;
+};
+
+// submit(tasks) -> { ids, queued }: the ids are allocated at once. `queued` resolves when every
+// task is on the engine's queue (they enter it together, so they can share their first batch),
+// or rejects with a coded Error when any task is refused; then none is queued and none emits an
+// event. Wrong argument types and a disposed engine throw synchronously.
+Napi::Value Engine::js_submit(const Napi::CallbackInfo & info) {
+    Napi::Env env = info.Env();
+    if (disposed_) throw_coded(env, ErrorCode::DISPOSED, "engine is disposed");
+    if (info.Length() < 1 || !info[0].IsArray()) throw_coded(env, ErrorCode::INVALID_ARGUMENT, "submit(tasks): tasks must be an array");
+    Napi::Array arr = info[0].As<Napi::Array>();
+    const TaskLimits limits = task_limits();
+    std::vector<TaskRequest> requests;
+    std::unique_ptr<Refusal> refusal;
+    for (uint32_t i = 0; i < arr.Length(); i++) {
+        if (!arr.Get(i).IsObject()) throw_coded(env, ErrorCode::INVALID_ARGUMENT, "submit(tasks): each task must be an object");
+        try {
+            requests.push_back(parse_task(env, arr.Get(i).As<Napi::Object>(), limits));
+        } catch (const Refusal & r) {
+            if (!refusal) refusal = std::make_unique<Refusal>(r);
+        }
+    }
+    Napi::Object out = Napi::Object::New(env);
+    Napi::Array ids = Napi::Array::New(env, arr.Length());
+    const int64_t first_id = next_task_id_;
+    next_task_id_ += arr.Length();
+    for (uint32_t i = 0; i < arr.Length(); i++) ids.Set(i, Napi::Number::New(env, static_cast<double>(first_id + i)));
+    out.Set("ids", ids);
+    if (refusal) {
+        auto rejected = Napi::Promise::Deferred::New(env);
+        rejected.Reject(refusal->to_js(env).Value());
+        out.Set("queued", rejected.Promise());
+        return out;
+    }
+    std::vector<std::shared_ptr<std::atomic<bool>>> cancelled;
+    for (size_t i = 0; i < requests.size(); i++) {
+        requests[i].task->id = first_id + static_cast<int64_t>(i);
+        cancelled.push_back(std::make_shared<std::atomic<bool>>(false));
+        preparing_[requests[i].task->id] = cancelled.back();
+    }
+    auto * worker = new TaskSubmitWorker(env, this, std::move(requests), std::move(cancelled));
+    out.Set("queued", worker->promise());
+    worker->Queue();
+    return out;
+}
+
+// Prepared tasks enter the engine thread's inbox together.
+void Engine::enqueue(std::vector<std::unique_ptr<CompletionTask>> tasks) {
+    for (const auto & t : tasks) {
+        track_active(t->id, true);
+        counters_.queued++;
+    }
+    {
+        std::lock_guard<std::mutex> lock(inbox_mutex_);
+        for (auto & t : tasks) inbox_.push_back(std::move(t));
+    }
+    inbox_cv_.notify_one();
+}
+
+// cancel(taskId): the task stops at the next step and emits no further events. A task still
+// being prepared is never queued (its submission still resolves, for the other tasks).
+Napi::Value Engine::js_cancel(const Napi::CallbackInfo & info) {
+    Napi::Env env = info.Env();
+    if (info.Length() < 1 || !info[0].IsNumber()) throw_coded(env, ErrorCode::INVALID_ARGUMENT, "cancel(taskId)");
+    int64_t id = info[0].As<Napi::Number>().Int64Value();
+    auto preparing = preparing_.find(id);
+    if (preparing != preparing_.end()) {
+        preparing->second->store(true);
+        preparing_.erase(preparing);
+        return env.Undefined();
+    }
+    if (disposed_ || !js_active_.count(id)) return env.Undefined();
+    track_active(id, false);
+    {
+        std::lock_guard<std::mutex> lock(inbox_mutex_);
+        cancel_inbox_.push_back(id);
+    }
+    inbox_cv_.notify_one();
+    return env.Undefined();
+}
+
+void Engine::track_active(int64_t id, bool active) {
+    if (!tsfn_live_) return;
+    if (active) js_active_.insert(id); else js_active_.erase(id);
+    bool want_ref = !js_active_.empty();
+    if (want_ref != tsfn_referenced_) {
+        if (want_ref) tsfn_.Ref(Env()); else tsfn_.Unref(Env());
+        tsfn_referenced_ = want_ref;
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Introspection, disposal, event delivery
+
+static const char * slot_state_name(SlotState s) {
+    switch (s) {
+        case SlotState::IDLE: return "idle";
+        case SlotState::PROMPT: return "prompt";
+        case SlotState::GENERATING: return "generating";
+    }
+    return "idle";
+}
+
+Napi::Value Engine::js_slots(const Napi::CallbackInfo & info) {
+    Napi::Env env = info.Env();
+    std::vector<SlotSummary> copy;
+    {
+        std::lock_guard<std::mutex> lock(summary_mutex_);
+        copy = summaries_;
+    }
+    Napi::Array out = Napi::Array::New(env, copy.size());
+    for (size_t i = 0; i < copy.size(); i++) {
+        Napi::Object s = Napi::Object::New(env);
+        s.Set("id", copy[i].id);
+        s.Set("nCtx", n_ctx_seq_);
+        s.Set("state", slot_state_name(copy[i].state));
+        s.Set("taskId", copy[i].task_id < 0 ? env.Null() : Napi::Number::New(env, static_cast<double>(copy[i].task_id)));
+        s.Set("nPrompt", copy[i].n_prompt);
+        s.Set("nDecoded", copy[i].n_decoded);
+        s.Set("nCache", copy[i].n_cache);
+        out.Set(static_cast<uint32_t>(i), s);
+    }
+    return out;
+}
+
+Napi::Value Engine::js_metrics(const Napi::CallbackInfo & info) {
+    Napi::Env env = info.Env();
+    Napi::Object m = Napi::Object::New(env);
+    m.Set("promptTokens", static_cast<double>(counters_.prompt_tokens.load()));
+    m.Set("promptMs", counters_.prompt_us.load() / 1000.0);
+    m.Set("predictedTokens", static_cast<double>(counters_.predicted_tokens.load()));
+    m.Set("predictedMs", counters_.predicted_us.load() / 1000.0);
+    m.Set("decodeCalls", static_cast<double>(counters_.decode_calls.load()));
+    m.Set("contextShifts", static_cast<double>(counters_.context_shifts.load()));
+    m.Set("tasksDone", static_cast<double>(counters_.tasks_done.load()));
+    m.Set("queued", counters_.queued.load());
+    m.Set("busySlots", counters_.busy_slots.load());
+    return m;
+}
+
+Napi::Value Engine::js_info(const Napi::CallbackInfo & info) {
+    Napi::Env env = info.Env();
+    Napi::Object m = Napi::Object::New(env);
+    m.Set("nCtx", ctx_ ? llama_n_ctx(ctx_) : 0);
+    m.Set("nCtxSlot", n_ctx_seq_);
+    m.Set("nParallel", params_.n_parallel);
+    m.Set("nBatch", params_.n_batch);
+    m.Set("nUbatch", ctx_ ? llama_n_ubatch(ctx_) : 0);
+    m.Set("nThreads", ctx_ ? llama_n_threads(ctx_) : 0);
+    m.Set("nThreadsBatch", ctx_ ? llama_n_threads_batch(ctx_) : 0);
+    m.Set("embeddings", embeddings_);
+    m.Set("pooling", static_cast<int32_t>(pooling_));
+    m.Set("nEmbdOut", n_embd_out_);
+    return m;
+}
+
+class EngineDisposeWorker : public Napi::AsyncWorker {
+public:
+    EngineDisposeWorker(Napi::Env env, std::function<void()> work, std::function<void()> done)
+        : Napi::AsyncWorker(env), deferred_(Napi::Promise::Deferred::New(env)), work_(std::move(work)), done_(std::move(done)) {}
+    Napi::Promise promise() { return deferred_.Promise(); }
+    void Execute() override { work_(); }
+    void OnOK() override {
+        done_();
+        deferred_.Resolve(Env().Undefined());
+    }
+
+private:
+    Napi::Promise::Deferred deferred_;
+    std::function<void()> work_;
+    std::function<void()> done_;
+};
+
+// dispose() -> Promise<void>: stops the thread, frees the context, releases the model. Idempotent.
+Napi::Value Engine::js_dispose(const Napi::CallbackInfo & info) {
+    Napi::Env env = info.Env();
+    if (disposed_) {
+        auto d = Napi::Promise::Deferred::New(env);
+        d.Resolve(env.Undefined());
+        return d.Promise();
+    }
+    disposed_ = true;
+    js_active_.clear();
+    for (auto & [id, cancelled] : preparing_) cancelled->store(true);
+    preparing_.clear();
+    Napi::Object self = Value();
+    auto self_ref = std::make_shared<Napi::ObjectReference>(Napi::Persistent(self));
+    auto * worker = new EngineDisposeWorker(
+        env, [this] { stop_thread(); free_context(); },
+        [this, self_ref] {
+            if (tsfn_live_) {
+                tsfn_.Release();
+                tsfn_live_ = false;
+            }
+            model_->release();
+            model_ref_.Reset();
+            for (LoraAdapter * a : loras_) a->release();
+            if (vision_) vision_->release();
+            vision_ref_.Reset();
+            for (auto & r : lora_refs_) r.Reset();
+            self_ref->Reset();
+        });
+    worker->Queue();
+    return worker->promise();
+}
+
+static Napi::Value stop_name(Napi::Env env, StopType stop) {
+    switch (stop) {
+        case StopType::EOS: return Napi::String::New(env, "eos");
+        case StopType::LIMIT: return Napi::String::New(env, "limit");
+        case StopType::WORD: return Napi::String::New(env, "word");
+        default: return Napi::String::New(env, "none");
+    }
+}
+
+// One event as the plain object src/native/binding.ts declares (EngineEvent): a flat mapping.
+static Napi::Object event_to_js(Napi::Env env, const EngineEvent & e) {
+    Napi::Object o = Napi::Object::New(env);
+    o.Set("task", static_cast<double>(e.task_id));
+    switch (e.kind) {
+        case EngineEvent::Kind::TOKEN: {
+            o.Set("kind", "token");
+            o.Set("token", e.token);
+            o.Set("text", e.text);
+            if (e.n_prompt > 0) o.Set("nPrompt", e.n_prompt);
+            if (!e.probs.empty()) {
+                o.Set("prob", e.prob);
+                Napi::Array probs = Napi::Array::New(env, e.probs.size());
+                for (size_t j = 0; j < e.probs.size(); j++) {
+                    Napi::Object p = Napi::Object::New(env);
+                    p.Set("id", e.probs[j].id);
+                    p.Set("piece", Napi::Buffer<uint8_t>::Copy(env, reinterpret_cast<const uint8_t *>(e.probs[j].piece.data()), e.probs[j].piece.size()));
+                    p.Set("p", e.probs[j].p);
+                    probs.Set(static_cast<uint32_t>(j), p);
+                }
+                o.Set("probs", probs);
+            }
+            break;
+        }
+        case EngineEvent::Kind::DONE:
+            o.Set("kind", "done");
+            o.Set("text", e.text);
+            o.Set("stop", stop_name(env, e.stop));
+            o.Set("stoppingWord", e.stopping_word);
+            o.Set("truncated", e.truncated);
+            o.Set("nPrompt", e.n_prompt);
+            o.Set("nCached", e.n_cached);
+            o.Set("nPredicted", e.n_predicted);
+            o.Set("tPromptMs", e.t_prompt_ms);
+            o.Set("tPredictMs", e.t_predict_ms);
+            o.Set("slot", e.slot_id);
+            break;
+        case EngineEvent::Kind::ERROR:
+            o.Set("kind", "error");
+            o.Set("message", e.message);
+            break;
+        case EngineEvent::Kind::EMBEDDING: {
+            o.Set("kind", "embedding");
+            Napi::Float32Array vec = Napi::Float32Array::New(env, e.embedding.size());
+            if (!e.embedding.empty()) std::memcpy(vec.Data(), e.embedding.data(), e.embedding.size() * sizeof(float));
+            o.Set("embedding", vec);
+            o.Set("nVectors", e.n_vectors);
+            o.Set("nPrompt", e.n_prompt);
+            break;
+        }
+    }
+    return o;
+}
+
+// The ThreadSafeFunction's callback (JS thread): hands every event queued since the last call
+// to onEvents in one array.
+void Engine::deliver(Napi::Env env, Napi::Function callback) {
+    std::vector<EngineEvent> batch;
+    {
+        std::lock_guard<std::mutex> lock(events_mutex_);
+        batch.swap(events_);
+        delivery_pending_ = false;
+    }
+    if (batch.empty()) return;
+    Napi::Array out = Napi::Array::New(env, batch.size());
+    for (size_t i = 0; i < batch.size(); i++) out.Set(static_cast<uint32_t>(i), event_to_js(env, batch[i]));
+    // Tasks that ended are no longer active (cancelled ones were removed by cancel()).
+    for (const auto & e : batch) {
+        if (e.kind != EngineEvent::Kind::TOKEN && js_active_.count(e.task_id)) track_active(e.task_id, false);
+    }
+    callback.Call({out});
+}
+
+}  // namespace addon

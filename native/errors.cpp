@@ -1,0 +1,39 @@
+#include "errors.h"
+
+namespace addon {
+
+const char * error_code_name(ErrorCode code) {
+    switch (code) {
+        case ErrorCode::INVALID_ARGUMENT: return "INVALID_ARGUMENT";
+        case ErrorCode::TOKEN_OUT_OF_RANGE: return "TOKEN_OUT_OF_RANGE";
+        case ErrorCode::EMPTY_PROMPT: return "EMPTY_PROMPT";
+        case ErrorCode::EXCEEDS_CONTEXT: return "EXCEEDS_CONTEXT";
+        case ErrorCode::EXCEEDS_BATCH: return "EXCEEDS_BATCH";
+        case ErrorCode::BAD_SAMPLING: return "BAD_SAMPLING";
+        case ErrorCode::BAD_SCHEMA: return "BAD_SCHEMA";
+        case ErrorCode::BAD_MEDIA: return "BAD_MEDIA";
+        case ErrorCode::NOT_SUPPORTED: return "NOT_SUPPORTED";
+        case ErrorCode::TEMPLATE_FAILED: return "TEMPLATE_FAILED";
+        case ErrorCode::DISPOSED: return "DISPOSED";
+        case ErrorCode::IN_USE: return "IN_USE";
+        case ErrorCode::LOAD_FAILED: return "LOAD_FAILED";
+        case ErrorCode::BAD_ARGUMENTS: return "BAD_ARGUMENTS";
+    }
+    return "INVALID_ARGUMENT";
+}
+
+Napi::Error coded_error(Napi::Env env, ErrorCode code, const std::string & message) {
+    Napi::Error err = code == ErrorCode::INVALID_ARGUMENT ? Napi::TypeError::New(env, message) : Napi::Error::New(env, message);
+    err.Set("code", error_code_name(code));
+    return err;
+}
+
+void throw_coded(Napi::Env env, ErrorCode code, const std::string & message) { throw coded_error(env, code, message); }
+
+Napi::Error Refusal::to_js(Napi::Env env) const {
+    Napi::Error err = coded_error(env, code, message);
+    for (const auto & [key, value] : details) err.Set(key, Napi::Number::New(env, value));
+    return err;
+}
+
+}  // namespace addon

@@ -1,0 +1,52 @@
+#pragma once
+// The addon's error codes. Every Error the addon throws or rejects with carries a `code`
+// property naming one of these; src/native/binding.ts declares the same set as NativeErrorCode.
+// Engine task failures that happen while a task runs are `error` events, not Errors (no code).
+#include <napi.h>
+
+#include <exception>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace addon {
+
+enum class ErrorCode {
+    INVALID_ARGUMENT,    // wrong JS types or shapes: a bug in the TypeScript caller
+    TOKEN_OUT_OF_RANGE,  // a token id outside the vocabulary
+    EMPTY_PROMPT,
+    EXCEEDS_CONTEXT,     // details: nPromptTokens, nCtx
+    EXCEEDS_BATCH,       // an embedding input larger than one batch; details: nPromptTokens, nBatch
+    BAD_SAMPLING,        // invalid sampling parameters or grammar
+    BAD_SCHEMA,          // a JSON schema that cannot become a grammar
+    BAD_MEDIA,           // an image that cannot be used, or markers that do not match the images
+    NOT_SUPPORTED,       // no projector, audio, generation on an embedding engine, ...
+    TEMPLATE_FAILED,     // the chat template could not be applied
+    DISPOSED,            // the object (or its model) is disposed
+    IN_USE,              // dispose() of an object an engine still uses
+    LOAD_FAILED,         // a model, adapter, projector, context or task could not be loaded or created
+    BAD_ARGUMENTS,       // llama.cpp's parser refused a llama-server command line (it printed why)
+};
+
+const char * error_code_name(ErrorCode code);
+
+// A JS Error carrying `code` (a TypeError for INVALID_ARGUMENT).
+Napi::Error coded_error(Napi::Env env, ErrorCode code, const std::string & message);
+
+[[noreturn]] void throw_coded(Napi::Env env, ErrorCode code, const std::string & message);
+
+// A refusal found where no JS value may be built (worker threads), or that the caller reports
+// later (as a rejected promise). to_js() builds the coded Error on the JS thread; `details`
+// become numeric properties of it.
+struct Refusal : std::exception {
+    ErrorCode code;
+    std::string message;
+    std::vector<std::pair<std::string, double>> details;
+
+    Refusal(ErrorCode code, std::string message, std::vector<std::pair<std::string, double>> details = {})
+        : code(code), message(std::move(message)), details(std::move(details)) {}
+    const char * what() const noexcept override { return message.c_str(); }
+    Napi::Error to_js(Napi::Env env) const;
+};
+
+}  // namespace addon

@@ -1,0 +1,20 @@
+#pragma once
+// Readers of optional numeric fields of plain JS objects (TypeScript validated them; a missing
+// or non-number field takes the fallback).
+#include <napi.h>
+
+#include <cstdint>
+
+namespace addon {
+
+inline uint32_t read_u32(Napi::Object o, const char * key, uint32_t fallback) {
+    Napi::Value v = o.Get(key);
+    return v.IsNumber() ? v.As<Napi::Number>().Uint32Value() : fallback;
+}
+
+inline int32_t read_i32(Napi::Object o, const char * key, int32_t fallback) {
+    Napi::Value v = o.Get(key);
+    return v.IsNumber() ? v.As<Napi::Number>().Int32Value() : fallback;
+}
+
+}  // namespace addon

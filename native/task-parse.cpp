@@ -1,0 +1,241 @@
+#include "task-parse.h"
+
+#include <cmath>
+#include <cstring>
+
+#include "errors.h"
+#include "js-values.h"
+#include "mtmd-helper.h"
+#include "sampler.h"
+
+namespace addon {
+
+// ---------------------------------------------------------------------------------------------
+// JS thread: reading
+
+static std::vector<std::string> strings_from(Napi::Env env, Napi::Value v, const char * what) {
+    std::vector<std::string> out;
+    if (v.IsUndefined() || v.IsNull()) return out;
+    if (!v.IsArray()) throw_coded(env, ErrorCode::INVALID_ARGUMENT, std::string(what) + " must be an array of strings");
+    Napi::Array arr = v.As<Napi::Array>();
+    for (uint32_t i = 0; i < arr.Length(); i++) {
+        if (!arr.Get(i).IsString()) throw_coded(env, ErrorCode::INVALID_ARGUMENT, std::string(what) + " must be an array of strings");
+        out.push_back(arr.Get(i).As<Napi::String>());
+    }
+    return out;
+}
+
+static void read_prompt_tokens(Napi::Env env, Napi::Object o, CompletionTask & task) {
+    Napi::Value prompt = o.Get("prompt");
+    if (!prompt.IsTypedArray() || prompt.As<Napi::TypedArray>().TypedArrayType() != napi_int32_array) {
+        throw_coded(env, ErrorCode::INVALID_ARGUMENT, "task.prompt must be an Int32Array of tokens");
+    }
+    Napi::Int32Array tokens = prompt.As<Napi::Int32Array>();
+    task.prompt.assign(tokens.Data(), tokens.Data() + tokens.ElementLength());
+}
+
+// The image files are copied: the worker that decodes them must not read JS memory.
+static void read_media(Napi::Env env, Napi::Object o, TaskRequest & request) {
+    if (!o.Get("promptText").IsString()) throw_coded(env, ErrorCode::INVALID_ARGUMENT, "task.promptText must be a string when task.media is given");
+    request.has_media = true;
+    request.prompt_text = o.Get("promptText").As<Napi::String>();
+    Napi::Array media = o.Get("media").As<Napi::Array>();
+    for (uint32_t i = 0; i < media.Length(); i++) {
+        Napi::Value v = media.Get(i);
+        if (!v.IsTypedArray() || v.As<Napi::TypedArray>().TypedArrayType() != napi_uint8_array) {
+            throw_coded(env, ErrorCode::INVALID_ARGUMENT, "task.media entries must be Uint8Arrays");
+        }
+        Napi::Uint8Array bytes = v.As<Napi::Uint8Array>();
+        request.media.emplace_back(bytes.Data(), bytes.Data() + bytes.ElementLength());
+    }
+}
+
+static void read_lora_scales(Napi::Env env, Napi::Value value, size_t n_loras, CompletionTask & task) {
+    task.lora_scales.assign(n_loras, 0.0f);
+    if (!value.IsArray()) return;
+    Napi::Array scales = value.As<Napi::Array>();
+    if (scales.Length() > n_loras) throw_coded(env, ErrorCode::INVALID_ARGUMENT, "task.loraScales has more entries than the engine has adapters");
+    for (uint32_t i = 0; i < scales.Length(); i++) {
+        Napi::Value v = scales.Get(i);
+        double x = v.IsNumber() ? v.As<Napi::Number>().DoubleValue() : NAN;
+        if (!std::isfinite(x)) throw_coded(env, ErrorCode::INVALID_ARGUMENT, "task.loraScales must be finite numbers");
+        task.lora_scales[i] = static_cast<float>(x);
+    }
+}
+
+// The fields of a completion (generation) task: a flat mapping.
+static void read_generation(Napi::Env env, Napi::Object o, const TaskLimits & limits, CompletionTask & task) {
+    task.n_predict = read_i32(o, "nPredict", -1);
+    task.id_slot = read_i32(o, "idSlot", -1);
+    if (task.id_slot >= limits.n_parallel) throw_coded(env, ErrorCode::INVALID_ARGUMENT, "idSlot out of range");
+    if (o.Get("cachePrompt").IsBoolean()) task.cache_prompt = o.Get("cachePrompt").As<Napi::Boolean>();
+    task.n_probs = std::max(0, read_i32(o, "nProbs", 0));
+    if (o.Get("postSamplingProbs").IsBoolean()) task.post_sampling_probs = o.Get("postSamplingProbs").As<Napi::Boolean>();
+    if (o.Get("tMaxPredictMs").IsNumber()) task.t_max_predict_ms = o.Get("tMaxPredictMs").As<Napi::Number>().Int64Value();
+    task.n_indent = std::max(0, read_i32(o, "nIndent", 0));
+    task.n_keep = std::max(-1, read_i32(o, "nKeep", 0));
+    task.n_discard = std::max(0, read_i32(o, "nDiscard", 0));
+    task.stop = strings_from(env, o.Get("stop"), "task.stop");
+    read_lora_scales(env, o.Get("loraScales"), limits.n_loras, task);
+    Napi::Value sampling = o.Get("sampling");
+    sampling_params_from_js(env, sampling.IsObject() ? sampling.As<Napi::Object>() : Napi::Object::New(env), limits.model, limits.n_ctx_seq,
+                            task.sampling);
+}
+
+TaskRequest parse_task(Napi::Env env, Napi::Object o, const TaskLimits & limits) {
+    TaskRequest request;
+    request.task = std::make_unique<CompletionTask>();
+    CompletionTask & task = *request.task;
+    const bool embed = o.Get("kind").IsString() && o.Get("kind").As<Napi::String>().Utf8Value() == "embedding";
+    task.kind = embed ? TaskKind::EMBEDDING : TaskKind::COMPLETION;
+    if (o.Get("media").IsArray()) {
+        read_media(env, o, request);
+    } else {
+        read_prompt_tokens(env, o, task);
+    }
+    if (embed) {
+        task.cache_prompt = false;
+        return request;
+    }
+    read_generation(env, o, limits, task);
+    return request;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Any thread: preparing
+
+// True when `bytes` start like a format stb_image decodes. Anything else is refused before mtmd,
+// which would otherwise try it as audio or video (spawning ffprobe).
+static bool looks_like_image(const uint8_t * b, size_t n) {
+    auto starts = [&](const char * magic, size_t len) { return n >= len && std::memcmp(b, magic, len) == 0; };
+    return starts("\x89PNG", 4) || starts("\xFF\xD8\xFF", 3) || starts("GIF8", 4) || starts("BM", 2) || starts("8BPS", 4) ||
+           starts("#?RADIANCE", 10) || starts("#?RGBE", 6) || (n >= 2 && b[0] == 'P' && b[1] >= '1' && b[1] <= '7');
+}
+
+// FNV-1a of an image file: the prompt cache reuses an image only when it is the same file.
+static uint64_t image_hash(const std::vector<uint8_t> & bytes) {
+    uint64_t hash = 1469598103934665603ull;
+    for (uint8_t b : bytes) hash = (hash ^ b) * 1099511628211ull;
+    return hash;
+}
+
+static mtmd::bitmap decode_image(mtmd_context * vision, const std::vector<uint8_t> & bytes, size_t i) {
+    constexpr uint64_t max_pixels = 64ull * 1024 * 1024;
+    const std::string which = "image " + std::to_string(i);
+    if (!looks_like_image(bytes.data(), bytes.size())) {
+        throw Refusal(ErrorCode::BAD_MEDIA, which + " is not in a supported format (PNG, JPEG, GIF, BMP, PSD, HDR or PNM)");
+    }
+    mtmd_helper_bitmap_wrapper decoded = mtmd_helper_bitmap_init_from_buf(vision, bytes.data(), bytes.size(), false, mtmd_helper_init_opt_default());
+    mtmd::bitmap bitmap(decoded.bitmap);
+    mtmd_helper::video_ptr video(decoded.video_ctx);
+    if (!bitmap.ptr || mtmd_bitmap_is_audio(bitmap.ptr.get())) throw Refusal(ErrorCode::BAD_MEDIA, which + " could not be decoded (corrupt or truncated)");
+    if (static_cast<uint64_t>(bitmap.nx()) * bitmap.ny() > max_pixels) throw Refusal(ErrorCode::BAD_MEDIA, which + " is too large (more than 64 megapixels)");
+    return bitmap;
+}
+
+// Appends mtmd's chunks to the task's prompt: text tokens as they are, each image as n_pos
+// placeholder positions (LLAMA_TOKEN_NULL) and a MediaSpan that owns a copy of its chunk.
+static void append_chunks(const mtmd::input_chunks & chunks, const std::vector<uint64_t> & hashes, CompletionTask & task) {
+    for (size_t i = 0; i < chunks.size(); i++) {
+        const mtmd_input_chunk * chunk = chunks[i];
+        const auto type = mtmd_input_chunk_get_type(chunk);
+        if (type == MTMD_INPUT_CHUNK_TYPE_TEXT) {
+            size_t n_tokens = 0;
+            const llama_token * tokens = mtmd_input_chunk_get_tokens_text(chunk, &n_tokens);
+            task.prompt.insert(task.prompt.end(), tokens, tokens + n_tokens);
+        } else if (type == MTMD_INPUT_CHUNK_TYPE_IMAGE) {
+            MediaSpan span;
+            span.start = task.prompt.size();
+            span.n_pos = static_cast<size_t>(mtmd_input_chunk_get_n_pos(chunk));
+            span.hash = hashes.at(task.media.size());
+            span.chunk.reset(mtmd_input_chunk_copy(chunk));
+            task.prompt.insert(task.prompt.end(), span.n_pos, LLAMA_TOKEN_NULL);
+            task.media.push_back(std::move(span));
+        } else {
+            throw Refusal(ErrorCode::NOT_SUPPORTED, "audio input is not supported");
+        }
+    }
+}
+
+// Images in a prompt: `prompt_text` holds the projector's media marker once per image. The
+// images are decoded and the prompt tokenized here; encoding waits for the engine thread.
+static void tokenize_media(TaskRequest & request, const TaskLimits & limits) {
+    if (!limits.vision) throw Refusal(ErrorCode::NOT_SUPPORTED, "this engine has no multimodal projector (-mm)");
+    const std::string & text = request.prompt_text;
+    const std::string marker = mtmd_get_marker(limits.vision);
+    size_t n_markers = 0;
+    for (size_t pos = text.find(marker); pos != std::string::npos; pos = text.find(marker, pos + marker.size())) n_markers++;
+    if (n_markers != request.media.size()) {
+        throw Refusal(ErrorCode::BAD_MEDIA, "the number of images (" + std::to_string(request.media.size()) +
+                                                ") does not match the number of media markers \"" + marker + "\" in the prompt (" +
+                                                std::to_string(n_markers) + ")");
+    }
+    mtmd::bitmaps bitmaps;
+    std::vector<uint64_t> hashes;
+    for (size_t i = 0; i < request.media.size(); i++) {
+        bitmaps.entries.push_back(decode_image(limits.vision, request.media[i], i));
+        hashes.push_back(image_hash(request.media[i]));
+    }
+    mtmd::input_chunks chunks(mtmd_input_chunks_init());
+    mtmd_input_text input{text.c_str(), text.size(), true, true};
+    std::vector<const mtmd_bitmap *> bitmap_ptrs = bitmaps.c_ptr();
+    const int32_t ret = mtmd_tokenize(limits.vision, chunks.ptr.get(), &input, bitmap_ptrs.data(), bitmap_ptrs.size());
+    if (ret != 0) {
+        throw Refusal(ErrorCode::BAD_MEDIA, ret == 1 ? "the number of images does not match the number of media markers in the prompt"
+                                                     : "an image could not be preprocessed");
+    }
+    append_chunks(chunks, hashes, *request.task);
+    const CompletionTask & task = *request.task;
+    if (!task.media.empty() && task.media.back().start + task.media.back().n_pos == task.prompt.size()) {
+        throw Refusal(ErrorCode::BAD_MEDIA, "the prompt must continue with text after its last image");
+    }
+}
+
+static void check_tokens(const std::vector<llama_token> & prompt, const llama_vocab * vocab) {
+    const int32_t n_vocab = llama_vocab_n_tokens(vocab);
+    for (llama_token t : prompt) {
+        if (t < 0 || t >= n_vocab) throw Refusal(ErrorCode::TOKEN_OUT_OF_RANGE, "prompt token out of range: " + std::to_string(t));
+    }
+}
+
+// The prompt fits one slot; an embedding input fits one batch; the task's kind is the engine's.
+static void check_fits(const CompletionTask & task, const TaskLimits & limits) {
+    const double n_prompt = static_cast<double>(task.prompt.size());
+    if (task.prompt.empty()) throw Refusal(ErrorCode::EMPTY_PROMPT, "the prompt is empty");
+    if (static_cast<int32_t>(task.prompt.size()) >= limits.n_ctx_seq) {
+        throw Refusal(ErrorCode::EXCEEDS_CONTEXT,
+                      "the prompt (" + std::to_string(task.prompt.size()) + " tokens) does not fit the context of " +
+                          std::to_string(limits.n_ctx_seq) + " tokens",
+                      {{"nPromptTokens", n_prompt}, {"nCtx", static_cast<double>(limits.n_ctx_seq)}});
+    }
+    const bool embed = task.kind == TaskKind::EMBEDDING;
+    if (embed != limits.embeddings) {
+        throw Refusal(ErrorCode::NOT_SUPPORTED, limits.embeddings ? "this engine embeds inputs (embedding mode); it does not generate"
+                                                                  : "this engine generates text; embeddings need an engine created with embeddings: true");
+    }
+    if (embed && task.prompt.size() > limits.n_batch) {
+        throw Refusal(ErrorCode::EXCEEDS_BATCH,
+                      "the input (" + std::to_string(task.prompt.size()) + " tokens) is larger than the batch size of " +
+                          std::to_string(limits.n_batch) + " tokens",
+                      {{"nPromptTokens", n_prompt}, {"nBatch", static_cast<double>(limits.n_batch)}});
+    }
+}
+
+void prepare_task(TaskRequest & request, const TaskLimits & limits) {
+    CompletionTask & task = *request.task;
+    if (request.has_media) {
+        try {
+            tokenize_media(request, limits);
+        } catch (const Refusal &) {
+            throw;
+        } catch (const std::exception & e) {
+            throw Refusal(ErrorCode::BAD_MEDIA, std::string("an image could not be preprocessed: ") + e.what());
+        }
+    } else {
+        check_tokens(task.prompt, limits.vocab);
+    }
+    check_fits(task, limits);
+    if (task.kind == TaskKind::COMPLETION) task.sampler.reset(sampler_create(limits.model, task.sampling));
+}
+
+}  // namespace addon
