@@ -6,15 +6,17 @@ import type { NativeError } from '../../native/binding.js';
 import type { HttpError } from '../../http/errors.js';
 import { ErrorType, inferenceError } from '../errors.js';
 
+/** llama-server's answer to an embedding input longer than a physical batch. */
+export function inputTooLarge(nTokens: number, nBatch: number): HttpError {
+  return inferenceError(ErrorType.SERVER, `input (${nTokens} tokens) is too large to process. increase the physical batch size (current batch size: ${nBatch})`);
+}
+
 export function nativeErrorToHttp(err: NativeError): HttpError {
   switch (err.code) {
     case 'EXCEEDS_CONTEXT':
       return inferenceError(ErrorType.EXCEED_CONTEXT, err.message, { n_prompt_tokens: err.nPromptTokens, n_ctx: err.nCtx });
     case 'EXCEEDS_BATCH':
-      return inferenceError(
-        ErrorType.SERVER,
-        `input (${err.nPromptTokens} tokens) is too large to process. increase the physical batch size (current batch size: ${err.nBatch})`,
-      );
+      return inputTooLarge(err.nPromptTokens, err.nBatch);
     case 'BAD_SAMPLING':
     case 'BAD_SCHEMA':
     case 'BAD_MEDIA':

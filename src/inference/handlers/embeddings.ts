@@ -6,6 +6,7 @@ import { compileBody } from '../../http/validation.js';
 import { PoolingType } from '../../native/binding.js';
 import { base64Floats, normalize, rerankPrompt, rows } from '../service/embedding.js';
 import { badRequest, ErrorType, inferenceError } from '../errors.js';
+import { inputTooLarge } from '../engine/native-errors.js';
 import { splitPrompts, tokenizePrompt, type PromptInput } from '../service/prompt-input.js';
 import { BODY_OPTIONS, NativeEmbeddingBody, OpenAIEmbeddingBody, RerankBody } from '../schemas.js';
 import type { InferenceService } from '../service/service.js';
@@ -24,9 +25,8 @@ async function inputs(service: InferenceService, input: PromptInput, field: stri
   const tokenized = await Promise.all(splitPrompts(input).map((p) => tokenizePrompt(service.model, service.vocabSize, p)));
   for (const [i, tokens] of tokenized.entries()) {
     if (tokens.length === 0) throw badRequest(`Invalid field "${field}": input ${i} is empty`, { field });
-    if (tokens.length > service.info.nUbatch) {
-      throw inferenceError(ErrorType.SERVER, `input (${tokens.length} tokens) is too large to process. increase the physical batch size (current batch size: ${service.info.nUbatch})`);
-    }
+    // Checked here before the context, in llama-server's order (the engine would refuse it too).
+    if (tokens.length > service.info.nUbatch) throw inputTooLarge(tokens.length, service.info.nUbatch);
     if (tokens.length > service.info.nCtxSlot) {
       throw inferenceError(ErrorType.EXCEED_CONTEXT, `input (${tokens.length} tokens) is larger than the max context size (${service.info.nCtxSlot} tokens). skipping`, { n_prompt_tokens: tokens.length, n_ctx: service.info.nCtxSlot });
     }
