@@ -16,7 +16,7 @@ export function nativeErrorToHttp(err: NativeError): HttpError {
     case 'EXCEEDS_CONTEXT':
       return inferenceError(ErrorType.EXCEED_CONTEXT, err.message, { n_prompt_tokens: err.nPromptTokens, n_ctx: err.nCtx });
     case 'EXCEEDS_BATCH':
-      return inputTooLarge(err.nPromptTokens, err.nBatch);
+      return inputTooLarge(err.nPromptTokens ?? 0, err.nBatch ?? 0);
     case 'BAD_SAMPLING':
     case 'BAD_SCHEMA':
     case 'BAD_MEDIA':
