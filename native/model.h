@@ -8,12 +8,15 @@
 #include <napi.h>
 
 #include <atomic>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "llama.h"
 
 namespace addon {
+
+class ChatTemplates;
 
 class Model : public Napi::ObjectWrap<Model> {
 public:
@@ -46,6 +49,7 @@ private:
     Napi::Value js_detokenize(const Napi::CallbackInfo & info);
     Napi::Value js_token_piece(const Napi::CallbackInfo & info);
     Napi::Value js_apply_chat_template(const Napi::CallbackInfo & info);
+    Napi::Value js_apply_chat(const Napi::CallbackInfo & info);
     Napi::Value js_dispose(const Napi::CallbackInfo & info);
     Napi::Value js_disposed(const Napi::CallbackInfo & info);
 
@@ -55,6 +59,7 @@ private:
     const llama_vocab * vocab_ = nullptr;
     std::string path_;
     std::atomic<int> users_{0};
+    std::unique_ptr<ChatTemplates> chat_templates_;  // the model's own, parsed on first applyChat
 };
 
 }  // namespace addon
