@@ -270,24 +270,45 @@ static Napi::Object chat_params_to_js(Napi::Env env, const common_chat_params & 
     return o;
 }
 
+// The model's templates (parsed once into `cached`) or the override's (parsed into `own`).
+static const ChatTemplates * templates_for(Napi::Env env, const llama_model * model, std::unique_ptr<ChatTemplates> & cached,
+                                           const std::string & override_source, std::unique_ptr<ChatTemplates> & own) {
+    try {
+        if (!override_source.empty()) {
+            own = std::make_unique<ChatTemplates>(model, override_source);
+            return own.get();
+        }
+        if (!cached) cached = std::make_unique<ChatTemplates>(model, "");
+        return cached.get();
+    } catch (const std::exception & e) {
+        throw_coded(env, "TEMPLATE_FAILED", std::string("chat template failed to parse: ") + e.what());
+    }
+}
+
+Napi::Value chat_template_info_js(Napi::Env env, const llama_model * model, std::unique_ptr<ChatTemplates> & cached, Napi::Value override_source) {
+    if (!override_source.IsUndefined() && !override_source.IsString()) throw Napi::TypeError::New(env, "chatTemplateInfo(template?): template must be a string");
+    std::unique_ptr<ChatTemplates> own;
+    const ChatTemplates * templates = templates_for(env, model, cached, override_source.IsString() ? override_source.As<Napi::String>().Utf8Value() : "", own);
+    Napi::Object o = Napi::Object::New(env);
+    o.Set("source", templates->source());
+    o.Set("hasModelTemplate", templates->has_model_template());
+    Napi::Object caps = Napi::Object::New(env);
+    for (const auto & [name, value] : common_chat_templates_get_caps(templates->get())) caps.Set(name, value);
+    o.Set("caps", caps);
+    try {
+        o.Set("supportsEnableThinking", common_chat_templates_support_enable_thinking(templates->get()));
+    } catch (const std::exception & e) {
+        throw_coded(env, "TEMPLATE_FAILED", std::string("chat template failed: ") + e.what());
+    }
+    return o;
+}
+
 Napi::Value apply_chat_js(Napi::Env env, const llama_model * model, std::unique_ptr<ChatTemplates> & cached, Napi::Value value) {
     if (!value.IsObject()) throw Napi::TypeError::New(env, "applyChat(inputs): inputs must be an object");
     Napi::Object o = value.As<Napi::Object>();
     common_chat_templates_inputs inputs = chat_inputs_from_js(env, o);
-    std::string override_source = string_field(env, o, "template", "inputs");
     std::unique_ptr<ChatTemplates> own;
-    const ChatTemplates * templates = nullptr;
-    try {
-        if (override_source.empty()) {
-            if (!cached) cached = std::make_unique<ChatTemplates>(model, "");
-            templates = cached.get();
-        } else {
-            own = std::make_unique<ChatTemplates>(model, override_source);
-            templates = own.get();
-        }
-    } catch (const std::exception & e) {
-        throw_coded(env, "TEMPLATE_FAILED", std::string("chat template failed to parse: ") + e.what());
-    }
+    const ChatTemplates * templates = templates_for(env, model, cached, string_field(env, o, "template", "inputs"), own);
     common_chat_params params;
     try {
         params = templates->render(inputs);

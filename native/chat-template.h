@@ -44,6 +44,7 @@ public:
     std::string apply(const std::vector<ChatMessage> & messages, const ChatTemplateOptions & options) const;
     // The full chat layer: prompt, grammar, triggers, parser. Throws what llama.cpp throws.
     common_chat_params render(const common_chat_templates_inputs & inputs) const;
+    const common_chat_templates * get() const { return templates_; }
 
 private:
     common_chat_templates * templates_ = nullptr;
@@ -56,6 +57,11 @@ private:
 // value that is not JSON), TEMPLATE_FAILED (the template did not parse or render, or llama.cpp
 // refused the combination), with llama.cpp's message; TypeError for a malformed object.
 Napi::Value apply_chat_js(Napi::Env env, const llama_model * model, std::unique_ptr<ChatTemplates> & cached, Napi::Value inputs);
+
+// Model.chatTemplateInfo(template?) -> { source, hasModelTemplate, caps, supportsEnableThinking }:
+// what llama-server reports in /props and uses for defaults (parallel_tool_calls defaults to
+// caps.supports_parallel_tool_calls). Errors as apply_chat_js.
+Napi::Value chat_template_info_js(Napi::Env env, const llama_model * model, std::unique_ptr<ChatTemplates> & cached, Napi::Value override_source);
 
 // The reasoning format named by a JS value (none when absent); TypeError for an unknown name.
 common_reasoning_format reasoning_format_from_js(Napi::Env env, Napi::Value v);

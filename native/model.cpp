@@ -185,6 +185,7 @@ Napi::Function Model::define(Napi::Env env) {
         InstanceMethod<&Model::js_token_piece>("tokenPiece"),
         InstanceMethod<&Model::js_apply_chat_template>("applyChatTemplate"),
         InstanceMethod<&Model::js_apply_chat>("applyChat"),
+        InstanceMethod<&Model::js_chat_template_info>("chatTemplateInfo"),
         InstanceMethod<&Model::js_dispose>("dispose"),
         InstanceAccessor<&Model::js_disposed>("disposed"),
     });
@@ -487,6 +488,13 @@ Napi::Value Model::js_apply_chat(const Napi::CallbackInfo & info) {
     Napi::Env env = info.Env();
     check_alive(env);
     return apply_chat_js(env, model_, chat_templates_, info.Length() > 0 ? info[0] : env.Undefined());
+}
+
+// chatTemplateInfo(template?) -> { source, hasModelTemplate, caps, supportsEnableThinking }.
+Napi::Value Model::js_chat_template_info(const Napi::CallbackInfo & info) {
+    Napi::Env env = info.Env();
+    check_alive(env);
+    return chat_template_info_js(env, model_, chat_templates_, info.Length() > 0 ? info[0] : env.Undefined());
 }
 
 }  // namespace addon

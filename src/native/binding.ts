@@ -172,6 +172,17 @@ export interface ChatParams {
   parser: string;
 }
 
+export interface ChatTemplateInfo {
+  /** The Jinja source in use (llama.cpp's ChatML when the model has none). */
+  source: string;
+  /** The model carries a template (or one was given). */
+  hasModelTemplate: boolean;
+  /** common_chat_templates_get_caps: supports_tools, supports_tool_calls, supports_parallel_tool_calls, ... */
+  caps: Record<string, boolean>;
+  /** The template reacts to enable_thinking (llama-server's /props and --reasoning auto). */
+  supportsEnableThinking: boolean;
+}
+
 /** common_chat_parser_params: made from a ChatParams and the request. */
 export interface ChatParserOptions {
   format: string;
@@ -230,6 +241,8 @@ export interface NativeModel {
    * TEMPLATE_FAILED (the template does not parse or render, or llama.cpp refuses the inputs).
    */
   applyChat(inputs: ChatInputs): ChatParams;
+  /** The model's template (or `template`): what llama-server reports in /props. Errors as applyChat. */
+  chatTemplateInfo(template?: string): ChatTemplateInfo;
   /** Frees the weights. Throws while an engine still uses the model. Idempotent. */
   dispose(): void;
   readonly disposed: boolean;
@@ -283,8 +296,38 @@ export interface NativeLoraAdapter {
   dispose(): void;
 }
 
+/**
+ * The chat layer's part of the sampling parameters (from Model.applyChat's ChatParams and the
+ * request), converted to token ids natively as llama-server's request schema does.
+ */
+export interface ChatSamplingParams {
+  /** The grammar is a chat format's tool-call grammar (ChatParams.grammar): it is prefilled with generationPrompt. */
+  grammarToolCalls?: boolean;
+  /** ChatParams.grammarLazy: the grammar applies from a trigger on (triggers required). */
+  grammarLazy?: boolean;
+  /** ChatParams.grammarTriggers; a word that is one token becomes a token trigger (it must be preserved). */
+  grammarTriggers?: ChatGrammarTrigger[];
+  /** ChatParams.preservedTokens: those that are one token are sampled and emitted as their text. */
+  preservedTokens?: string[];
+  /** ChatParams.generationPrompt. */
+  generationPrompt?: string;
+  /** --reasoning-budget: tokens of thinking before the end tag is forced; -1 unlimited, 0 none. */
+  reasoningBudgetTokens?: number;
+  /** ChatParams.thinkingStartTag (with thinkingEndTags, as llama-server sets them when the template thinks). */
+  reasoningBudgetStartTag?: string;
+  /** ChatParams.thinkingEndTags; the first is forced when the budget runs out. */
+  reasoningBudgetEndTags?: string[];
+  /** Text forced before the end tag when the budget runs out. */
+  reasoningBudgetMessage?: string;
+  /** Create the budget sampler even without a budget (reasoning can be ended at run time). */
+  reasoningControl?: boolean;
+}
+
+/** The keys of ChatSamplingParams (request defaults do not carry them). */
+export type ChatSamplingKey = keyof ChatSamplingParams;
+
 /** Sampling parameters, in llama.cpp's units; absent fields take llama.cpp's defaults. */
-export interface SamplingParams {
+export interface SamplingParams extends ChatSamplingParams {
   /** -1 = random. */
   seed?: number;
   temperature?: number;
@@ -321,26 +364,6 @@ export interface SamplingParams {
   grammarFromSchema?: boolean;
   /** [token, bias] pairs; -Infinity bans a token. */
   logitBias?: Array<[Token, number]>;
-  /** The grammar is a chat format's tool-call grammar (ChatParams.grammar): it is prefilled with generationPrompt. */
-  grammarToolCalls?: boolean;
-  /** ChatParams.grammarLazy: the grammar applies from a trigger on (triggers required). */
-  grammarLazy?: boolean;
-  /** ChatParams.grammarTriggers; a word that is one token becomes a token trigger (it must be preserved). */
-  grammarTriggers?: ChatGrammarTrigger[];
-  /** ChatParams.preservedTokens: those that are one token are sampled and emitted as their text. */
-  preservedTokens?: string[];
-  /** ChatParams.generationPrompt. */
-  generationPrompt?: string;
-  /** --reasoning-budget: tokens of thinking before the end tag is forced; -1 unlimited, 0 none. */
-  reasoningBudgetTokens?: number;
-  /** ChatParams.thinkingStartTag (with thinkingEndTags, as llama-server sets them when the template thinks). */
-  reasoningBudgetStartTag?: string;
-  /** ChatParams.thinkingEndTags; the first is forced when the budget runs out. */
-  reasoningBudgetEndTags?: string[];
-  /** Text forced before the end tag when the budget runs out. */
-  reasoningBudgetMessage?: string;
-  /** Create the budget sampler even without a budget (reasoning can be ended at run time). */
-  reasoningControl?: boolean;
 }
 
 export interface CompletionTaskSpec {

@@ -294,3 +294,33 @@ t.test('a trigger word that is one token must be a preserved token (as llama-ser
     { message: /grammar trigger word should be marked as preserved token: <tool_call>/ });
   t.throws(() => engine.native.submit(spec({ grammar: 'root ::= "x"', grammarLazy: true })), { message: /no triggers set for lazy grammar/ });
 });
+
+t.test('a reasoning budget forces the end of thinking after that many tokens (DeepSeek R1, --reasoning-budget)', async (t) => {
+  const m = await model('deepseekR1');
+  const engine = await InferenceEngine.create(m, { nCtx: 1024, nParallel: 1 });
+  t.teardown(() => engine.dispose());
+  const p = m.applyChat({ messages: [{ role: 'user', content: 'Hi' }], reasoningFormat: 'auto' });
+  const out = await engine.run({ prompt: m.tokenize(p.prompt, true, true), nPredict: 12, sampling: chatSampling(p, { reasoningBudgetTokens: 4 }) });
+  const [thinkEnd] = m.tokenize('</think>', false, true);
+  // The budget counts from the start tag on: the generation prompt's "\n" after <think> is the first of the four.
+  t.same(m.tokenize(p.generationPrompt, false, true).slice(-2), m.tokenize('<think>\n', false, true), 'the prompt ends with <think> and a new line');
+  t.equal(out.tokens.indexOf(thinkEnd!), 3, 'the fourth generated token closes the think block');
+  const thought = m.detokenize(out.tokens.slice(0, 3));
+  const parsed = new native.ChatParser({ format: p.format, parser: p.parser, generationPrompt: p.generationPrompt, reasoningFormat: 'auto' }).parse(out.content, true);
+  t.equal(parsed.reasoningContent, `\n${thought}`, 'the tokens before it are the reasoning');
+  t.equal(parsed.content, m.detokenize(out.tokens.slice(4)), 'the rest is content');
+});
+
+t.test('chatTemplateInfo reports the template, its caps and whether it thinks', async (t) => {
+  const qwen3 = (await model('qwen3')).chatTemplateInfo();
+  t.equal(qwen3.hasModelTemplate, true);
+  t.match(qwen3.source, /^\{%- if tools %\}/);
+  t.equal(qwen3.caps.supports_tools, true);
+  t.equal(qwen3.caps.supports_tool_calls, true);
+  t.equal(qwen3.supportsEnableThinking, true);
+  const qwen25 = (await model('qwen25')).chatTemplateInfo();
+  t.equal(qwen25.supportsEnableThinking, false);
+  const plain = (await model('qwen25')).chatTemplateInfo('{% for m in messages %}{{ m.content }}{% endfor %}');
+  t.equal(plain.caps.supports_tools, false);
+  t.throws(() => (loaded.get('qwen25') as NativeModel).chatTemplateInfo('{% if %}'), { code: 'TEMPLATE_FAILED' });
+});
