@@ -135,7 +135,10 @@ export interface ChatInputs {
   grammar?: string;
   /** chat_template_kwargs: values are JSON text (e.g. "true"). */
   kwargs?: Record<string, string>;
-  /** The time strftime_now renders, in ms since the epoch; default now. */
+  /**
+   * The time for strftime_now, in ms since the epoch; default now. Passed on as llama.cpp's
+   * inputs.now, which this llama.cpp's Jinja engine does not read yet (it reads the clock).
+   */
   now?: number;
   /** A Jinja template (or "chatml") instead of the model's own. */
   template?: string;

@@ -84,6 +84,7 @@ t.test('tool_choice auto gives a lazy grammar with the format trigger; required 
   const cases: Array<[ChatTemplateModelName, string, string[]]> = [
     ['qwen25', '<tool_call>\n', ['<tool_call>', '</tool_call>']],
     ['hermes2Pro', '<tool_call>\n', ['<tool_call>', '</tool_call>']],
+    ['granite40', '<tool_call>\n', ['<tool_call>', '</tool_call>']],
     ['mistralNemo', '[TOOL_CALLS]', ['[TOOL_CALLS]']],
     ['commandR7b', '<|START_ACTION|>', ['<|START_THINKING|>', '<|END_THINKING|>', '<|START_RESPONSE|>', '<|END_RESPONSE|>', '<|START_ACTION|>', '<|END_ACTION|>']],
     ['deepseekR1', '<｜tool▁calls▁begin｜>', ['<think>', '</think>', '<｜tool▁calls▁begin｜>', '<｜end▁of▁sentence｜>', '<｜tool▁call▁begin｜>', 'function<｜tool▁sep｜>', '```json', '```<｜tool▁call▁end｜><｜tool▁calls▁end｜>']],
@@ -136,6 +137,8 @@ t.test('parse splits a hand-written output into reasoning, content and tool call
       { content: 'Let me check.\n', reasoningContent: '', toolCalls: [{ id: '', name: 'get_weather', arguments: '{"unit": "celsius"}' }] }],
     ['qwen3', '<think>\nThe user wants weather.\n</think>\n\n<tool_call>\n{"name": "get_weather", "arguments": {"unit": "fahrenheit"}}\n</tool_call>',
       { content: '', reasoningContent: 'The user wants weather.\n', toolCalls: [{ id: '', name: 'get_weather', arguments: '{"unit": "fahrenheit"}' }] }],
+    ['granite40', '<tool_call>\n{"name": "get_weather", "arguments": {"unit": "fahrenheit"}}\n</tool_call>',
+      { content: '', reasoningContent: '', toolCalls: [{ id: '', name: 'get_weather', arguments: '{"unit": "fahrenheit"}' }] }],
     ['mistralNemo', '[TOOL_CALLS][{"name": "get_weather", "arguments": {"unit": "celsius"}, "id": "abcdefghi"}]',
       { content: '', reasoningContent: '', toolCalls: [{ id: 'abcdefghi', name: 'get_weather', arguments: '{"unit": "celsius"}' }] }],
     // The generation prompt ends with "<think>\n": thinking is open when the output starts.
