@@ -186,10 +186,17 @@ export interface ChatTemplateInfo {
   supportsEnableThinking: boolean;
 }
 
-/** common_chat_parser_params: made from a ChatParams and the request. */
+/**
+ * common_chat_parser_params: made from a ChatParams and the request. The flags after
+ * generationPrompt are passed on as llama-server passes them; this llama.cpp's PEG parsers do not
+ * read them (reasoning and tool-call parsing are decided by applyChat's inputs).
+ */
 export interface ChatParserOptions {
+  /** ChatParams.format. */
   format: string;
+  /** ChatParams.parser. */
   parser: string;
+  /** ChatParams.generationPrompt: parsing starts with it, so a think block it opens is seen. */
   generationPrompt: string;
   /** Default "none". */
   reasoningFormat?: ReasoningFormat;
@@ -220,8 +227,10 @@ export interface ChatMessageDiff {
 }
 
 /**
- * The parser of one request's output. Stateless: parse the whole text generated so far
- * (llama-server does it per token, on the JS-side thread). Runs on the JS thread.
+ * The parser of one request's output. Stateless: parse the whole text generated so far, as
+ * llama-server does per token (on its HTTP threads); runs on the JS thread. Stream deltas are
+ * ChatParser.diff(previous, current) of consecutive non-empty parses; a tool call without an id
+ * gets one from the caller (llama-server: a random id per call index, kept for the stream).
  */
 export interface NativeChatParser {
   /** Throws code PARSE_FAILED when a complete (isPartial false) text does not match the format. */
