@@ -270,25 +270,28 @@ static Napi::Object chat_params_to_js(Napi::Env env, const common_chat_params & 
     return o;
 }
 
-// The model's templates (parsed once into `cached`) or the override's (parsed into `own`).
-static const ChatTemplates * templates_for(Napi::Env env, const llama_model * model, std::unique_ptr<ChatTemplates> & cached,
-                                           const std::string & override_source, std::unique_ptr<ChatTemplates> & own) {
+// The model's templates, or the override's; each parsed once while it stays the one in use.
+static const ChatTemplates * templates_for(Napi::Env env, const llama_model * model, ChatTemplateCache & cache,
+                                           const std::string & override_source) {
     try {
-        if (!override_source.empty()) {
-            own = std::make_unique<ChatTemplates>(model, override_source);
-            return own.get();
+        if (override_source.empty()) {
+            if (!cache.own) cache.own = std::make_unique<ChatTemplates>(model, "");
+            return cache.own.get();
         }
-        if (!cached) cached = std::make_unique<ChatTemplates>(model, "");
-        return cached.get();
+        if (!cache.override_templates || cache.override_source != override_source) {
+            cache.override_templates.reset();
+            cache.override_templates = std::make_unique<ChatTemplates>(model, override_source);
+            cache.override_source = override_source;
+        }
+        return cache.override_templates.get();
     } catch (const std::exception & e) {
         throw_coded(env, "TEMPLATE_FAILED", std::string("chat template failed to parse: ") + e.what());
     }
 }
 
-Napi::Value chat_template_info_js(Napi::Env env, const llama_model * model, std::unique_ptr<ChatTemplates> & cached, Napi::Value override_source) {
+Napi::Value chat_template_info_js(Napi::Env env, const llama_model * model, ChatTemplateCache & cache, Napi::Value override_source) {
     if (!override_source.IsUndefined() && !override_source.IsString()) throw Napi::TypeError::New(env, "chatTemplateInfo(template?): template must be a string");
-    std::unique_ptr<ChatTemplates> own;
-    const ChatTemplates * templates = templates_for(env, model, cached, override_source.IsString() ? override_source.As<Napi::String>().Utf8Value() : "", own);
+    const ChatTemplates * templates = templates_for(env, model, cache, override_source.IsString() ? override_source.As<Napi::String>().Utf8Value() : "");
     Napi::Object o = Napi::Object::New(env);
     o.Set("source", templates->source());
     o.Set("hasModelTemplate", templates->has_model_template());
@@ -303,12 +306,11 @@ Napi::Value chat_template_info_js(Napi::Env env, const llama_model * model, std:
     return o;
 }
 
-Napi::Value apply_chat_js(Napi::Env env, const llama_model * model, std::unique_ptr<ChatTemplates> & cached, Napi::Value value) {
+Napi::Value apply_chat_js(Napi::Env env, const llama_model * model, ChatTemplateCache & cache, Napi::Value value) {
     if (!value.IsObject()) throw Napi::TypeError::New(env, "applyChat(inputs): inputs must be an object");
     Napi::Object o = value.As<Napi::Object>();
     common_chat_templates_inputs inputs = chat_inputs_from_js(env, o);
-    std::unique_ptr<ChatTemplates> own;
-    const ChatTemplates * templates = templates_for(env, model, cached, string_field(env, o, "template", "inputs"), own);
+    const ChatTemplates * templates = templates_for(env, model, cache, string_field(env, o, "template", "inputs"));
     common_chat_params params;
     try {
         params = templates->render(inputs);

@@ -51,17 +51,25 @@ private:
     bool explicit_ = false;
 };
 
-// Model.applyChat(inputs) (see ChatInputs in src/native/binding.ts) -> ChatParams. `cached` holds
-// the model's own templates, parsed once; a request with `template` parses its own. Throws an
+// The parsed templates of one model: its own, and the last override used (llama-server has one
+// --chat-template per server, so requests that pass it do not parse it again).
+struct ChatTemplateCache {
+    std::unique_ptr<ChatTemplates> own;
+    std::string override_source;
+    std::unique_ptr<ChatTemplates> override_templates;
+};
+
+// Model.applyChat(inputs) (see ChatInputs in src/native/binding.ts) -> ChatParams, with the
+// templates from `cache` (parsed on first use). Throws an
 // Error with `code`: BAD_TOOLS (a tool's name or parameters), BAD_JSON (jsonSchema or a kwarg
 // value that is not JSON), TEMPLATE_FAILED (the template did not parse or render, or llama.cpp
 // refused the combination), with llama.cpp's message; TypeError for a malformed object.
-Napi::Value apply_chat_js(Napi::Env env, const llama_model * model, std::unique_ptr<ChatTemplates> & cached, Napi::Value inputs);
+Napi::Value apply_chat_js(Napi::Env env, const llama_model * model, ChatTemplateCache & cache, Napi::Value inputs);
 
 // Model.chatTemplateInfo(template?) -> { source, hasModelTemplate, caps, supportsEnableThinking }:
 // what llama-server reports in /props and uses for defaults (parallel_tool_calls defaults to
 // caps.supports_parallel_tool_calls). Errors as apply_chat_js.
-Napi::Value chat_template_info_js(Napi::Env env, const llama_model * model, std::unique_ptr<ChatTemplates> & cached, Napi::Value override_source);
+Napi::Value chat_template_info_js(Napi::Env env, const llama_model * model, ChatTemplateCache & cache, Napi::Value override_source);
 
 // The reasoning format named by a JS value (none when absent); TypeError for an unknown name.
 common_reasoning_format reasoning_format_from_js(Napi::Env env, Napi::Value v);

@@ -487,14 +487,16 @@ Napi::Value Model::js_apply_chat_template(const Napi::CallbackInfo & info) {
 Napi::Value Model::js_apply_chat(const Napi::CallbackInfo & info) {
     Napi::Env env = info.Env();
     check_alive(env);
-    return apply_chat_js(env, model_, chat_templates_, info.Length() > 0 ? info[0] : env.Undefined());
+    if (!chat_templates_) chat_templates_ = std::make_unique<ChatTemplateCache>();
+    return apply_chat_js(env, model_, *chat_templates_, info.Length() > 0 ? info[0] : env.Undefined());
 }
 
 // chatTemplateInfo(template?) -> { source, hasModelTemplate, caps, supportsEnableThinking }.
 Napi::Value Model::js_chat_template_info(const Napi::CallbackInfo & info) {
     Napi::Env env = info.Env();
     check_alive(env);
-    return chat_template_info_js(env, model_, chat_templates_, info.Length() > 0 ? info[0] : env.Undefined());
+    if (!chat_templates_) chat_templates_ = std::make_unique<ChatTemplateCache>();
+    return chat_template_info_js(env, model_, *chat_templates_, info.Length() > 0 ? info[0] : env.Undefined());
 }
 
 }  // namespace addon

@@ -16,7 +16,7 @@
 
 namespace addon {
 
-class ChatTemplates;
+struct ChatTemplateCache;
 
 class Model : public Napi::ObjectWrap<Model> {
 public:
@@ -60,7 +60,7 @@ private:
     const llama_vocab * vocab_ = nullptr;
     std::string path_;
     std::atomic<int> users_{0};
-    std::unique_ptr<ChatTemplates> chat_templates_;  // the model's own, parsed on first applyChat
+    std::unique_ptr<ChatTemplateCache> chat_templates_;  // parsed templates (applyChat, chatTemplateInfo)
 };
 
 }  // namespace addon

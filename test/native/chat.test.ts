@@ -128,6 +128,10 @@ t.test('kwargs, content parts and a template override reach the template', async
   const p = m.applyChat({ template, kwargs: { greeting: '"hello"' }, messages: [{ role: 'user', content: [{ type: 'text', text: 'a' }, { type: 'text', text: 'b' }] }] });
   t.equal(p.prompt, 'hello|user=a\nb;');
   t.equal(p.format, 'peg-native');
+  t.equal(m.applyChat({ template: 'n={{ messages|length }}', messages: [{ role: 'user', content: 'x' }] }).prompt, 'n=1', 'another override replaces the first');
+  t.equal(m.applyChat({ messages: [{ role: 'user', content: 'x' }] }).prompt,
+    '<|im_start|>system\nYou are Qwen, created by Alibaba Cloud. You are a helpful assistant.<|im_end|>\n<|im_start|>user\nx<|im_end|>\n<|im_start|>assistant\n',
+    'without one, the model\'s own template again');
 });
 
 // llama.cpp's parsers keep the whitespace around markers (as llama-server returns it).
