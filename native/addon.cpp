@@ -4,6 +4,7 @@
 #include <malloc.h>
 #endif
 
+#include "chat-parser.h"
 #include "engine.h"
 #include "errors.h"
 #include "llama.h"
@@ -53,6 +54,7 @@ static Napi::Object init(Napi::Env env, Napi::Object exports) {
     exports.Set("Engine", Engine::define(env));
     exports.Set("LoraAdapter", LoraAdapter::define(env));
     exports.Set("Vision", Vision::define(env));
+    exports.Set("ChatParser", ChatParser::define(env));
     exports.Set("ServerParams", ServerParams::define(env));
     exports.Set("systemInfo", Napi::Function::New(env, system_info));
     exports.Set("setLogLevel", Napi::Function::New(env, set_log_level));

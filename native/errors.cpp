@@ -18,6 +18,11 @@ const char * error_code_name(ErrorCode code) {
         case ErrorCode::IN_USE: return "IN_USE";
         case ErrorCode::LOAD_FAILED: return "LOAD_FAILED";
         case ErrorCode::BAD_ARGUMENTS: return "BAD_ARGUMENTS";
+        case ErrorCode::BAD_TOOLS: return "BAD_TOOLS";
+        case ErrorCode::BAD_JSON: return "BAD_JSON";
+        case ErrorCode::BAD_PARSER: return "BAD_PARSER";
+        case ErrorCode::PARSE_FAILED: return "PARSE_FAILED";
+        case ErrorCode::INVALID_DIFF: return "INVALID_DIFF";
     }
     return "INVALID_ARGUMENT";
 }

@@ -26,6 +26,11 @@ enum class ErrorCode {
     IN_USE,              // dispose() of an object an engine still uses
     LOAD_FAILED,         // a model, adapter, projector, context or task could not be loaded or created
     BAD_ARGUMENTS,       // llama.cpp's parser refused a llama-server command line (it printed why)
+    BAD_TOOLS,           // tool definitions of a chat that llama.cpp cannot use
+    BAD_JSON,            // JSON text (tool arguments, template kwargs) that does not parse
+    BAD_PARSER,          // a chat parser that cannot be built from its format and grammar
+    PARSE_FAILED,        // a chat output the parser of its format refuses
+    INVALID_DIFF,        // two parsed messages that are not one the continuation of the other
 };
 
 const char * error_code_name(ErrorCode code);

@@ -189,6 +189,8 @@ Napi::Function Model::define(Napi::Env env) {
         InstanceMethod<&Model::js_detokenize>("detokenize"),
         InstanceMethod<&Model::js_token_piece>("tokenPiece"),
         InstanceMethod<&Model::js_apply_chat_template>("applyChatTemplate"),
+        InstanceMethod<&Model::js_apply_chat>("applyChat"),
+        InstanceMethod<&Model::js_chat_template_info>("chatTemplateInfo"),
         InstanceMethod<&Model::js_dispose>("dispose"),
         InstanceAccessor<&Model::js_disposed>("disposed"),
     });
@@ -224,6 +226,7 @@ void Model::check_alive(Napi::Env env) const {
 Napi::Value Model::js_dispose(const Napi::CallbackInfo & info) {
     if (!model_) return info.Env().Undefined();
     if (users_.load() > 0) throw_coded(info.Env(), ErrorCode::IN_USE, "model is still used by an engine; dispose the engine first");
+    chat_templates_.reset();
     llama_model_free(model_);
     model_ = nullptr;
     vocab_ = nullptr;
@@ -482,6 +485,23 @@ Napi::Value Model::js_apply_chat_template(const Napi::CallbackInfo & info) {
     } catch (const std::exception & e) {
         throw_coded(env, ErrorCode::TEMPLATE_FAILED, std::string("chat template failed: ") + e.what());
     }
+}
+
+// applyChat(inputs: ChatInputs) -> ChatParams: the chat layer of llama-server (tools, tool
+// history, reasoning, grammar and parser); see chat-template.h for its errors.
+Napi::Value Model::js_apply_chat(const Napi::CallbackInfo & info) {
+    Napi::Env env = info.Env();
+    check_alive(env);
+    if (!chat_templates_) chat_templates_ = std::make_unique<ChatTemplateCache>();
+    return apply_chat_js(env, model_, *chat_templates_, info.Length() > 0 ? info[0] : env.Undefined());
+}
+
+// chatTemplateInfo(template?) -> { source, hasModelTemplate, caps, supportsEnableThinking }.
+Napi::Value Model::js_chat_template_info(const Napi::CallbackInfo & info) {
+    Napi::Env env = info.Env();
+    check_alive(env);
+    if (!chat_templates_) chat_templates_ = std::make_unique<ChatTemplateCache>();
+    return chat_template_info_js(env, model_, *chat_templates_, info.Length() > 0 ? info[0] : env.Undefined());
 }
 
 }  // namespace addon

@@ -8,12 +8,15 @@
 #include <napi.h>
 
 #include <atomic>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "llama.h"
 
 namespace addon {
+
+struct ChatTemplateCache;
 
 class Model : public Napi::ObjectWrap<Model> {
 public:
@@ -46,6 +49,8 @@ private:
     Napi::Value js_detokenize(const Napi::CallbackInfo & info);
     Napi::Value js_token_piece(const Napi::CallbackInfo & info);
     Napi::Value js_apply_chat_template(const Napi::CallbackInfo & info);
+    Napi::Value js_apply_chat(const Napi::CallbackInfo & info);
+    Napi::Value js_chat_template_info(const Napi::CallbackInfo & info);
     Napi::Value js_dispose(const Napi::CallbackInfo & info);
     Napi::Value js_disposed(const Napi::CallbackInfo & info);
 
@@ -55,6 +60,7 @@ private:
     const llama_vocab * vocab_ = nullptr;
     std::string path_;
     std::atomic<int> users_{0};
+    std::unique_ptr<ChatTemplateCache> chat_templates_;  // parsed templates (applyChat, chatTemplateInfo)
 };
 
 }  // namespace addon

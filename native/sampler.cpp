@@ -32,6 +32,75 @@ static std::vector<std::string> read_strings(Napi::Env env, Napi::Value v, const
     return out;
 }
 
+static const char * trigger_types[] = {"token", "word", "pattern", "patternFull"};
+
+// The chat layer's part of the sampling parameters, converted to token ids as llama-server's
+// request schema does (server-schema.cpp): preserved tokens that are one token each; a trigger
+// word that is one token becomes a token trigger and must be preserved; generation prompt and
+// reasoning-budget tags as given.
+static void chat_sampling_from_js(Napi::Env env, Napi::Object o, const llama_vocab * vocab, common_params_sampling & p) {
+    read_bool(o, "grammarLazy", p.grammar_lazy);
+    if (o.Get("generationPrompt").IsString()) p.generation_prompt = o.Get("generationPrompt").As<Napi::String>();
+    if (o.Get("preservedTokens").IsArray()) {
+        for (const auto & text : read_strings(env, o.Get("preservedTokens"), "preservedTokens")) {
+            auto ids = common_tokenize(vocab, text, false, true);
+            if (ids.size() == 1) p.preserved_tokens.insert(ids[0]);
+        }
+    }
+    Napi::Value triggers = o.Get("grammarTriggers");
+    if (triggers.IsArray()) {
+        Napi::Array arr = triggers.As<Napi::Array>();
+        for (uint32_t i = 0; i < arr.Length(); i++) {
+            Napi::Value v = arr.Get(i);
+            if (!v.IsObject() || !v.As<Napi::Object>().Get("type").IsString() || !v.As<Napi::Object>().Get("value").IsString()) {
+                throw Napi::TypeError::New(env, "grammarTriggers entries must be { type, value, token? }");
+            }
+            Napi::Object t = v.As<Napi::Object>();
+            std::string type = t.Get("type").As<Napi::String>();
+            common_grammar_trigger trigger;
+            trigger.value = t.Get("value").As<Napi::String>();
+            int found = -1;
+            for (int k = 0; k < 4; k++) if (type == trigger_types[k]) found = k;
+            if (found < 0) throw Napi::TypeError::New(env, "grammarTriggers type must be token, word, pattern or patternFull");
+            trigger.type = static_cast<common_grammar_trigger_type>(found);
+            if (trigger.type == COMMON_GRAMMAR_TRIGGER_TYPE_WORD) {
+                auto ids = common_tokenize(vocab, trigger.value, false, true);
+                if (ids.size() == 1) {
+                    if (p.preserved_tokens.count(ids[0]) == 0) {
+                        throw_coded(env, ErrorCode::BAD_SAMPLING, "invalid sampling parameters: grammar trigger word should be marked as preserved token: " + trigger.value);
+                    }
+                    trigger.type = COMMON_GRAMMAR_TRIGGER_TYPE_TOKEN;
+                    trigger.token = ids[0];
+                }
+            } else if (trigger.type == COMMON_GRAMMAR_TRIGGER_TYPE_TOKEN) {
+                if (!t.Get("token").IsNumber()) throw Napi::TypeError::New(env, "a token trigger needs its token id");
+                trigger.token = t.Get("token").As<Napi::Number>().Int32Value();
+            }
+            p.grammar_triggers.push_back(std::move(trigger));
+        }
+    }
+    if (p.grammar_lazy && p.grammar_triggers.empty()) throw_coded(env, ErrorCode::BAD_SAMPLING, "invalid sampling parameters: no triggers set for lazy grammar");
+
+    read_number(o, "reasoningBudgetTokens", p.reasoning_budget_tokens);
+    read_bool(o, "reasoningControl", p.reasoning_control);
+    if (o.Get("reasoningBudgetStartTag").IsString()) {
+        p.reasoning_budget_start = common_tokenize(vocab, o.Get("reasoningBudgetStartTag").As<Napi::String>().Utf8Value(), false, true);
+    }
+    if (o.Get("reasoningBudgetEndTags").IsArray()) {
+        for (const auto & tag : read_strings(env, o.Get("reasoningBudgetEndTags"), "reasoningBudgetEndTags")) {
+            if (!tag.empty()) p.reasoning_budget_end.push_back(common_tokenize(vocab, tag, false, true));
+        }
+    }
+    if (!p.reasoning_budget_end.empty()) {
+        llama_tokens forced = p.reasoning_budget_end.front();
+        if (o.Get("reasoningBudgetMessage").IsString()) {
+            auto message = common_tokenize(vocab, o.Get("reasoningBudgetMessage").As<Napi::String>().Utf8Value(), false, true);
+            forced.insert(forced.begin(), message.begin(), message.end());
+        }
+        p.reasoning_budget_forced = std::move(forced);
+    }
+}
+
 void sampling_params_from_js(Napi::Env env, Napi::Object o, const llama_model * model, int32_t n_ctx_seq,
                              common_params_sampling & p) {
     double seed = -1;
@@ -75,11 +144,13 @@ void sampling_params_from_js(Napi::Env env, Napi::Object o, const llama_model * 
     Napi::Value grammar = o.Get("grammar");
     if (grammar.IsString() && grammar.As<Napi::String>().Utf8Value().size() > 0) {
         bool from_schema = o.Get("grammarFromSchema").ToBoolean();
-        p.grammar = common_grammar(from_schema ? COMMON_GRAMMAR_TYPE_OUTPUT_FORMAT : COMMON_GRAMMAR_TYPE_USER,
-                                   grammar.As<Napi::String>().Utf8Value());
+        common_grammar_type type = from_schema ? COMMON_GRAMMAR_TYPE_OUTPUT_FORMAT : COMMON_GRAMMAR_TYPE_USER;
+        if (o.Get("grammarToolCalls").ToBoolean()) type = COMMON_GRAMMAR_TYPE_TOOL_CALLS;
+        p.grammar = common_grammar(type, grammar.As<Napi::String>().Utf8Value());
     }
 
     const llama_vocab * vocab = llama_model_get_vocab(model);
+    chat_sampling_from_js(env, o, vocab, p);
     const int32_t n_vocab = llama_vocab_n_tokens(vocab);
     p.logit_bias.clear();
     Napi::Value bias = o.Get("logitBias");

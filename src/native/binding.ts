@@ -35,7 +35,12 @@ export type NativeErrorCode =
   /** A model, adapter, projector, context or task could not be loaded or created. */
   | 'LOAD_FAILED'
   /** llama.cpp's parser refused a llama-server command line (it printed why). */
-  | 'BAD_ARGUMENTS';
+  | 'BAD_ARGUMENTS'
+  | 'BAD_TOOLS'
+  | 'BAD_JSON'
+  | 'BAD_PARSER'
+  | 'PARSE_FAILED'
+  | 'INVALID_DIFF';
 
 export interface NativeError extends Error {
   code: NativeErrorCode;
@@ -49,7 +54,7 @@ export interface NativeError extends Error {
 
 const NATIVE_ERROR_CODES: ReadonlySet<string> = new Set<NativeErrorCode>([
   'INVALID_ARGUMENT', 'TOKEN_OUT_OF_RANGE', 'EMPTY_PROMPT', 'EXCEEDS_CONTEXT', 'EXCEEDS_BATCH', 'BAD_SAMPLING', 'BAD_SCHEMA',
-  'BAD_MEDIA', 'NOT_SUPPORTED', 'TEMPLATE_FAILED', 'DISPOSED', 'IN_USE', 'LOAD_FAILED', 'BAD_ARGUMENTS',
+  'BAD_MEDIA', 'NOT_SUPPORTED', 'TEMPLATE_FAILED', 'DISPOSED', 'IN_USE', 'LOAD_FAILED', 'BAD_ARGUMENTS', 'BAD_TOOLS', 'BAD_JSON', 'BAD_PARSER', 'PARSE_FAILED', 'INVALID_DIFF',
 ]);
 
 /** True for an Error thrown or rejected by the addon. */
@@ -113,6 +118,179 @@ export interface ChatTemplateOptions {
   kwargs?: Record<string, string>;
 }
 
+/** A tool call of an assistant message (history) or of a parsed output. */
+export interface ChatToolCall {
+  /** The call's id ("" or absent when the format has none). */
+  id?: string;
+  name: string;
+  /** The arguments as JSON text (as OpenAI's `function.arguments`). */
+  arguments: string;
+}
+
+export interface ChatContentPart {
+  /** media_marker: the text is the vision marker standing for one image. */
+  type: 'text' | 'media_marker';
+  text: string;
+}
+
+/** One message of a conversation, as llama.cpp's common_chat_msg. */
+export interface ChatInputMessage {
+  role: string;
+  content?: string | ChatContentPart[] | null;
+  reasoningContent?: string;
+  /** An assistant message's tool calls. */
+  toolCalls?: ChatToolCall[];
+  /** A role "tool" message: the call it answers, and the tool's name. */
+  toolCallId?: string;
+  toolName?: string;
+}
+
+export interface ChatTool {
+  name: string;
+  description?: string;
+  /** The parameters' JSON schema as JSON text (an object); absent = no parameters ("{}"). */
+  parameters?: string;
+}
+
+/**
+ * llama.cpp's tool choices. llama-server maps OpenAI's named function (`{type: "function", ...}`)
+ * to "auto" (json_value falls back to the default for a non-string) and Anthropic's
+ * `{type: "any"|"tool"}` to "required"; another string is refused.
+ */
+export type ChatToolChoice = 'auto' | 'none' | 'required';
+
+/** --reasoning-format / the request's reasoning_format. */
+export type ReasoningFormat = 'none' | 'auto' | 'deepseek' | 'deepseek-legacy';
+
+/** continue_final_message: how the last (assistant) message is continued. */
+export type ChatContinuation = 'none' | 'auto' | 'reasoning' | 'content';
+
+/** common_chat_templates_inputs, as llama-server fills it in oaicompat_chat_params_parse. */
+export interface ChatInputs {
+  messages: ChatInputMessage[];
+  tools?: ChatTool[];
+  /** Default "auto". */
+  toolChoice?: ChatToolChoice;
+  /** Default false (llama-server defaults it to the template's supports_parallel_tool_calls). */
+  parallelToolCalls?: boolean;
+  /** Default true. */
+  addGenerationPrompt?: boolean;
+  /** Default "none". */
+  continueFinalMessage?: ChatContinuation;
+  /** Default "none". */
+  reasoningFormat?: ReasoningFormat;
+  /** Default true. */
+  enableThinking?: boolean;
+  /** Render the template plainly and parse everything as content (llama-server's force_pure_content). */
+  forcePureContent?: boolean;
+  /** response_format's schema, as JSON text. */
+  jsonSchema?: string;
+  /** A GBNF grammar from the request (refused by llama.cpp together with tools). */
+  grammar?: string;
+  /** chat_template_kwargs: values are JSON text (e.g. "true"). */
+  kwargs?: Record<string, string>;
+  /**
+   * The time for strftime_now, in ms since the epoch; default now. Passed on as llama.cpp's
+   * inputs.now, which this llama.cpp's Jinja engine does not read yet (it reads the clock).
+   */
+  now?: number;
+  /** A Jinja template (or "chatml") instead of the model's own. */
+  template?: string;
+}
+
+export interface ChatGrammarTrigger {
+  type: 'token' | 'word' | 'pattern' | 'patternFull';
+  value: string;
+  /** The token of a "token" trigger, else null. */
+  token: Token | null;
+}
+
+/** common_chat_params: what a conversation renders to. Pass the sampling part on as SamplingParams. */
+export interface ChatParams {
+  prompt: string;
+  /** The parser format's name (common_chat_format_name): "Content-only", "peg-native", ... */
+  format: string;
+  /** GBNF; "" when output is free. */
+  grammar: string;
+  /** The grammar applies only from a trigger on. */
+  grammarLazy: boolean;
+  grammarTriggers: ChatGrammarTrigger[];
+  /** Marker texts to keep as special tokens (sampling) and in the output text. */
+  preservedTokens: string[];
+  /** Stop strings to add to the request's. */
+  additionalStops: string[];
+  /** The assistant prefix the prompt ends with (for the parser and the grammar's prefill). */
+  generationPrompt: string;
+  supportsThinking: boolean;
+  /** e.g. "<think>"; "" when the template does not think. */
+  thinkingStartTag: string;
+  thinkingEndTags: string[];
+  /** The serialized PEG parser of the output (for ChatParser). */
+  parser: string;
+}
+
+export interface ChatTemplateInfo {
+  /** The Jinja source in use (llama.cpp's ChatML when the model has none). */
+  source: string;
+  /** The model carries a template (or one was given). */
+  hasModelTemplate: boolean;
+  /** common_chat_templates_get_caps: supports_tools, supports_tool_calls, supports_parallel_tool_calls, ... */
+  caps: Record<string, boolean>;
+  /** The template reacts to enable_thinking (llama-server's /props and --reasoning auto). */
+  supportsEnableThinking: boolean;
+}
+
+/**
+ * common_chat_parser_params: made from a ChatParams and the request. The flags after
+ * generationPrompt are passed on as llama-server passes them; this llama.cpp's PEG parsers do not
+ * read them (reasoning and tool-call parsing are decided by applyChat's inputs).
+ */
+export interface ChatParserOptions {
+  /** ChatParams.format. */
+  format: string;
+  /** ChatParams.parser. */
+  parser: string;
+  /** ChatParams.generationPrompt: parsing starts with it, so a think block it opens is seen. */
+  generationPrompt: string;
+  /** Default "none". */
+  reasoningFormat?: ReasoningFormat;
+  /** llama-server: stream && reasoningFormat === "deepseek-legacy". */
+  reasoningInContent?: boolean;
+  /** Default true. */
+  parseToolCalls?: boolean;
+  /** continue_final_message was set. */
+  isContinuation?: boolean;
+  echo?: boolean;
+}
+
+/** A parsed model output. Tool call ids are "" unless the format carries them. */
+export interface ChatParsedMessage {
+  content: string;
+  reasoningContent: string;
+  toolCalls: Required<ChatToolCall>[];
+}
+
+/** One stream delta (common_chat_msg_diff). */
+export interface ChatMessageDiff {
+  reasoningContentDelta: string;
+  contentDelta: string;
+  /** The tool call this delta extends or starts, else null. */
+  toolCallIndex: number | null;
+  /** id and name are set when the call starts (or its name grows); arguments is the new piece. */
+  toolCallDelta: Required<ChatToolCall> | null;
+}
+
+/**
+ * The parser of one request's output. Stateless: parse the whole text generated so far, as
+ * llama-server does per token (on its HTTP threads); runs on the JS thread. Stream deltas are
+ * ChatParser.diff(previous, current) of consecutive non-empty parses; a tool call without an id
+ * gets one from the caller (llama-server: a random id per call index, kept for the stream).
+ */
+export interface NativeChatParser {
+  /** Throws code PARSE_FAILED when a complete (isPartial false) text does not match the format. */
+  parse(text: string, isPartial: boolean): ChatParsedMessage;
+}
+
 export interface NativeModel {
   metadata(): ModelMetadata;
   tokenize(text: string, addSpecial: boolean, parseSpecial: boolean): Int32Array;
@@ -122,6 +300,15 @@ export interface NativeModel {
   /** The raw bytes of a token's text (may be an incomplete UTF-8 sequence). */
   tokenPiece(token: Token, special?: boolean): Uint8Array;
   applyChatTemplate(messages: readonly ChatMessageText[], options?: ChatTemplateOptions): string;
+  /**
+   * llama.cpp's chat layer: the prompt with tools and tool history, and the grammar, triggers,
+   * preserved tokens, stops and parser of the model's format. Throws an Error with `code`
+   * BAD_TOOLS (a tool's name or parameters), BAD_JSON (jsonSchema or a kwargs value),
+   * TEMPLATE_FAILED (the template does not parse or render, or llama.cpp refuses the inputs).
+   */
+  applyChat(inputs: ChatInputs): ChatParams;
+  /** The model's template (or `template`): what llama-server reports in /props. Errors as applyChat. */
+  chatTemplateInfo(template?: string): ChatTemplateInfo;
   /** Frees the weights. Throws while an engine still uses the model. Idempotent. */
   dispose(): void;
   readonly disposed: boolean;
@@ -175,8 +362,38 @@ export interface NativeLoraAdapter {
   dispose(): void;
 }
 
+/**
+ * The chat layer's part of the sampling parameters (from Model.applyChat's ChatParams and the
+ * request), converted to token ids natively as llama-server's request schema does.
+ */
+export interface ChatSamplingParams {
+  /** The grammar is a chat format's tool-call grammar (ChatParams.grammar): it is prefilled with generationPrompt. */
+  grammarToolCalls?: boolean;
+  /** ChatParams.grammarLazy: the grammar applies from a trigger on (triggers required). */
+  grammarLazy?: boolean;
+  /** ChatParams.grammarTriggers; a word that is one token becomes a token trigger (it must be preserved). */
+  grammarTriggers?: ChatGrammarTrigger[];
+  /** ChatParams.preservedTokens: those that are one token are sampled and emitted as their text. */
+  preservedTokens?: string[];
+  /** ChatParams.generationPrompt. */
+  generationPrompt?: string;
+  /** --reasoning-budget: tokens of thinking before the end tag is forced; -1 unlimited, 0 none. */
+  reasoningBudgetTokens?: number;
+  /** ChatParams.thinkingStartTag (with thinkingEndTags, as llama-server sets them when the template thinks). */
+  reasoningBudgetStartTag?: string;
+  /** ChatParams.thinkingEndTags; the first is forced when the budget runs out. */
+  reasoningBudgetEndTags?: string[];
+  /** Text forced before the end tag when the budget runs out. */
+  reasoningBudgetMessage?: string;
+  /** Create the budget sampler even without a budget (reasoning can be ended at run time). */
+  reasoningControl?: boolean;
+}
+
+/** The keys of ChatSamplingParams (request defaults do not carry them). */
+export type ChatSamplingKey = keyof ChatSamplingParams;
+
 /** Sampling parameters, in llama.cpp's units; absent fields take llama.cpp's defaults. */
-export interface SamplingParams {
+export interface SamplingParams extends ChatSamplingParams {
   /** -1 = random. */
   seed?: number;
   temperature?: number;
@@ -391,6 +608,12 @@ export interface NativeAddon {
   Model: { load(path: string, options: ModelLoadOptions, onProgress?: (progress: number) => void): ModelLoadHandle };
   LoraAdapter: { load(model: NativeModel, path: string): Promise<NativeLoraAdapter> };
   Vision: { load(model: NativeModel, path: string, options?: { nThreads?: number; useGpu?: boolean }): Promise<NativeVision> };
+  ChatParser: {
+    /** Throws code BAD_PARSER for an unknown format or a parser that does not load. */
+    new (options: ChatParserOptions): NativeChatParser;
+    /** llama.cpp's stream deltas from one parse to the next; throws code INVALID_DIFF when something is withdrawn. */
+    diff(previous: ChatParsedMessage, current: ChatParsedMessage): ChatMessageDiff[];
+  };
   Engine: { create(model: NativeModel, params: EngineParams, onEvents: (events: EngineEvent[]) => void): Promise<NativeEngine> };
   ServerParams: {
     /**

@@ -1,6 +1,6 @@
 // Converts the generation fields of a request (llama-server's names and defaults) into the
 // native task specification. Semantic checks that a schema cannot express live here.
-import { native, type CompletionTaskSpec, type NativeModel, type SamplingParams } from '../../native/binding.js';
+import { native, type CompletionTaskSpec, type NativeModel, type ChatSamplingKey, type SamplingParams } from '../../native/binding.js';
 import { badRequest } from '../errors.js';
 import { checkTokenId } from './vocabulary.js';
 import type { GenerationFields } from '../schemas.js';
@@ -17,7 +17,7 @@ export const DEFAULT_SAMPLERS = ['penalties', 'dry', 'top_n_sigma', 'top_k', 'ty
  * generation_settings). llama-server's own unless its sampling flags (--temp, --top-k, ...) set them.
  */
 export interface GenerationDefaults {
-  sampling: Required<Omit<SamplingParams, 'grammarFromSchema' | 'nProbs'>>;
+  sampling: Required<Omit<SamplingParams, 'grammarFromSchema' | 'nProbs' | ChatSamplingKey>>;
   nProbs: number;
   nKeep: number;
   cachePrompt: boolean;
