@@ -85,7 +85,7 @@ export const GenerationFields = {
   n_discard: Type.Optional(Count),
   n_cmpl: Type.Optional(Int),
   n: Type.Optional(Int),
-  model: Type.Optional(Type.String()),
+  model: Type.Optional(Type.Union([Type.String(), Type.Null()])),
   stream_options: Type.Optional(Type.Object({ include_usage: Type.Optional(Type.Boolean()) })),
   response_fields: Type.Optional(Type.Array(Type.String())),
   /** Per-request LoRA scales, llama-server's [{id, scale}]; adapters not listed run at 0. */
@@ -135,12 +135,55 @@ const TextPart = Type.Object({ type: Type.Literal('text'), text: Type.String() }
 const ImagePart = Type.Object({ type: Type.Literal('image_url'), image_url: Type.Object({ url: Type.String() }) });
 export const MessageContent = Type.Union([Type.String(), Type.Array(Type.Union([TextPart, ImagePart])), Type.Null()]);
 
+/** A tool call in an assistant message of the history (OpenAI's shape); arguments are JSON text. */
+const ToolCall = Type.Object({
+  id: Type.Optional(Type.String()),
+  type: Type.Optional(Type.Literal('function')),
+  function: Type.Object({ name: Type.String({ minLength: 1 }), arguments: Type.Optional(Type.Union([Type.String(), Type.Record(Type.String(), Type.Unknown())])) }),
+});
+
 export const ChatMessage = Type.Object({
   role: Type.String(),
   content: Type.Optional(MessageContent),
   name: Type.Optional(Type.String()),
+  tool_calls: Type.Optional(Type.Union([Type.Array(ToolCall), Type.Null()])),
+  tool_call_id: Type.Optional(Type.String()),
+  reasoning_content: Type.Optional(Type.Union([Type.String(), Type.Null()])),
 });
 export type ChatMessage = Static<typeof ChatMessage>;
+
+/** A tool the model may call (OpenAI's function tool); parameters is a JSON schema. */
+export const ChatToolField = Type.Object({
+  type: Type.Literal('function'),
+  function: Type.Object({
+    name: Type.String({ minLength: 1 }),
+    description: Type.Optional(Type.String()),
+    parameters: Type.Optional(Type.Record(Type.String(), Type.Unknown())),
+    strict: Type.Optional(Type.Boolean()),
+  }),
+});
+
+export const ToolChoiceField = Type.Union([
+  Type.Literal('auto'),
+  Type.Literal('none'),
+  Type.Literal('required'),
+  Type.Object({ type: Type.Literal('function'), function: Type.Object({ name: Type.String() }) }),
+]);
+
+/** The fields of a chat request that decide its prompt (chat completions, /apply-template, token counting). */
+export const ChatPromptFields = {
+  messages: Type.Array(ChatMessage),
+  tools: Type.Optional(Type.Union([Type.Array(ChatToolField), Type.Null()])),
+  tool_choice: Type.Optional(Type.Union([ToolChoiceField, Type.Null()])),
+  parallel_tool_calls: Type.Optional(Type.Boolean()),
+  chat_template_kwargs: Type.Optional(Type.Record(Type.String(), Type.Unknown())),
+  add_generation_prompt: Type.Optional(Type.Boolean()),
+  continue_final_message: Type.Optional(Type.Union([Type.Boolean(), Type.String()])),
+  reasoning_format: Type.Optional(Type.Union([Type.Literal('none'), Type.Literal('auto'), Type.Literal('deepseek'), Type.Literal('deepseek-legacy')])),
+  reasoning_effort: Type.Optional(Type.String()),
+  reasoning_budget_tokens: Type.Optional(Type.Integer({ minimum: -1, maximum: 2147483647 })),
+  thinking_budget_tokens: Type.Optional(Type.Integer({ minimum: -1, maximum: 2147483647 })),
+};
 
 const ResponseFormat = Type.Union([
   Type.Object({ type: Type.Literal('text') }),
@@ -156,14 +199,15 @@ const ResponseFormat = Type.Union([
 ]);
 
 export const ChatCompletionBody = Type.Object({
+  ...ChatPromptFields,
   messages: Type.Array(ChatMessage, { minItems: 1 }),
   ...GenerationFields,
+  /** llama-server's debug field: the native answer (with its prompt) as `__verbose`. */
+  verbose: Type.Optional(Type.Boolean()),
   logprobs: Type.Optional(Type.Union([Type.Boolean(), Type.Null()])),
   top_logprobs: Type.Optional(Type.Union([Int, Type.Null()])),
   max_completion_tokens: Type.Optional(Type.Union([Int, Type.Null()])),
   response_format: Type.Optional(ResponseFormat),
-  chat_template_kwargs: Type.Optional(Type.Record(Type.String(), Type.Unknown())),
-  add_generation_prompt: Type.Optional(Type.Boolean()),
 });
 export type ChatCompletionBody = Static<typeof ChatCompletionBody>;
 
@@ -178,11 +222,7 @@ export type TokenizeBody = Static<typeof TokenizeBody>;
 export const DetokenizeBody = Type.Object({ tokens: TokenArray });
 export type DetokenizeBody = Static<typeof DetokenizeBody>;
 
-export const ApplyTemplateBody = Type.Object({
-  messages: Type.Array(ChatMessage),
-  chat_template_kwargs: Type.Optional(Type.Record(Type.String(), Type.Unknown())),
-  add_generation_prompt: Type.Optional(Type.Boolean()),
-});
+export const ApplyTemplateBody = Type.Object({ ...ChatPromptFields });
 export type ApplyTemplateBody = Static<typeof ApplyTemplateBody>;
 
 /** Inputs to embed: the prompt forms of /completion (text, tokens, mixed, or several). */

@@ -3,7 +3,7 @@
 // Pure functions from the parsed values to the server's options, so they can be tested alone.
 import { ROLE_NAMES } from '../auth/roles.js';
 import { UsageError, parseFlags, type FlagSpec, type ParsedFlags } from '../cli/flags.js';
-import { PoolingType, type LogLevel, type PoolingName, type ServerParamValues } from '../native/binding.js';
+import { PoolingType, type LogLevel, type PoolingName, type ReasoningFormat, type ServerParamValues } from '../native/binding.js';
 import { LLAMA_SERVER_FLAGS } from './llama-server-flags.js';
 import type { RuntimeOptions } from './options.js';
 import type { InferenceServerOptions } from './server.js';
@@ -158,6 +158,14 @@ export function serverOptions(v: ServerParamValues, own: OwnFlags, gpuAvailable:
     ...(v.mediaPath !== '' ? { mediaPath: v.mediaPath } : {}),
     generation: generationDefaults(v),
     spmInfill: v.spmInfill,
+    chat: {
+      reasoningFormat: v.reasoningFormat as ReasoningFormat,
+      enableThinking: v.enableReasoning < 0 ? undefined : v.enableReasoning === 1,
+      prefillAssistant: v.prefillAssistant,
+      reasoningBudget: v.sampling.reasoningBudget,
+    },
+    // llama-server's debug fields come with verbosity above 9 (-v).
+    verbose: v.verbosity > 9,
     embdNormalize: v.embdNormalize,
     tags: v.tags,
     mmprojUseGpu: v.mmprojUseGpu,

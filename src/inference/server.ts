@@ -13,6 +13,7 @@ import type { RuntimeOptions } from './options.js';
 import { loadInferenceService, type ServiceLoadOptions } from './service/load.js';
 import type { InferenceService } from './service/service.js';
 import { ServiceHost } from './service/host.js';
+import type { ChatSettings } from './service/chat-prompt.js';
 import { chatPageRoutes } from './web-ui.js';
 
 export interface InferenceServerOptions {
@@ -29,6 +30,10 @@ export interface InferenceServerOptions {
   metrics: boolean;
   /** Cross-origin access (--cors-*); llama-server's defaults when absent. */
   cors?: CorsPolicy;
+  /** Chat reasoning and prefill rules; llama-server's defaults when absent. */
+  chat?: Partial<ChatSettings>;
+  /** -v: `__verbose` in OpenAI answers. */
+  verbose?: boolean;
   /** --spm-infill: /infill prompts in suffix/prefix/middle order. */
   spmInfill?: boolean;
   /** --embd-normalize: the default embd_normalize of /embedding. */
@@ -108,6 +113,8 @@ function serviceLoadOptions(options: InferenceServerOptions): ServiceLoadOptions
     ...(options.chatTemplate ? { chatTemplate: options.chatTemplate } : {}),
     templateKwargs: options.templateKwargs ?? {},
     spmInfill: options.spmInfill ?? false,
+    chat: { reasoningFormat: 'deepseek', enableThinking: undefined, prefillAssistant: true, reasoningBudget: -1, ...options.chat },
+    verbose: options.verbose ?? false,
     embdNormalize: options.embdNormalize ?? 2,
     aliases: options.aliases ?? (options.alias ? [options.alias] : []),
     tags: options.tags ?? [],

@@ -2,6 +2,7 @@ import OpenAI from 'openai';
 import t from 'tap';
 import { CHATML_TEMPLATE, ensureTestModels } from '../fixtures/models.js';
 import { parseSse, postJson, startTestServer } from '../helpers/inference-server.js';
+import { startLlamaServer } from '../helpers/llama-server.js';
 import { llamaSimpleGreedy } from '../helpers/reference.js';
 
 const models = await ensureTestModels();
@@ -106,13 +107,15 @@ t.test('response_format json_object and json_schema produce valid JSON', async (
   const value = JSON.parse(res.body.choices[0].message.content);
   t.same(Object.keys(value).sort(), ['n', 'name']);
   t.ok(typeof value.name === 'string' && value.name.length <= 8 && Number.isInteger(value.n), 'the value follows the schema');
-  // The same schema through llama-server's native route on the templated prompt gives the same text.
-  const native = await postJson(`${base}/completion`, { prompt: rendered, n_predict: 80, temperature: 0, json_schema: schema });
-  t.equal(res.body.choices[0].message.content, native.body.content);
+  // llama-server built from the same source answers the same requests with the same text.
+  const ref = await startLlamaServer(['-m', models.chat, '-c', '4096', '-np', '1']);
+  t.teardown(ref.close);
+  const theirs = await postJson(`${ref.base}/v1/chat/completions`, { messages, max_tokens: 80, temperature: 0, response_format: { type: 'json_schema', json_schema: { name: 'x', schema } } });
+  t.equal(res.body.choices[0].message.content, theirs.body.choices[0].message.content);
   const objSchema = { type: 'object', properties: { a: { type: 'boolean' } }, required: ['a'] };
   const obj = await postJson(`${base}/v1/chat/completions`, { messages, max_tokens: 60, temperature: 0, response_format: { type: 'json_object', schema: objSchema } });
-  const nativeObj = await postJson(`${base}/completion`, { prompt: rendered, n_predict: 60, temperature: 0, json_schema: objSchema });
-  t.equal(obj.body.choices[0].message.content, nativeObj.body.content);
+  const theirsObj = await postJson(`${ref.base}/v1/chat/completions`, { messages, max_tokens: 60, temperature: 0, response_format: { type: 'json_object', schema: objSchema } });
+  t.equal(obj.body.choices[0].message.content, theirsObj.body.choices[0].message.content);
   t.type(JSON.parse(obj.body.choices[0].message.content).a, 'boolean');
   const bad = await postJson(`${base}/v1/chat/completions`, { messages, response_format: { type: 'yaml' } });
   t.equal(bad.status, 400);

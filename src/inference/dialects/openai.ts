@@ -12,6 +12,12 @@ export function finishReason(stop: StopType): 'stop' | 'length' {
   return stop === 'limit' ? 'length' : 'stop';
 }
 
+/** A chat that ended on its own with tool calls finished for them, as llama-server says. */
+export function chatFinishReason(stop: StopType, toolCalls: boolean): 'stop' | 'length' | 'tool_calls' {
+  const reason = finishReason(stop);
+  return reason === 'stop' && toolCalls ? 'tool_calls' : reason;
+}
+
 export interface Usage {
   prompt_tokens: number;
   completion_tokens: number;

@@ -1,15 +1,19 @@
 // POST /v1/chat/completions (and /chat/completions): OpenAI's chat format over the engine.
 import type { HttpRequest, HttpResult } from '../../http/request.js';
 import { compileBody } from '../../http/validation.js';
-import type { GeneratedToken } from '../engine/engine.js';
+import type { CompletionTaskSpec } from '../../native/binding.js';
+import type { CompletionOutcome, GeneratedToken } from '../engine/engine.js';
 import { badRequest, ErrorType, inferenceError } from '../errors.js';
-import { chatLogprobs, completionId, finishReason, systemFingerprint, tokenProbabilities, usage, withTimings } from '../dialects/openai.js';
+import { completionResponse, generationSettings } from '../dialects/llama-server.js';
+import { chatFinishReason, chatLogprobs, completionId, systemFingerprint, tokenProbabilities, usage, withTimings } from '../dialects/openai.js';
 import { StreamTimer } from '../dialects/timings.js';
 import { BODY_OPTIONS, ChatCompletionBody } from '../schemas.js';
-import { renderChat } from '../service/chat-prompt.js';
+import { chatSampling, renderChat, type RenderedChat } from '../service/chat-prompt.js';
+import { ChatOutput } from '../service/chat-output.js';
 import { choiceCount, perChoice } from '../service/choices.js';
-import { buildTaskSpec, grammarFromSchema } from '../service/generation.js';
+import { buildTaskSpec } from '../service/generation.js';
 import type { InferenceService } from '../service/service.js';
+import { promptText } from './completion.js';
 import { streamTasks } from './streaming.js';
 
 const ChatBody = compileBody(ChatCompletionBody, BODY_OPTIONS);
@@ -24,19 +28,17 @@ function logprobsRequest(body: ChatRequest): { want: boolean; top: number } {
   return { want: body.logprobs === true || top > 0, top };
 }
 
-function responseFormatGrammar(body: ChatRequest): string | undefined {
+/** OpenAI's response_format, as the JSON schema the reply must follow. */
+function responseSchema(body: ChatRequest): unknown {
   const format = body.response_format;
-  if (format?.type === 'json_object') return grammarFromSchema(format.schema ?? { type: 'object' });
-  if (format?.type === 'json_schema') return grammarFromSchema(format.json_schema.schema ?? { type: 'object' });
-  return undefined;
+  if (format?.type === 'json_object') return format.schema ?? { type: 'object' };
+  if (format?.type === 'json_schema') return format.json_schema.schema ?? { type: 'object' };
+  return body.json_schema;
 }
 
-function renderRequest(service: InferenceService, body: ChatRequest) {
-  return renderChat(service, body.messages, {
-    addGenerationPrompt: body.add_generation_prompt,
-    kwargs: body.chat_template_kwargs,
-    media: service.settings.media,
-  });
+function renderRequest(service: InferenceService, body: ChatRequest): Promise<RenderedChat> {
+  const schema = responseSchema(body);
+  return renderChat(service, { ...body, ...(schema !== undefined ? { jsonSchema: schema } : {}) }, service.settings.media);
 }
 
 /** POST /v1/chat/completions/input_tokens: the length of the prompt a chat request would run. */
@@ -48,27 +50,37 @@ export async function handleChatInputTokens(service: InferenceService, req: Http
   return { body: { input_tokens: tokens.length, object: 'response.input_tokens' } };
 }
 
+/** The task of a rendered chat: its prompt, and what the template's format asks of the sampler. */
+async function chatTaskSpec(service: InferenceService, body: ChatRequest, chat: RenderedChat, nProbs: number | undefined): Promise<CompletionTaskSpec> {
+  // With images the prompt is tokenized natively, around the images.
+  const tokens = chat.media.length > 0 ? new Int32Array(0) : await service.model.tokenizeAsync(chat.prompt, true, true);
+  if (chat.media.length === 0) service.checkPromptFits(tokens);
+  // A grammar the template's format returns (tools, response_format) replaces the request's own.
+  const spec = buildTaskSpec(service, body, tokens, {
+    nPredict: body.max_completion_tokens ?? body.max_tokens ?? body.n_predict ?? undefined,
+    ...(nProbs !== undefined ? { nProbs } : {}),
+  });
+  spec.sampling = { ...spec.sampling, ...chatSampling(chat) };
+  spec.stop = [...(spec.stop ?? []), ...chat.params.additionalStops];
+  if (chat.media.length > 0) Object.assign(spec, { promptText: chat.prompt, media: chat.media });
+  return spec;
+}
+
 export async function handleChatCompletions(service: InferenceService, req: HttpRequest): Promise<HttpResult | void> {
   const body = ChatBody.parse(req);
   const n = choiceCount(body.n, 'n', service);
-  const { prompt, media } = await renderRequest(service, body);
-  // With images the prompt is tokenized natively, around the images.
-  const tokens = media.length > 0 ? new Int32Array(0) : await service.model.tokenizeAsync(prompt, true, true);
-  if (media.length === 0) service.checkPromptFits(tokens);
-  const grammar = responseFormatGrammar(body);
+  const chat = await renderRequest(service, body);
   const logprobs = logprobsRequest(body);
-  const spec = buildTaskSpec(service, body, tokens, {
-    nPredict: body.max_completion_tokens ?? body.max_tokens ?? body.n_predict ?? undefined,
-    ...(grammar !== undefined ? { grammar, grammarFromSchema: true } : {}),
-    ...(logprobs.want ? { nProbs: Math.max(1, logprobs.top) } : {}),
-  });
-  if (media.length > 0) Object.assign(spec, { promptText: prompt, media });
+  const spec = await chatTaskSpec(service, body, chat, logprobs.want ? Math.max(1, logprobs.top) : undefined);
   const specs = perChoice(spec, n);
   const id = completionId('chatcmpl');
   const created = Math.floor(Date.now() / 1000);
   const piece = (t: number): Uint8Array => service.model.tokenPiece(t, false);
   const base = { id, created, model: service.alias, system_fingerprint: systemFingerprint(service) };
   const choiceLogprobs = (probs: Parameters<typeof chatLogprobs>[0]) => (logprobs.want ? chatLogprobs(probs, piece, logprobs.top) : null);
+  const verbose = (outcome: CompletionOutcome) => (body.verbose || service.settings.verbose
+    ? { __verbose: completionResponse(service, outcome, { index: 0, returnTokens: false, nProbs: 0, postSamplingProbs: false, timingsPerToken: false, prompt: promptText(service, spec), generationSettings: generationSettings(spec, body), responseFields: [] }) }
+    : {});
 
   if (!body.stream) {
     const outcomes = await service.runAll(specs, req.signal);
@@ -76,13 +88,12 @@ export async function handleChatCompletions(service: InferenceService, req: Http
       body: withTimings({
         ...base,
         object: 'chat.completion',
-        choices: outcomes.map((o, index) => ({
-          index,
-          message: { role: 'assistant', content: o.content },
-          logprobs: choiceLogprobs(o.probabilities),
-          finish_reason: finishReason(o.stop),
-        })),
+        choices: outcomes.map((o, index) => {
+          const message = new ChatOutput(chat).message(o.content);
+          return { index, message, logprobs: choiceLogprobs(o.probabilities), finish_reason: chatFinishReason(o.stop, message.tool_calls !== undefined) };
+        }),
         usage: usage(outcomes),
+        ...(outcomes.length === 1 ? verbose(outcomes[0]!) : {}),
       }, outcomes.length === 1 ? outcomes[0] : undefined),
     };
   }
@@ -91,21 +102,30 @@ export async function handleChatCompletions(service: InferenceService, req: Http
   // As llama-server: the engine's timings go on the last chunk (the usage chunk when asked for),
   // and with timings_per_token every token chunk carries the timings so far.
   const includeUsage = body.stream_options?.include_usage ?? false;
+  const outputs = specs.map(() => new ChatOutput(chat));
   const outcomes = await streamTasks(req, service, specs, {
     opening: (index) => JSON.stringify(chunk([{ index, delta: { role: 'assistant', content: null }, logprobs: null, finish_reason: null }])),
     tokens: (index) => {
       const timer = new StreamTimer(spec.prompt.length);
       return (batch: GeneratedToken[]) => {
         timer.add(batch);
-        const text = batch.map((t) => t.text).join('');
+        const deltas = outputs[index]!.push(batch.map((t) => t.text).join(''));
         const probs = tokenProbabilities(batch);
-        if (text === '' && probs.length === 0) return null;
-        const data = chunk([{ index, delta: { content: text }, logprobs: choiceLogprobs(probs), finish_reason: null }]);
-        if (body.timings_per_token) data.timings = timer.timings();
-        return JSON.stringify(data);
+        if (deltas.length === 0 && probs.length === 0) return null;
+        // The token's probabilities ride on its first delta.
+        return (deltas.length > 0 ? deltas : [{}]).map((delta, i) => {
+          const data = chunk([{ index, delta, logprobs: i === 0 ? choiceLogprobs(probs) : null, finish_reason: null }]);
+          if (body.timings_per_token) data.timings = timer.timings();
+          return JSON.stringify(data);
+        });
       };
     },
-    closing: (outcome, index) => JSON.stringify(withTimings(chunk([{ index, delta: {}, logprobs: null, finish_reason: finishReason(outcome.stop) }]), includeUsage ? undefined : outcome)),
+    closing: (outcome, index) => {
+      const output = outputs[index]!;
+      const rest = output.finish().map((delta) => JSON.stringify(chunk([{ index, delta, logprobs: null, finish_reason: null }])));
+      const last = chunk([{ index, delta: {}, logprobs: null, finish_reason: chatFinishReason(outcome.stop, output.hasToolCalls) }]);
+      return [...rest, JSON.stringify(withTimings(last, includeUsage ? undefined : outcome))];
+    },
   });
   const stream = req.openEventStream();
   if (includeUsage) await stream.send(JSON.stringify(withTimings({ ...chunk([]), usage: usage(outcomes) }, outcomes.length === 1 ? outcomes[0] : undefined)));

@@ -19,19 +19,24 @@ export async function handleCompletion(service: InferenceService, req: HttpReque
   const body = Body.parse(req);
   const multimodal = typeof body.prompt === 'object' && !Array.isArray(body.prompt) ? body.prompt : null;
   const images = multimodal?.multimodal_data ?? body.multimodal_data;
-  if (multimodal || images) {
-    const text = multimodal ? multimodal.prompt_string : body.prompt;
-    if (typeof text !== 'string') throw badRequest('Invalid field "prompt": with multimodal_data the prompt must be text with media markers', { field: 'prompt' });
+  // llama-server's multimodal prompt object without images is a plain text prompt.
+  const prompt = multimodal && !images ? multimodal.prompt_string : body.prompt;
+  if (images) {
+    if (typeof prompt !== 'string' && !multimodal) throw badRequest('Invalid field "prompt": with multimodal_data the prompt must be text with media markers', { field: 'prompt' });
+    const text = multimodal ? multimodal.prompt_string : (prompt as string);
     if (!service.vision) throw badRequest('multimodal_data needs a multimodal projector: start the server with -mm', { field: 'multimodal_data' });
-    const media = (images ?? []).map((b64, i) => decodeDataUrl(`data:;base64,${b64}`, `multimodal_data[${i}]`));
+    const media = images.map((b64, i) => decodeDataUrl(`data:;base64,${b64}`, `multimodal_data[${i}]`));
     const spec = { ...buildTaskSpec(service, body, new Int32Array(0)), promptText: text, media };
-    return answerCompletions(req, service, body, [spec], text);
+    return answerCompletions(req, service, body, [spec]);
   }
-  const prompt = body.prompt as PromptInput;
-  const prompts = await Promise.all(splitPrompts(prompt).map((p) => tokenizePrompt(service.model, service.vocabSize, p)));
+  const prompts = await Promise.all(splitPrompts(prompt as PromptInput).map((p) => tokenizePrompt(service.model, service.vocabSize, p)));
   prompts.forEach((p) => service.checkPromptFits(p));
-  const specs = prompts.map((p) => buildTaskSpec(service, body, p));
-  return answerCompletions(req, service, body, specs, typeof prompt === 'string' ? prompt : '');
+  return answerCompletions(req, service, body, prompts.map((p) => buildTaskSpec(service, body, p)));
+}
+
+/** A task's prompt as llama-server reports it: its tokens as text, special tokens written out. */
+export function promptText(service: InferenceService, spec: CompletionTaskSpec): string {
+  return spec.promptText ?? service.model.detokenize(spec.prompt, false, true);
 }
 
 /**
@@ -43,7 +48,6 @@ export async function answerCompletions(
   service: InferenceService,
   body: GenerationRequest,
   specs: CompletionTaskSpec[],
-  prompt: string,
 ): Promise<HttpResult | void> {
   // n_cmpl (alias n) completions of each prompt, indexed prompt by prompt as llama-server does.
   const nCmpl = choiceCount(body.n_cmpl ?? body.n, body.n_cmpl !== undefined ? 'n_cmpl' : 'n', service);
@@ -54,7 +58,7 @@ export async function answerCompletions(
     nProbs: specs[index]!.nProbs ?? 0,
     postSamplingProbs: specs[index]!.postSamplingProbs ?? false,
     timingsPerToken: body.timings_per_token ?? false,
-    prompt,
+    prompt: promptText(service, specs[index]!),
     generationSettings: generationSettings(specs[index]!, body),
     responseFields: body.response_fields ?? [],
   });

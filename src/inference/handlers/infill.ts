@@ -72,6 +72,5 @@ export async function handleInfill(service: InferenceService, req: HttpRequest):
   );
   service.checkPromptFits(prompt);
   const spec = buildTaskSpec(service, body, prompt);
-  // llama-server reports the prompt it evaluated, special tokens written out.
-  return answerCompletions(req, service, body, [spec], service.model.detokenize(prompt, false, true));
+  return answerCompletions(req, service, body, [spec]);
 }

@@ -11,10 +11,10 @@ import { TokenStream } from './token-stream.js';
 export interface TaskEvents {
   /** Before any token of the task (OpenAI's role chunk, an echoed prompt); null sends nothing. */
   opening?(index: number): string | null;
-  /** A renderer for the task's token batches (it may keep per-task state); null sends nothing. */
-  tokens(index: number): (batch: GeneratedToken[]) => string | null;
-  /** The task's last event, once it has finished. */
-  closing(outcome: CompletionOutcome, index: number): string;
+  /** A renderer for the task's tokens (it may keep per-task state): events to send, or null for none. */
+  tokens(index: number): (batch: GeneratedToken[]) => string | readonly string[] | null;
+  /** The task's last events, once it has finished. */
+  closing(outcome: CompletionOutcome, index: number): string | readonly string[];
 }
 
 /**
@@ -38,7 +38,8 @@ export async function streamTasks(req: HttpRequest, service: InferenceService, s
     } finally {
       await tokenStreams[index]!.flush();
     }
-    await stream.send(events.closing(outcome, index));
+    const closing = events.closing(outcome, index);
+    for (const event of typeof closing === 'string' ? [closing] : closing) await stream.send(event);
     return outcome;
   }));
 }

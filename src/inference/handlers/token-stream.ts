@@ -13,8 +13,8 @@ export class TokenStream {
 
   constructor(
     private readonly stream: EventStream,
-    /** Renders the `data:` payload of a token's event (a batch of one), or null to send nothing for it. */
-    private readonly render: (tokens: GeneratedToken[]) => string | null,
+    /** Renders the `data:` payloads of a token's events (a batch of one): one, several, or null for none. */
+    private readonly render: (tokens: GeneratedToken[]) => string | readonly string[] | null,
   ) {}
 
   push(token: GeneratedToken): void {
@@ -27,7 +27,7 @@ export class TokenStream {
     try {
       while (this.pending.length > 0 && !this.stream.closed) {
         const data = this.render(this.pending.splice(0, 1));
-        if (data !== null) await this.stream.send(data);
+        for (const event of data === null ? [] : typeof data === 'string' ? [data] : data) await this.stream.send(event);
       }
     } finally {
       this.pending = [];

@@ -38,6 +38,7 @@ export function handleDetokenize(service: InferenceService, req: HttpRequest): H
 
 export async function handleApplyTemplate(service: InferenceService, req: HttpRequest): Promise<HttpResult> {
   const body = ApplyTemplate.parse(req);
-  const rendered = await renderChat(service, body.messages, { addGenerationPrompt: body.add_generation_prompt, kwargs: body.chat_template_kwargs, media: { allowRemote: false } });
+  // Images are rendered as their markers; their bytes are not fetched for a template alone.
+  const rendered = await renderChat(service, body, { allowRemote: false });
   return { body: { prompt: rendered.prompt } };
 }

@@ -3,6 +3,7 @@
 import { basename } from 'node:path';
 import { native, PoolingType, type NativeLoraAdapter, type NativeModel, type NativeServerParams, type NativeVision, type PoolingName } from '../../native/binding.js';
 import type { GenerationDefaults } from './generation.js';
+import type { ChatSettings } from './chat-prompt.js';
 import type { MediaPolicy } from './media.js';
 import { InferenceEngine } from '../engine/engine.js';
 import { contextSize, type RuntimeOptions } from '../options.js';
@@ -27,6 +28,8 @@ export interface ServiceLoadOptions {
   chatTemplate?: string;
   templateKwargs: Record<string, unknown>;
   spmInfill: boolean;
+  chat: ChatSettings;
+  verbose: boolean;
   embdNormalize: number;
   aliases: string[];
   tags: string[];
@@ -84,6 +87,8 @@ export function loadInferenceService(options: ServiceLoadOptions, onProgress: (p
         ...(options.chatTemplate ? { chatTemplate: options.chatTemplate } : {}),
         templateKwargs: options.templateKwargs,
         spmInfill: options.spmInfill,
+        chat: options.chat,
+        verbose: options.verbose,
         embdNormalize: options.embdNormalize,
         aliases: options.aliases,
         tags: options.tags,

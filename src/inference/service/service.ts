@@ -6,6 +6,7 @@ import { nativeErrorToHttp } from '../engine/native-errors.js';
 import { ErrorType, inferenceError } from '../errors.js';
 import type { GenerationContext, GenerationDefaults } from './generation.js';
 import type { LoraRegistry } from './lora-registry.js';
+import type { ChatSettings } from './chat-prompt.js';
 import type { MediaPolicy } from './media.js';
 
 export interface ServiceSettings {
@@ -21,6 +22,10 @@ export interface ServiceSettings {
   chatTemplate?: string;
   /** --chat-template-kwargs: defaults for every request's chat_template_kwargs. */
   templateKwargs: Record<string, unknown>;
+  /** Reasoning and prefill rules of chat requests (--reasoning-format, --reasoning, --prefill-assistant, --reasoning-budget). */
+  chat: ChatSettings;
+  /** -v: every OpenAI answer carries the native one as `__verbose`, as llama-server's debug output. */
+  verbose: boolean;
   /** --spm-infill: infill prompts in suffix/prefix/middle order. */
   spmInfill: boolean;
   /** The default embd_normalize of /embedding (--embd-normalize). */
