@@ -196,6 +196,8 @@ static common_chat_templates_inputs chat_inputs_from_js(Napi::Env env, Napi::Obj
     in.reasoning_format = reasoning_format_from_js(env, o.Get("reasoningFormat"));
     if (o.Get("enableThinking").IsBoolean()) in.enable_thinking = o.Get("enableThinking").As<Napi::Boolean>();
     if (o.Get("forcePureContent").IsBoolean()) in.force_pure_content = o.Get("forcePureContent").As<Napi::Boolean>();
+    // --no-jinja: llama.cpp's built-in templates by name (llama_chat_apply_template), as llama-server.
+    if (o.Get("useJinja").IsBoolean()) in.use_jinja = o.Get("useJinja").As<Napi::Boolean>();
     in.json_schema = string_field(env, o, "jsonSchema", "inputs");
     if (!in.json_schema.empty()) check_json(env, in.json_schema, "jsonSchema");
     in.grammar = string_field(env, o, "grammar", "inputs");

@@ -234,6 +234,7 @@ Napi::Value ServerParams::js_values(const Napi::CallbackInfo & info) {
     o.Set("webui", p.ui);
     o.Set("chatTemplate", p.chat_template);
     o.Set("useJinja", p.use_jinja);
+    o.Set("skipChatParsing", p.force_pure_content_parser);
     o.Set("enableChatTemplate", p.enable_chat_template);
     Napi::Object kwargs = Napi::Object::New(env);
     for (const auto & [k, v] : p.default_template_kwargs) kwargs.Set(k, v);

@@ -214,7 +214,7 @@ export const LLAMA_SERVER_FLAGS: Readonly<Record<string, FlagSupport>> = {
   '--reasoning-preserve': NOT_YET,
   '--chat-template': served,
   '--chat-template-file': served,
-  '--skip-chat-parsing': NOT_YET,
+  '--skip-chat-parsing': served,
   '--prefill-assistant': served,
   '-sps': ignored('a request without id_slot takes the idle slot with the longest common prefix, whatever the similarity'),
   '--lora-init-without-apply': served,

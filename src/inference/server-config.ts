@@ -163,6 +163,8 @@ export function serverOptions(v: ServerParamValues, own: OwnFlags, gpuAvailable:
       enableThinking: v.enableReasoning < 0 ? undefined : v.enableReasoning === 1,
       prefillAssistant: v.prefillAssistant,
       reasoningBudget: v.sampling.reasoningBudget,
+      useJinja: v.useJinja,
+      skipChatParsing: v.skipChatParsing,
     },
     // llama-server's debug fields come with verbosity above 9 (-v).
     verbose: v.verbosity > 9,

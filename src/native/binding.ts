@@ -196,6 +196,8 @@ export interface ChatInputs {
   now?: number;
   /** A Jinja template (or "chatml") instead of the model's own. */
   template?: string;
+  /** false (--no-jinja): llama.cpp's built-in templates by name instead of Jinja. */
+  useJinja?: boolean;
 }
 
 export interface ChatGrammarTrigger {
@@ -589,7 +591,7 @@ export interface ServerParamValues {
   endpointSlots: boolean; endpointProps: boolean; endpointMetrics: boolean;
   corsOrigins: string; corsMethods: string; corsHeaders: string; corsCredentials: boolean;
   timeoutRead: number; timeoutWrite: number; publicPath: string; webui: boolean;
-  chatTemplate: string; useJinja: boolean; enableChatTemplate: boolean; chatTemplateKwargs: Record<string, string>;
+  chatTemplate: string; useJinja: boolean; skipChatParsing: boolean; enableChatTemplate: boolean; chatTemplateKwargs: Record<string, string>;
   reasoningFormat: string; enableReasoning: number; prefillAssistant: boolean; sleepIdleSeconds: number;
   mediaPath: string; verbosity: number; logJson: boolean; embedding: boolean; poolingType: number; embdNormalize: number; antiprompt: string[]; spmInfill: boolean;
   loras: Array<{ path: string; scale: number }>; loraInitWithoutApply: boolean;

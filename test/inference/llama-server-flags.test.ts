@@ -168,3 +168,13 @@ t.test('-r, --keep, --no-cache-prompt, --spm-infill, --embd-normalize, -a with s
   const list = await (await fetch(`${base}/v1/models`)).json();
   t.same([list.data[0].id, list.data[0].aliases, list.data[0].tags, list.data[0].meta.n_ctx], ['one', ['one', 'two'], ['chat', 'small'], 512]);
 });
+
+t.test('--chat-template NAME with --no-jinja uses llama.cpp\'s built-in template, as llama-server', async (t) => {
+  const o = serverOptions(parse('-m', models.chat, '--no-jinja', '--chat-template', 'llama3').values(), {}, false);
+  t.equal(o.chat?.useJinja, false);
+  const server = await startInferenceServer({ ...o, host: '127.0.0.1', port: 0, runtime: { ...o.runtime, ctxSize: 512 } });
+  t.teardown(() => server.close());
+  await server.ready;
+  const res = await postJson(`http://127.0.0.1:${server.port}/apply-template`, { messages: [{ role: 'system', content: 'Book' }, { role: 'user', content: 'Hi' }] });
+  t.equal(res.body.prompt, '<|start_header_id|>system<|end_header_id|>\n\nBook<|eot_id|><|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n');
+});

@@ -35,5 +35,12 @@ export function handleSlots(view: ServiceView, req: HttpRequest): HttpResult {
 
 /** Prometheus text of the engine's and the server's counters. */
 export function metricsHandler(host: ServiceHost) {
-  return (view: ServiceView): HttpResult => ({ text: host.metrics(view), contentType: 'text/plain; version=0.0.4' });
+  return (view: ServiceView): HttpResult => ({
+    text: host.metrics(view),
+    contentType: 'text/plain; version=0.0.4',
+    // As llama-server: scrapers tell a restart from a counter reset by it.
+    headers: { 'Process-Start-Time-Unix': String(PROCESS_START_SECONDS) },
+  });
 }
+
+const PROCESS_START_SECONDS = Math.floor((Date.now() - performance.now()) / 1000);

@@ -24,6 +24,10 @@ export interface ChatSettings {
   prefillAssistant: boolean;
   /** Tokens of thinking before the end tag is forced; -1 unlimited. */
   reasoningBudget: number;
+  /** --no-jinja: llama.cpp's built-in templates by name. */
+  useJinja: boolean;
+  /** --skip-chat-parsing: the reply is all content, reasoning and tool calls included. */
+  skipChatParsing: boolean;
 }
 
 export interface RenderedChat {
@@ -162,6 +166,8 @@ function chatInputs(service: InferenceService, body: ChatPromptRequest, messages
     ...(body.jsonSchema !== undefined ? { jsonSchema: JSON.stringify(body.jsonSchema) } : {}),
     ...(body.grammar !== undefined ? { grammar: body.grammar } : {}),
     kwargs,
+    useJinja: service.settings.chat.useJinja,
+    forcePureContent: service.settings.chat.skipChatParsing,
     now: Date.now(),
     ...(template ? { template } : {}),
   };
