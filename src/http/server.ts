@@ -14,6 +14,8 @@ export interface HttpServerOptions {
   host: string;
   /** 0 picks a free port; the chosen one is in `HttpServer.port`. */
   port: number;
+  /** More addresses to listen on, on the same port (llama-server's --host a,b). */
+  extraHosts?: readonly string[];
   routes: readonly Route[];
   formatError: ErrorFormatter;
   /** Largest accepted request body in bytes; larger bodies get 413. */
@@ -132,17 +134,26 @@ export async function startHttpServer(options: HttpServerOptions): Promise<HttpS
     });
   });
 
-  const listenSocket = await new Promise<uWS.us_listen_socket>((resolve, reject) => {
-    app.listen(options.host, options.port, (socket) => {
+  const listen = (host: string, port: number): Promise<uWS.us_listen_socket> => new Promise((resolve, reject) => {
+    app.listen(host, port, (socket) => {
       if (socket) resolve(socket);
-      else reject(new Error(`cannot listen on ${options.host}:${options.port} (address in use or not permitted)`));
+      else reject(new Error(`cannot listen on ${host}:${port} (address in use or not permitted)`));
     });
   });
-  const port = uWS.us_socket_local_port(listenSocket as unknown as uWS.us_socket);
+  const first = await listen(options.host, options.port);
+  const port = uWS.us_socket_local_port(first as unknown as uWS.us_socket);
+  const sockets = [first];
+  // The other addresses listen on the port the first one got (port 0 picks it once).
+  try {
+    for (const host of options.extraHosts ?? []) sockets.push(await listen(host, port));
+  } catch (err) {
+    for (const socket of sockets) uWS.us_listen_socket_close(socket);
+    throw err;
+  }
   return {
     port,
     close() {
-      uWS.us_listen_socket_close(listenSocket);
+      for (const socket of sockets) uWS.us_listen_socket_close(socket);
       (app as unknown as { close?: () => void }).close?.();
     },
   };

@@ -131,6 +131,7 @@ export function serverOptions(v: ServerParamValues, own: OwnFlags, gpuAvailable:
   return {
     runtime: runtimeOptions(v, own, gpuAvailable),
     host: v.hosts[0] ?? '127.0.0.1',
+    extraHosts: v.hosts.slice(1),
     port: v.port,
     // llama-server's -np default (-1) is 4 slots.
     parallel: v.nParallel > 0 ? v.nParallel : 4,

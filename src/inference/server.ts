@@ -43,6 +43,8 @@ export interface InferenceServerOptions {
   tags?: string[];
   /** --no-mmproj-offload: keep the projector on the CPU. */
   mmprojUseGpu?: boolean;
+  /** --host a,b: the addresses after the first, on the same port. */
+  extraHosts?: string[];
   /** --api-prefix: every inference route under this path prefix. */
   apiPrefix?: string;
   /** --sleep-idle-seconds: unload the model after this long without a request using it; <= 0 never. */
@@ -139,6 +141,7 @@ export async function startInferenceServer(options: InferenceServerOptions): Pro
   const http = await startHttpServer({
     host: options.host,
     port: options.port,
+    ...(options.extraHosts ? { extraHosts: options.extraHosts } : {}),
     routes,
     formatError: formatInferenceError,
     maxBodyBytes: options.maxBodyBytes,

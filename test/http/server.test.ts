@@ -231,3 +231,13 @@ t.test('a client that disconnects aborts the request signal', async (t) => {
   await slow.aborted.promise;
   t.pass('the handler saw its signal abort');
 });
+
+t.test('extra addresses listen on the same port', async (t) => {
+  const both = await startHttpServer({
+    host: '127.0.0.1', extraHosts: ['::1'], port: 0, maxBodyBytes: 1024, formatError,
+    routes: [{ method: 'GET', path: '/hello', handler: () => ({ body: { hello: 'world' } }) }],
+  });
+  t.teardown(() => both.close());
+  t.same(await (await fetch(`http://127.0.0.1:${both.port}/hello`)).json(), { hello: 'world' });
+  t.same(await (await fetch(`http://[::1]:${both.port}/hello`)).json(), { hello: 'world' });
+});
