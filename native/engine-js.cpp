@@ -5,6 +5,7 @@
 
 #include "common.h"
 #include "engine.h"
+#include "server-params.h"
 #include "errors.h"
 #include "js-values.h"
 #include "log.h"
@@ -33,7 +34,7 @@ public:
     }
 
     void Execute() override {
-        llama_context_params cp = llama_context_default_params();
+        llama_context_params cp = params_.server ? common_context_params_to_llama(*params_.server) : llama_context_default_params();
         cp.n_ctx = params_.n_ctx;
         cp.n_batch = params_.n_batch;
         cp.n_ubatch = params_.n_ubatch;
@@ -107,6 +108,7 @@ Napi::Value Engine::create(const Napi::CallbackInfo & info) {
     if (o.Get("embeddings").IsBoolean()) p.embeddings = o.Get("embeddings").As<Napi::Boolean>();
     p.pooling = read_i32(o, "pooling", -1);
     if (o.Get("contextShift").IsBoolean()) p.ctx_shift = o.Get("contextShift").As<Napi::Boolean>();
+    if (o.Get("serverParams").IsObject()) p.server = std::make_shared<common_params>(ServerParams::from_js(env, o.Get("serverParams")).params());
     auto * worker = new EngineCreateWorker(env, model, model_obj, info[2].As<Napi::Function>(), p);
     if (o.Get("loras").IsArray()) {
         Napi::Array loras = o.Get("loras").As<Napi::Array>();

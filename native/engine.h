@@ -12,6 +12,8 @@
 // Ownership: the engine keeps its Model's JS object alive until dispose() resolves.
 #include <napi.h>
 
+#include <memory>
+
 #include <atomic>
 #include <condition_variable>
 #include <deque>
@@ -45,6 +47,9 @@ struct EngineParams {
     bool embeddings = false;      // embedding mode: tasks are embedded, never generated
     int32_t pooling = -1;         // llama_pooling_type; -1: the model's own
     bool ctx_shift = false;       // a generating slot whose context is full drops old tokens instead of stopping
+    // llama-server's parsed command line, when given: its context flags (KV cache types, SWA,
+    // RoPE/YaRN, offload) apply as there; the fields above still decide what they name.
+    std::shared_ptr<common_params> server;
 };
 
 struct SlotSummary {

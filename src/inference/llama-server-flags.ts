@@ -9,7 +9,7 @@
 export type FlagSupport =
   /** Implemented by this server (src/inference). */
   | { kind: 'served' }
-  /** Applied by llama.cpp itself: the parsed parameters go to model loading as in llama-server. */
+  /** Applied by llama.cpp itself: the parsed parameters go to model loading and context creation as in llama-server. */
   | { kind: 'llama' }
   /** Accepted with no effect, as in llama-server (or its effect is always on here); `why` says which. */
   | { kind: 'ignored'; why: string }
@@ -25,7 +25,6 @@ const NO_NETWORK = refused('this server loads local files only: download the fil
 const CPU_AFFINITY = ignored('thread placement is left to the OS; the thread counts (-t, -tb) apply');
 const SPECULATIVE = refused('speculative decoding is not implemented yet');
 const ROUTER = refused('router mode (several models behind one server) is not implemented yet');
-const CONTEXT = refused('this llama.cpp context option is not passed on yet');
 const NOT_YET = refused('not implemented in this server yet');
 
 /** Options of ours, parsed before llama-server's command line is (they are not llama-server's). */
@@ -51,12 +50,12 @@ export const LLAMA_SERVER_FLAGS: Readonly<Record<string, FlagSupport>> = {
   '-lcs': SPECULATIVE,
   '-lcd': SPECULATIVE,
   '-c': served,
-  '--kv-unified-per-slot': CONTEXT,
+  '--kv-unified-per-slot': NOT_YET,
   '-n': served,
   '-b': served,
   '-ub': served,
   '--keep': served,
-  '--swa-full': CONTEXT,
+  '--swa-full': llama,
   '-ctxcp': ignored('context checkpoints serve SWA and recurrent models, whose prompts this server re-evaluates instead'),
   '-cms': ignored('context checkpoints serve SWA and recurrent models, whose prompts this server re-evaluates instead'),
   '-cram': NOT_YET,
@@ -105,20 +104,20 @@ export const LLAMA_SERVER_FLAGS: Readonly<Record<string, FlagSupport>> = {
   '-jf': served,
   '-bs': refused('backend (GPU) sampling is not implemented; sampling runs on the CPU'),
   '--pooling': served,
-  '--rope-scaling': CONTEXT,
-  '--rope-scale': CONTEXT,
-  '--rope-freq-base': CONTEXT,
-  '--rope-freq-scale': CONTEXT,
-  '--yarn-orig-ctx': CONTEXT,
-  '--yarn-ext-factor': CONTEXT,
-  '--yarn-attn-factor': CONTEXT,
-  '--yarn-beta-slow': CONTEXT,
-  '--yarn-beta-fast': CONTEXT,
-  '-kvo': CONTEXT,
+  '--rope-scaling': llama,
+  '--rope-scale': llama,
+  '--rope-freq-base': llama,
+  '--rope-freq-scale': llama,
+  '--yarn-orig-ctx': llama,
+  '--yarn-ext-factor': llama,
+  '--yarn-attn-factor': llama,
+  '--yarn-beta-slow': llama,
+  '--yarn-beta-fast': llama,
+  '-kvo': llama,
   '--repack': llama,
   '--no-host': llama,
-  '-ctk': CONTEXT,
-  '-ctv': CONTEXT,
+  '-ctk': llama,
+  '-ctv': llama,
   '-dt': ignored('deprecated in llama.cpp: the KV cache no longer needs defragmenting'),
   '-np': served,
   '-cb': ignored('continuous batching is always on (as in llama-server, where turning it off only serialises slots)'),
@@ -151,7 +150,7 @@ export const LLAMA_SERVER_FLAGS: Readonly<Record<string, FlagSupport>> = {
   '-fitc': ignored('parameters are not fitted to device memory (see -fit)'),
   '--check-tensors': llama,
   '--override-kv': llama,
-  '--op-offload': CONTEXT,
+  '--op-offload': llama,
   '--lora': served,
   '--lora-scaled': served,
   '--control-vector': NOT_YET,

@@ -347,6 +347,8 @@ export interface EngineParams {
   loras?: NativeLoraAdapter[];
   /** A multimodal projector for this model: tasks may then carry images. */
   vision?: NativeVision;
+  /** llama-server's command line: its context flags (-ctk, -ctv, --swa-full, RoPE/YaRN, -nkvo, --no-op-offload) apply as there. */
+  serverParams?: NativeServerParams;
 }
 
 export interface NativeVision {

@@ -178,3 +178,21 @@ t.test('--chat-template NAME with --no-jinja uses llama.cpp\'s built-in template
   const res = await postJson(`http://127.0.0.1:${server.port}/apply-template`, { messages: [{ role: 'system', content: 'Book' }, { role: 'user', content: 'Hi' }] });
   t.equal(res.body.prompt, '<|start_header_id|>system<|end_header_id|>\n\nBook<|eot_id|><|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n');
 });
+
+t.test('context flags reach llama.cpp: a quantized V cache needs flash attention, as in llama-server', async (t) => {
+  const start = async (...argv: string[]) => {
+    const params = parse('-m', models.chat, '-c', '512', ...argv);
+    const o = serverOptions(params.values(), {}, false);
+    const server = await startInferenceServer({ ...o, serverParams: params, host: '127.0.0.1', port: 0 });
+    t.teardown(() => server.close());
+    return server;
+  };
+  const refused = await start('-ctk', 'q8_0', '-ctv', 'q8_0', '-fa', 'off');
+  await t.rejects(refused.ready, /failed to create the inference context: .*quantized V cache requires flash_attn/);
+  // (q8_0 blocks do not divide this tiny model's 16-wide heads; f32 is another cache type.)
+  const wide = await start('-ctk', 'f32', '-ctv', 'f32');
+  await wide.ready;
+  const res = await postJson(`http://127.0.0.1:${wide.port}/completion`, { prompt: 'Hello', n_predict: 4, temperature: 0 });
+  t.equal(res.status, 200, 'an f32 KV cache serves');
+  t.equal(res.body.tokens_predicted, 4);
+});

@@ -76,6 +76,7 @@ export function loadInferenceService(options: ServiceLoadOptions, onProgress: (p
         nThreadsBatch: runtime.threadsBatch,
         flashAttn: runtime.flashAttn,
         kvUnified: options.kvUnified,
+        ...(options.serverParams ? { serverParams: options.serverParams } : {}),
         contextShift: options.contextShift,
       });
       return new InferenceService(model, vision, engine, {
