@@ -48,11 +48,9 @@ const rerank: Scenario = {
   },
 };
 
-const common = (t: number): string[] => ['-c', '4096', '-np', '8', '-t', String(t), '-tb', String(t), '-b', '512', '-ub', '512'];
-const reference = [
-  { flags: ['--kv-unified'], why: 'one cache pool shared by all slots, as ours' },
-  { flags: ['--no-webui'], why: 'no web UI' },
-];
+// Both servers take llama-server's command line: one cache pool shared by the slots, no web page.
+const common = (t: number): string[] => ['-c', '4096', '-np', '8', '-t', String(t), '-tb', String(t), '-b', '512', '-ub', '512', '--kv-unified', '--no-webui'];
+const reference: Profile['referenceExtra'] = [];
 
 export const EMBEDDING_PROFILE: Profile = {
   id: 'embedding',

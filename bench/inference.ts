@@ -171,12 +171,12 @@ const CTX = 8192;
 export const GENERATION_PROFILE: Profile = {
   id: 'generation',
   model: () => ensureBenchModel(),
-  commonArgs: (t) => ['-c', String(CTX), '-np', String(PARALLEL), '-t', String(t), '-tb', String(t), '-b', '2048', '-ub', '512', '-fa', 'auto'],
+  // Both take llama-server's command line: one KV cache shared by the 32 slots (-np alone would
+  // split it into 32 slices of 256), no web page.
+  commonArgs: (t) => ['-c', String(CTX), '-np', String(PARALLEL), '-t', String(t), '-tb', String(t), '-b', '2048', '-ub', '512', '-fa', 'auto', '--kv-unified', '--no-webui'],
   oursExtra: [],
   referenceExtra: [
-    { flags: ['--kv-unified'], why: 'one KV cache shared by all slots, as ours (llama-server turns it off when -np is given)' },
     { flags: ['--cache-ram', '0'], why: 'no host-memory prompt cache (ours has none)' },
-    { flags: ['--no-webui'], why: 'no web UI' },
   ],
   // 32 x 96 prompt tokens = 3072: both servers fill a first 2048-token batch (about 21 prompts
   // complete in it) and then a second, so first tokens come in two groups. With 32 x 128 = 2 x 2048
