@@ -39,8 +39,15 @@ t.test('what this server cannot do is 501 not_supported_error', async (t) => {
   t.same(http(nativeError('NOT_SUPPORTED', 'audio input is not supported')), { status: 501, code: 'not_supported_error', message: 'audio input is not supported', details: {} });
 });
 
+t.test('a chat its template or tools cannot render is a 400 naming the field', async (t) => {
+  t.same(http(nativeError('BAD_TOOLS', 'tools[0].name must be a non-empty string')), { status: 400, code: 'invalid_request_error', message: 'tools[0].name must be a non-empty string', details: { field: 'tools' } });
+  for (const code of ['TEMPLATE_FAILED', 'BAD_JSON'] as const) {
+    t.same(http(nativeError(code, `failed: ${code}`)), { status: 400, code: 'invalid_request_error', message: `failed: ${code}`, details: { field: 'messages' } }, code);
+  }
+});
+
 t.test('every other code is a 500 server_error', async (t) => {
-  for (const code of ['INVALID_ARGUMENT', 'TEMPLATE_FAILED', 'DISPOSED', 'IN_USE', 'LOAD_FAILED', 'BAD_ARGUMENTS'] as const) {
+  for (const code of ['INVALID_ARGUMENT', 'DISPOSED', 'IN_USE', 'LOAD_FAILED', 'BAD_ARGUMENTS', 'BAD_PARSER', 'PARSE_FAILED', 'INVALID_DIFF'] as const) {
     t.same(http(nativeError(code, `failed: ${code}`)), { status: 500, code: 'server_error', message: `failed: ${code}`, details: {} }, code);
   }
 });

@@ -23,6 +23,12 @@ export function nativeErrorToHttp(err: NativeError): HttpError {
     case 'TOKEN_OUT_OF_RANGE':
     case 'EMPTY_PROMPT':
       return inferenceError(ErrorType.INVALID_REQUEST, err.message);
+    // A chat the template or its tools cannot render: the request's to fix.
+    case 'BAD_TOOLS':
+      return inferenceError(ErrorType.INVALID_REQUEST, err.message, { field: 'tools' });
+    case 'BAD_JSON':
+    case 'TEMPLATE_FAILED':
+      return inferenceError(ErrorType.INVALID_REQUEST, err.message, { field: 'messages' });
     case 'NOT_SUPPORTED':
       return inferenceError(ErrorType.NOT_SUPPORTED, err.message);
     default:

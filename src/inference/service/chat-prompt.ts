@@ -4,6 +4,7 @@
 // oaicompat_chat_params_parse rule for rule. Image parts become the projector's media markers,
 // their bytes collected in order.
 import { isNativeError, type ChatContentPart, type ChatContinuation, type ChatInputMessage, type ChatInputs, type ChatParams, type ChatTool, type ChatToolChoice, type ReasoningFormat, type SamplingParams } from '../../native/binding.js';
+import { nativeErrorToHttp } from '../engine/native-errors.js';
 import { badRequest } from '../errors.js';
 import type { ChatMessage, ChatPromptFields } from '../schemas.js';
 import type { Static, TObject } from '@sinclair/typebox';
@@ -181,7 +182,7 @@ export async function renderChat(service: InferenceService, body: ChatPromptRequ
   try {
     params = service.model.applyChat(inputs);
   } catch (err) {
-    if (isNativeError(err)) throw badRequest(err.message, { field: err.code === 'BAD_TOOLS' ? 'tools' : 'messages' });
+    if (isNativeError(err)) throw nativeErrorToHttp(err);
     throw err;
   }
   const budget = body.reasoning_budget_tokens ?? body.thinking_budget_tokens ?? -1;
