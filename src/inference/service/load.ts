@@ -23,6 +23,8 @@ export interface ServiceLoadOptions {
   loras: Array<{ path: string; scale: number }>;
   mmproj?: string;
   media: MediaPolicy;
+  /** --slot-save-path. */
+  slotSavePath?: string;
   generation: GenerationDefaults;
   chatTemplate?: string;
   templateKwargs: Record<string, unknown>;
@@ -80,6 +82,7 @@ export function loadInferenceService(options: ServiceLoadOptions, onProgress: (p
         alias: options.alias ?? basename(runtime.model),
         defaultNPredict: options.nPredict,
         media: options.media,
+        ...(options.slotSavePath ? { slotSavePath: options.slotSavePath } : {}),
         generation: options.generation,
         ...(options.chatTemplate ? { chatTemplate: options.chatTemplate } : {}),
         templateKwargs: options.templateKwargs,
