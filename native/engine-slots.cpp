@@ -38,7 +38,7 @@ Napi::Value Engine::js_slot_action(const Napi::CallbackInfo & info) {
     action.kind = action_kind(env, spec.Get("action").As<Napi::String>().Utf8Value());
     const double slot = spec.Get("slot").As<Napi::Number>().DoubleValue();
     if (slot != static_cast<int32_t>(slot) || slot < 0 || slot >= params_.n_parallel) {
-        throw_coded(env, ErrorCode::INVALID_ARGUMENT, "slotAction: no slot " + std::to_string(slot));
+        throw_coded(env, ErrorCode::INVALID_ARGUMENT, "slotAction: no slot " + spec.Get("slot").ToString().Utf8Value());
     }
     action.id_slot = static_cast<int32_t>(slot);
     if (action.kind != SlotAction::Kind::ERASE) {

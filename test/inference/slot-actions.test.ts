@@ -4,6 +4,8 @@ import t from 'tap';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { native } from '../../src/native/binding.js';
+import { refusedOptions, serverOptions } from '../../src/inference/server-config.js';
 import { ensureTestModels } from '../fixtures/models.js';
 import { postJson, startTestServer } from '../helpers/inference-server.js';
 
@@ -183,4 +185,12 @@ t.test('without --slot-save-path every slot action is 501', async (t) => {
     const res = await postJson(`${plain.base}/slots/0?action=${name}`, { filename: 'x.bin' });
     t.same([res.status, res.body], [501, { error: { code: 501, message: 'This server does not support slots action. Start it with `--slot-save-path`', type: 'not_supported_error' } }]);
   }
+});
+
+t.test('--slot-save-path is served: llama.cpp\'s parser checks the directory, and the server gets it', async (t) => {
+  t.same(refusedOptions(['-m', '--slot-save-path']), []);
+  const values = native.ServerParams.parse(['llama-server', '-m', models.chat, '--slot-save-path', dir]).values();
+  t.equal(serverOptions(values, {}, false).slotSavePath, `${dir}/`, 'with the separator llama.cpp appends');
+  t.equal(serverOptions(native.ServerParams.parse(['llama-server', '-m', models.chat]).values(), {}, false).slotSavePath, undefined);
+  t.throws(() => native.ServerParams.parse(['llama-server', '-m', models.chat, '--slot-save-path', join(root, 'no-such-dir')]), { code: 'BAD_ARGUMENTS' });
 });
