@@ -1,5 +1,6 @@
 #include "slot-file.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fcntl.h>
@@ -112,33 +113,119 @@ uint64_t slot_file_read(const std::string & dir, const std::string & name, SlotF
     return size;
 }
 
-std::vector<llama_token> pack_slot_tokens(const std::vector<llama_token> & tokens) {
-    std::vector<llama_token> out;
-    out.reserve(tokens.size() + 4);
-    out.push_back(LLAMA_TOKEN_NULL);
-    out.push_back(static_cast<llama_token>(PACKED_VERSION));
-    out.push_back(static_cast<llama_token>(tokens.size()));
-    out.insert(out.end(), tokens.begin(), tokens.end());
-    out.push_back(0);  // no media
-    return out;
+namespace {
+
+// llama-server's server_tokens_state_writer / _reader: native-endian words and u32-counted vectors.
+class PayloadWriter {
+public:
+    template <typename T> void put(T value) {
+        const auto * p = reinterpret_cast<const char *>(&value);
+        bytes_.insert(bytes_.end(), p, p + sizeof(T));
+    }
+    template <typename T> void put_vector(const T * data, size_t n) {
+        put(static_cast<uint32_t>(n));
+        const auto * p = reinterpret_cast<const char *>(data);
+        bytes_.insert(bytes_.end(), p, p + n * sizeof(T));
+    }
+    std::vector<llama_token> take() {
+        bytes_.resize((bytes_.size() + sizeof(llama_token) - 1) / sizeof(llama_token) * sizeof(llama_token), 0);
+        std::vector<llama_token> out(bytes_.size() / sizeof(llama_token));
+        std::memcpy(out.data(), bytes_.data(), bytes_.size());
+        return out;
+    }
+
+private:
+    std::vector<char> bytes_;
+};
+
+class PayloadReader {
+public:
+    explicit PayloadReader(const std::vector<llama_token> & payload)
+        : data_(reinterpret_cast<const char *>(payload.data())), size_(payload.size() * sizeof(llama_token)) {}
+    template <typename T> T get() {
+        if (size_ - pos_ < sizeof(T)) refuse(ErrorCode::BAD_SLOT_FILE, "Unexpected end of server tokens state");
+        T value;
+        std::memcpy(&value, data_ + pos_, sizeof(T));
+        pos_ += sizeof(T);
+        return value;
+    }
+    template <typename T> std::vector<T> get_vector() {
+        const uint32_t n = get<uint32_t>();
+        if (n > remaining() / sizeof(T)) refuse(ErrorCode::BAD_SLOT_FILE, "Unexpected end of server tokens state");
+        std::vector<T> out(n);
+        if (n > 0) std::memcpy(out.data(), data_ + pos_, n * sizeof(T));
+        pos_ += n * sizeof(T);
+        return out;
+    }
+    size_t remaining() const { return size_ - pos_; }
+
+private:
+    const char * data_;
+    size_t size_;
+    size_t pos_ = 0;
+};
+
+// Loads one image chunk and checks that it covers placeholders [start, start + n) of `tokens`.
+SlotMedia load_media(const std::vector<char> & bytes, size_t start, const std::vector<llama_token> & tokens) {
+    std::shared_ptr<mtmd_input_chunk> chunk(bytes.empty() ? nullptr : mtmd_input_chunk_load(bytes.data(), bytes.size()), mtmd_input_chunk_free);
+    if (!chunk) refuse(ErrorCode::BAD_SLOT_FILE, "Cannot load media chunk from server tokens state");
+    if (mtmd_input_chunk_get_type(chunk.get()) != MTMD_INPUT_CHUNK_TYPE_IMAGE) refuse(ErrorCode::BAD_SLOT_FILE, "only images are supported in slot files");
+    const size_t n = mtmd_input_chunk_get_n_tokens(chunk.get());
+    if (static_cast<size_t>(mtmd_input_chunk_get_n_pos(chunk.get())) != n) {
+        refuse(ErrorCode::BAD_SLOT_FILE, "images whose positions differ from their tokens are not supported in slot files");
+    }
+    if (n == 0 || start > tokens.size() || n > tokens.size() - start ||
+        std::any_of(tokens.begin() + start, tokens.begin() + start + n, [](llama_token t) { return t != LLAMA_TOKEN_NULL; })) {
+        refuse(ErrorCode::BAD_SLOT_FILE, "Invalid tokens in slot save file");
+    }
+    return {start, std::move(chunk)};
 }
 
-std::vector<llama_token> unpack_slot_tokens(const std::vector<llama_token> & payload, bool has_vision) {
-    if (payload.empty() || payload[0] != LLAMA_TOKEN_NULL) return payload;  // a plain token list
-    if (payload.size() < 3 || static_cast<uint32_t>(payload[1]) != PACKED_VERSION) {
-        refuse(ErrorCode::BAD_SLOT_FILE, "Unsupported server tokens state version");
+}  // namespace
+
+std::vector<llama_token> pack_slot_tokens(const SlotTokens & slot) {
+    PayloadWriter w;
+    w.put<llama_token>(LLAMA_TOKEN_NULL);
+    w.put<uint32_t>(PACKED_VERSION);
+    w.put_vector(slot.tokens.data(), slot.tokens.size());
+    std::vector<uint32_t> keys;
+    for (const auto & m : slot.media) keys.push_back(static_cast<uint32_t>(m.start));
+    w.put_vector(keys.data(), keys.size());
+    for (const auto & m : slot.media) {
+        size_t n = 0;
+        if (mtmd_input_chunk_save(m.chunk.get(), nullptr, 0, &n) != 0 || n == 0) refuse(ErrorCode::NOT_SUPPORTED, "Cannot serialize media chunk");
+        std::vector<char> bytes(n);
+        if (mtmd_input_chunk_save(m.chunk.get(), bytes.data(), bytes.size(), nullptr) != 0) refuse(ErrorCode::NOT_SUPPORTED, "Cannot serialize media chunk");
+        w.put_vector(bytes.data(), bytes.size());
     }
-    const uint32_t n_tokens = static_cast<uint32_t>(payload[2]);
-    if (n_tokens > payload.size() - 3 || payload.size() - 3 - n_tokens < 1) {
-        refuse(ErrorCode::BAD_SLOT_FILE, "Unexpected end of server tokens state");
+    return w.take();
+}
+
+SlotTokens unpack_slot_tokens(const std::vector<llama_token> & payload, bool has_vision) {
+    SlotTokens out;
+    if (payload.empty() || payload[0] != LLAMA_TOKEN_NULL) {  // a plain token list
+        out.tokens = payload;
+    } else {
+        PayloadReader r(payload);
+        r.get<llama_token>();
+        if (r.get<uint32_t>() != PACKED_VERSION) refuse(ErrorCode::BAD_SLOT_FILE, "Unsupported server tokens state version");
+        out.tokens = r.get_vector<llama_token>();
+        const std::vector<uint32_t> keys = r.get_vector<uint32_t>();
+        if (!keys.empty() && !has_vision) refuse(ErrorCode::BAD_SLOT_FILE, "Cannot restore media tokens without an mmproj");
+        size_t covered_to = 0;
+        for (uint32_t key : keys) {
+            if (key < covered_to) refuse(ErrorCode::BAD_SLOT_FILE, "Invalid tokens in slot save file");
+            out.media.push_back(load_media(r.get_vector<char>(), key, out.tokens));
+            covered_to = key + mtmd_input_chunk_get_n_tokens(out.media.back().chunk.get());
+        }
+        if (r.remaining() >= sizeof(llama_token)) refuse(ErrorCode::BAD_SLOT_FILE, "Trailing data in server tokens state");
     }
-    const size_t media_at = 3 + n_tokens;
-    if (payload[media_at] != 0) {
-        refuse(ErrorCode::BAD_SLOT_FILE, has_vision ? "restoring media tokens from a slot file is not supported by this server"
-                                                    : "Cannot restore media tokens without an mmproj");
+    size_t n_placeholders = 0;
+    for (const auto & m : out.media) n_placeholders += mtmd_input_chunk_get_n_tokens(m.chunk.get());
+    if (static_cast<size_t>(std::count(out.tokens.begin(), out.tokens.end(), LLAMA_TOKEN_NULL)) != n_placeholders) {
+        refuse(ErrorCode::BAD_SLOT_FILE, "Invalid tokens in slot save file");
     }
-    if (payload.size() > media_at + 1) refuse(ErrorCode::BAD_SLOT_FILE, "Trailing data in server tokens state");
-    return std::vector<llama_token>(payload.begin() + 3, payload.begin() + static_cast<std::ptrdiff_t>(media_at));
+    return out;
 }
 
 }  // namespace addon

@@ -7,10 +7,12 @@
 // holds no separator and is not "." or "..", without following a symbolic link (O_NOFOLLOW),
 // and only when it is a regular file. Nothing outside the directory is created, written or read.
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "llama.h"
+#include "mtmd.h"
 
 namespace addon {
 
@@ -25,13 +27,25 @@ struct SlotFile {
 uint64_t slot_file_write(const std::string & dir, const std::string & name, const SlotFile & file);
 uint64_t slot_file_read(const std::string & dir, const std::string & name, SlotFile & out);
 
-// llama-server's packed payload of a text-only cache: LLAMA_TOKEN_NULL, version 1, the token
-// vector, an empty media list.
-std::vector<llama_token> pack_slot_tokens(const std::vector<llama_token> & tokens);
+// An image of a slot's cache: placeholder positions [start, start + n_pos) and its chunk.
+struct SlotMedia {
+    size_t start = 0;
+    std::shared_ptr<mtmd_input_chunk> chunk;
+};
 
-// The cached tokens of a payload, packed or a plain token list (older llama-servers). Throws
-// Refusal(BAD_SLOT_FILE) for a payload it cannot use; `has_vision` only changes which message a
-// payload with media gets (images in slot files are not supported here).
-std::vector<llama_token> unpack_slot_tokens(const std::vector<llama_token> & payload, bool has_vision);
+struct SlotTokens {
+    std::vector<llama_token> tokens;  // LLAMA_TOKEN_NULL at image positions
+    std::vector<SlotMedia> media;     // in order, each over a run of placeholders
+};
+
+// llama-server's packed server_tokens payload (version 1): LLAMA_TOKEN_NULL, the version, the
+// token vector, the media start indices, each media chunk as mtmd_input_chunk_save bytes; padded
+// to whole tokens. Throws Refusal(NOT_SUPPORTED) when a chunk cannot be serialized.
+std::vector<llama_token> pack_slot_tokens(const SlotTokens & slot);
+
+// The cached tokens and images of a payload, packed or a plain token list (older llama-servers).
+// Checks that the images' chunks load and cover exactly the placeholder positions. Throws
+// Refusal(BAD_SLOT_FILE) for a payload it cannot use (images without `has_vision` included).
+SlotTokens unpack_slot_tokens(const std::vector<llama_token> & payload, bool has_vision);
 
 }  // namespace addon

@@ -568,8 +568,8 @@ export interface NativeEngine {
    * Saves, restores or erases a slot's cache between two steps, once the slot is idle (a busy slot
    * defers it). Throws INVALID_ARGUMENT (a slot out of range, wrong shapes) or DISPOSED
    * synchronously; rejects with BAD_SLOT_FILE (the file is missing, a link, not a regular file or
-   * unusable; a failed restore leaves the slot empty), SAVE_FAILED, NOT_SUPPORTED (saving a slot
-   * that holds images), or DISPOSED when the engine is disposed first.
+   * unusable, or images without a projector; a failed restore leaves the slot empty), SAVE_FAILED,
+   * or DISPOSED when the engine is disposed first. Images in the cache are saved and restored.
    */
   slotAction(spec: SlotActionSpec): Promise<SlotActionResult>;
   /** Stops the engine thread and frees the context. Idempotent. */

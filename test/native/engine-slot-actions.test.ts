@@ -1,5 +1,5 @@
-// Engine.slotAction on the raw native engine: what it refuses synchronously, what it refuses to
-// save, and that a pending action is answered when the engine is disposed first.
+// Engine.slotAction on the raw native engine: what it refuses synchronously, slots holding images,
+// names the addon refuses on its own, and a pending action answered when the engine is disposed.
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -43,16 +43,37 @@ t.test('wrong shapes and slots out of range throw INVALID_ARGUMENT synchronously
   t.throws(call(undefined), { code: 'INVALID_ARGUMENT' });
 });
 
-t.test('a slot whose cache holds an image is not saved (NOT_SUPPORTED); it can still be erased', async (t) => {
-  const { ids, queued } = engine.submit([{ prompt: new Int32Array(0), promptText: 'Look: <__media__> and say', media: [encodePng(32, 32, () => [0, 128, 255])], nPredict: 2, idSlot: 1 }]);
-  const end = ended(ids[0]!);
-  await queued;
-  t.equal((await end).kind, 'done');
-  await t.rejects(engine.slotAction({ action: 'save', slot: 1, dir, filename: 'image.bin' }), {
-    code: 'NOT_SUPPORTED', message: 'Unable to save slot: saving a slot that holds images is not supported',
+t.test('a slot whose cache holds an image is saved with it: after restore the same image is reused, another is not', async (t) => {
+  const look = (png: Uint8Array, slot: number) => ({ prompt: new Int32Array(0), promptText: 'Look: <__media__> and say', media: [png], nPredict: 2, idSlot: slot, sampling: { temperature: 0 } });
+  const run = async (spec: ReturnType<typeof look>) => {
+    const { ids, queued } = engine.submit([spec]);
+    const end = ended(ids[0]!);
+    await queued;
+    return (await end) as Extract<EngineEvent, { kind: 'done' }>;
+  };
+  const blue = encodePng(32, 32, () => [0, 128, 255]);
+  const first = await run(look(blue, 1));
+  t.equal(first.kind, 'done');
+  const saved = await engine.slotAction({ action: 'save', slot: 1, dir, filename: 'image.bin' });
+  t.equal(saved.nTokens, first.nPrompt + first.nPredicted - 1);
+  const restored = await engine.slotAction({ action: 'restore', slot: 0, dir, filename: 'image.bin' });
+  t.equal(restored.nTokens, saved.nTokens);
+  t.equal(restored.nBytes, saved.nBytes);
+  const same = await run(look(blue, 0));
+  t.equal(same.nCached, first.nPrompt - 1, 'text and image come from the restored cache');
+
+  await engine.slotAction({ action: 'restore', slot: 0, dir, filename: 'image.bin' });
+  const other = await run(look(encodePng(32, 32, () => [255, 255, 0]), 0));
+  t.ok(other.nCached < 4, 'only the text before another image is reused');
+});
+
+t.test('an engine without a projector refuses a file with images, and its slot stays usable', async (t) => {
+  const plain = await native.Engine.create(model, { nCtx: 512, nParallel: 1 }, () => {});
+  t.teardown(() => plain.dispose());
+  await t.rejects(plain.slotAction({ action: 'restore', slot: 0, dir, filename: 'image.bin' }), {
+    code: 'BAD_SLOT_FILE', message: 'Unable to restore slot: Cannot restore media tokens without an mmproj',
   });
-  const erased = await engine.slotAction({ action: 'erase', slot: 1 });
-  t.ok(erased.nTokens > 0);
+  t.equal((await plain.slotAction({ action: 'erase', slot: 0 })).nTokens, 0, 'the failed restore left the slot empty');
 });
 
 t.test('a name that is a path is refused by the addon itself (BAD_SLOT_FILE), whatever TypeScript checked', async (t) => {
