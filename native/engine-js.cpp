@@ -147,6 +147,7 @@ Napi::Function Engine::define(Napi::Env env) {
         InstanceMethod<&Engine::js_metrics>("metrics"),
         InstanceMethod<&Engine::js_info>("info"),
         InstanceMethod<&Engine::js_dispose>("dispose"),
+        InstanceMethod<&Engine::js_slot_action>("slotAction"),
     });
     constructor = Napi::Persistent(fn);
     constructor.SuppressDestruct();
@@ -516,7 +517,8 @@ Napi::Value Engine::js_dispose(const Napi::CallbackInfo & info) {
     auto self_ref = std::make_shared<Napi::ObjectReference>(Napi::Persistent(self));
     auto * worker = new EngineDisposeWorker(
         env, [this] { stop_thread(); free_context(); },
-        [this, self_ref] {
+        [this, self_ref, env] {
+            reject_slot_actions(env);
             if (tsfn_live_) {
                 tsfn_.Release();
                 tsfn_live_ = false;
@@ -600,11 +602,14 @@ static Napi::Object event_to_js(Napi::Env env, const EngineEvent & e) {
 // to onEvents in one array.
 void Engine::deliver(Napi::Env env, Napi::Function callback) {
     std::vector<EngineEvent> batch;
+    std::vector<SlotActionResult> actions;
     {
         std::lock_guard<std::mutex> lock(events_mutex_);
         batch.swap(events_);
+        actions.swap(action_results_);
         delivery_pending_ = false;
     }
+    if (!actions.empty()) settle_slot_actions(env, actions);
     if (batch.empty()) return;
     Napi::Array out = Napi::Array::New(env, batch.size());
     for (size_t i = 0; i < batch.size(); i++) out.Set(static_cast<uint32_t>(i), event_to_js(env, batch[i]));

@@ -22,7 +22,7 @@ void Engine::emit(EngineEvent && event) {
 
 void Engine::flush_events() {
     std::lock_guard<std::mutex> lock(events_mutex_);
-    if (events_.empty() || delivery_pending_ || !tsfn_live_) return;
+    if ((events_.empty() && action_results_.empty()) || delivery_pending_ || !tsfn_live_) return;
     delivery_pending_ = true;
     tsfn_.NonBlockingCall([this](Napi::Env env, Napi::Function cb) { deliver(env, cb); });
 }
@@ -47,21 +47,25 @@ void Engine::run() {
     std::vector<std::unique_ptr<CompletionTask>> incoming;
     std::vector<int64_t> cancels;
     while (true) {
-        // Tasks left waiting by an earlier iteration take the slots freed since.
+        // Slot actions, then tasks, left waiting by an earlier iteration take the slots freed since.
+        run_slot_actions();
         admit_waiting(now_us());
         bool any_busy = std::any_of(slots_.begin(), slots_.end(), [](const Slot & s) { return s.busy(); });
         {
             std::unique_lock<std::mutex> lock(inbox_mutex_);
             if (!any_busy) {
-                inbox_cv_.wait(lock, [&] { return stopping_ || !inbox_.empty() || !cancel_inbox_.empty(); });
+                inbox_cv_.wait(lock, [&] { return stopping_ || !inbox_.empty() || !cancel_inbox_.empty() || !action_inbox_.empty(); });
             }
             if (stopping_) break;
             incoming.swap(inbox_);
             cancels.swap(cancel_inbox_);
+            for (auto & a : action_inbox_) actions_.push_back(std::move(a));
+            action_inbox_.clear();
         }
         for (auto & t : incoming) waiting_.push_back(std::move(t));
         incoming.clear();
         if (!cancels.empty()) apply_cancels(cancels);
+        run_slot_actions();
         admit_waiting(now_us());
         step();
         publish_summaries();

@@ -25,6 +25,7 @@
 
 #include "common.h"
 #include "llama.h"
+#include "slot-action.h"
 #include "slot.h"
 #include "task-parse.h"
 #include "task.h"
@@ -107,6 +108,9 @@ private:
     Napi::Value js_metrics(const Napi::CallbackInfo & info);
     Napi::Value js_info(const Napi::CallbackInfo & info);
     Napi::Value js_dispose(const Napi::CallbackInfo & info);
+    Napi::Value js_slot_action(const Napi::CallbackInfo & info);   // engine-slots.cpp
+    void settle_slot_actions(Napi::Env env, std::vector<SlotActionResult> & results);
+    void reject_slot_actions(Napi::Env env);
     TaskLimits task_limits() const;
     void enqueue(std::vector<std::unique_ptr<CompletionTask>> tasks);
     void deliver(Napi::Env env, Napi::Function callback);
@@ -137,6 +141,12 @@ private:
     void emit(EngineEvent && event);
     void flush_events();
     void publish_summaries();
+    // engine thread, slot actions (engine-slots.cpp)
+    void run_slot_actions();
+    SlotActionResult run_slot_action(Slot & slot, const SlotAction & action);
+    void save_slot(Slot & slot, const SlotAction & action, SlotActionResult & out);
+    void restore_slot(Slot & slot, const SlotAction & action, SlotActionResult & out);
+    void clear_slot(Slot & slot);
 
     Model * model_ = nullptr;
     Napi::ObjectReference model_ref_;
@@ -161,15 +171,18 @@ private:
 
     std::vector<Slot> slots_;
     std::deque<std::unique_ptr<CompletionTask>> waiting_;
+    std::deque<SlotAction> actions_;   // slot actions waiting for their slot to be idle
 
     std::mutex inbox_mutex_;
     std::condition_variable inbox_cv_;
     std::vector<std::unique_ptr<CompletionTask>> inbox_;
     std::vector<int64_t> cancel_inbox_;
+    std::vector<SlotAction> action_inbox_;
     bool stopping_ = false;
 
     std::mutex events_mutex_;
     std::vector<EngineEvent> events_;
+    std::vector<SlotActionResult> action_results_;
     bool delivery_pending_ = false;
     Napi::ThreadSafeFunction tsfn_;
     bool tsfn_live_ = false;
@@ -179,7 +192,8 @@ private:
     EngineCounters counters_;
 
     // JS thread only
-    std::unordered_set<int64_t> js_active_;  // queued tasks that have not ended
+    std::unordered_set<int64_t> js_active_;  // queued tasks (and slot actions) that have not ended
+    std::unordered_map<int64_t, Napi::Promise::Deferred> action_promises_;
     // Tasks being prepared by a TaskSubmitWorker; cancel() sets the flag, and the task is then
     // never queued.
     std::unordered_map<int64_t, std::shared_ptr<std::atomic<bool>>> preparing_;

@@ -23,6 +23,8 @@ const char * error_code_name(ErrorCode code) {
         case ErrorCode::BAD_PARSER: return "BAD_PARSER";
         case ErrorCode::PARSE_FAILED: return "PARSE_FAILED";
         case ErrorCode::INVALID_DIFF: return "INVALID_DIFF";
+        case ErrorCode::BAD_SLOT_FILE: return "BAD_SLOT_FILE";
+        case ErrorCode::SAVE_FAILED: return "SAVE_FAILED";
     }
     return "INVALID_ARGUMENT";
 }

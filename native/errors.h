@@ -31,6 +31,8 @@ enum class ErrorCode {
     BAD_PARSER,          // a chat parser that cannot be built from its format and grammar
     PARSE_FAILED,        // a chat output the parser of its format refuses
     INVALID_DIFF,        // two parsed messages that are not one the continuation of the other
+    BAD_SLOT_FILE,       // a slot file name or file that cannot be used (missing, a link, corrupt, too large)
+    SAVE_FAILED,         // a slot file could not be written
 };
 
 const char * error_code_name(ErrorCode code);

@@ -52,7 +52,7 @@ void Slot::forget_media_after(size_t end) {
 
 void Slot::media_cached(const MediaSpan & span) {
     forget_media_after(span.start);
-    cache_media.push_back({span.start, span.n_pos, span.hash});
+    cache_media.push_back({span.start, span.n_pos, span.hash, std::shared_ptr<mtmd_input_chunk>(mtmd_input_chunk_copy(span.chunk.get()), mtmd_input_chunk_free)});
 }
 
 size_t Slot::assign(std::unique_ptr<CompletionTask> t, int64_t now_us) {

@@ -38,7 +38,8 @@ struct Slot {
     std::vector<float> cache_lora;      // adapter scales the cached K/V were computed with
     // Images in the cache: positions [start, start + n_pos) hold the embeddings of the image with
     // this hash. Entries past the cache's end, or over text, are stale and never match.
-    struct CachedMedia { size_t start; size_t n_pos; uint64_t hash; };
+    // `chunk` (a copy of the image's chunk) lets a slot file carry the image.
+    struct CachedMedia { size_t start; size_t n_pos; uint64_t hash; std::shared_ptr<mtmd_input_chunk> chunk; };
     std::vector<CachedMedia> cache_media;
 
     bool busy() const { return state != SlotState::IDLE; }

@@ -175,6 +175,8 @@ static void tokenize_media(TaskRequest & request, const TaskLimits & limits) {
     for (size_t i = 0; i < request.media.size(); i++) {
         bitmaps.entries.push_back(decode_image(limits.vision, request.media[i], i));
         hashes.push_back(image_hash(request.media[i]));
+        // The chunk keeps the hash as its id, so that an image restored from a slot file matches.
+        bitmaps.entries.back().set_id(std::to_string(hashes.back()).c_str());
     }
     mtmd::input_chunks chunks(mtmd_input_chunks_init());
     mtmd_input_text input{text.c_str(), text.size(), true, true};

@@ -198,7 +198,7 @@ export const LLAMA_SERVER_FLAGS: Readonly<Record<string, FlagSupport>> = {
   '--metrics': served,
   '--props': served,
   '--slots': served,
-  '--slot-save-path': NOT_YET,
+  '--slot-save-path': served,
   '--media-path': served,
   '--models-dir': ROUTER,
   '--models-preset': ROUTER,

@@ -13,6 +13,7 @@ import { handleHealth, handleModels, handleProps, handleSetProps, handleSlots, m
 import { ErrorType, inferenceError } from './errors.js';
 import { handleListLoraAdapters, handleSetLoraAdapters } from './handlers/lora-adapters.js';
 import { handleChatCompletions, handleChatInputTokens } from './handlers/chat-completions.js';
+import { handleSlotAction } from './handlers/slot-actions.js';
 import { handleTextCompletions } from './handlers/text-completions.js';
 import { handleApplyTemplate, handleDetokenize, handleTokenize } from './handlers/tokenize.js';
 
@@ -51,6 +52,7 @@ export function inferenceRoutes(ctx: RouteContext, options: RouteOptions): Route
     route('GET',  '/props',                apiKeyReadOnly, handleProps),
     route('POST', '/props',                apiKey,       whenEnabled(options.props, 'changing global properties', '--props', handleSetProps)),
     route('GET',  '/slots',                apiKeyReadOnly, whenEnabled(options.slots, 'slots endpoint', '--slots', handleSlots)),
+    route('POST', '/slots/:id_slot',       apiKey,       handleSlotAction),
     route('POST', '/tokenize',             apiKey,       handleTokenize),
     route('POST', '/detokenize',           apiKey,       handleDetokenize),
     route('POST', '/apply-template',       apiKey,       handleApplyTemplate),

@@ -157,6 +157,7 @@ export function serverOptions(v: ServerParamValues, own: OwnFlags, gpuAvailable:
     ...(v.mmproj !== '' && !v.noMmproj ? { mmproj: v.mmproj } : {}),
     allowRemoteMedia: Boolean(own.mediaAllowRemote),
     ...(v.mediaPath !== '' ? { mediaPath: v.mediaPath } : {}),
+    ...(v.slotSavePath !== '' ? { slotSavePath: v.slotSavePath } : {}),
     generation: generationDefaults(v),
     spmInfill: v.spmInfill,
     chat: {

@@ -70,6 +70,8 @@ export interface InferenceServerOptions {
   allowRemoteMedia?: boolean;
   /** --media-path: chat images may name files under this directory (file://). */
   mediaPath?: string;
+  /** --slot-save-path: POST /slots/{id}?action=save|restore reads and writes files in this directory only. */
+  slotSavePath?: string;
   /** Sampling defaults of requests (llama-server's sampling flags); llama-server's own by default. */
   generation?: GenerationDefaults;
   /** A chat template (name or Jinja source) instead of the model's. */
@@ -110,6 +112,7 @@ function serviceLoadOptions(options: InferenceServerOptions): ServiceLoadOptions
     pooling: options.pooling,
     loras: options.loras ?? [],
     mmproj: options.mmproj,
+    ...(options.slotSavePath ? { slotSavePath: options.slotSavePath } : {}),
     media: { allowRemote: options.allowRemoteMedia ?? false, ...(options.mediaPath ? { mediaPath: options.mediaPath } : {}) },
     generation: options.generation ?? LLAMA_SERVER_DEFAULTS,
     ...(options.chatTemplate ? { chatTemplate: options.chatTemplate } : {}),

@@ -40,7 +40,11 @@ export type NativeErrorCode =
   | 'BAD_JSON'
   | 'BAD_PARSER'
   | 'PARSE_FAILED'
-  | 'INVALID_DIFF';
+  | 'INVALID_DIFF'
+  /** A slot file name or file that cannot be used: missing, a symbolic link, not a regular file, corrupt, too large for the slot. */
+  | 'BAD_SLOT_FILE'
+  /** A slot file could not be written. */
+  | 'SAVE_FAILED';
 
 export interface NativeError extends Error {
   code: NativeErrorCode;
@@ -55,6 +59,7 @@ export interface NativeError extends Error {
 const NATIVE_ERROR_CODES: ReadonlySet<string> = new Set<NativeErrorCode>([
   'INVALID_ARGUMENT', 'TOKEN_OUT_OF_RANGE', 'EMPTY_PROMPT', 'EXCEEDS_CONTEXT', 'EXCEEDS_BATCH', 'BAD_SAMPLING', 'BAD_SCHEMA',
   'BAD_MEDIA', 'NOT_SUPPORTED', 'TEMPLATE_FAILED', 'DISPOSED', 'IN_USE', 'LOAD_FAILED', 'BAD_ARGUMENTS', 'BAD_TOOLS', 'BAD_JSON', 'BAD_PARSER', 'PARSE_FAILED', 'INVALID_DIFF',
+  'BAD_SLOT_FILE', 'SAVE_FAILED',
 ]);
 
 /** True for an Error thrown or rejected by the addon. */
@@ -538,6 +543,23 @@ export interface Submission {
   queued: Promise<void>;
 }
 
+/**
+ * llama-server's slot actions. `dir` is the --slot-save-path directory and `filename` one name in
+ * it: the addon opens it relative to the directory, never follows a symbolic link, and reads or
+ * writes only a regular file.
+ */
+export type SlotActionSpec =
+  | { action: 'save' | 'restore'; slot: number; dir: string; filename: string }
+  | { action: 'erase'; slot: number };
+
+export interface SlotActionResult {
+  /** Cached tokens saved, restored or erased. */
+  nTokens: number;
+  /** save: bytes written; restore: bytes read. */
+  nBytes: number;
+  ms: number;
+}
+
 export interface NativeEngine {
   /** Submits tasks. Throws INVALID_ARGUMENT (wrong types) or DISPOSED synchronously. */
   submit(tasks: CompletionTaskSpec[]): Submission;
@@ -546,6 +568,14 @@ export interface NativeEngine {
   slots(): SlotSnapshot[];
   metrics(): EngineMetrics;
   info(): EngineInfo;
+  /**
+   * Saves, restores or erases a slot's cache between two steps, once the slot is idle (a busy slot
+   * defers it). Throws INVALID_ARGUMENT (a slot out of range, wrong shapes) or DISPOSED
+   * synchronously; rejects with BAD_SLOT_FILE (the file is missing, a link, not a regular file or
+   * unusable, or images without a projector; a failed restore leaves the slot empty), SAVE_FAILED,
+   * or DISPOSED when the engine is disposed first. Images in the cache are saved and restored.
+   */
+  slotAction(spec: SlotActionSpec): Promise<SlotActionResult>;
   /** Stops the engine thread and frees the context. Idempotent. */
   dispose(): Promise<void>;
 }

@@ -22,6 +22,7 @@ export function nativeErrorToHttp(err: NativeError): HttpError {
     case 'BAD_MEDIA':
     case 'TOKEN_OUT_OF_RANGE':
     case 'EMPTY_PROMPT':
+    case 'BAD_SLOT_FILE':
       return inferenceError(ErrorType.INVALID_REQUEST, err.message);
     // A chat the template or its tools cannot render: the request's to fix.
     case 'BAD_TOOLS':

@@ -24,6 +24,8 @@ export interface ServiceLoadOptions {
   loras: Array<{ path: string; scale: number }>;
   mmproj?: string;
   media: MediaPolicy;
+  /** --slot-save-path. */
+  slotSavePath?: string;
   generation: GenerationDefaults;
   chatTemplate?: string;
   templateKwargs: Record<string, unknown>;
@@ -84,6 +86,7 @@ export function loadInferenceService(options: ServiceLoadOptions, onProgress: (p
         alias: options.alias ?? basename(runtime.model),
         defaultNPredict: options.nPredict,
         media: options.media,
+        ...(options.slotSavePath ? { slotSavePath: options.slotSavePath } : {}),
         generation: options.generation,
         ...(options.chatTemplate ? { chatTemplate: options.chatTemplate } : {}),
         templateKwargs: options.templateKwargs,

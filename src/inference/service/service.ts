@@ -16,6 +16,8 @@ export interface ServiceSettings {
   defaultNPredict: number;
   /** Where images of chat messages may come from (--media-allow-remote, --media-path). */
   media: MediaPolicy;
+  /** --slot-save-path: the directory of slot files; without it, slot actions answer 501. */
+  slotSavePath?: string;
   /** What requests leave out: llama-server's defaults or its sampling flags. */
   generation: GenerationDefaults;
   /** --chat-template / --chat-template-file: used instead of the model's template. */
