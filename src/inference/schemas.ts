@@ -93,14 +93,13 @@ export const GenerationFields = {
 };
 
 const PromptPiece = Type.Union([Type.String(), Int]);
-/** A prompt: text, tokens, a mix of both, or an array of such prompts. */
-export const PromptField = Type.Union([
-  Type.String(),
-  Type.Array(Type.Union([PromptPiece, Type.Array(PromptPiece)])),
-]);
-
 /** llama-server's multimodal prompt: text with media markers, and base64 images. */
 const MultimodalPrompt = Type.Object({ prompt_string: Type.String(), multimodal_data: Type.Optional(Type.Array(Type.String())) });
+/** A prompt: text, tokens, a mix of both, or an array of such prompts (a prompt object among them). */
+export const PromptField = Type.Union([
+  Type.String(),
+  Type.Array(Type.Union([PromptPiece, Type.Array(PromptPiece), MultimodalPrompt])),
+]);
 
 export const CompletionBody = Type.Object({
   prompt: Type.Union([PromptField, MultimodalPrompt]),

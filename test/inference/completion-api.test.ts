@@ -344,3 +344,14 @@ t.test('t_max_predict_ms stops generation on a new line once the time is up', as
   t.ok(res.body.tokens_predicted < 3000);
   t.equal(res.body.tokens.at(-1), newline, 'it stopped on a new line');
 });
+
+t.test('an array of prompts may hold llama-server\'s prompt objects (text without images)', async (t) => {
+  const tokens = (await postJson(`${base}/tokenize`, { content: 'I believe the meaning of life is', add_special: true })).body.tokens;
+  const res = await completion({ prompt: [tokens, { prompt_string: 'I believe the meaning of life is' }], n_predict: 4, temperature: 0 });
+  t.equal(res.status, 200);
+  t.equal(res.body.length, 2);
+  t.equal(res.body[0].content, res.body[1].content, 'the tokens and the text give the same completion');
+  const withImages = await completion({ prompt: ['a', { prompt_string: 'b <__media__>', multimodal_data: ['AAAA'] }] });
+  t.equal(withImages.status, 400);
+  t.match(withImages.body.error.message, /images are only accepted in a single prompt/);
+});
