@@ -308,6 +308,12 @@ Napi::Value Model::metadata(const Napi::CallbackInfo & info) {
     tokens.Set("fimRep", token_or_null(env, llama_vocab_fim_rep(vocab_)));
     tokens.Set("fimSep", token_or_null(env, llama_vocab_fim_sep(vocab_)));
     m.Set("tokens", tokens);
+    // Every end-of-generation token (llama_vocab_is_eog), as llama-server's logit_bias_eog.
+    Napi::Array eog = Napi::Array::New(env);
+    for (llama_token t = 0, n = llama_vocab_n_tokens(vocab_); t < n; t++) {
+        if (llama_vocab_is_eog(vocab_, t)) eog.Set(eog.Length(), t);
+    }
+    m.Set("eogTokens", eog);
     m.Set("addBos", llama_vocab_get_add_bos(vocab_));
     m.Set("addEos", llama_vocab_get_add_eos(vocab_));
     m.Set("addSep", llama_vocab_get_add_sep(vocab_));

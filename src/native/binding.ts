@@ -102,6 +102,8 @@ export interface ModelMetadata {
     bos: Token | null; eos: Token | null; eot: Token | null; sep: Token | null; nl: Token | null; pad: Token | null;
     fimPre: Token | null; fimSuf: Token | null; fimMid: Token | null; fimPad: Token | null; fimRep: Token | null; fimSep: Token | null;
   };
+  /** Every end-of-generation token of the vocabulary. */
+  eogTokens: Token[];
   addBos: boolean;
   addEos: boolean;
   addSep: boolean;

@@ -355,3 +355,13 @@ t.test('an array of prompts may hold llama-server\'s prompt objects (text withou
   t.equal(withImages.status, 400);
   t.match(withImages.body.error.message, /images are only accepted in a single prompt/);
 });
+
+t.test('ignore_eos bans every end-of-generation token, listed in generation_settings.logit_bias as llama-server does', async (t) => {
+  const res = await completion({ prompt: 'Once upon a time', n_predict: 8, temperature: 0, ignore_eos: true });
+  const eog = server.host.ready().metadata.eogTokens;
+  t.ok(eog.length > 0);
+  t.same(res.body.generation_settings.logit_bias, eog.map((token) => ({ bias: null, token })), 'bias null is -inf in JSON');
+  t.equal(res.body.tokens_predicted, 8);
+  const plain = await completion({ prompt: 'Once upon a time', n_predict: 8, temperature: 0, ignore_eos: false });
+  t.same(plain.body.generation_settings.logit_bias, []);
+});

@@ -72,6 +72,8 @@ export interface GenerationContext {
   /** Number of slots (-np). */
   nSlots: number;
   defaults: GenerationDefaults;
+  /** The vocabulary's end-of-generation tokens (banned by ignore_eos). */
+  eogTokens: readonly number[];
 }
 
 const SAMPLER_CHARS: Record<string, string> = { d: 'dry', k: 'top_k', y: 'typ_p', p: 'top_p', s: 'top_n_sigma', m: 'min_p', t: 'temperature', x: 'xtc', i: 'infill', e: 'penalties', a: 'adaptive_p' };
@@ -207,8 +209,13 @@ export function buildTaskSpec(
     samplers: samplerList(body.samplers ?? d.samplers),
     grammar,
     grammarFromSchema: fromSchema,
-    // llama-server adds a request's biases to those of -l / --logit-bias.
-    logitBias: [...d.logitBias, ...logitBias(ctx.model, ctx.vocabSize, body.logit_bias)],
+    // llama-server adds a request's biases to those of -l / --logit-bias, and with ignore_eos
+    // bans every end-of-generation token the same way (reported in generation_settings).
+    logitBias: [
+      ...d.logitBias,
+      ...logitBias(ctx.model, ctx.vocabSize, body.logit_bias),
+      ...((body.ignore_eos ?? d.ignoreEos) ? ctx.eogTokens.map((t): [number, number] => [t, -Infinity]) : []),
+    ],
   };
   return {
     prompt,

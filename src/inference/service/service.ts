@@ -59,6 +59,10 @@ export class InferenceService implements GenerationContext {
     return this.settings.alias;
   }
 
+  get eogTokens(): readonly number[] {
+    return this.metadata.eogTokens;
+  }
+
   get defaults(): GenerationDefaults {
     return this.settings.generation;
   }
