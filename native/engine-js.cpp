@@ -456,6 +456,9 @@ Napi::Value Engine::js_slots(const Napi::CallbackInfo & info) {
 Napi::Value Engine::js_metrics(const Napi::CallbackInfo & info) {
     Napi::Env env = info.Env();
     Napi::Object m = Napi::Object::New(env);
+    m.Set("cachedTokens", static_cast<double>(counters_.cached_tokens.load()));
+    m.Set("busySlotDecodes", static_cast<double>(counters_.busy_slot_decodes.load()));
+    m.Set("nTokensMax", static_cast<double>(counters_.n_tokens_max.load()));
     m.Set("promptTokens", static_cast<double>(counters_.prompt_tokens.load()));
     m.Set("promptMs", counters_.prompt_us.load() / 1000.0);
     m.Set("predictedTokens", static_cast<double>(counters_.predicted_tokens.load()));

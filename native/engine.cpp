@@ -256,6 +256,10 @@ int32_t Engine::decode_group(const LoraGroup & group) {
     }
     const int32_t ret = llama_decode(ctx_, batch_);
     counters_.decode_calls++;
+    for (const auto & s : slots_) {
+        if (s.busy()) counters_.busy_slot_decodes++;
+        if (s.cache.size() > counters_.n_tokens_max) counters_.n_tokens_max = s.cache.size();
+    }
     if (ret == 0) {
         step_counter_++;
         for (auto & s : slots_) if (s.busy() && group.contains(s)) s.last_step = step_counter_;
@@ -347,6 +351,7 @@ void Engine::step() {
             s.t_prompt_done_us = t;
             s.state = SlotState::GENERATING;
             counters_.prompt_tokens += s.task->prompt.size() - s.n_cached;
+            counters_.cached_tokens += s.n_cached;
             counters_.prompt_us += t - s.t_start_us;
             if (s.task->n_predict == 0) {
                 s.stop = StopType::LIMIT;

@@ -68,6 +68,9 @@ struct EngineCounters {
     std::atomic<uint64_t> predicted_tokens{0};
     std::atomic<uint64_t> predicted_us{0};
     std::atomic<uint64_t> decode_calls{0};
+    std::atomic<uint64_t> cached_tokens{0};     // prompt tokens reused from a slot's cache
+    std::atomic<uint64_t> busy_slot_decodes{0}; // busy slots summed over decode calls
+    std::atomic<uint64_t> n_tokens_max{0};      // longest sequence seen in a slot (prompt + generation)
     std::atomic<uint64_t> context_shifts{0};
     std::atomic<uint64_t> tasks_done{0};
     std::atomic<int32_t> queued{0};

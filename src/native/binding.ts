@@ -506,7 +506,14 @@ export interface SlotSnapshot {
 }
 
 export interface EngineMetrics {
+  /** Prompt tokens decoded (not those reused from a slot's cache). */
   promptTokens: number;
+  /** Prompt tokens reused from a slot's cache. */
+  cachedTokens: number;
+  /** Busy slots summed over decode calls (over decodeCalls: the average). */
+  busySlotDecodes: number;
+  /** The longest sequence a slot has held (prompt + generation). */
+  nTokensMax: number;
   promptMs: number;
   predictedTokens: number;
   predictedMs: number;

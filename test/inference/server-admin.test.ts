@@ -189,3 +189,24 @@ t.test('--api-prefix puts every inference route under the prefix', async (t) => 
   t.equal((await postJson(`${prefixed.base}/llama/completion`, { prompt: 'Hi', n_predict: 1 })).status, 200);
   t.equal((await fetch(`${prefixed.base}/health`)).status, 404);
 });
+
+t.test('/metrics counts cached prompt tokens apart, as llama-server, with its counters and gauges', async (t) => {
+  const one = await startTestServer(models.chat, { parallel: 1, ctxSize: 512, metrics: true });
+  t.teardown(one.close);
+  let processed = 0;
+  let cached = 0;
+  for (let i = 0; i < 2; i++) {
+    const res = await postJson(`${one.base}/completion`, { prompt: 'the quick brown fox jumps over the lazy dog', n_predict: 4 });
+    processed += res.body.timings.prompt_n;
+    cached += res.body.timings.cache_n;
+  }
+  t.ok(cached > 0, 'the second request reused the first one\'s prompt');
+  const text = await (await fetch(`${one.base}/metrics`)).text();
+  const value = (name: string) => Number(new RegExp(`^llamacpp:${name} (\\S+)$`, 'm').exec(text)?.[1]);
+  t.equal(value('prompt_tokens_total'), processed);
+  t.equal(value('prompt_tokens_cached_total'), cached);
+  t.ok(value('n_tokens_max') >= 9 + 4 - 1, 'the longest sequence');
+  t.equal(value('n_busy_slots_per_decode'), 1, 'one busy slot in every decode');
+  for (const name of ['spec_decode_num_draft_tokens_total', 'spec_decode_num_accepted_tokens_total', 'spec_decode_num_drafts_total']) t.equal(value(name), 0, name);
+  t.match(text, /^# TYPE llamacpp:n_busy_slots_per_decode gauge$/m);
+});

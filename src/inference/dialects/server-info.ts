@@ -83,18 +83,25 @@ export function metricsText(m: EngineMetrics, counters: RequestCounters): string
   const metric = (name: string, type: 'counter' | 'gauge', help: string, value: number): void => {
     lines.push(`# HELP llamacpp:${name} ${help}`, `# TYPE llamacpp:${name} ${type}`, `llamacpp:${name} ${Number.isFinite(value) ? value : 0}`);
   };
-  metric('prompt_tokens_total', 'counter', 'Number of prompt tokens processed.', m.promptTokens);
-  metric('prompt_seconds_total', 'counter', 'Prompt process time.', m.promptMs / 1000);
-  metric('tokens_predicted_total', 'counter', 'Number of generation tokens processed.', m.predictedTokens);
-  metric('tokens_predicted_seconds_total', 'counter', 'Predict process time.', m.predictedMs / 1000);
-  metric('prompt_tokens_seconds', 'gauge', 'Average prompt throughput in tokens/s.', m.promptMs > 0 ? (1000 * m.promptTokens) / m.promptMs : 0);
-  metric('predicted_tokens_seconds', 'gauge', 'Average generation throughput in tokens/s.', m.predictedMs > 0 ? (1000 * m.predictedTokens) / m.predictedMs : 0);
-  metric('n_decode_total', 'counter', 'Total number of llama_decode() calls.', m.decodeCalls);
+  // llama-server's names, help and order; then this server's own.
+  metric('prompt_tokens_total', 'counter', 'Number of prompt tokens processed, excluding cached tokens', m.promptTokens);
+  metric('prompt_tokens_cached_total', 'counter', 'Number of prompt tokens reused from the cache', m.cachedTokens);
+  metric('prompt_seconds_total', 'counter', 'Total time spent processing prompts', m.promptMs / 1000);
+  metric('tokens_predicted_total', 'counter', 'Number of generation tokens processed', m.predictedTokens);
+  metric('tokens_predicted_seconds_total', 'counter', 'Total time spent generating tokens', m.predictedMs / 1000);
+  metric('n_decode_total', 'counter', 'Total number of llama_decode() calls, excluding speculative decoding and multimodal decoding', m.decodeCalls);
+  metric('n_tokens_max', 'counter', 'Largest observed sequence length (prompt + generation)', m.nTokensMax);
+  metric('spec_decode_num_draft_tokens_total', 'counter', 'Speculative: Total draft tokens generated', 0);
+  metric('spec_decode_num_accepted_tokens_total', 'counter', 'Speculative: Total draft tokens accepted by the target model', 0);
+  metric('spec_decode_num_drafts_total', 'counter', 'Speculative: Total speculative decoding verification steps', 0);
+  metric('prompt_tokens_seconds', 'gauge', 'Average prompt throughput in tokens/s', m.promptMs > 0 ? (1000 * m.promptTokens) / m.promptMs : 0);
+  metric('predicted_tokens_seconds', 'gauge', 'Average generation throughput in tokens/s', m.predictedMs > 0 ? (1000 * m.predictedTokens) / m.predictedMs : 0);
+  metric('requests_processing', 'gauge', 'Number of requests processing', m.busySlots);
+  metric('requests_deferred', 'gauge', 'Number of requests deferred', m.queued);
+  metric('n_busy_slots_per_decode', 'gauge', 'Average number of busy slots per llama_decode() call', m.decodeCalls > 0 ? m.busySlotDecodes / m.decodeCalls : 0);
   metric('context_shifts_total', 'counter', 'Times a full slot dropped old tokens to go on generating (--context-shift).', m.contextShifts);
   metric('requests_total', 'counter', 'HTTP requests received.', counters.requests);
   metric('requests_failed_total', 'counter', 'HTTP requests answered with an error status.', counters.errors);
   metric('tasks_completed_total', 'counter', 'Completion tasks finished.', m.tasksDone);
-  metric('requests_processing', 'gauge', 'Number of requests processing (busy slots).', m.busySlots);
-  metric('requests_deferred', 'gauge', 'Number of requests waiting for a slot.', m.queued);
   return lines.join('\n') + '\n';
 }
