@@ -2,7 +2,7 @@
 // parallel code guesses, parallel first logins, a login against a soft-delete.
 import { createHash, randomBytes, randomUUID } from 'node:crypto';
 import t from 'tap';
-import { startAuthHarness, type Reply, type TestApp, type Tokens } from './fixtures/harness.js';
+import { startAuthHarness, statusCounts, type Reply, type TestApp, type Tokens } from './fixtures/harness.js';
 
 const h = await startAuthHarness();
 t.teardown(() => h.close());
@@ -10,15 +10,6 @@ t.teardown(() => h.close());
 let app: TestApp;
 let tokens: Tokens;
 t.beforeEach(async () => { ({ app, tokens } = await h.startFresh({ session: true })); });
-
-function statusCounts(replies: Reply[]): Record<string, number> {
-  const counts: Record<string, number> = {};
-  for (const r of replies) {
-    const key = r.status === 200 ? '200' : `${r.status} ${r.body?.error?.code}`;
-    counts[key] = (counts[key] ?? 0) + 1;
-  }
-  return counts;
-}
 
 t.test('50 concurrent refreshes of one token: exactly one 200, 49 TOKEN_REUSE, the family ends revoked', async (t) => {
   const replies = await Promise.all(Array.from({ length: 50 }, () => h.refresh(app, tokens.refresh_token)));

@@ -4,7 +4,7 @@
 // requests waiting on it: then the test knows that both took part.
 import http from 'node:http';
 import t, { type Test } from 'tap';
-import { startAuthHarness, type Reply, type Tokens } from './fixtures/harness.js';
+import { startAuthHarness, statusCounts, type Reply, type Tokens } from './fixtures/harness.js';
 import { headerOf } from './fixtures/tokens.js';
 
 const WORKERS = 2;
@@ -64,15 +64,6 @@ async function whileLocked(lock: (sql: typeof h.sql) => Promise<unknown>, reques
     blocker.release();
   }
   return replies;
-}
-
-function statusCounts(replies: Reply[]): Record<string, number> {
-  const counts: Record<string, number> = {};
-  for (const r of replies) {
-    const key = r.status === 200 ? '200' : `${r.status} ${r.body?.error?.code}`;
-    counts[key] = (counts[key] ?? 0) + 1;
-  }
-  return counts;
 }
 
 t.test('50 concurrent refreshes of one token split across the workers: exactly one 200, 49 TOKEN_REUSE', async (t) => {
