@@ -588,6 +588,13 @@ static Napi::Object event_to_js(Napi::Env env, const EngineEvent & e) {
             o.Set("kind", "error");
             o.Set("message", e.message);
             break;
+        case EngineEvent::Kind::PROGRESS:
+            o.Set("kind", "progress");
+            o.Set("total", e.n_prompt);
+            o.Set("cache", e.n_cached);
+            o.Set("processed", e.n_processed);
+            o.Set("timeMs", e.t_elapsed_ms);
+            break;
         case EngineEvent::Kind::EMBEDDING: {
             o.Set("kind", "embedding");
             Napi::Float32Array vec = Napi::Float32Array::New(env, e.embedding.size());

@@ -147,6 +147,20 @@ void Engine::start_task(Slot & slot, std::unique_ptr<CompletionTask> task, int64
     if (slot.task->sampler) {
         for (llama_token t : slot.task->prompt) common_sampler_accept(slot.task->sampler.get(), t, false);
     }
+    if (slot.task->return_progress) emit_progress(slot);
+}
+
+// return_progress: how far the slot's prompt is, as llama-server reports it (total, cache,
+// processed, time); once when the prompt starts, then after every batch that adds to it.
+void Engine::emit_progress(Slot & slot) {
+    EngineEvent ev{EngineEvent::Kind::PROGRESS};
+    ev.task_id = slot.task->id;
+    ev.n_prompt = static_cast<int32_t>(slot.task->prompt.size());
+    ev.n_cached = slot.n_cached;
+    ev.n_processed = static_cast<int32_t>(slot.n_prompt_done);
+    ev.t_elapsed_ms = (now_us() - slot.t_start_us) / 1000.0;
+    slot.n_progress_sent = slot.n_prompt_done;
+    emit(std::move(ev));
 }
 
 // Builds one batch from all busy slots and decodes it. On KV-cache pressure, idle slots' caches
@@ -165,7 +179,12 @@ bool Engine::decode_batch() {
         if (batch_.n_tokens == 0) return false;
 
         const int32_t ret = decode_group(group);
-        if (ret == 0) return true;
+        if (ret == 0) {
+            for (auto & s : slots_) {
+                if (s.busy() && s.task->return_progress && s.n_prompt_done != s.n_progress_sent) emit_progress(s);
+            }
+            return true;
+        }
         for (size_t i = 0; i < slots_.size(); i++) {
             slots_[i].cache.resize(undo[i].cache);
             slots_[i].n_prompt_done = undo[i].prompt_done;

@@ -142,6 +142,7 @@ private:
     bool shift_context(Slot & slot);
     void fail(Slot & slot, const std::string & message);
     void emit(EngineEvent && event);
+    void emit_progress(Slot & slot);
     void flush_events();
     void publish_summaries();
     // engine thread, slot actions (engine-slots.cpp)

@@ -19,6 +19,7 @@ struct Slot {
 
     std::vector<llama_token> cache;     // tokens whose K/V is in the context for this sequence
     size_t n_prompt_done = 0;           // prompt tokens already placed in the cache
+    size_t n_progress_sent = 0;         // n_prompt_done at the last PROGRESS event (return_progress)
     int32_t i_batch = -1;               // batch index of this slot's logits in the current step
     llama_token sampled = LLAMA_TOKEN_NULL;
 

@@ -69,6 +69,7 @@ static void read_generation(Napi::Env env, Napi::Object o, const TaskLimits & li
     task.id_slot = read_i32(o, "idSlot", -1);
     if (task.id_slot >= limits.n_parallel) throw_coded(env, ErrorCode::INVALID_ARGUMENT, "idSlot out of range");
     if (o.Get("cachePrompt").IsBoolean()) task.cache_prompt = o.Get("cachePrompt").As<Napi::Boolean>();
+    if (o.Get("returnProgress").IsBoolean()) task.return_progress = o.Get("returnProgress").As<Napi::Boolean>();
     task.n_probs = std::max(0, read_i32(o, "nProbs", 0));
     if (o.Get("postSamplingProbs").IsBoolean()) task.post_sampling_probs = o.Get("postSamplingProbs").As<Napi::Boolean>();
     if (o.Get("tMaxPredictMs").IsNumber()) task.t_max_predict_ms = o.Get("tMaxPredictMs").As<Napi::Number>().Int64Value();

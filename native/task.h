@@ -31,6 +31,7 @@ struct CompletionTask {
     int32_t n_predict = -1;        // -1: until EOS or the slot's context is full
     int32_t id_slot = -1;          // -1: the idle slot whose cache shares the longest prefix
     bool cache_prompt = true;      // reuse the longest common prefix already in the slot's KV cache
+    bool return_progress = false;  // PROGRESS events: when the prompt starts, then after each batch of it
     int32_t n_probs = 0;           // top-N probabilities per generated token (pre-sampling softmax)
     bool post_sampling_probs = false; // n_probs from the sampler chain's final candidates, not the raw softmax
     int64_t t_max_predict_ms = 0;  // 0: no time limit; else stop at the first new line after it
@@ -54,7 +55,7 @@ struct TokenProb {
 
 // One message from the engine thread to JS. Events of one task arrive in order.
 struct EngineEvent {
-    enum class Kind { TOKEN, DONE, ERROR, EMBEDDING } kind;
+    enum class Kind { TOKEN, DONE, ERROR, EMBEDDING, PROGRESS } kind;
     int64_t task_id = 0;
 
     // TOKEN: a generated token and the text it releases (may be empty while a stop string or a
@@ -74,6 +75,11 @@ struct EngineEvent {
     double t_prompt_ms = 0;
     double t_predict_ms = 0;
     int32_t slot_id = -1;
+
+    // PROGRESS (return_progress): the prompt's tokens, those reused from the cache, those in the
+    // cache so far (cached included), and the time since the task started.
+    int32_t n_processed = 0;
+    double t_elapsed_ms = 0;
 
     // ERROR
     std::string message;

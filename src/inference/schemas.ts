@@ -80,6 +80,8 @@ export const GenerationFields = {
   t_max_predict_ms: Type.Optional(Int),
   n_indent: Type.Optional(Count),
   timings_per_token: Type.Optional(Type.Boolean()),
+  /** Streamed requests: prompt_progress events while the prompt is processed (llama-server). */
+  return_progress: Type.Optional(Type.Boolean()),
   return_tokens: Type.Optional(Type.Boolean()),
   n_keep: Type.Optional(Window),
   n_discard: Type.Optional(Count),

@@ -457,6 +457,8 @@ export interface CompletionTaskSpec {
   /** -1 = choose automatically. */
   idSlot?: number;
   cachePrompt?: boolean;
+  /** PROGRESS events: when the prompt starts, then after every batch of it (llama-server's return_progress). */
+  returnProgress?: boolean;
   /** Top-N token probabilities for each generated token. */
   nProbs?: number;
   /** Take them from the sampler chain's final candidates instead of the raw softmax over the vocabulary. */
@@ -492,6 +494,8 @@ export type EngineEvent =
       nPrompt: number; nCached: number; nPredicted: number; tPromptMs: number; tPredictMs: number; slot: number;
     }
   | { task: number; kind: 'error'; message: string }
+  /** return_progress: the prompt's tokens, those reused from the cache, those in the cache so far (cached included). */
+  | { task: number; kind: 'progress'; total: number; cache: number; processed: number; timeMs: number }
   /** One pooled vector (nVectors 1), or one per prompt token with pooling none; row-major. */
   | { task: number; kind: 'embedding'; embedding: Float32Array; nVectors: number; nPrompt: number };
 

@@ -2,6 +2,7 @@ import t from 'tap';
 import { CHAT_TOKENS, ensureTestModels } from '../fixtures/models.js';
 import { parseSse, postJson, startTestServer } from '../helpers/inference-server.js';
 import { llamaSimpleGreedy } from '../helpers/reference.js';
+import { resolveRuntime } from '../../src/inference/options.js';
 
 const models = await ensureTestModels();
 const { base, close, server } = await startTestServer(models.chat, { parallel: 8, ctxSize: 4096 });
@@ -364,4 +365,27 @@ t.test('ignore_eos bans every end-of-generation token, listed in generation_sett
   t.equal(res.body.tokens_predicted, 8);
   const plain = await completion({ prompt: 'Once upon a time', n_predict: 8, temperature: 0, ignore_eos: false });
   t.same(plain.body.generation_settings.logit_bias, []);
+});
+
+t.test('return_progress streams prompt_progress as llama-server: at the start, then after every batch', async (t) => {
+  const small = await startTestServer(models.chat, { parallel: 1, runtime: { ...resolveRuntime({ model: models.chat }, false), ctxSize: 512, batchSize: 64, ubatchSize: 64 } });
+  t.teardown(small.close);
+  const prompt = 'This is a test '.repeat(40);
+  const run = async (path: string, body: object) => {
+    const res = await fetch(`${small.base}${path}`, { method: 'POST', body: JSON.stringify({ ...body, n_predict: 2, max_tokens: 2, stream: true, return_progress: true }) });
+    return (parseSse(await res.text()) as any[]).filter((e) => e !== '[DONE]' && e.prompt_progress).map((e) => e.prompt_progress);
+  };
+  const first = await run('/completion', { prompt, cache_prompt: false });
+  const total = first[0].total;
+  t.ok(total > 128, `a prompt of ${total} tokens needs several batches of 64`);
+  t.same(first.map((p) => p.processed), [0, ...Array.from({ length: Math.ceil(total / 64) }, (_, i) => Math.min(total, 64 * (i + 1)))], 'one report at the start, then one per batch');
+  t.ok(first.every((p) => p.total === total && p.cache === 0));
+  const again = await run('/completion', { prompt });
+  t.ok(again[0].cache > 0 && again[0].processed === again[0].cache, 'a cached prompt starts from its cache');
+  t.equal(again.at(-1).processed, total);
+  const chat = await run('/v1/chat/completions', { messages: [{ role: 'user', content: prompt }] });
+  t.ok(chat.length >= 2, 'chat streams report it too');
+  t.equal(chat.at(-1).processed, chat.at(-1).total);
+  const plain = await postJson(`${small.base}/completion`, { prompt, n_predict: 2, return_progress: true });
+  t.notOk('prompt_progress' in plain.body, 'only streams report progress');
 });

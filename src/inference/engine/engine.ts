@@ -12,6 +12,16 @@ export interface GeneratedToken {
   probs?: TokenProbability[];
   /** On the first token: the prompt's length in tokens (images included). */
   nPrompt?: number;
+  /** A report of the prompt's progress (return_progress) instead of a token: token -1, no text. */
+  progress?: PromptProgress;
+}
+
+/** llama-server's prompt_progress: tokens of the prompt, reused from the cache, in the cache so far. */
+export interface PromptProgress {
+  total: number;
+  cache: number;
+  processed: number;
+  time_ms: number;
 }
 
 export interface CompletionOutcome {
@@ -222,6 +232,9 @@ export class InferenceEngine {
           });
           break;
         }
+        case 'progress':
+          if (task.onToken) void task.onToken({ token: -1, text: '', progress: { total: event.total, cache: event.cache, processed: event.processed, time_ms: event.timeMs } });
+          break;
         case 'error':
           this.pending.delete(event.task);
           task.reject(new EngineTaskError(event.message));

@@ -108,6 +108,9 @@ export async function handleChatCompletions(service: InferenceService, req: Http
     tokens: (index) => {
       const timer = new StreamTimer(spec.prompt.length);
       return (batch: GeneratedToken[]) => {
+        // return_progress: llama-server repeats the role delta with each progress report.
+        const progress = batch[0]?.progress;
+        if (progress) return JSON.stringify({ ...chunk([{ index, delta: { role: 'assistant', content: null }, logprobs: null, finish_reason: null }]), prompt_progress: progress });
         timer.add(batch);
         const deltas = outputs[index]!.push(batch.map((t) => t.text).join(''));
         const probs = tokenProbabilities(batch);

@@ -73,6 +73,8 @@ export async function answerCompletions(
       const opts = options(index);
       const timer = new StreamTimer(specs[index]!.prompt.length);
       return (batch) => {
+        const progress = batch[0]?.progress;
+        if (progress) return JSON.stringify({ ...completionChunk(service, [], opts, progress.total, timer.nPredicted), prompt_progress: progress });
         timer.add(batch);
         const chunk = completionChunk(service, batch, opts, timer.promptTokens, timer.nPredicted);
         if (opts.timingsPerToken) chunk.timings = timer.timings();

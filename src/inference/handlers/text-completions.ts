@@ -48,6 +48,8 @@ export async function handleTextCompletions(service: InferenceService, req: Http
   const outcomes = await streamTasks(req, service, specs, {
     opening: (index) => (echo ? chunk({ text: echo, index, logprobs: null, finish_reason: null }) : null),
     tokens: (index) => (batch) => {
+      const progress = batch[0]?.progress;
+      if (progress) return JSON.stringify({ ...base, choices: [{ text: '', index, logprobs: null, finish_reason: null }], prompt_progress: progress });
       const text = batch.map((t) => t.text).join('');
       const probs = tokenProbabilities(batch);
       if (text === '' && probs.length === 0) return null;

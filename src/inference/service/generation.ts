@@ -223,6 +223,8 @@ export function buildTaskSpec(
     // An id past the last slot wraps around, as llama-server's get_slot_by_id does.
     idSlot: body.id_slot === undefined || body.id_slot === -1 ? -1 : body.id_slot % ctx.nSlots,
     cachePrompt: body.cache_prompt ?? ctx.defaults.cachePrompt,
+    // As llama-server, progress is reported on streams only.
+    returnProgress: Boolean(body.return_progress && body.stream),
     nProbs: overrides.nProbs ?? body.n_probs ?? ctx.defaults.nProbs,
     postSamplingProbs: body.post_sampling_probs ?? false,
     tMaxPredictMs: body.t_max_predict_ms ?? 0,
