@@ -211,6 +211,38 @@ t.test('a function_call and its function_call_output round trip as llama-server 
   t.match(chat.body.prompt, /temperature_c/);
   const counted = await postJson(`${ours.base}/v1/responses/input_tokens`, body);
   t.equal(counted.body.input_tokens, mine.body.usage.input_tokens, 'input_tokens counts the prompt that ran');
+
+  // Assistant text, a reasoning item and a call merge into one assistant message, as in llama-server.
+  const merged = {
+    input: [
+      { role: 'developer', content: 'Be terse.' },
+      { role: 'user', content: question },
+      { type: 'message', role: 'assistant', content: [{ type: 'output_text', text: 'Let me look.' }] },
+      { type: 'reasoning', summary: [], content: [{ type: 'reasoning_text', text: 'A weather question.' }] },
+      { type: 'function_call', call_id: 'call_2', name: 'get_weather', arguments: '{"city":"Paris"}' },
+      { type: 'function_call_output', call_id: 'call_2', output: [{ type: 'input_text', text: 'sunny' }] },
+    ],
+    tools: [weather, { type: 'web_search' }],
+  };
+  const a = await postJson(`${ours.base}/v1/responses/input_tokens`, merged);
+  const b = await postJson(`${ref.base}/v1/responses/input_tokens`, merged);
+  t.equal(a.status, 200);
+  t.same(a.body, b.body, 'a merged history counts as in llama-server');
+  const asChat = await postJson(`${ours.base}/v1/chat/completions/input_tokens`, {
+    messages: [
+      { role: 'developer', content: 'Be terse.' },
+      { role: 'user', content: question },
+      {
+        role: 'assistant',
+        content: [{ type: 'text', text: 'Let me look.' }],
+        reasoning_content: 'A weather question.',
+        tool_calls: [{ id: 'call_2', type: 'function', function: { name: 'get_weather', arguments: '{"city":"Paris"}' } }],
+      },
+      { role: 'tool', tool_call_id: 'call_2', content: [{ type: 'text', text: 'sunny' }] },
+    ],
+    tools: [{ type: 'function', function: { name: weather.name, description: weather.description, parameters: weather.parameters } }],
+  });
+  t.equal(a.body.input_tokens, asChat.body.input_tokens, 'the prompt of one assistant message holding text, reasoning and the call');
 });
 
 t.test('bad Responses requests are 400s naming the field, as llama-server refuses them, never a crash', async (t) => {
