@@ -13,6 +13,7 @@ import { handleHealth, handleModels, handleProps, handleSetProps, handleSlots, m
 import { ErrorType, inferenceError } from './errors.js';
 import { handleListLoraAdapters, handleSetLoraAdapters } from './handlers/lora-adapters.js';
 import { handleChatCompletions, handleChatInputTokens } from './handlers/chat-completions.js';
+import { handleResponses, handleResponsesInputTokens } from './handlers/responses.js';
 import { handleSlotAction } from './handlers/slot-actions.js';
 import { handleTextCompletions } from './handlers/text-completions.js';
 import { handleApplyTemplate, handleDetokenize, handleTokenize } from './handlers/tokenize.js';
@@ -47,6 +48,8 @@ export function inferenceRoutes(ctx: RouteContext, options: RouteOptions): Route
     route('POST', '/v1/completions',       apiKey,       handleTextCompletions),
     route('POST', '/v1/chat/completions',  apiKey,       handleChatCompletions),
     route('POST', '/chat/completions',     apiKey,       handleChatCompletions),
+    route('POST', '/v1/responses',         apiKey,       handleResponses),
+    route('POST', '/responses',            apiKey,       handleResponses),
     route('GET',  '/v1/models',            apiKeyReadOnly, handleModels),
     route('GET',  '/models',               apiKeyReadOnly, handleModels),
     route('GET',  '/props',                apiKeyReadOnly, handleProps),
@@ -68,5 +71,7 @@ export function inferenceRoutes(ctx: RouteContext, options: RouteOptions): Route
     route('GET',  '/metrics',              apiKeyReadOnly, whenEnabled(options.metrics, 'metrics endpoint', '--metrics', metricsHandler(ctx.host))),
     route('POST', '/chat/completions/input_tokens',    apiKey, handleChatInputTokens),
     route('POST', '/v1/chat/completions/input_tokens', apiKey, handleChatInputTokens),
+    route('POST', '/responses/input_tokens',           apiKey, handleResponsesInputTokens),
+    route('POST', '/v1/responses/input_tokens',        apiKey, handleResponsesInputTokens),
   ];
 }

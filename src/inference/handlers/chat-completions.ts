@@ -16,8 +16,8 @@ import type { InferenceService } from '../service/service.js';
 import { promptText } from './completion.js';
 import { streamTasks } from './streaming.js';
 
-const ChatBody = compileBody(ChatCompletionBody, BODY_OPTIONS);
-type ChatRequest = ReturnType<typeof ChatBody.parse>;
+export const ChatBody = compileBody(ChatCompletionBody, BODY_OPTIONS);
+export type ChatRequest = ReturnType<typeof ChatBody.parse>;
 
 /** OpenAI's logprobs/top_logprobs, or llama-server's n_probs (listed for chat): `top` alternatives per token. */
 function logprobsRequest(body: ChatRequest): { want: boolean; top: number } {
@@ -36,14 +36,18 @@ function responseSchema(body: ChatRequest): unknown {
   return body.json_schema;
 }
 
-function renderRequest(service: InferenceService, body: ChatRequest): Promise<RenderedChat> {
+export function renderRequest(service: InferenceService, body: ChatRequest): Promise<RenderedChat> {
   const schema = responseSchema(body);
   return renderChat(service, { ...body, ...(schema !== undefined ? { jsonSchema: schema } : {}) }, service.settings.media);
 }
 
 /** POST /v1/chat/completions/input_tokens: the length of the prompt a chat request would run. */
-export async function handleChatInputTokens(service: InferenceService, req: HttpRequest): Promise<HttpResult> {
-  const body = ChatBody.parse(req);
+export function handleChatInputTokens(service: InferenceService, req: HttpRequest): Promise<HttpResult> {
+  return chatInputTokens(service, ChatBody.parse(req));
+}
+
+/** The input_tokens answer for a chat request (also the Responses API's). */
+export async function chatInputTokens(service: InferenceService, body: ChatRequest): Promise<HttpResult> {
   const { prompt, media } = await renderRequest(service, body);
   if (media.length > 0) throw inferenceError(ErrorType.NOT_SUPPORTED, 'counting the tokens of a prompt with images is not supported yet');
   const tokens = await service.model.tokenizeAsync(prompt, true, true);
@@ -51,7 +55,7 @@ export async function handleChatInputTokens(service: InferenceService, req: Http
 }
 
 /** The task of a rendered chat: its prompt, and what the template's format asks of the sampler. */
-async function chatTaskSpec(service: InferenceService, body: ChatRequest, chat: RenderedChat, nProbs: number | undefined): Promise<CompletionTaskSpec> {
+export async function chatTaskSpec(service: InferenceService, body: ChatRequest, chat: RenderedChat, nProbs: number | undefined): Promise<CompletionTaskSpec> {
   // With images the prompt is tokenized natively, around the images.
   const tokens = chat.media.length > 0 ? new Int32Array(0) : await service.model.tokenizeAsync(chat.prompt, true, true);
   if (chat.media.length === 0) service.checkPromptFits(tokens);

@@ -1,0 +1,78 @@
+// POST /v1/responses (and /responses), POST /v1/responses/input_tokens: OpenAI's Responses API,
+// as llama-server serves it: the request is converted to a chat completion (responsesToChat),
+// run through the chat path, and answered as a response object or its stream of named events.
+import type { EventStream } from '../../http/event-stream.js';
+import type { HttpRequest, HttpResult } from '../../http/request.js';
+import { parseJson } from '../../http/validation.js';
+import type { GeneratedToken } from '../engine/engine.js';
+import { eventPayload, ResponseEvents } from '../dialects/responses-stream.js';
+import { responseIds, responseObject } from '../dialects/responses.js';
+import { StreamTimer } from '../dialects/timings.js';
+import { ChatOutput } from '../service/chat-output.js';
+import { responsesToChat } from '../service/responses-input.js';
+import type { InferenceService } from '../service/service.js';
+import { ChatBody, chatInputTokens, chatTaskSpec, renderRequest, type ChatRequest } from './chat-completions.js';
+import { streamTasks } from './streaming.js';
+
+/** The request's body, converted and checked as the chat completion it stands for. */
+function chatRequest(req: HttpRequest): ChatRequest {
+  return ChatBody.check(responsesToChat(parseJson(req, false)));
+}
+
+/** A stream whose payloads are `eventPayload`s, written as `event: <name>` and `data: <json>`. */
+function namedEvents(stream: EventStream): EventStream {
+  return {
+    send: (payload) => {
+      const newline = payload.indexOf('\n');
+      return stream.sendRaw(`event: ${payload.slice(0, newline)}\ndata: ${payload.slice(newline + 1)}\n\n`);
+    },
+    sendRaw: (chunk) => stream.sendRaw(chunk),
+    get closed() {
+      return stream.closed;
+    },
+    end: () => stream.end(),
+  };
+}
+
+/** The request, its event stream writing named events. */
+function withNamedEvents(req: HttpRequest): HttpRequest {
+  return Object.create(req, { openEventStream: { value: (init?: Parameters<HttpRequest['openEventStream']>[0]) => namedEvents(req.openEventStream(init)) } }) as HttpRequest;
+}
+
+/** POST /v1/responses/input_tokens: the length of the prompt a Responses request would run. */
+export function handleResponsesInputTokens(service: InferenceService, req: HttpRequest): Promise<HttpResult> {
+  return chatInputTokens(service, chatRequest(req));
+}
+
+export async function handleResponses(service: InferenceService, req: HttpRequest): Promise<HttpResult | void> {
+  const body = chatRequest(req);
+  const chat = await renderRequest(service, body);
+  const spec = await chatTaskSpec(service, body, chat, undefined);
+  const ids = responseIds();
+
+  if (!body.stream) {
+    const [outcome] = await service.runAll([spec], req.signal);
+    return { body: responseObject(ids.response, service.alias, new ChatOutput(chat).message(outcome!.content), outcome!) };
+  }
+
+  const output = new ChatOutput(chat);
+  const events = new ResponseEvents(ids, service.alias);
+  await streamTasks(withNamedEvents(req), service, [spec], {
+    tokens: () => {
+      const timer = new StreamTimer(spec.prompt.length);
+      return (batch: GeneratedToken[]) => {
+        timer.add(batch);
+        const list = events.deltas(output.push(batch.map((t) => t.text).join('')));
+        if (list.length === 0) return null;
+        // As llama-server: with timings_per_token, a token's last event carries the timings so far.
+        if (body.timings_per_token) list.at(-1)!.timings = timer.timings();
+        return list.map(eventPayload);
+      };
+    },
+    closing: (outcome) => {
+      const rest = events.deltas(output.finish());
+      const message = output.message(outcome.content);
+      return [...rest, ...events.closing(message, outcome, true)].map(eventPayload);
+    },
+  });
+}
