@@ -279,3 +279,16 @@ t.test('bad Responses requests are 400s naming the field, as llama-server refuse
   const health = await fetch(`${ours.base}/health`);
   t.equal(health.status, 200, 'the server is still up');
 });
+
+t.test('return_progress: the first prompt report rides on response.in_progress, as llama-server', async (t) => {
+  const ours = await startTestServer(models.qwen25, { parallel: 1, ctxSize: 2048 });
+  t.teardown(ours.close);
+  const res = await fetch(`${ours.base}/responses`, { method: 'POST', body: JSON.stringify({ input: 'This is a test'.repeat(10), max_output_tokens: 4, stream: true, return_progress: true, timings_per_token: true }) });
+  const events = (await res.text()).split('\n\n').filter((b) => b.includes('data: ')).map((b) => JSON.parse(b.slice(b.indexOf('data: ') + 6)));
+  const withProgress = events.filter((e) => e.prompt_progress);
+  t.equal(withProgress.length, 1);
+  t.equal(withProgress[0].type, 'response.in_progress');
+  t.ok(withProgress[0].prompt_progress.total > 0 && withProgress[0].prompt_progress.processed >= withProgress[0].prompt_progress.cache);
+  t.equal(events.filter((e) => e.type === 'response.created').length, 1, 'the response is opened once');
+  t.ok(events.some((e) => e.type === 'response.completed' && e.timings), 'response.completed carries timings');
+});

@@ -61,6 +61,15 @@ export async function handleResponses(service: InferenceService, req: HttpReques
     tokens: () => {
       const timer = new StreamTimer(spec.prompt.length);
       return (batch: GeneratedToken[]) => {
+        // return_progress: as llama-server, the first report opens the response and rides on its
+        // response.in_progress event; later reports have no event of their own.
+        const progress = batch[0]?.progress;
+        if (progress) {
+          const opening = events.opening();
+          if (opening.length === 0) return null;
+          opening.at(-1)!.prompt_progress = progress;
+          return opening.map(eventPayload);
+        }
         timer.add(batch);
         const list = events.deltas(output.push(batch.map((t) => t.text).join('')));
         if (list.length === 0) return null;
