@@ -12,6 +12,7 @@ import { handleInfill } from './handlers/infill.js';
 import { handleHealth, handleModels, handleProps, handleSetProps, handleSlots, metricsHandler } from './handlers/info.js';
 import { ErrorType, inferenceError } from './errors.js';
 import { handleListLoraAdapters, handleSetLoraAdapters } from './handlers/lora-adapters.js';
+import { anthropicRoute, handleAnthropicCountTokens, handleAnthropicMessages } from './handlers/anthropic-messages.js';
 import { handleChatCompletions, handleChatInputTokens } from './handlers/chat-completions.js';
 import { handleTextCompletions } from './handlers/text-completions.js';
 import { handleApplyTemplate, handleDetokenize, handleTokenize } from './handlers/tokenize.js';
@@ -66,5 +67,8 @@ export function inferenceRoutes(ctx: RouteContext, options: RouteOptions): Route
     route('GET',  '/metrics',              apiKeyReadOnly, whenEnabled(options.metrics, 'metrics endpoint', '--metrics', metricsHandler(ctx.host))),
     route('POST', '/chat/completions/input_tokens',    apiKey, handleChatInputTokens),
     route('POST', '/v1/chat/completions/input_tokens', apiKey, handleChatInputTokens),
+    // Anthropic's Messages API: every answer, errors included, in Anthropic's shape.
+    anthropicRoute(route('POST', '/v1/messages',              apiKey, handleAnthropicMessages)),
+    anthropicRoute(route('POST', '/v1/messages/count_tokens', apiKey, handleAnthropicCountTokens)),
   ];
 }

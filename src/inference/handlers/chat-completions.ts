@@ -17,7 +17,7 @@ import { promptText } from './completion.js';
 import { streamTasks } from './streaming.js';
 
 const ChatBody = compileBody(ChatCompletionBody, BODY_OPTIONS);
-type ChatRequest = ReturnType<typeof ChatBody.parse>;
+export type ChatRequest = ReturnType<typeof ChatBody.parse>;
 
 /** OpenAI's logprobs/top_logprobs, or llama-server's n_probs (listed for chat): `top` alternatives per token. */
 function logprobsRequest(body: ChatRequest): { want: boolean; top: number } {
@@ -51,7 +51,7 @@ export async function handleChatInputTokens(service: InferenceService, req: Http
 }
 
 /** The task of a rendered chat: its prompt, and what the template's format asks of the sampler. */
-async function chatTaskSpec(service: InferenceService, body: ChatRequest, chat: RenderedChat, nProbs: number | undefined): Promise<CompletionTaskSpec> {
+export async function chatTaskSpec(service: InferenceService, body: ChatRequest, chat: RenderedChat, nProbs: number | undefined): Promise<CompletionTaskSpec> {
   // With images the prompt is tokenized natively, around the images.
   const tokens = chat.media.length > 0 ? new Int32Array(0) : await service.model.tokenizeAsync(chat.prompt, true, true);
   if (chat.media.length === 0) service.checkPromptFits(tokens);
