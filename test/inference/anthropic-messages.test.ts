@@ -108,6 +108,7 @@ t.test('Command R7B: a forced tool call (tool_choice any), as llama-server, plai
   t.teardown(ours.close);
   const ref = await startLlamaServer(['-m', models.commandR7b, '-c', '2048', '-np', '1']);
   t.teardown(ref.close);
+  // tool_choice "tool" forces the named tool; llama-server forces any, the same with one tool.
   for (const type of ['any', 'tool']) {
     const body = { messages: ask, tools: [weather], tool_choice: { type, name: 'get_weather' }, max_tokens: 64, temperature: 0 };
     const message = await sameAsLlamaServer(t, ours.base, ref.base, `tool_choice ${type}`, body);
@@ -216,6 +217,16 @@ t.test('bad requests: 400 in Anthropic\'s error shape, as llama-server refuses t
       t.type(mine.body.error?.message, 'string');
     }
   }
+  // tool_choice "tool" names a tool of the request (llama-server ignores the name).
+  const unknown = await postJson(`${ours.base}/v1/messages`, { messages: ask, tools: [weather], tool_choice: { type: 'tool', name: 'nope' }, max_tokens: 8 });
+  t.equal(unknown.status, 400, 'an unknown tool');
+  t.match(unknown.body, { type: 'error', error: { type: 'invalid_request_error', message: /no tool named "nope"/ } });
+  // tool_choice "none" is OpenAI's "none" (llama-server leaves the default, auto).
+  const none = await postJson(`${ours.base}/v1/messages`, { messages: ask, tools: [weather], tool_choice: { type: 'none' }, max_tokens: 8, temperature: 0 });
+  const openaiTools = [{ type: 'function', function: { name: weather.name, description: weather.description, parameters: weather.input_schema } }];
+  const chatNone = await postJson(`${ours.base}/v1/chat/completions`, { messages: ask, tools: openaiTools, tool_choice: 'none', max_tokens: 8, temperature: 0 });
+  t.equal(none.status, 200);
+  t.same(none.body.content, [{ type: 'text', text: chatNone.body.choices[0].message.content }], 'tool_choice none: the chat reply with tool_choice "none"');
   // Stricter than llama-server, which reads messages that are not an array as none.
   const notArray = await postJson(`${ours.base}/v1/messages`, { messages: 'hi', max_tokens: 8 });
   t.equal(notArray.status, 400);

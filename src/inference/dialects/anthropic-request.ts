@@ -2,9 +2,11 @@
 // llama-server's server_chat_convert_anthropic_to_oai: system (a string or text blocks) first;
 // per message, text and image blocks as content parts, thinking blocks as reasoning_content,
 // tool_use blocks as tool_calls and tool_result blocks as the tool messages that follow;
-// tools with input_schema as functions; tool_choice auto -> "auto", any/tool -> "required"
-// (none, or no tool_choice: the default); stop_sequences -> stop; max_tokens 4096 when absent;
-// thinking.enabled -> thinking_budget_tokens. Blocks of other types are dropped.
+// tools with input_schema as functions; tool_choice auto -> "auto", any -> "required";
+// stop_sequences -> stop; max_tokens 4096 when absent; thinking.enabled ->
+// thinking_budget_tokens. Blocks of other types are dropped. Two choices follow Anthropic where
+// llama-server does not: tool_choice "tool" forces the tool it names (llama-server: any tool),
+// so an unknown name is a 400, and "none" allows no call (llama-server: the default, auto).
 import type { AnthropicBlock, AnthropicMessagesBody } from '../schemas.js';
 
 type ChatFields = Record<string, unknown>;
@@ -96,7 +98,9 @@ export function anthropicToChat(body: AnthropicMessagesBody): ChatFields {
     chat.tools = body.tools.map((t) => ({ type: 'function', function: { name: t.name, description: t.description ?? '', parameters: t.input_schema ?? {} } }));
   }
   if (body.tool_choice?.type === 'auto') chat.tool_choice = 'auto';
-  else if (body.tool_choice?.type === 'any' || body.tool_choice?.type === 'tool') chat.tool_choice = 'required';
+  else if (body.tool_choice?.type === 'any') chat.tool_choice = 'required';
+  else if (body.tool_choice?.type === 'none') chat.tool_choice = 'none';
+  else if (body.tool_choice?.type === 'tool') chat.tool_choice = { type: 'function', function: { name: body.tool_choice.name ?? '' } };
   if (body.stop_sequences) chat.stop = body.stop_sequences;
   for (const key of ['temperature', 'top_p', 'top_k', 'stream', 'chat_template_kwargs'] as const) {
     if (body[key] !== undefined) chat[key] = body[key];
