@@ -2,6 +2,7 @@
 // llama-server built from the same source: same generated model, same greedy request, same
 // message (content blocks, tool_use ids aside), plain and streamed, same token counts; errors in
 // Anthropic's shape.
+import Anthropic from '@anthropic-ai/sdk';
 import t, { type Test } from 'tap';
 import { anthropicStopReason } from '../../src/inference/dialects/anthropic.js';
 import { ensureTemplateModels } from '../fixtures/models.js';
@@ -260,4 +261,51 @@ t.test('--api-key: x-api-key (and anthropic-version) admitted, a wrong key refus
   const streamRefused = await postJson(`${ours.base}/v1/messages`, { ...body, stream: true }, { 'x-api-key': 'wrong' });
   t.equal(streamRefused.status, 401, 'a refused stream is a plain error response');
   t.equal(streamRefused.body.type, 'error');
+});
+
+t.test('the anthropic client: messages.create plain, streamed and with tools, a tool result, countTokens, errors', async (t) => {
+  // Text on Qwen 2.5, forced tool calls on Command R7B (whose format does not parse free text).
+  const ours = await startTestServer(models.qwen25, { parallel: 1, ctxSize: 2048, apiKeys: ['sk-test'] });
+  t.teardown(ours.close);
+  const tooling = await startTestServer(models.commandR7b, { parallel: 1, ctxSize: 2048, apiKeys: ['sk-test'] });
+  t.teardown(tooling.close);
+  const client = new Anthropic({ baseURL: ours.base, apiKey: 'sk-test', maxRetries: 0 });
+  const toolClient = new Anthropic({ baseURL: tooling.base, apiKey: 'sk-test', maxRetries: 0 });
+  const messages = ask as Anthropic.MessageParam[];
+  const plain = await client.messages.create({ model: 'local', max_tokens: 8, temperature: 0, messages });
+  t.equal(plain.type, 'message');
+  t.equal(plain.content[0]?.type, 'text');
+  t.equal(plain.stop_reason, 'max_tokens');
+  t.equal(plain.usage.output_tokens, 8);
+  const raw = await postJson(`${ours.base}/v1/messages`, { max_tokens: 8, temperature: 0, messages }, { 'x-api-key': 'sk-test' });
+  t.same(plain.content, raw.body.content, 'the client reads what the server sent');
+  const streamed = await client.messages.stream({ model: 'local', max_tokens: 8, temperature: 0, messages }).finalMessage();
+  t.same(streamed.content, plain.content, 'the client assembles the stream into the plain answer');
+  t.equal(streamed.stop_reason, 'max_tokens');
+
+  const tools = [weather] as Anthropic.Tool[];
+  const forced = { model: 'local', max_tokens: 64, temperature: 0, messages, tools, tool_choice: { type: 'tool', name: 'get_weather' } } as const;
+  const call = await toolClient.messages.create(forced);
+  const use = call.content.find((b): b is Anthropic.ToolUseBlock => b.type === 'tool_use');
+  t.equal(use?.name, 'get_weather');
+  t.type((use?.input as { city?: unknown }).city, 'string');
+  const streamedCall = await toolClient.messages.stream(forced).finalMessage();
+  t.same(blocks(streamedCall), blocks(call), 'a streamed tool call: input_json_delta assembled by the client');
+  const answer = await toolClient.messages.create({
+    model: 'local', max_tokens: 8, temperature: 0, tools,
+    messages: [...messages, { role: 'assistant', content: call.content }, { role: 'user', content: [{ type: 'tool_result', tool_use_id: use!.id, content: 'sunny, 21 C' }] }],
+  });
+  t.equal(answer.type, 'message', 'a tool result round trip');
+
+  const counted = await client.messages.countTokens({ model: 'local', messages, tools });
+  const rawCount = await postJson(`${ours.base}/v1/messages/count_tokens`, { messages, tools }, { 'x-api-key': 'sk-test' });
+  t.equal(counted.input_tokens, rawCount.body.input_tokens);
+  t.ok(counted.input_tokens > 0);
+
+  const wrongKey = new Anthropic({ baseURL: ours.base, apiKey: 'wrong', maxRetries: 0 });
+  await t.rejects(wrongKey.messages.create({ model: 'local', max_tokens: 8, messages }), Anthropic.AuthenticationError, 'a wrong key: the client\'s AuthenticationError');
+  const bad = await client.messages.create({ model: 'local', max_tokens: 8, messages: [{ role: 'user', content: [{ type: 'text' } as never] }] }).catch((e: unknown) => e);
+  t.type(bad, Anthropic.BadRequestError);
+  t.equal((bad as InstanceType<typeof Anthropic.BadRequestError>).status, 400);
+  t.match((bad as InstanceType<typeof Anthropic.BadRequestError>).error, { type: 'error', error: { type: 'invalid_request_error' } });
 });
