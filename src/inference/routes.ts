@@ -12,6 +12,7 @@ import { handleInfill } from './handlers/infill.js';
 import { handleHealth, handleModels, handleProps, handleSetProps, handleSlots, metricsHandler } from './handlers/info.js';
 import { ErrorType, inferenceError } from './errors.js';
 import { handleListLoraAdapters, handleSetLoraAdapters } from './handlers/lora-adapters.js';
+import { anthropicRoute, handleAnthropicCountTokens, handleAnthropicMessages } from './handlers/anthropic-messages.js';
 import { handleChatCompletions, handleChatInputTokens } from './handlers/chat-completions.js';
 import { handleResponses, handleResponsesInputTokens } from './handlers/responses.js';
 import { handleSlotAction } from './handlers/slot-actions.js';
@@ -73,5 +74,8 @@ export function inferenceRoutes(ctx: RouteContext, options: RouteOptions): Route
     route('POST', '/v1/chat/completions/input_tokens', apiKey, handleChatInputTokens),
     route('POST', '/responses/input_tokens',           apiKey, handleResponsesInputTokens),
     route('POST', '/v1/responses/input_tokens',        apiKey, handleResponsesInputTokens),
+    // Anthropic's Messages API: every answer, errors included, in Anthropic's shape.
+    anthropicRoute(route('POST', '/v1/messages',              apiKey, handleAnthropicMessages)),
+    anthropicRoute(route('POST', '/v1/messages/count_tokens', apiKey, handleAnthropicCountTokens)),
   ];
 }

@@ -265,3 +265,67 @@ const LoraAdapterItem = Type.Object({
 /** The spec's {"lora_adapters": [{path or id, scale}]}, or llama-server's bare array. */
 export const LoraAdaptersBody = Type.Union([Type.Object({ lora_adapters: Type.Array(LoraAdapterItem) }), Type.Array(LoraAdapterItem)]);
 export type LoraAdaptersBody = Static<typeof LoraAdaptersBody>;
+
+/** An image's source in Anthropic's content blocks: base64 bytes or a URL. */
+const AnthropicImageSource = Type.Object({
+  type: Type.String(),
+  media_type: Type.Optional(Type.String()),
+  data: Type.Optional(Type.String()),
+  url: Type.Optional(Type.String()),
+});
+
+/** What a tool_result block may hold: text, or text and image blocks. */
+const AnthropicResultBlock = Type.Object({
+  type: Type.String(),
+  text: Type.Optional(Type.String()),
+  source: Type.Optional(AnthropicImageSource),
+});
+
+/**
+ * A content block of Anthropic's messages (text, image, thinking, tool_use, tool_result). As in
+ * llama-server, blocks of other types are ignored; a block's own fields are checked once it is
+ * converted to the chat fields.
+ */
+const AnthropicBlock = Type.Object({
+  type: Type.String(),
+  text: Type.Optional(Type.Unknown()),
+  thinking: Type.Optional(Type.String()),
+  source: Type.Optional(AnthropicImageSource),
+  id: Type.Optional(Type.String()),
+  name: Type.Optional(Type.String()),
+  input: Type.Optional(Type.Record(Type.String(), Type.Unknown())),
+  tool_use_id: Type.Optional(Type.String()),
+  content: Type.Optional(Type.Union([Type.String(), Type.Array(AnthropicResultBlock), Type.Null()])),
+  is_error: Type.Optional(Type.Boolean()),
+});
+export type AnthropicBlock = Static<typeof AnthropicBlock>;
+
+const AnthropicMessage = Type.Object({
+  role: Type.String(),
+  content: Type.Optional(Type.Union([Type.String(), Type.Array(AnthropicBlock)])),
+});
+
+const AnthropicTool = Type.Object({
+  name: Type.String(),
+  description: Type.Optional(Type.String()),
+  input_schema: Type.Optional(Type.Record(Type.String(), Type.Unknown())),
+});
+
+/** POST /v1/messages and /v1/messages/count_tokens (Anthropic's Messages API, as llama-server takes it). */
+export const AnthropicMessagesBody = Type.Object({
+  model: Type.Optional(Type.String()),
+  messages: Type.Array(AnthropicMessage),
+  system: Type.Optional(Type.Union([Type.String(), Type.Array(Type.Object({ type: Type.String(), text: Type.Optional(Type.String()) })), Type.Null()])),
+  tools: Type.Optional(Type.Array(AnthropicTool)),
+  tool_choice: Type.Optional(Type.Object({ type: Type.String(), name: Type.Optional(Type.String()) })),
+  max_tokens: Type.Optional(Int),
+  stop_sequences: Type.Optional(Type.Array(Type.String())),
+  temperature: Type.Optional(Type.Number()),
+  top_p: Type.Optional(Type.Number()),
+  top_k: Type.Optional(Int),
+  stream: Type.Optional(Type.Boolean()),
+  chat_template_kwargs: Type.Optional(Type.Record(Type.String(), Type.Unknown())),
+  thinking: Type.Optional(Type.Object({ type: Type.String(), budget_tokens: Type.Optional(Int) })),
+  metadata: Type.Optional(Type.Record(Type.String(), Type.Unknown())),
+});
+export type AnthropicMessagesBody = Static<typeof AnthropicMessagesBody>;

@@ -1,0 +1,108 @@
+// POST /v1/messages and /v1/messages/count_tokens: Anthropic's Messages API over the chat path.
+// The request is converted to chat fields as llama-server converts it, then rendered, run and
+// parsed exactly as a chat completion; only the answer's shape is Anthropic's. Every error of
+// these routes, the guard's included, is answered in Anthropic's shape by anthropicRoute.
+import type { EventStream } from '../../http/event-stream.js';
+import { HttpError } from '../../http/errors.js';
+import type { HttpRequest, HttpResult } from '../../http/request.js';
+import type { Route } from '../../http/router.js';
+import { compileBody } from '../../http/validation.js';
+import type { GeneratedToken } from '../engine/engine.js';
+import { ErrorType, inferenceError } from '../errors.js';
+import { anthropicError, anthropicMessage, AnthropicEventWriter, sseEvent } from '../dialects/anthropic.js';
+import { anthropicToChat } from '../dialects/anthropic-request.js';
+import { completionId } from '../dialects/openai.js';
+import { AnthropicMessagesBody, BODY_OPTIONS, ChatCompletionBody, ChatMessage } from '../schemas.js';
+import { renderChat } from '../service/chat-prompt.js';
+import { ChatOutput } from '../service/chat-output.js';
+import type { InferenceService } from '../service/service.js';
+import { chatTaskSpec, type ChatRequest } from './chat-completions.js';
+import { streamTasks } from './streaming.js';
+import { Type } from '@sinclair/typebox';
+
+const MessagesBody = compileBody(AnthropicMessagesBody, BODY_OPTIONS);
+/** The converted request: a chat completion's fields, where (as in llama-server) no message is allowed. */
+const ConvertedBody = compileBody(Type.Object({ ...ChatCompletionBody.properties, messages: Type.Array(ChatMessage) }), BODY_OPTIONS);
+
+function chatRequest(req: HttpRequest): ChatRequest {
+  return ConvertedBody.check(anthropicToChat(MessagesBody.parse(req))) as ChatRequest;
+}
+
+/** POST /v1/messages/count_tokens: the prompt's length, {"input_tokens": n}. */
+export async function handleAnthropicCountTokens(service: InferenceService, req: HttpRequest): Promise<HttpResult> {
+  const body = chatRequest(req);
+  const { prompt, media } = await renderChat(service, body, service.settings.media);
+  if (media.length > 0) throw inferenceError(ErrorType.NOT_SUPPORTED, 'counting the tokens of a prompt with images is not supported yet');
+  const tokens = await service.model.tokenizeAsync(prompt, true, true);
+  return { body: { input_tokens: tokens.length } };
+}
+
+/** POST /v1/messages: one message, or (stream: true) its events. */
+export async function handleAnthropicMessages(service: InferenceService, req: HttpRequest): Promise<HttpResult | void> {
+  const body = chatRequest(req);
+  const chat = await renderChat(service, body, service.settings.media);
+  const spec = await chatTaskSpec(service, body, chat, undefined);
+  const header = { id: completionId('chatcmpl'), model: service.alias };
+
+  if (!body.stream) {
+    const [outcome] = await service.runAll([spec], req.signal);
+    return { body: anthropicMessage(header, new ChatOutput(chat).message(outcome!.content), outcome!) };
+  }
+
+  const output = new ChatOutput(chat);
+  const writer = new AnthropicEventWriter(header);
+  await streamTasks(req, service, [spec], {
+    tokens: () => (batch: GeneratedToken[]) => {
+      const events = writer.start(batch.find((t) => t.nPrompt !== undefined)?.nPrompt ?? spec.prompt.length);
+      events.push(...writer.deltas(output.push(batch.map((t) => t.text).join(''))));
+      return events.length > 0 ? events : null;
+    },
+    closing: (outcome) => [...writer.deltas(output.finish()), ...writer.finish(outcome, output.hasToolCalls)],
+  });
+}
+
+/**
+ * A route whose every answer is Anthropic's: errors, the guard's included, as
+ * {"type": "error", "error": {...}} with their status, or, once events have gone out, as a last
+ * `event: error`. Its handler's event stream takes whole frames (sseEvent), and opens only with
+ * the first one, so an error before any event is still a plain error response.
+ */
+export function anthropicRoute(route: Route): Route {
+  return {
+    ...route,
+    handler: async (req) => {
+      let stream: EventStream | null = null;
+      const framed = lazyFramedStream(req, (s) => (stream = s));
+      try {
+        return await route.handler(Object.assign(Object.create(req) as HttpRequest, { openEventStream: () => framed }));
+      } catch (thrown) {
+        // Unexpected failures (not HttpErrors) go on to the server, which logs them as 500s.
+        if (!(thrown instanceof HttpError)) throw thrown;
+        const body = anthropicError(thrown);
+        if (stream === null) return { status: thrown.status, body };
+        await (stream as EventStream).sendRaw(sseEvent(body));
+        return;
+      }
+    },
+  };
+}
+
+/** An event stream whose send writes a whole frame, opening the response's stream on first use. */
+function lazyFramedStream(req: HttpRequest, opened: (stream: EventStream) => void): EventStream {
+  let inner: EventStream | null = null;
+  const open = (): EventStream => {
+    if (inner === null) {
+      inner = req.openEventStream();
+      opened(inner);
+    }
+    return inner;
+  };
+  return {
+    send: (frame) => open().sendRaw(frame),
+    sendRaw: (chunk) => open().sendRaw(chunk),
+    get closed() {
+      return inner === null ? req.signal.aborted : inner.closed;
+    },
+    end: () => inner?.end(),
+  };
+}
