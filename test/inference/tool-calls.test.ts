@@ -160,3 +160,15 @@ t.test('the openai client: tools plain and streamed, and a tool-result round tri
   });
   t.equal(next.choices[0]!.message.role, 'assistant', 'the round trip is accepted');
 });
+
+t.test('a reply its format cannot parse streams the same plain content the plain answer has', async (t) => {
+  const ours = await startTestServer(models.commandR7b, { parallel: 1, ctxSize: 2048 });
+  t.teardown(ours.close);
+  const body = { messages: ask, max_tokens: 16, temperature: 0 };
+  const plain = await postJson(`${ours.base}/v1/chat/completions`, body);
+  t.equal(plain.status, 200);
+  const streamed = await fetch(`${ours.base}/v1/chat/completions`, { method: 'POST', body: JSON.stringify({ ...body, stream: true }) });
+  const { message } = assemble(await streamed.text());
+  t.equal(message.content, plain.body.choices[0].message.content);
+  t.ok(message.content.length > 0, 'there is text');
+});

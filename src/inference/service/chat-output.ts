@@ -65,11 +65,19 @@ export class ChatOutput {
     return diffs.map((d) => this.delta(d));
   }
 
-  /** What the final parse adds to the streamed ones. */
+  /**
+   * What the final parse adds to the streamed ones. A reply its format cannot parse is plain
+   * content, as message() answers it: what was not streamed of it goes out now.
+   */
   finish(): Array<Record<string, unknown>> {
-    const current = this.parse(this.text, false);
-    if (!current) return [];
-    const diffs = native.ChatParser.diff(this.previous, current);
+    const current = this.parse(this.text, false) ?? { ...EMPTY, content: this.text };
+    let diffs: ChatMessageDiff[];
+    try {
+      diffs = native.ChatParser.diff(this.previous, current);
+    } catch {
+      // The partial parses went another way (a tool call begun): send the plain rest as text.
+      diffs = [{ reasoningContentDelta: '', contentDelta: current.content.slice(this.previous.content.length), toolCallIndex: null, toolCallDelta: null }];
+    }
     this.previous = current;
     return diffs.map((d) => this.delta(d));
   }
