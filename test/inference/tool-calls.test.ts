@@ -161,14 +161,41 @@ t.test('the openai client: tools plain and streamed, and a tool-result round tri
   t.equal(next.choices[0]!.message.role, 'assistant', 'the round trip is accepted');
 });
 
-t.test('a reply its format cannot parse streams the same plain content the plain answer has', async (t) => {
-  const ours = await startTestServer(models.commandR7b, { parallel: 1, ctxSize: 2048 });
+t.test('a reply its format cannot parse is llama-server\'s 500, plain and streamed', async (t) => {
+  const ours = await startTestServer(models.functionaryV32, { parallel: 1, ctxSize: 2048 });
   t.teardown(ours.close);
-  const body = { messages: ask, max_tokens: 16, temperature: 0 };
-  const plain = await postJson(`${ours.base}/v1/chat/completions`, body);
-  t.equal(plain.status, 200);
+  const ref = await startLlamaServer(['-m', models.functionaryV32, '-c', '2048', '-np', '1']);
+  t.teardown(ref.close);
+  const body = { messages: ask, tools: [weather], max_tokens: 24, temperature: 0 };
+  const mine = await postJson(`${ours.base}/v1/chat/completions`, body);
+  const theirs = await postJson(`${ref.base}/v1/chat/completions`, body);
+  t.equal(mine.status, 500);
+  t.same(mine.body, theirs.body);
   const streamed = await fetch(`${ours.base}/v1/chat/completions`, { method: 'POST', body: JSON.stringify({ ...body, stream: true }) });
-  const { message } = assemble(await streamed.text());
-  t.equal(message.content, plain.body.choices[0].message.content);
-  t.ok(message.content.length > 0, 'there is text');
+  const events = parseSse(await streamed.text()) as any[];
+  t.same(events[0].choices[0].delta, { role: 'assistant', content: null }, 'the role chunk, as llama-server');
+  t.same(events.at(-1), theirs.body, 'then the error as the last event, with no text before it');
+  t.equal(events.length, 2);
+});
+
+t.test('every shipped template of the generated models answers a tools request as llama-server does, plain and streamed', async (t) => {
+  const all = await ensureTemplateModels();
+  for (const [name, path] of Object.entries(all)) {
+    const ours = await startTestServer(path, { parallel: 1, ctxSize: 2048 });
+    const ref = await startLlamaServer(['-m', path, '-c', '2048', '-np', '1']);
+    try {
+      const body = { messages: ask, tools: [weather], max_tokens: 24, temperature: 0 };
+      const mine = await postJson(`${ours.base}/v1/chat/completions`, body);
+      const theirs = await postJson(`${ref.base}/v1/chat/completions`, body);
+      t.equal(mine.status, theirs.status, `${name}: status`);
+      if (theirs.status !== 200) continue;
+      t.equal(mine.body.choices[0].finish_reason, theirs.body.choices[0].finish_reason, `${name}: finish_reason`);
+      t.same(withoutIds(mine.body.choices[0].message), withoutIds(theirs.body.choices[0].message), `${name}: message`);
+      const streamed = await fetch(`${ours.base}/v1/chat/completions`, { method: 'POST', body: JSON.stringify({ ...body, stream: true }) });
+      t.same(withoutIds(assemble(await streamed.text()).message), withoutIds(mine.body.choices[0].message), `${name}: the stream adds up to it`);
+    } finally {
+      await ours.close();
+      await ref.close();
+    }
+  }
 });

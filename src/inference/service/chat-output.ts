@@ -1,9 +1,11 @@
 // The assistant message a chat task is writing: its generated text parsed by the template's
 // format (llama.cpp's per-format parsers) into content, reasoning_content and tool_calls, and
 // while streaming the differences since the last parse, as llama-server computes them. Nothing
-// sent is ever withdrawn: a partial parse only grows into the final one.
+// sent is ever withdrawn: a partial parse only grows into the final one. A reply that its format
+// cannot parse at the end is a server error, as llama-server answers it.
 import { randomBytes } from 'node:crypto';
 import { native, type ChatMessageDiff, type ChatParsedMessage, type NativeChatParser, type ReasoningFormat } from '../../native/binding.js';
+import { ErrorType, inferenceError } from '../errors.js';
 import type { RenderedChat } from './chat-prompt.js';
 
 export interface ChatToolCallOut {
@@ -29,12 +31,14 @@ function toolCallId(): string {
 
 export class ChatOutput {
   private readonly parser: NativeChatParser;
+  private readonly format: string;
   private text = '';
   private previous: ChatParsedMessage = EMPTY;
   /** Ids given to calls the model wrote without one, by index (kept for the whole stream). */
   private readonly ids: string[] = [];
 
   constructor(chat: RenderedChat) {
+    this.format = chat.params.format;
     this.parser = new native.ChatParser({
       format: chat.params.format,
       parser: chat.params.parser,
@@ -44,9 +48,9 @@ export class ChatOutput {
     });
   }
 
-  /** The finished message; a text the format cannot parse is kept as plain content. */
+  /** The finished message; a reply its format cannot parse is a 500, as llama-server answers it. */
   message(content: string): ChatMessageOut {
-    const parsed = this.parse(content, false) ?? { ...EMPTY, content };
+    const parsed = this.finalParse(content);
     return {
       role: 'assistant',
       content: parsed.content,
@@ -65,21 +69,18 @@ export class ChatOutput {
     return diffs.map((d) => this.delta(d));
   }
 
-  /**
-   * What the final parse adds to the streamed ones. A reply its format cannot parse is plain
-   * content, as message() answers it: what was not streamed of it goes out now.
-   */
+  /** What the final parse adds to the streamed ones; a reply its format cannot parse is a 500 (a last error event). */
   finish(): Array<Record<string, unknown>> {
-    const current = this.parse(this.text, false) ?? { ...EMPTY, content: this.text };
-    let diffs: ChatMessageDiff[];
-    try {
-      diffs = native.ChatParser.diff(this.previous, current);
-    } catch {
-      // The partial parses went another way (a tool call begun): send the plain rest as text.
-      diffs = [{ reasoningContentDelta: '', contentDelta: current.content.slice(this.previous.content.length), toolCallIndex: null, toolCallDelta: null }];
-    }
+    const current = this.finalParse(this.text);
+    const diffs = native.ChatParser.diff(this.previous, current);
     this.previous = current;
     return diffs.map((d) => this.delta(d));
+  }
+
+  private finalParse(text: string): ChatParsedMessage {
+    const parsed = this.parse(text, false);
+    if (!parsed) throw inferenceError(ErrorType.SERVER, `The model produced output that does not match the expected ${this.format} format`);
+    return parsed;
   }
 
   get hasToolCalls(): boolean {
@@ -90,7 +91,7 @@ export class ChatOutput {
     try {
       return this.parser.parse(text, partial);
     } catch {
-      // A partial text may not parse yet; the final one falls back to plain content.
+      // A partial text may not parse yet (nothing is streamed for it); a final one is refused.
       return null;
     }
   }
