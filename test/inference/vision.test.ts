@@ -108,12 +108,12 @@ t.test('bad images fail cleanly with 400 and the server keeps serving', async (t
   t.equal((await ask(dataUrl(red))).status, 200, 'still serving');
 });
 
-t.test('an image part without a projector is 400', async (t) => {
+t.test('an image part without a projector is llama-server\'s 500; multimodal_data without one is a 400', async (t) => {
   const plain = await startTestServer(models.chat, { parallel: 1, ctxSize: 512 });
   t.teardown(plain.close);
   const res = await postJson(`${plain.base}/v1/chat/completions`, { messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url: dataUrl(red) } }] }] });
-  t.equal(res.status, 400);
-  t.match(res.body.error.message, /multimodal projector/);
+  t.equal(res.status, 500);
+  t.match(res.body.error.message, /^image input is not supported - hint: .*provide the mmproj/);
   const mm = await postJson(`${plain.base}/completion`, { prompt: 'x <__media__> y', multimodal_data: [red.toString('base64')] });
   t.equal(mm.status, 400);
 });

@@ -5,7 +5,7 @@
 // their bytes collected in order.
 import { isNativeError, type ChatContentPart, type ChatContinuation, type ChatInputMessage, type ChatInputs, type ChatParams, type ChatTool, type ChatToolChoice, type ReasoningFormat, type SamplingParams } from '../../native/binding.js';
 import { nativeErrorToHttp } from '../engine/native-errors.js';
-import { badRequest } from '../errors.js';
+import { badRequest, ErrorType, inferenceError } from '../errors.js';
 import type { ChatMessage, ChatPromptFields } from '../schemas.js';
 import type { Static, TObject } from '@sinclair/typebox';
 import { loadImage, type MediaPolicy } from './media.js';
@@ -53,8 +53,9 @@ async function contentParts(service: InferenceService, m: ChatMessage, i: number
       parts.push({ type: 'text', text: part.text });
       continue;
     }
+    // llama-server's answer, a 500 (its clients test for it), with our hint about -mm.
     if (!service.vision) {
-      throw badRequest(`messages[${i}] has an image part, but the server was started without a multimodal projector (-mm)`, { field: `messages[${i}].content` });
+      throw inferenceError(ErrorType.SERVER, 'image input is not supported - hint: if this is unexpected, you may need to provide the mmproj (start the server with -mm)');
     }
     media.push(await loadImage(part.image_url.url, `messages[${i}].content[${j}].image_url.url`, policy));
     parts.push({ type: 'media_marker', text: service.vision.marker });
