@@ -129,6 +129,8 @@ t.test('tenants of an app: create one and see it listed, as the API lists it', a
   await signIn(page);
   await page.click('button[aria-label="Tenants of crm"]');
   await page.waitForFunction(() => document.getElementById('tenants-heading')?.textContent === 'Tenants of crm');
+  // The heading shows at once; the list fills when the API has answered.
+  await page.waitForFunction(() => (document.getElementById('tenant-list')?.textContent ?? '') !== '');
   t.equal(await page.$eval('#tenant-list', (e) => e.textContent), 'No tenants yet.');
   await page.type('#tenant-name', 'Acme');
   await page.keyboard.press('Enter');
