@@ -389,3 +389,30 @@ t.test('return_progress streams prompt_progress as llama-server: at the start, t
   const plain = await postJson(`${small.base}/completion`, { prompt, n_predict: 2, return_progress: true });
   t.notOk('prompt_progress' in plain.body, 'only streams report progress');
 });
+
+t.test('timings_per_token puts the timings so far on every prompt_progress report, as llama-server', async (t) => {
+  const small = await startTestServer(models.chat, { parallel: 1, runtime: { ...resolveRuntime({ model: models.chat }, false), ctxSize: 512, batchSize: 64, ubatchSize: 64 } });
+  t.teardown(small.close);
+  const prompt = 'This is a test '.repeat(40);
+  for (const [path, body] of [
+    ['/completion', { prompt }],
+    ['/v1/completions', { prompt }],
+    ['/v1/chat/completions', { messages: [{ role: 'user', content: prompt }] }],
+  ] as const) {
+    const res = await fetch(`${small.base}${path}`, { method: 'POST', body: JSON.stringify({ ...body, n_predict: 2, max_tokens: 2, stream: true, return_progress: true, timings_per_token: true, cache_prompt: false }) });
+    const reports = (parseSse(await res.text()) as any[]).filter((e) => e !== '[DONE]' && e.prompt_progress);
+    t.ok(reports.length > 2, `${path}: several reports`);
+    t.match(reports[0].timings, { cache_n: 0, prompt_n: 0, prompt_ms: 0, predicted_n: 0, predicted_ms: 0 }, `${path}: the first report is before any prompt token`);
+    let last = 0;
+    for (const r of reports) {
+      t.equal(r.timings.prompt_n, r.prompt_progress.processed - r.prompt_progress.cache, `${path}: prompt_n counts the decoded prompt tokens`);
+      t.ok(r.timings.prompt_ms >= last, `${path}: prompt_ms never goes back`);
+      t.ok(Object.values(r.timings).every((v) => typeof v === 'number' && v >= 0), `${path}: no negative or null value`);
+      last = r.timings.prompt_ms;
+    }
+    t.ok(last > 0, `${path}: the prompt took time`);
+    const untimed = await fetch(`${small.base}${path}`, { method: 'POST', body: JSON.stringify({ ...body, n_predict: 2, max_tokens: 2, stream: true, return_progress: true, cache_prompt: false }) });
+    const plainReports = (parseSse(await untimed.text()) as any[]).filter((e) => e !== '[DONE]' && e.prompt_progress);
+    t.ok(plainReports.every((r) => !('timings' in r)), `${path}: no timings without timings_per_token`);
+  }
+});

@@ -1,6 +1,6 @@
 // Timings and token probabilities in llama-server's shapes.
 import type { TokenProbability } from '../../native/binding.js';
-import type { CompletionOutcome, GeneratedToken } from '../engine/engine.js';
+import type { CompletionOutcome, GeneratedToken, PromptProgress } from '../engine/engine.js';
 
 export interface Timings {
   cache_n: number;
@@ -32,6 +32,16 @@ export function timings(o: Pick<CompletionOutcome, 'nPrompt' | 'nCached' | 'nPre
     predicted_per_token_ms: steps > 0 ? o.tPredictMs / steps : 0,
     predicted_per_second: o.tPredictMs > 0 ? (1000 / o.tPredictMs) * steps : 0,
   };
+}
+
+/**
+ * Timings on a prompt_progress report (timings_per_token), as llama-server's slot stats at that
+ * point: the prompt tokens decoded so far (cached ones apart) and the time since the prompt
+ * started; zero before the first batch, nothing generated yet.
+ */
+export function progressTimings(p: PromptProgress): Timings {
+  const promptN = p.processed - p.cache;
+  return timings({ nPrompt: p.processed, nCached: p.cache, nPredicted: 0, tPromptMs: promptN > 0 ? p.time_ms : 0, tPredictMs: 0 });
 }
 
 /**

@@ -6,7 +6,7 @@ import type { CompletionOutcome, GeneratedToken } from '../engine/engine.js';
 import { badRequest, ErrorType, inferenceError } from '../errors.js';
 import { completionResponse, generationSettings } from '../dialects/llama-server.js';
 import { chatFinishReason, chatLogprobs, completionId, systemFingerprint, tokenProbabilities, usage, withTimings } from '../dialects/openai.js';
-import { StreamTimer } from '../dialects/timings.js';
+import { progressTimings, StreamTimer } from '../dialects/timings.js';
 import { BODY_OPTIONS, ChatCompletionBody } from '../schemas.js';
 import { chatSampling, renderChat, type RenderedChat } from '../service/chat-prompt.js';
 import { ChatOutput } from '../service/chat-output.js';
@@ -114,7 +114,11 @@ export async function handleChatCompletions(service: InferenceService, req: Http
       return (batch: GeneratedToken[]) => {
         // return_progress: llama-server repeats the role delta with each progress report.
         const progress = batch[0]?.progress;
-        if (progress) return JSON.stringify({ ...chunk([{ index, delta: { role: 'assistant', content: null }, logprobs: null, finish_reason: null }]), prompt_progress: progress });
+        if (progress) {
+          const data = chunk([{ index, delta: { role: 'assistant', content: null }, logprobs: null, finish_reason: null }]);
+          if (body.timings_per_token) data.timings = progressTimings(progress);
+          return JSON.stringify({ ...data, prompt_progress: progress });
+        }
         timer.add(batch);
         const deltas = outputs[index]!.push(batch.map((t) => t.text).join(''));
         const probs = tokenProbabilities(batch);

@@ -2,7 +2,7 @@
 import type { HttpRequest, HttpResult } from '../../http/request.js';
 import { compileBody } from '../../http/validation.js';
 import { completionChunk, completionResponse, generationSettings, type NativeFormatOptions } from '../dialects/llama-server.js';
-import { StreamTimer } from '../dialects/timings.js';
+import { progressTimings, StreamTimer } from '../dialects/timings.js';
 import type { CompletionTaskSpec } from '../../native/binding.js';
 import { buildTaskSpec, type GenerationRequest } from '../service/generation.js';
 import { decodeDataUrl } from '../service/media.js';
@@ -74,7 +74,11 @@ export async function answerCompletions(
       const timer = new StreamTimer(specs[index]!.prompt.length);
       return (batch) => {
         const progress = batch[0]?.progress;
-        if (progress) return JSON.stringify({ ...completionChunk(service, [], opts, progress.total, timer.nPredicted), prompt_progress: progress });
+        if (progress) {
+          const chunk = completionChunk(service, [], opts, progress.total, timer.nPredicted);
+          if (opts.timingsPerToken) chunk.timings = progressTimings(progress);
+          return JSON.stringify({ ...chunk, prompt_progress: progress });
+        }
         timer.add(batch);
         const chunk = completionChunk(service, batch, opts, timer.promptTokens, timer.nPredicted);
         if (opts.timingsPerToken) chunk.timings = timer.timings();

@@ -7,7 +7,7 @@ import { parseJson } from '../../http/validation.js';
 import type { GeneratedToken } from '../engine/engine.js';
 import { eventPayload, ResponseEvents } from '../dialects/responses-stream.js';
 import { responseIds, responseObject } from '../dialects/responses.js';
-import { StreamTimer } from '../dialects/timings.js';
+import { progressTimings, StreamTimer } from '../dialects/timings.js';
 import { ChatOutput } from '../service/chat-output.js';
 import { responsesToChat } from '../service/responses-input.js';
 import type { InferenceService } from '../service/service.js';
@@ -68,6 +68,7 @@ export async function handleResponses(service: InferenceService, req: HttpReques
           const opening = events.opening();
           if (opening.length === 0) return null;
           opening.at(-1)!.prompt_progress = progress;
+          if (body.timings_per_token) opening.at(-1)!.timings = progressTimings(progress);
           return opening.map(eventPayload);
         }
         timer.add(batch);

@@ -8,6 +8,7 @@ import { choiceCount, perChoice } from '../service/choices.js';
 import { buildTaskSpec } from '../service/generation.js';
 import { splitPrompts, tokenizePrompt } from '../service/prompt-input.js';
 import type { InferenceService } from '../service/service.js';
+import { progressTimings, StreamTimer, type Timings } from '../dialects/timings.js';
 import { streamTasks } from './streaming.js';
 
 const TextBody = compileBody(OpenAICompletionBody, BODY_OPTIONS);
@@ -47,13 +48,20 @@ export async function handleTextCompletions(service: InferenceService, req: Http
   const chunk = (choice: Record<string, unknown>): string => JSON.stringify({ ...base, choices: [choice] });
   const outcomes = await streamTasks(req, service, specs, {
     opening: (index) => (echo ? chunk({ text: echo, index, logprobs: null, finish_reason: null }) : null),
-    tokens: (index) => (batch) => {
-      const progress = batch[0]?.progress;
-      if (progress) return JSON.stringify({ ...base, choices: [{ text: '', index, logprobs: null, finish_reason: null }], prompt_progress: progress });
-      const text = batch.map((t) => t.text).join('');
-      const probs = tokenProbabilities(batch);
-      if (text === '' && probs.length === 0) return null;
-      return chunk({ text, index, logprobs: choiceLogprobs(probs), finish_reason: null });
+    tokens: (index) => {
+      // As llama-server: with timings_per_token, every chunk carries the timings so far.
+      const timer = new StreamTimer(spec.prompt.length);
+      const timed = (data: Record<string, unknown>, timings: () => Timings): string =>
+        JSON.stringify(body.timings_per_token ? { ...data, timings: timings() } : data);
+      return (batch) => {
+        const progress = batch[0]?.progress;
+        if (progress) return timed({ ...base, choices: [{ text: '', index, logprobs: null, finish_reason: null }], prompt_progress: progress }, () => progressTimings(progress));
+        timer.add(batch);
+        const text = batch.map((t) => t.text).join('');
+        const probs = tokenProbabilities(batch);
+        if (text === '' && probs.length === 0) return null;
+        return timed({ ...base, choices: [{ text, index, logprobs: choiceLogprobs(probs), finish_reason: null }] }, () => timer.timings());
+      };
     },
     closing: (outcome, index) => JSON.stringify(withTimings({ ...base, choices: [{ text: '', index, logprobs: null, finish_reason: finishReason(outcome.stop) }] }, outcome)),
   });
