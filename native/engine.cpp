@@ -164,9 +164,9 @@ void Engine::emit_progress(Slot & slot) {
 }
 
 // Builds one batch from all busy slots and decodes it. On KV-cache pressure, idle slots' caches
-// are dropped first, then the prompt share of the batch is halved; a slot that still cannot
-// proceed ends (truncated when generating, an error while still in its prompt). False when
-// nothing was decoded.
+// are dropped first, then the prompt share of the batch is halved; then the slot holding the most
+// tokens fails ("Context size has been exceeded.") and the others go on. False when nothing was
+// decoded.
 bool Engine::decode_batch() {
     int32_t prompt_budget = static_cast<int32_t>(params_.n_batch);
     std::vector<SlotUndo> undo(slots_.size());
@@ -288,7 +288,7 @@ int32_t Engine::decode_group(const LoraGroup & group) {
 
 // After llama_decode found no room in the KV cache (1): frees room for the next attempt, cheapest
 // first: idle slots' caches, then half of the batch's prompt share, then the busy slot holding
-// the most tokens. False when no busy slot is left to retry.
+// the most tokens (it fails: "Context size has been exceeded."). False when no busy slot is left.
 bool Engine::relieve_kv_pressure(int32_t & prompt_budget, int32_t n_generating) {
     llama_memory_t mem = llama_get_memory(ctx_);
     bool freed = false;
@@ -307,13 +307,9 @@ bool Engine::relieve_kv_pressure(int32_t & prompt_budget, int32_t n_generating) 
     Slot * largest = nullptr;
     for (auto & s : slots_) if (s.busy() && (!largest || s.cache.size() > largest->cache.size())) largest = &s;
     if (!largest) return false;
-    if (largest->state == SlotState::GENERATING) {
-        largest->stop = StopType::LIMIT;
-        largest->truncated = true;
-        finish(*largest);
-    } else {
-        fail(*largest, "Context size has been exceeded.");
-    }
+    // As llama-server, an error rather than a truncated answer: the request asked for more than
+    // the pool could hold. Unlike llama-server, which fails every busy slot, the others go on.
+    fail(*largest, "Context size has been exceeded.");
     llama_memory_seq_rm(mem, largest->id, -1, -1);
     largest->cache.clear();
     return true;
