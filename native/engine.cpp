@@ -135,7 +135,12 @@ void Engine::start_task(Slot & slot, std::unique_ptr<CompletionTask> task, int64
         slot.cache.clear();
         slot.cache_lora = task->lora_scales;
     }
+    std::vector<llama_token> previous;
+    if (task->n_cache_reuse > 0 && task->cache_prompt && task->media.empty() && slot.cache_media.empty() && llama_memory_can_shift(mem)) {
+        previous = slot.cache;
+    }
     size_t keep = slot.assign(std::move(task), now);
+    if (!previous.empty()) keep = reuse_cache_chunks(slot, previous, keep);
     if (!llama_memory_seq_rm(mem, slot.id, static_cast<llama_pos>(keep), -1)) {
         // Memory that cannot drop a suffix (recurrent models): start the sequence afresh.
         llama_memory_seq_rm(mem, slot.id, -1, -1);
@@ -148,6 +153,43 @@ void Engine::start_task(Slot & slot, std::unique_ptr<CompletionTask> task, int64
         for (llama_token t : slot.task->prompt) common_sampler_accept(slot.task->sampler.get(), t, false);
     }
     if (slot.task->return_progress) emit_progress(slot);
+}
+
+// --cache-reuse (llama-server's algorithm): past the common prefix `keep`, every run of at least
+// n_cache_reuse tokens of the `previous` cache that matches the prompt at the current position is
+// shifted there (its K/V moved, not recomputed); tokens that match nothing are skipped. Returns
+// the new number of cached prompt tokens; the caller drops the rest of the sequence. As after the
+// prefix, the prompt's last token is always evaluated again.
+size_t Engine::reuse_cache_chunks(Slot & slot, const std::vector<llama_token> & previous, size_t keep) {
+    llama_memory_t mem = llama_get_memory(ctx_);
+    const auto & prompt = slot.task->prompt;
+    const size_t min_chunk = static_cast<size_t>(slot.task->n_cache_reuse);
+    size_t head_c = keep;  // in the previous cache
+    size_t head_p = keep;  // in the prompt; head_p <= head_c throughout
+    while (head_c < previous.size() && head_p < prompt.size()) {
+        size_t n_match = 0;
+        while (head_c + n_match < previous.size() && head_p + n_match < prompt.size() && previous[head_c + n_match] == prompt[head_p + n_match]) {
+            n_match++;
+        }
+        if (n_match < min_chunk) {
+            head_c++;
+            continue;
+        }
+        const auto shift = static_cast<llama_pos>(head_p) - static_cast<llama_pos>(head_c);
+        llama_memory_seq_rm(mem, slot.id, static_cast<llama_pos>(head_p), static_cast<llama_pos>(head_c));
+        llama_memory_seq_add(mem, slot.id, static_cast<llama_pos>(head_c), static_cast<llama_pos>(head_c + n_match), shift);
+        slot.cache.insert(slot.cache.end(), prompt.begin() + head_p, prompt.begin() + head_p + n_match);
+        head_c += n_match;
+        head_p += n_match;
+    }
+    size_t reused = head_p;
+    if (reused == prompt.size() && reused > 0) {
+        reused--;
+        slot.cache.pop_back();
+    }
+    slot.n_prompt_done = reused;
+    slot.n_cached = static_cast<int32_t>(reused);
+    return reused;
 }
 
 // return_progress: how far the slot's prompt is, as llama-server reports it (total, cache,

@@ -142,6 +142,7 @@ private:
     bool shift_context(Slot & slot);
     void fail(Slot & slot, const std::string & message);
     void emit(EngineEvent && event);
+    size_t reuse_cache_chunks(Slot & slot, const std::vector<llama_token> & previous, size_t keep);
     void emit_progress(Slot & slot);
     void flush_events();
     void publish_summaries();

@@ -76,6 +76,7 @@ static void read_generation(Napi::Env env, Napi::Object o, const TaskLimits & li
     task.n_indent = std::max(0, read_i32(o, "nIndent", 0));
     task.n_keep = std::max(-1, read_i32(o, "nKeep", 0));
     task.n_discard = std::max(0, read_i32(o, "nDiscard", 0));
+    task.n_cache_reuse = std::max(0, read_i32(o, "nCacheReuse", 0));
     task.stop = strings_from(env, o.Get("stop"), "task.stop");
     read_lora_scales(env, o.Get("loraScales"), limits.n_loras, task);
     Napi::Value sampling = o.Get("sampling");

@@ -35,6 +35,7 @@ struct CompletionTask {
     int32_t n_probs = 0;           // top-N probabilities per generated token (pre-sampling softmax)
     bool post_sampling_probs = false; // n_probs from the sampler chain's final candidates, not the raw softmax
     int64_t t_max_predict_ms = 0;  // 0: no time limit; else stop at the first new line after it
+    int32_t n_cache_reuse = 0;     // shortest cached chunk reused by shifting it into place (0: off)
     int32_t n_keep = 0;            // context shift: prompt tokens kept at the start (-1: the whole prompt)
     int32_t n_discard = 0;         // context shift: tokens dropped after them (0: half of the rest)
     int32_t n_indent = 0;          // > 0: a line after the first that starts less indented ends generation (code completion)

@@ -194,7 +194,7 @@ export const LLAMA_SERVER_FLAGS: Readonly<Record<string, FlagSupport>> = {
   '--sse-ping-interval': NOT_YET,
   '--threads-http': ignored('requests are served by the event loop and the engine thread, not a pool of HTTP threads'),
   '--cache-prompt': served,
-  '--cache-reuse': NOT_YET,
+  '--cache-reuse': served,
   '--metrics': served,
   '--props': served,
   '--slots': served,

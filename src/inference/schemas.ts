@@ -85,6 +85,8 @@ export const GenerationFields = {
   return_tokens: Type.Optional(Type.Boolean()),
   n_keep: Type.Optional(Window),
   n_discard: Type.Optional(Count),
+  /** Shortest chunk of the cache reused by shifting it to its place in the new prompt (0: off; --cache-reuse). */
+  n_cache_reuse: Type.Optional(Count),
   n_cmpl: Type.Optional(Int),
   n: Type.Optional(Int),
   model: Type.Optional(Type.Union([Type.String(), Type.Null()])),

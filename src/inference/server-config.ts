@@ -99,6 +99,7 @@ export function generationDefaults(v: ServerParamValues): GenerationDefaults {
     nProbs: s.nProbs,
     nKeep: v.nKeep,
     cachePrompt: v.cachePrompt,
+    nCacheReuse: v.cacheReuse,
     stop: v.antiprompt,
   };
 }

@@ -469,6 +469,8 @@ export interface CompletionTaskSpec {
   nKeep?: number;
   /** Context shift: tokens dropped after them (0: half of the rest). */
   nDiscard?: number;
+  /** Cache reuse (llama-server's n_cache_reuse): chunks of at least this many cached tokens that reappear later in the prompt are shifted there instead of recomputed (0: off). */
+  nCacheReuse?: number;
   /** > 0: generation ends at the first line after the first that is indented less (llama-server's n_indent). */
   nIndent?: number;
   stop?: string[];

@@ -21,6 +21,8 @@ export interface GenerationDefaults {
   nProbs: number;
   nKeep: number;
   cachePrompt: boolean;
+  /** --cache-reuse: the shortest cached chunk shifted into place (0: off). */
+  nCacheReuse: number;
   /** -r / --reverse-prompt: stop strings of every request, besides its own. */
   stop: string[];
 }
@@ -60,6 +62,7 @@ export const LLAMA_SERVER_DEFAULTS: GenerationDefaults = {
   nProbs: 0,
   nKeep: 0,
   cachePrompt: true,
+  nCacheReuse: 0,
   stop: [],
 };
 
@@ -231,6 +234,7 @@ export function buildTaskSpec(
     nIndent: body.n_indent ?? 0,
     nKeep: body.n_keep ?? ctx.defaults.nKeep,
     nDiscard: body.n_discard ?? 0,
+    nCacheReuse: body.n_cache_reuse ?? ctx.defaults.nCacheReuse,
     stop: [...ctx.defaults.stop, ...stopStrings(body.stop)],
     sampling,
     loraScales: body.lora ? ctx.lora.resolve(body.lora, 'lora') : ctx.lora.scales(),
