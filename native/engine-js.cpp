@@ -72,6 +72,8 @@ public:
         p.Set("nBatch", params_.n_batch);
         p.Set("embeddings", params_.embeddings);
         p.Set("contextShift", params_.ctx_shift);
+        p.Set("promptCacheMib", params_.prompt_cache_mib);
+        p.Set("cacheIdleSlots", params_.cache_idle_slots);
         p.Set("loras", loras_.IsEmpty() ? Napi::Array::New(env) : loras_.Value());
         if (!vision_.IsEmpty()) p.Set("vision", vision_.Value());
         return Engine::constructor.New({Napi::External<llama_context>::New(env, ctx), model_ref_.Value(), on_events_.Value(), p});
@@ -108,6 +110,8 @@ Napi::Value Engine::create(const Napi::CallbackInfo & info) {
     if (o.Get("embeddings").IsBoolean()) p.embeddings = o.Get("embeddings").As<Napi::Boolean>();
     p.pooling = read_i32(o, "pooling", -1);
     if (o.Get("contextShift").IsBoolean()) p.ctx_shift = o.Get("contextShift").As<Napi::Boolean>();
+    p.prompt_cache_mib = read_i32(o, "promptCacheMib", 0);
+    if (o.Get("cacheIdleSlots").IsBoolean()) p.cache_idle_slots = o.Get("cacheIdleSlots").As<Napi::Boolean>();
     if (o.Get("serverParams").IsObject()) p.server = std::make_shared<common_params>(ServerParams::from_js(env, o.Get("serverParams")).params());
     auto * worker = new EngineCreateWorker(env, model, model_obj, info[2].As<Napi::Function>(), p);
     if (o.Get("loras").IsArray()) {
@@ -167,6 +171,10 @@ Engine::Engine(const Napi::CallbackInfo & info) : Napi::ObjectWrap<Engine>(info)
     params_.n_parallel = read_i32(p, "nParallel", 1);
     params_.n_batch = llama_n_batch(ctx_);
     params_.ctx_shift = p.Get("contextShift").ToBoolean();
+    params_.prompt_cache_mib = read_i32(p, "promptCacheMib", 0);
+    params_.cache_idle_slots = p.Get("cacheIdleSlots").ToBoolean();
+    // As llama-server: the cache holds at least a context's worth of tokens.
+    if (params_.prompt_cache_mib != 0) prompt_cache_ = std::make_unique<PromptCache>(params_.prompt_cache_mib, llama_n_ctx(ctx_));
     n_ctx_seq_ = static_cast<int32_t>(llama_n_ctx_seq(ctx_));
     if (p.Get("loras").IsArray()) {
         Napi::Array loras = p.Get("loras").As<Napi::Array>();

@@ -130,6 +130,7 @@ void Engine::admit_waiting(int64_t now) {
 
 void Engine::start_task(Slot & slot, std::unique_ptr<CompletionTask> task, int64_t now) {
     llama_memory_t mem = llama_get_memory(ctx_);
+    if (prompt_cache_ && task->kind == TaskKind::COMPLETION && task->cache_prompt && task->media.empty()) swap_cached_prompt(slot, *task);
     // K/V computed under other adapter scales cannot be reused.
     if (slot.cache_lora != task->lora_scales) {
         slot.cache.clear();
@@ -153,6 +154,37 @@ void Engine::start_task(Slot & slot, std::unique_ptr<CompletionTask> task, int64
         for (llama_token t : slot.task->prompt) common_sampler_accept(slot.task->sampler.get(), t, false);
     }
     if (slot.task->return_progress) emit_progress(slot);
+}
+
+// --cache-ram: before a slot loses most of its cache to `task` (or when it is empty), its prompt
+// goes to the prompt cache and the cached prompt that serves `task` best, if any beats what the
+// slot holds, comes back into it. Slots holding images are not saved (their cache needs the images).
+void Engine::swap_cached_prompt(Slot & slot, const CompletionTask & task) {
+    const bool same_lora = slot.cache_lora == task.lora_scales;
+    const size_t lcp = same_lora ? common_prefix_length(slot.cache, task.prompt) : 0;
+    if (!slot.cache.empty() && 2 * lcp >= slot.cache.size()) return;
+    if (slot.cache_media.empty()) prompt_cache_->save(ctx_, slot.id, slot.cache, slot.cache_lora);
+    bool failed = false;
+    const std::vector<llama_token> current = same_lora ? slot.cache : std::vector<llama_token>{};
+    auto restored = prompt_cache_->load(ctx_, slot.id, task.prompt, task.lora_scales, current, failed);
+    if (failed) {
+        // No room for it in the KV pool: idle slots make room (into the prompt cache themselves
+        // with --cache-idle-slots), as they would for the prompt's own decode.
+        llama_memory_seq_rm(llama_get_memory(ctx_), slot.id, -1, -1);
+        slot.cache.clear();
+        drop_idle_caches(&slot);
+        restored = prompt_cache_->load(ctx_, slot.id, task.prompt, task.lora_scales, {}, failed);
+    }
+    if (restored) {
+        slot.cache = std::move(*restored);
+        slot.cache_lora = task.lora_scales;
+        slot.forget_media_after(0);
+    } else if (failed) {
+        llama_memory_seq_rm(llama_get_memory(ctx_), slot.id, -1, -1);
+        slot.cache.clear();
+        slot.forget_media_after(0);
+    }
+    prompt_cache_->trim();
 }
 
 // --cache-reuse (llama-server's algorithm): past the common prefix `keep`, every run of at least
@@ -329,19 +361,11 @@ int32_t Engine::decode_group(const LoraGroup & group) {
 }
 
 // After llama_decode found no room in the KV cache (1): frees room for the next attempt, cheapest
-// first: idle slots' caches, then half of the batch's prompt share, then the busy slot holding
+// first: idle slots' caches (saved to the prompt cache with --cache-idle-slots), then half of the batch's prompt share, then the busy slot holding
 // the most tokens (it fails: "Context size has been exceeded."). False when no busy slot is left.
 bool Engine::relieve_kv_pressure(int32_t & prompt_budget, int32_t n_generating) {
     llama_memory_t mem = llama_get_memory(ctx_);
-    bool freed = false;
-    for (auto & s : slots_) {
-        if (!s.busy() && !s.cache.empty()) {
-            llama_memory_seq_rm(mem, s.id, -1, -1);
-            s.cache.clear();
-            freed = true;
-        }
-    }
-    if (freed) return true;
+    if (drop_idle_caches(nullptr)) return true;
     if (batch_.n_tokens > n_generating && prompt_budget > 1) {
         prompt_budget /= 2;
         return true;
@@ -355,6 +379,25 @@ bool Engine::relieve_kv_pressure(int32_t & prompt_budget, int32_t n_generating) 
     llama_memory_seq_rm(mem, largest->id, -1, -1);
     largest->cache.clear();
     return true;
+}
+
+// Empties the KV cache of every idle slot but `except`, saving each to the prompt cache first
+// (--cache-idle-slots). True when anything was freed.
+bool Engine::drop_idle_caches(const Slot * except) {
+    llama_memory_t mem = llama_get_memory(ctx_);
+    bool freed = false;
+    for (auto & s : slots_) {
+        if (&s == except || s.busy() || s.cache.empty()) continue;
+        if (prompt_cache_ && params_.cache_idle_slots && s.cache_media.empty()) {
+            prompt_cache_->save(ctx_, s.id, s.cache, s.cache_lora);
+            prompt_cache_->trim();
+        }
+        llama_memory_seq_rm(mem, s.id, -1, -1);
+        s.cache.clear();
+        s.forget_media_after(0);
+        freed = true;
+    }
+    return freed;
 }
 
 // Ends every busy slot with `message` and empties its sequence (a decode error).

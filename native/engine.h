@@ -25,6 +25,7 @@
 
 #include "common.h"
 #include "llama.h"
+#include "prompt-cache.h"
 #include "slot-action.h"
 #include "slot.h"
 #include "task-parse.h"
@@ -48,6 +49,8 @@ struct EngineParams {
     bool embeddings = false;      // embedding mode: tasks are embedded, never generated
     int32_t pooling = -1;         // llama_pooling_type; -1: the model's own
     bool ctx_shift = false;       // a generating slot whose context is full drops old tokens instead of stopping
+    int32_t prompt_cache_mib = 0; // --cache-ram: host-memory prompt cache size (-1 no limit, 0 off)
+    bool cache_idle_slots = true; // --cache-idle-slots: idle slots dropped under KV pressure go to the prompt cache first
     // llama-server's parsed command line, when given: its context flags (KV cache types, SWA,
     // RoPE/YaRN, offload) apply as there; the fields above still decide what they name.
     std::shared_ptr<common_params> server;
@@ -134,6 +137,7 @@ private:
     void add_prompt_tokens(const LoraGroup & group, int32_t budget);
     int32_t decode_group(const LoraGroup & group);
     bool relieve_kv_pressure(int32_t & prompt_budget, int32_t n_generating);
+    bool drop_idle_caches(const Slot * except);
     void fail_busy_slots(const std::string & message);
     void eval_media();
     void handle_sampled(Slot & slot, llama_token token);
@@ -142,6 +146,7 @@ private:
     bool shift_context(Slot & slot);
     void fail(Slot & slot, const std::string & message);
     void emit(EngineEvent && event);
+    void swap_cached_prompt(Slot & slot, const CompletionTask & task);
     size_t reuse_cache_chunks(Slot & slot, const std::vector<llama_token> & previous, size_t keep);
     void emit_progress(Slot & slot);
     void flush_events();
@@ -175,6 +180,7 @@ private:
     int32_t n_embd_out_ = 0;
 
     std::vector<Slot> slots_;
+    std::unique_ptr<PromptCache> prompt_cache_;  // --cache-ram; null when off
     std::deque<std::unique_ptr<CompletionTask>> waiting_;
     std::deque<SlotAction> actions_;   // slot actions waiting for their slot to be idle
 

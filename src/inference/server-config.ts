@@ -137,6 +137,8 @@ export function serverOptions(v: ServerParamValues, own: OwnFlags, gpuAvailable:
     // llama-server's -np default (-1) is 4 slots.
     parallel: v.nParallel > 0 ? v.nParallel : 4,
     contextShift: v.ctxShift,
+    promptCacheMib: v.cacheRamMib,
+    cacheIdleSlots: v.cacheIdleSlots,
     // As llama-server: with -np left to its default the slots share one KV pool; with -np given,
     // each slot has n_ctx / np unless --kv-unified.
     kvUnified: v.nParallel < 0 ? true : v.kvUnified,

@@ -23,6 +23,10 @@ export interface InferenceServerOptions {
   parallel: number;
   /** A generating slot whose context is full drops old tokens instead of stopping (llama-server's --context-shift). */
   contextShift?: boolean;
+  /** llama-server's --cache-ram: MiB of host memory for the prompt cache (-1 no limit, 0 off; default 8192 as there). */
+  promptCacheMib?: number;
+  /** llama-server's --cache-idle-slots (default on). */
+  cacheIdleSlots?: boolean;
   /** One KV pool shared by the slots (default); false gives each slot n_ctx / parallel, as llama-server's --no-kv-unified. */
   kvUnified?: boolean;
   alias?: string;
@@ -104,6 +108,8 @@ function serviceLoadOptions(options: InferenceServerOptions): ServiceLoadOptions
     runtime: options.runtime,
     parallel: options.parallel,
     contextShift: options.contextShift ?? false,
+    promptCacheMib: options.promptCacheMib ?? 8192,
+    cacheIdleSlots: options.cacheIdleSlots ?? true,
     kvUnified: options.kvUnified ?? true,
     alias: options.alias,
     nPredict: options.nPredict,

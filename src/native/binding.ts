@@ -350,6 +350,10 @@ export interface EngineParams {
   pooling?: PoolingTypeId | -1;
   /** A generating slot whose context is full drops old tokens (task nKeep/nDiscard) instead of stopping. */
   contextShift?: boolean;
+  /** --cache-ram: MiB of host memory for saved prompt states (-1 no limit, 0 or absent: off). */
+  promptCacheMib?: number;
+  /** --cache-idle-slots: idle slots' caches dropped under KV pressure are saved to the prompt cache first (default true). */
+  cacheIdleSlots?: boolean;
   /** LoRA adapters of this model that tasks may apply (task.loraScales indexes them). */
   loras?: NativeLoraAdapter[];
   /** A multimodal projector for this model: tasks may then carry images. */
@@ -633,7 +637,7 @@ export interface ServerParamValues {
   hosts: string[]; port: number; reusePort: boolean; apiKeys: string[]; apiPrefix: string;
   nParallel: number; nCtx: number; nBatch: number; nUbatch: number; nPredict: number; nKeep: number;
   threads: number; threadsBatch: number; threadsHttp: number; nGpuLayers: number; flashAttn: number; loadMode: number;
-  ctxShift: boolean; kvUnified: boolean; swaFull: boolean; cacheReuse: number; cachePrompt: boolean; cacheRamMib: number;
+  ctxShift: boolean; kvUnified: boolean; swaFull: boolean; cacheReuse: number; cachePrompt: boolean; cacheRamMib: number; cacheIdleSlots: boolean;
   cacheTypeK: string; cacheTypeV: string; slotSavePath: string; slotPromptSimilarity: number;
   endpointSlots: boolean; endpointProps: boolean; endpointMetrics: boolean;
   corsOrigins: string; corsMethods: string; corsHeaders: string; corsCredentials: boolean;

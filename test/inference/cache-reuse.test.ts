@@ -1,6 +1,6 @@
 // --cache-reuse N / n_cache_reuse: past the common prefix, chunks of at least N cached tokens that
 // reappear in the new prompt are shifted into place instead of recomputed, as llama-server does.
-// (llama-server runs with --cache-ram 0 here: its host-memory prompt cache would restore whole prompts.)
+// (Both run with --cache-ram 0 here: the host-memory prompt cache would restore whole prompts.)
 import t from 'tap';
 import { native } from '../../src/native/binding.js';
 import { serverOptions } from '../../src/inference/server-config.js';
@@ -9,8 +9,8 @@ import { postJson, startTestServer } from '../helpers/inference-server.js';
 import { startLlamaServer } from '../helpers/llama-server.js';
 
 const models = await ensureTestModels();
-const flags = serverOptions(native.ServerParams.parse(['llama-server', '-m', models.chat, '--cache-reuse', '8']).values(), {}, false);
-const ours = await startTestServer(models.chat, { parallel: 1, ctxSize: 1024, generation: flags.generation! });
+const flags = serverOptions(native.ServerParams.parse(['llama-server', '-m', models.chat, '--cache-reuse', '8', '--cache-ram', '0']).values(), {}, false);
+const ours = await startTestServer(models.chat, { parallel: 1, ctxSize: 1024, generation: flags.generation!, promptCacheMib: flags.promptCacheMib! });
 t.teardown(ours.close);
 const reference = await startLlamaServer(['-m', models.chat, '-c', '1024', '-np', '1', '--cache-reuse', '8', '--cache-ram', '0']);
 t.teardown(reference.close);

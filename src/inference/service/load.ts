@@ -14,6 +14,9 @@ export interface ServiceLoadOptions {
   runtime: RuntimeOptions;
   parallel: number;
   contextShift: boolean;
+  /** --cache-ram (MiB; -1 no limit, 0 off) and --cache-idle-slots. */
+  promptCacheMib: number;
+  cacheIdleSlots: boolean;
   kvUnified: boolean;
   alias?: string;
   nPredict: number;
@@ -80,6 +83,8 @@ export function loadInferenceService(options: ServiceLoadOptions, onProgress: (p
         kvUnified: options.kvUnified,
         ...(options.serverParams ? { serverParams: options.serverParams } : {}),
         contextShift: options.contextShift,
+        promptCacheMib: options.promptCacheMib,
+        cacheIdleSlots: options.cacheIdleSlots,
       });
       return new InferenceService(model, vision, engine, {
         modelPath: runtime.model,
