@@ -152,6 +152,7 @@ Napi::Function Engine::define(Napi::Env env) {
         InstanceMethod<&Engine::js_info>("info"),
         InstanceMethod<&Engine::js_dispose>("dispose"),
         InstanceMethod<&Engine::js_slot_action>("slotAction"),
+        InstanceMethod<&Engine::js_count_tokens>("countTokens"),
     });
     constructor = Napi::Persistent(fn);
     constructor.SuppressDestruct();
@@ -278,9 +279,14 @@ TaskLimits Engine::task_limits() const {
 // its next real wait) before the first event of these tasks is delivered.
 class TaskSubmitWorker : public Napi::AsyncWorker {
 public:
-    TaskSubmitWorker(Napi::Env env, Engine * engine, std::vector<TaskRequest> requests, std::vector<std::shared_ptr<std::atomic<bool>>> cancelled)
+    // COUNT: the one task is only tokenized (images included) and the promise resolves with its
+    // prompt's token count; nothing is queued.
+    enum class Mode { SUBMIT, COUNT };
+
+    TaskSubmitWorker(Napi::Env env, Engine * engine, std::vector<TaskRequest> requests, std::vector<std::shared_ptr<std::atomic<bool>>> cancelled,
+                     Mode mode = Mode::SUBMIT)
         : Napi::AsyncWorker(env), deferred_(Napi::Promise::Deferred::New(env)), engine_(engine), limits_(engine->task_limits()),
-          requests_(std::move(requests)), cancelled_(std::move(cancelled)) {
+          requests_(std::move(requests)), cancelled_(std::move(cancelled)), mode_(mode) {
         engine_ref_ = Napi::Persistent(engine->Value());
         engine_->model_->retain();
         if (engine_->vision_) engine_->vision_->retain();
@@ -291,7 +297,8 @@ public:
     void Execute() override {
         try {
             for (size_t i = 0; i < requests_.size(); i++) {
-                if (!cancelled_[i]->load()) prepare_task(requests_[i], limits_);
+                if (mode_ == Mode::COUNT) counts_.push_back(count_prompt_tokens(requests_[i], limits_));
+                else if (!cancelled_[i]->load()) prepare_task(requests_[i], limits_);
             }
         } catch (const Refusal & r) {
             refusal_ = std::make_unique<Refusal>(r);
@@ -306,6 +313,10 @@ public:
         settle_users();
         if (engine_->disposed_) {
             deferred_.Reject(coded_error(Env(), ErrorCode::DISPOSED, "engine is disposed").Value());
+            return;
+        }
+        if (mode_ == Mode::COUNT) {
+            deferred_.Resolve(Napi::Number::New(Env(), static_cast<double>(counts_.at(0))));
             return;
         }
         std::vector<std::unique_ptr<CompletionTask>> tasks;
@@ -335,6 +346,8 @@ private:
     TaskLimits limits_;
     std::vector<TaskRequest> requests_;
     std::vector<std::shared_ptr<std::atomic<bool>>> cancelled_;
+    Mode mode_;
+    std::vector<size_t> counts_;
     std::unique_ptr<Refusal> refusal_;
 };
 
@@ -380,6 +393,29 @@ Napi::Value Engine::js_submit(const Napi::CallbackInfo & info) {
     out.Set("queued", worker->promise());
     worker->Queue();
     return out;
+}
+
+// countTokens(task) -> Promise<number>: the tokens of the task's prompt, images tokenized by the
+// projector (each counted as its tokens), on a worker; rejects with a coded Error for bad images
+// or token ids. Nothing is queued.
+Napi::Value Engine::js_count_tokens(const Napi::CallbackInfo & info) {
+    Napi::Env env = info.Env();
+    if (disposed_) throw_coded(env, ErrorCode::DISPOSED, "engine is disposed");
+    if (info.Length() < 1 || !info[0].IsObject()) throw_coded(env, ErrorCode::INVALID_ARGUMENT, "countTokens(task): task must be an object");
+    std::vector<TaskRequest> requests;
+    try {
+        requests.push_back(parse_task(env, info[0].As<Napi::Object>(), task_limits()));
+    } catch (const Refusal & r) {
+        auto rejected = Napi::Promise::Deferred::New(env);
+        rejected.Reject(r.to_js(env).Value());
+        return rejected.Promise();
+    }
+    requests[0].task->id = -1;
+    std::vector<std::shared_ptr<std::atomic<bool>>> cancelled{std::make_shared<std::atomic<bool>>(false)};
+    auto * worker = new TaskSubmitWorker(env, this, std::move(requests), std::move(cancelled), TaskSubmitWorker::Mode::COUNT);
+    Napi::Promise promise = worker->promise();
+    worker->Queue();
+    return promise;
 }
 
 // Prepared tasks enter the engine thread's inbox together.

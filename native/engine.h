@@ -109,6 +109,7 @@ private:
     // JS thread (engine-js.cpp)
     static Napi::Value create(const Napi::CallbackInfo & info);
     Napi::Value js_submit(const Napi::CallbackInfo & info);
+    Napi::Value js_count_tokens(const Napi::CallbackInfo & info);
     Napi::Value js_cancel(const Napi::CallbackInfo & info);
     Napi::Value js_slots(const Napi::CallbackInfo & info);
     Napi::Value js_metrics(const Napi::CallbackInfo & info);

@@ -242,4 +242,23 @@ void prepare_task(TaskRequest & request, const TaskLimits & limits) {
     if (task.kind == TaskKind::COMPLETION) task.sampler.reset(sampler_create(limits.model, task.sampling));
 }
 
+size_t count_prompt_tokens(TaskRequest & request, const TaskLimits & limits) {
+    CompletionTask & task = *request.task;
+    if (!request.has_media) {
+        check_tokens(task.prompt, limits.vocab);
+        return task.prompt.size();
+    }
+    try {
+        tokenize_media(request, limits);
+    } catch (const Refusal &) {
+        throw;
+    } catch (const std::exception & e) {
+        throw Refusal(ErrorCode::BAD_MEDIA, std::string("an image could not be preprocessed: ") + e.what());
+    }
+    // The prompt holds n_pos positions per image; llama-server counts the image's tokens.
+    size_t n = task.prompt.size();
+    for (const auto & span : task.media) n = n - span.n_pos + mtmd_input_chunk_get_n_tokens(span.chunk.get());
+    return n;
+}
+
 }  // namespace addon

@@ -47,4 +47,9 @@ TaskRequest parse_task(Napi::Env env, Napi::Object o, const TaskLimits & limits)
 // BAD_SAMPLING.
 void prepare_task(TaskRequest & request, const TaskLimits & limits);
 
+// Any thread: the number of tokens the prompt of a parsed task holds, its images tokenized as
+// prepare_task would (each image counted as its tokens, as llama-server counts them); nothing
+// else is checked. Throws Refusal for bad images or token ids.
+size_t count_prompt_tokens(TaskRequest & request, const TaskLimits & limits);
+
 }  // namespace addon

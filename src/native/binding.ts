@@ -582,6 +582,12 @@ export interface SlotActionResult {
 export interface NativeEngine {
   /** Submits tasks. Throws INVALID_ARGUMENT (wrong types) or DISPOSED synchronously. */
   submit(tasks: CompletionTaskSpec[]): Submission;
+  /**
+   * The number of tokens of a task's prompt, its images (`media` with `promptText`) tokenized by
+   * the projector and each counted as its tokens, as llama-server counts them; on a worker,
+   * nothing queued. Rejects with BAD_MEDIA, NOT_SUPPORTED (no projector) or TOKEN_OUT_OF_RANGE.
+   */
+  countTokens(task: CompletionTaskSpec): Promise<number>;
   /** Stops a task at the next step; no further events arrive for it. A task still being prepared is never queued. */
   cancel(taskId: number): void;
   slots(): SlotSnapshot[];

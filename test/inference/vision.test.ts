@@ -4,6 +4,7 @@ import { resolveRuntime } from '../../src/inference/options.js';
 import { ensureTestModels } from '../fixtures/models.js';
 import { parseSse, postJson, startTestServer } from '../helpers/inference-server.js';
 import { dataUrl, encodePng } from '../helpers/png.js';
+import { startLlamaServer } from '../helpers/llama-server.js';
 
 const models = await ensureTestModels();
 const vision = await startTestServer(models.chat, { mmproj: models.mmproj, ctxSize: 2048 });
@@ -156,4 +157,34 @@ t.test('--media-path: file:// URLs read images under that directory only', async
   const without = await ask('file://sub/red.png');
   t.equal(without.status, 400);
   t.match(without.body.error.message, /file:\/\/ URLs are not allowed unless --media-path is specified/);
+});
+
+t.test('the token-count routes count images as their tokens, as llama-server', async (t) => {
+  const content = [{ type: 'text', text: 'What is in the picture?' }, { type: 'image_url', image_url: { url: dataUrl(red) } }];
+  const run = await ask(dataUrl(red));
+  const chat = await postJson(`${vision.base}/v1/chat/completions/input_tokens`, { messages: [{ role: 'user', content }] });
+  t.equal(chat.status, 200);
+  t.same(chat.body, { input_tokens: run.body.usage.prompt_tokens, object: 'response.input_tokens' }, 'equal to the prompt the chat runs');
+  const responses = await postJson(`${vision.base}/v1/responses/input_tokens`, {
+    input: [{ role: 'user', content: [{ type: 'input_text', text: 'What is in the picture?' }, { type: 'input_image', image_url: dataUrl(red) }] }],
+  });
+  t.same(responses.body, { input_tokens: run.body.usage.prompt_tokens, object: 'response.input_tokens' });
+  const anthropic = await postJson(`${vision.base}/v1/messages/count_tokens`, {
+    model: 'x',
+    messages: [{ role: 'user', content: [{ type: 'text', text: 'What is in the picture?' }, { type: 'image', source: { type: 'base64', media_type: 'image/png', data: red.toString('base64') } }] }],
+  });
+  t.equal(anthropic.status, 200);
+  t.ok(anthropic.body.input_tokens > 64, 'the image counts');
+  const reference = await startLlamaServer(['-m', models.chat, '-mm', models.mmproj, '-c', '2048']);
+  t.teardown(reference.close);
+  const theirs = await postJson(`${reference.base}/v1/chat/completions/input_tokens`, { messages: [{ role: 'user', content }] });
+  t.same(chat.body, theirs.body, 'llama-server counts the same');
+  const theirsAnthropic = await postJson(`${reference.base}/v1/messages/count_tokens`, {
+    model: 'x',
+    messages: [{ role: 'user', content: [{ type: 'text', text: 'What is in the picture?' }, { type: 'image', source: { type: 'base64', media_type: 'image/png', data: red.toString('base64') } }] }],
+  });
+  t.equal(anthropic.body.input_tokens, theirsAnthropic.body.input_tokens);
+  const corrupt = await postJson(`${vision.base}/v1/chat/completions/input_tokens`, { messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url: dataUrl(red.subarray(0, 60)) } }, { type: 'text', text: 'x' }] }] });
+  t.equal(corrupt.status, 400);
+  t.match(corrupt.body.error.message, /could not be decoded/);
 });

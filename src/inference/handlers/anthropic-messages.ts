@@ -8,7 +8,6 @@ import type { HttpRequest, HttpResult } from '../../http/request.js';
 import type { Route } from '../../http/router.js';
 import { compileBody } from '../../http/validation.js';
 import type { GeneratedToken } from '../engine/engine.js';
-import { ErrorType, inferenceError } from '../errors.js';
 import { anthropicError, anthropicMessage, AnthropicEventWriter, sseEvent } from '../dialects/anthropic.js';
 import { anthropicToChat } from '../dialects/anthropic-request.js';
 import { completionId } from '../dialects/openai.js';
@@ -16,7 +15,7 @@ import { AnthropicMessagesBody, BODY_OPTIONS, ChatCompletionBody, ChatMessage } 
 import { renderChat } from '../service/chat-prompt.js';
 import { ChatOutput } from '../service/chat-output.js';
 import type { InferenceService } from '../service/service.js';
-import { chatTaskSpec, type ChatRequest } from './chat-completions.js';
+import { chatTaskSpec, countChatTokens, type ChatRequest } from './chat-completions.js';
 import { streamTasks } from './streaming.js';
 import { Type } from '@sinclair/typebox';
 
@@ -31,10 +30,7 @@ function chatRequest(req: HttpRequest): ChatRequest {
 /** POST /v1/messages/count_tokens: the prompt's length, {"input_tokens": n}. */
 export async function handleAnthropicCountTokens(service: InferenceService, req: HttpRequest): Promise<HttpResult> {
   const body = chatRequest(req);
-  const { prompt, media } = await renderChat(service, body, service.settings.media);
-  if (media.length > 0) throw inferenceError(ErrorType.NOT_SUPPORTED, 'counting the tokens of a prompt with images is not supported yet');
-  const tokens = await service.model.tokenizeAsync(prompt, true, true);
-  return { body: { input_tokens: tokens.length } };
+  return { body: { input_tokens: await countChatTokens(service, await renderChat(service, body, service.settings.media)) } };
 }
 
 /** POST /v1/messages: one message, or (stream: true) its events. */

@@ -3,7 +3,7 @@ import type { HttpRequest, HttpResult } from '../../http/request.js';
 import { compileBody } from '../../http/validation.js';
 import type { CompletionTaskSpec } from '../../native/binding.js';
 import type { CompletionOutcome, GeneratedToken } from '../engine/engine.js';
-import { badRequest, ErrorType, inferenceError } from '../errors.js';
+import { badRequest } from '../errors.js';
 import { completionResponse, generationSettings } from '../dialects/llama-server.js';
 import { chatFinishReason, chatLogprobs, completionId, systemFingerprint, tokenProbabilities, usage, withTimings } from '../dialects/openai.js';
 import { progressTimings, StreamTimer } from '../dialects/timings.js';
@@ -48,10 +48,13 @@ export function handleChatInputTokens(service: InferenceService, req: HttpReques
 
 /** The input_tokens answer for a chat request (also the Responses API's). */
 export async function chatInputTokens(service: InferenceService, body: ChatRequest): Promise<HttpResult> {
-  const { prompt, media } = await renderRequest(service, body);
-  if (media.length > 0) throw inferenceError(ErrorType.NOT_SUPPORTED, 'counting the tokens of a prompt with images is not supported yet');
-  const tokens = await service.model.tokenizeAsync(prompt, true, true);
-  return { body: { input_tokens: tokens.length, object: 'response.input_tokens' } };
+  return { body: { input_tokens: await countChatTokens(service, await renderRequest(service, body)), object: 'response.input_tokens' } };
+}
+
+/** The tokens of a rendered chat's prompt, its images included (the token-count routes of every dialect). */
+export async function countChatTokens(service: InferenceService, chat: Pick<RenderedChat, 'prompt' | 'media'>): Promise<number> {
+  if (chat.media.length > 0) return service.countTokensWithMedia(chat.prompt, chat.media);
+  return (await service.model.tokenizeAsync(chat.prompt, true, true)).length;
 }
 
 /** The task of a rendered chat: its prompt, and what the template's format asks of the sampler. */

@@ -117,6 +117,15 @@ export class InferenceService implements GenerationContext {
     }));
   }
 
+  /** The tokens of a prompt with images (text with one media marker per image), as the engine would run it. */
+  async countTokensWithMedia(promptText: string, media: Uint8Array[]): Promise<number> {
+    try {
+      return await this.engine.native.countTokens({ prompt: new Int32Array(0), promptText, media });
+    } catch (err) {
+      throw isNativeError(err) ? nativeErrorToHttp(err) : err;
+    }
+  }
+
   /** Runs the tasks of one request to their ends (one fate, as startAll). */
   async runAll(specs: readonly CompletionTaskSpec[], signal: AbortSignal): Promise<CompletionOutcome[]> {
     return Promise.all(await this.startAll(specs, signal));
