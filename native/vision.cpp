@@ -6,6 +6,7 @@
 #include "log.h"
 #include "model-worker.h"
 #include "model.h"
+#include "server-params.h"
 
 namespace addon {
 
@@ -13,8 +14,9 @@ Napi::FunctionReference Vision::constructor;
 
 class VisionLoadWorker : public ModelWorker {
 public:
-    VisionLoadWorker(Napi::Env env, Model * model, Napi::Object model_obj, std::string path, int32_t n_threads, bool use_gpu)
-        : ModelWorker(env, model, model_obj), path_(std::move(path)), n_threads_(n_threads), use_gpu_(use_gpu) {}
+    VisionLoadWorker(Napi::Env env, Model * model, Napi::Object model_obj, std::string path, int32_t n_threads, bool use_gpu,
+                     std::shared_ptr<common_params> server)
+        : ModelWorker(env, model, model_obj), path_(std::move(path)), n_threads_(n_threads), use_gpu_(use_gpu), server_(std::move(server)) {}
     ~VisionLoadWorker() override {
         if (ctx_) mtmd_free(ctx_);
     }
@@ -30,6 +32,14 @@ public:
         params.print_timings = false;
         params.warmup = false;
         if (n_threads_ > 0) params.n_threads = n_threads_;
+        if (server_) {
+            // As llama-server: -mmdev, --image-min/max-tokens, --mtmd-batch-max-tokens, -fa.
+            params.device = server_->mmproj_device;
+            params.image_min_tokens = server_->image_min_tokens;
+            params.image_max_tokens = server_->image_max_tokens;
+            params.batch_max_tokens = server_->mtmd_batch_max_tokens;
+            params.flash_attn_type = server_->flash_attn_type;
+        }
         log_capture_begin();
         ctx_ = mtmd_init_from_file(path_.c_str(), model_->get(), params);
         std::string errors = log_capture_end();
@@ -46,10 +56,11 @@ private:
     std::string path_;
     int32_t n_threads_;
     bool use_gpu_;
+    std::shared_ptr<common_params> server_;
     mtmd_context * ctx_ = nullptr;
 };
 
-// Vision.load(model, path, { nThreads, useGpu }) -> Promise<Vision>
+// Vision.load(model, path, { nThreads, useGpu, serverParams }) -> Promise<Vision>
 Napi::Value Vision::load(const Napi::CallbackInfo & info) {
     Napi::Env env = info.Env();
     if (info.Length() < 2 || !info[0].IsObject() || !info[1].IsString()) throw_coded(env, ErrorCode::INVALID_ARGUMENT, "Vision.load(model, path, options)");
@@ -57,12 +68,14 @@ Napi::Value Vision::load(const Napi::CallbackInfo & info) {
     Model * model = Model::from_js(env, model_obj);
     int32_t n_threads = 0;
     bool use_gpu = true;
+    std::shared_ptr<common_params> server;
     if (info.Length() > 2 && info[2].IsObject()) {
         Napi::Object o = info[2].As<Napi::Object>();
         if (o.Get("nThreads").IsNumber()) n_threads = o.Get("nThreads").As<Napi::Number>().Int32Value();
         if (o.Get("useGpu").IsBoolean()) use_gpu = o.Get("useGpu").As<Napi::Boolean>();
+        if (o.Get("serverParams").IsObject()) server = std::make_shared<common_params>(ServerParams::from_js(env, o.Get("serverParams")).params());
     }
-    auto * worker = new VisionLoadWorker(env, model, model_obj, info[1].As<Napi::String>(), n_threads, use_gpu);
+    auto * worker = new VisionLoadWorker(env, model, model_obj, info[1].As<Napi::String>(), n_threads, use_gpu, std::move(server));
     worker->Queue();
     return worker->promise();
 }

@@ -666,7 +666,7 @@ export interface NativeServerParams {
 export interface NativeAddon {
   Model: { load(path: string, options: ModelLoadOptions, onProgress?: (progress: number) => void): ModelLoadHandle };
   LoraAdapter: { load(model: NativeModel, path: string): Promise<NativeLoraAdapter> };
-  Vision: { load(model: NativeModel, path: string, options?: { nThreads?: number; useGpu?: boolean }): Promise<NativeVision> };
+  Vision: { load(model: NativeModel, path: string, options?: { nThreads?: number; useGpu?: boolean; /** llama-server's -mmdev, --image-min/max-tokens, --mtmd-batch-max-tokens, -fa apply as there. */ serverParams?: NativeServerParams }): Promise<NativeVision> };
   ChatParser: {
     /** Throws code BAD_PARSER for an unknown format or a parser that does not load. */
     new (options: ChatParserOptions): NativeChatParser;

@@ -1,6 +1,8 @@
 import t from 'tap';
 import { startInferenceServer } from '../../src/inference/server.js';
 import { resolveRuntime } from '../../src/inference/options.js';
+import { serverOptions } from '../../src/inference/server-config.js';
+import { native } from '../../src/native/binding.js';
 import { ensureTestModels } from '../fixtures/models.js';
 import { parseSse, postJson, startTestServer } from '../helpers/inference-server.js';
 import { dataUrl, encodePng } from '../helpers/png.js';
@@ -187,4 +189,19 @@ t.test('the token-count routes count images as their tokens, as llama-server', a
   const corrupt = await postJson(`${vision.base}/v1/chat/completions/input_tokens`, { messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url: dataUrl(red.subarray(0, 60)) } }, { type: 'text', text: 'x' }] }] });
   t.equal(corrupt.status, 400);
   t.match(corrupt.body.error.message, /could not be decoded/);
+});
+
+t.test('the projector flags (-mmdev, --image-min/max-tokens, --mtmd-batch-max-tokens) go to mtmd as in llama-server', async (t) => {
+  const argv = ['llama-server', '-m', models.chat, '-mm', models.mmproj, '-mmdev', 'none', '--image-min-tokens', '4', '--image-max-tokens', '8', '--mtmd-batch-max-tokens', '16'];
+  const params = native.ServerParams.parse(argv);
+  t.same(params.given().filter((f) => f.startsWith('-mm') || f.startsWith('--image') || f.startsWith('--mtmd')), ['-mm', '-mmdev', '--image-min-tokens', '--image-max-tokens', '--mtmd-batch-max-tokens']);
+  const options = serverOptions(params.values(), {}, false);
+  const flagged = await startInferenceServer({ ...options, serverParams: params, host: '127.0.0.1', port: 0, runtime: { ...options.runtime, ctxSize: 2048 } });
+  t.teardown(() => flagged.close());
+  await flagged.ready;
+  const body = { messages: [{ role: 'user', content: [{ type: 'text', text: 'What is in the picture?' }, { type: 'image_url', image_url: { url: dataUrl(red) } }] }], max_tokens: 8, temperature: 0 };
+  const res = await postJson(`http://127.0.0.1:${flagged.port}/v1/chat/completions`, body);
+  t.equal(res.status, 200);
+  t.equal(res.body.choices[0].message.content, (await ask(dataUrl(red))).body.choices[0].message.content, 'a fixed-resolution projector on the CPU answers as before');
+  t.throws(() => native.ServerParams.parse(['llama-server', '-m', models.chat, '-mmdev', 'no-such-device']), 'an unknown device is refused by llama.cpp\'s parser');
 });

@@ -65,7 +65,11 @@ export function loadInferenceService(options: ServiceLoadOptions, onProgress: (p
       }
       let vision: NativeVision | null = null;
       if (options.mmproj) {
-        vision = await native.Vision.load(model, options.mmproj, { nThreads: runtime.threads, useGpu: runtime.nGpuLayers !== 0 && options.mmprojUseGpu });
+        vision = await native.Vision.load(model, options.mmproj, {
+          nThreads: runtime.threads,
+          useGpu: runtime.nGpuLayers !== 0 && options.mmprojUseGpu,
+          ...(options.serverParams ? { serverParams: options.serverParams } : {}),
+        });
         loaded.unshift(vision);
       }
       const engine = await InferenceEngine.create(model, {
