@@ -74,6 +74,7 @@ public:
         p.Set("contextShift", params_.ctx_shift);
         p.Set("promptCacheMib", params_.prompt_cache_mib);
         p.Set("cacheIdleSlots", params_.cache_idle_slots);
+        p.Set("special", params_.special);
         p.Set("loras", loras_.IsEmpty() ? Napi::Array::New(env) : loras_.Value());
         if (!vision_.IsEmpty()) p.Set("vision", vision_.Value());
         return Engine::constructor.New({Napi::External<llama_context>::New(env, ctx), model_ref_.Value(), on_events_.Value(), p});
@@ -112,6 +113,7 @@ Napi::Value Engine::create(const Napi::CallbackInfo & info) {
     if (o.Get("contextShift").IsBoolean()) p.ctx_shift = o.Get("contextShift").As<Napi::Boolean>();
     p.prompt_cache_mib = read_i32(o, "promptCacheMib", 0);
     if (o.Get("cacheIdleSlots").IsBoolean()) p.cache_idle_slots = o.Get("cacheIdleSlots").As<Napi::Boolean>();
+    p.special = o.Get("special").ToBoolean();
     if (o.Get("serverParams").IsObject()) p.server = std::make_shared<common_params>(ServerParams::from_js(env, o.Get("serverParams")).params());
     auto * worker = new EngineCreateWorker(env, model, model_obj, info[2].As<Napi::Function>(), p);
     if (o.Get("loras").IsArray()) {
@@ -174,6 +176,7 @@ Engine::Engine(const Napi::CallbackInfo & info) : Napi::ObjectWrap<Engine>(info)
     params_.ctx_shift = p.Get("contextShift").ToBoolean();
     params_.prompt_cache_mib = read_i32(p, "promptCacheMib", 0);
     params_.cache_idle_slots = p.Get("cacheIdleSlots").ToBoolean();
+    params_.special = p.Get("special").ToBoolean();
     // As llama-server: the cache holds at least a context's worth of tokens.
     if (params_.prompt_cache_mib != 0) prompt_cache_ = std::make_unique<PromptCache>(params_.prompt_cache_mib, llama_n_ctx(ctx_));
     n_ctx_seq_ = static_cast<int32_t>(llama_n_ctx_seq(ctx_));

@@ -519,9 +519,9 @@ void Engine::handle_sampled(Slot & s, llama_token token) {
         }
         for (auto & [id, p] : top) ev.probs.push_back({id, common_token_to_piece(vocab_, id, false), p});
     }
-    // A preserved token (a tool-call or thinking marker of the chat format) keeps its text, as
-    // llama-server's accept_special_token, so that the chat parser sees it.
-    const bool special = task.sampling.preserved_tokens.count(token) > 0;
+    // With -sp, and for a preserved token (a tool-call or thinking marker of the chat format), a
+    // special token keeps its text, as llama-server's accept_special_token (the chat parser sees it).
+    const bool special = params_.special || task.sampling.preserved_tokens.count(token) > 0;
     const std::string piece = common_token_to_piece(vocab_, token, special);
     ev.text = s.accept_piece(piece, eog);
     s.sampled = token;

@@ -51,6 +51,7 @@ struct EngineParams {
     bool ctx_shift = false;       // a generating slot whose context is full drops old tokens instead of stopping
     int32_t prompt_cache_mib = 0; // --cache-ram: host-memory prompt cache size (-1 no limit, 0 off)
     bool cache_idle_slots = true; // --cache-idle-slots: idle slots dropped under KV pressure go to the prompt cache first
+    bool special = false;         // -sp: generated special tokens keep their text
     // llama-server's parsed command line, when given: its context flags (KV cache types, SWA,
     // RoPE/YaRN, offload) apply as there; the fields above still decide what they name.
     std::shared_ptr<common_params> server;

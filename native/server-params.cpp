@@ -218,6 +218,7 @@ Napi::Value ServerParams::js_values(const Napi::CallbackInfo & info) {
     o.Set("cachePrompt", p.cache_prompt);
     o.Set("cacheRamMib", p.cache_ram_mib);
     o.Set("cacheIdleSlots", p.cache_idle_slots);
+    o.Set("special", p.special);
     o.Set("cacheTypeK", ggml_type_name(p.cache_type_k));
     o.Set("cacheTypeV", ggml_type_name(p.cache_type_v));
     o.Set("slotSavePath", p.slot_save_path);

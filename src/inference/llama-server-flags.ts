@@ -66,7 +66,7 @@ export const LLAMA_SERVER_FLAGS: Readonly<Record<string, FlagSupport>> = {
   '--perf': ignored('timings are always measured and reported'),
   '-e': served,
   '-r': served,
-  '-sp': NOT_YET,
+  '-sp': served,
   '--warmup': ignored('the engine warms up on its first batch'),
   '--spm-infill': served,
   '--samplers': served,

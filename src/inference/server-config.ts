@@ -139,6 +139,7 @@ export function serverOptions(v: ServerParamValues, own: OwnFlags, gpuAvailable:
     contextShift: v.ctxShift,
     promptCacheMib: v.cacheRamMib,
     cacheIdleSlots: v.cacheIdleSlots,
+    special: v.special,
     // As llama-server: with -np left to its default the slots share one KV pool; with -np given,
     // each slot has n_ctx / np unless --kv-unified.
     kvUnified: v.nParallel < 0 ? true : v.kvUnified,

@@ -27,6 +27,8 @@ export interface InferenceServerOptions {
   promptCacheMib?: number;
   /** llama-server's --cache-idle-slots (default on). */
   cacheIdleSlots?: boolean;
+  /** llama-server's -sp / --special: generated special tokens keep their text. */
+  special?: boolean;
   /** One KV pool shared by the slots (default); false gives each slot n_ctx / parallel, as llama-server's --no-kv-unified. */
   kvUnified?: boolean;
   alias?: string;
@@ -110,6 +112,7 @@ function serviceLoadOptions(options: InferenceServerOptions): ServiceLoadOptions
     contextShift: options.contextShift ?? false,
     promptCacheMib: options.promptCacheMib ?? 8192,
     cacheIdleSlots: options.cacheIdleSlots ?? true,
+    special: options.special ?? false,
     kvUnified: options.kvUnified ?? true,
     alias: options.alias,
     nPredict: options.nPredict,

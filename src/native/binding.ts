@@ -354,6 +354,8 @@ export interface EngineParams {
   promptCacheMib?: number;
   /** --cache-idle-slots: idle slots' caches dropped under KV pressure are saved to the prompt cache first (default true). */
   cacheIdleSlots?: boolean;
+  /** -sp / --special: generated special tokens keep their text (as llama-server's --special). */
+  special?: boolean;
   /** LoRA adapters of this model that tasks may apply (task.loraScales indexes them). */
   loras?: NativeLoraAdapter[];
   /** A multimodal projector for this model: tasks may then carry images. */
@@ -643,7 +645,7 @@ export interface ServerParamValues {
   hosts: string[]; port: number; reusePort: boolean; apiKeys: string[]; apiPrefix: string;
   nParallel: number; nCtx: number; nBatch: number; nUbatch: number; nPredict: number; nKeep: number;
   threads: number; threadsBatch: number; threadsHttp: number; nGpuLayers: number; flashAttn: number; loadMode: number;
-  ctxShift: boolean; kvUnified: boolean; swaFull: boolean; cacheReuse: number; cachePrompt: boolean; cacheRamMib: number; cacheIdleSlots: boolean;
+  ctxShift: boolean; kvUnified: boolean; swaFull: boolean; cacheReuse: number; cachePrompt: boolean; cacheRamMib: number; cacheIdleSlots: boolean; special: boolean;
   cacheTypeK: string; cacheTypeV: string; slotSavePath: string; slotPromptSimilarity: number;
   endpointSlots: boolean; endpointProps: boolean; endpointMetrics: boolean;
   corsOrigins: string; corsMethods: string; corsHeaders: string; corsCredentials: boolean;

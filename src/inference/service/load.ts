@@ -17,6 +17,8 @@ export interface ServiceLoadOptions {
   /** --cache-ram (MiB; -1 no limit, 0 off) and --cache-idle-slots. */
   promptCacheMib: number;
   cacheIdleSlots: boolean;
+  /** -sp: generated special tokens keep their text. */
+  special: boolean;
   kvUnified: boolean;
   alias?: string;
   nPredict: number;
@@ -89,6 +91,7 @@ export function loadInferenceService(options: ServiceLoadOptions, onProgress: (p
         contextShift: options.contextShift,
         promptCacheMib: options.promptCacheMib,
         cacheIdleSlots: options.cacheIdleSlots,
+        special: options.special,
       });
       return new InferenceService(model, vision, engine, {
         modelPath: runtime.model,
