@@ -61,7 +61,20 @@ public:
             fail(ErrorCode::LOAD_FAILED, "failed to create the inference context" + (errors.empty() ? std::string() : ": " + errors));
         } else if (params_.ctx_shift && !params_.embeddings && !llama_memory_can_shift(llama_get_memory(ctx_))) {
             fail(ErrorCode::NOT_SUPPORTED, "context shift is not supported by this model's memory (drop --context-shift)");
+        } else if (params_.server && !params_.server->control_vectors.empty()) {
+            apply_control_vectors(*params_.server);
         }
+    }
+
+    // --control-vector(-scaled), --control-vector-layer-range: as llama.cpp's common_init_from_params.
+    void apply_control_vectors(const common_params & server) {
+        const int32_t start = server.control_vector_layer_start <= 0 ? 1 : server.control_vector_layer_start;
+        const int32_t end = server.control_vector_layer_end <= 0 ? llama_model_n_layer(model_->get()) : server.control_vector_layer_end;
+        log_capture_begin();
+        const common_control_vector_data cvec = common_control_vector_load(server.control_vectors);
+        int32_t err = cvec.n_embd == -1 ? -1 : llama_set_adapter_cvec(ctx_, cvec.data.data(), cvec.data.size(), cvec.n_embd, start, end);
+        std::string errors = log_capture_end();
+        if (err != 0) fail(ErrorCode::LOAD_FAILED, "failed to apply the control vector" + (errors.empty() ? std::string() : ": " + errors));
     }
 
     Napi::Value result(Napi::Env env) override {
