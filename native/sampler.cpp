@@ -128,6 +128,8 @@ void sampling_params_from_js(Napi::Env env, Napi::Object o, const llama_model * 
     read_number(o, "mirostat", p.mirostat);
     read_number(o, "mirostatTau", p.mirostat_tau);
     read_number(o, "mirostatEta", p.mirostat_eta);
+    read_number(o, "adaptiveTarget", p.adaptive_target);
+    read_number(o, "adaptiveDecay", p.adaptive_decay);
     read_number(o, "minKeep", p.min_keep);
     read_number(o, "nProbs", p.n_probs);
     read_bool(o, "ignoreEos", p.ignore_eos);

@@ -62,6 +62,8 @@ export const GenerationFields = {
   mirostat: Type.Optional(Type.Union([Type.Literal(0), Type.Literal(1), Type.Literal(2)])),
   mirostat_tau: Type.Optional(Num),
   mirostat_eta: Type.Optional(Num),
+  adaptive_target: Type.Optional(Num),
+  adaptive_decay: Type.Optional(Type.Number({ minimum: 0, maximum: 0.99 })),
   min_keep: Type.Optional(Int),
   seed: Type.Optional(Seed),
   ignore_eos: Type.Optional(Type.Boolean()),

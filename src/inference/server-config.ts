@@ -90,6 +90,8 @@ export function generationDefaults(v: ServerParamValues): GenerationDefaults {
       mirostat: s.mirostat,
       mirostatTau: s.mirostatTau,
       mirostatEta: s.mirostatEta,
+      adaptiveTarget: s.adaptiveTarget,
+      adaptiveDecay: s.adaptiveDecay,
       minKeep: s.minKeep,
       ignoreEos: s.ignoreEos,
       samplers: s.samplers,

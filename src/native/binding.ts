@@ -436,6 +436,9 @@ export interface SamplingParams extends ChatSamplingParams {
   mirostat?: number;
   mirostatTau?: number;
   mirostatEta?: number;
+  /** The adaptive_p sampler (used only when listed in `samplers`): target probability (negative: off) and EMA decay. */
+  adaptiveTarget?: number;
+  adaptiveDecay?: number;
   minKeep?: number;
   nProbs?: number;
   ignoreEos?: boolean;

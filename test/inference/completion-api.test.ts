@@ -267,6 +267,15 @@ t.test('the samplers order and every sampling parameter are accepted', async (t)
   t.match(bad.body.error.message, /mirostat/);
 });
 
+t.test('adaptive_p: adaptive_target above 1 is clamped and adaptive_decay outside [0, 0.99] is a 400, as llama-server', async (t) => {
+  const ok = await completion({ prompt: 'x', n_predict: 4, seed: 1, samplers: ['top_k', 'adaptive_p'], adaptive_target: 2, adaptive_decay: 0.5 });
+  t.equal(ok.status, 200);
+  t.same([ok.body.generation_settings.samplers, ok.body.generation_settings.adaptive_target, ok.body.generation_settings.adaptive_decay], [['top_k', 'adaptive_p'], 1, 0.5]);
+  const bad = await completion({ prompt: 'x', adaptive_decay: 1.5 });
+  t.equal(bad.status, 400);
+  t.match(bad.body.error.message, /adaptive_decay/);
+});
+
 t.test('prompt cache: a repeated prefix is reported as tokens_cached', async (t) => {
   const prompt = 'A long shared prefix that the second request repeats exactly, word for word.';
   await completion({ prompt, n_predict: 2, temperature: 0, id_slot: 3 });

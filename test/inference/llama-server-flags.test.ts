@@ -46,7 +46,7 @@ t.test('refused options are named with their reason; served and ignored ones are
 t.test('the sampling flags become the defaults of requests, as in llama-server', async (t) => {
   const params = parse('-m', models.chat, '--temp', '0.25', '--top-k', '7', '--top-p', '0.5', '--min-p', '0.1', '--seed', '42',
     '--repeat-penalty', '1.1', '--repeat-last-n', '32', '--presence-penalty', '0.2', '--frequency-penalty', '0.3',
-    '--dry-multiplier', '0.5', '--xtc-probability', '0.1', '--mirostat', '2', '--samplers', 'top_k;temperature', '--ignore-eos', '-n', '9');
+    '--dry-multiplier', '0.5', '--xtc-probability', '0.1', '--mirostat', '2', '--samplers', 'top_k;temperature', '--ignore-eos', '-n', '9', '--adaptive-target', '0.4', '--adaptive-decay', '0.8');
   const options = serverOptions(params.values(), {}, false);
   const s = options.generation!.sampling;
   t.same([s.temperature, s.topK, s.topP, s.minP, s.seed, s.repeatPenalty, s.repeatLastN, s.presencePenalty, s.frequencyPenalty, s.dryMultiplier, s.xtcProbability, s.mirostat, s.ignoreEos],
@@ -61,7 +61,8 @@ t.test('the sampling flags become the defaults of requests, as in llama-server',
   const props = await (await fetch(`${base}/props`)).json();
   const p = props.default_generation_settings.params;
   t.same([p.temperature, p.top_k, p.top_p, p.seed, p.repeat_last_n, p.mirostat, p.ignore_eos, p.n_predict], [Math.fround(0.25), 7, 0.5, 42, 32, 2, true, 9]);
-  t.same(p.samplers, ['penalties', 'top_k', 'temperature']);
+  t.same(p.samplers, ['top_k', 'temperature'], 'the list as given, as llama-server reports it');
+  t.same([p.adaptive_target, p.adaptive_decay], [Math.fround(0.4), Math.fround(0.8)]);
   const res = await postJson(`${base}/completion`, { prompt: 'Hello', top_k: 3 });
   t.equal(res.body.generation_settings.top_k, 3, 'a request still overrides a default');
   t.equal(res.body.generation_settings.temperature, Math.fround(0.25));

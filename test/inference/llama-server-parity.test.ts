@@ -11,9 +11,9 @@ t.teardown(ours.close);
 const reference = await startLlamaServer(['-m', models.chat, '-c', '2048', '-np', '2', '-kvu']);
 t.teardown(reference.close);
 
-/** What llama-server reports that this server does not implement (reasoning, tool-call grammars, speculative decoding, the adaptive_p sampler, backend sampling). */
+/** What llama-server reports that this server does not implement (reasoning, tool-call grammars, speculative decoding, backend sampling). */
 const NOT_IMPLEMENTED = new Set([
-  'adaptive_decay', 'adaptive_target', 'backend_sampling', 'chat_format', 'generation_prompt', 'grammar_lazy',
+  'backend_sampling', 'chat_format', 'generation_prompt', 'grammar_lazy',
   'grammar_triggers', 'preserved_tokens', 'reasoning_format', 'reasoning_in_content', 'speculative.types',
 ]);
 
@@ -56,6 +56,7 @@ const REQUESTS: Array<[string, Record<string, unknown>]> = [
   ['greedy, post-sampling', { prompt: 'Hello world', n_predict: 6, temperature: 0, n_probs: 4, post_sampling_probs: true }],
   ['top_k 3, seeded', { prompt: 'Hello world', n_predict: 6, temperature: 1, top_k: 3, seed: 7, n_probs: 5, post_sampling_probs: true }],
   ['top_p / min_p, stop, logit_bias', { prompt: 'Once upon', n_predict: 8, temperature: 0.7, top_p: 0.5, min_p: 0.1, seed: 3, n_probs: 10, post_sampling_probs: true, stop: ['zz'], logit_bias: [[5, 1.5]] }],
+  ['adaptive_p sampler, seeded', { prompt: 'Once upon', n_predict: 8, temperature: 1, samplers: ['top_k', 'adaptive_p'], top_k: 20, adaptive_target: 0.3, adaptive_decay: 0.5, seed: 11, n_probs: 3, post_sampling_probs: true }],
   ['n_indent over text fixed by a grammar', { prompt: 'code', n_predict: 64, temperature: 0, n_probs: 1, n_indent: 4, grammar: 'root ::= "if x:\\n    y = 1\\n  z\\nw"' }],
 ];
 

@@ -45,6 +45,8 @@ export function generationSettings(spec: CompletionTaskSpec, body: GenerationReq
     mirostat: s.mirostat,
     mirostat_tau: s.mirostatTau,
     mirostat_eta: s.mirostatEta,
+    adaptive_target: s.adaptiveTarget,
+    adaptive_decay: s.adaptiveDecay,
     stop: spec.stop ?? [],
     max_tokens: spec.nPredict,
     n_predict: spec.nPredict,

@@ -9,7 +9,7 @@ import type { LoraRegistry } from './lora-registry.js';
 
 export type GenerationRequest = Static<TObject<typeof GenerationFields>>;
 
-/** llama-server's default sampler order (common_params_sampling); penalties run first unless listed elsewhere. */
+/** llama-server's default sampler order (common_params_sampling). */
 export const DEFAULT_SAMPLERS = ['penalties', 'dry', 'top_n_sigma', 'top_k', 'typ_p', 'top_p', 'min_p', 'xtc', 'temperature'];
 
 /**
@@ -53,6 +53,8 @@ export const LLAMA_SERVER_DEFAULTS: GenerationDefaults = {
     mirostat: 0,
     mirostatTau: 5,
     mirostatEta: 0.1,
+    adaptiveTarget: -1,
+    adaptiveDecay: 0.9,
     minKeep: 0,
     ignoreEos: false,
     samplers: DEFAULT_SAMPLERS,
@@ -92,7 +94,8 @@ function samplerList(samplers: string | readonly string[] | undefined): string[]
   } else {
     names = (samplers ?? DEFAULT_SAMPLERS).map((n) => (n === 'typical_p' ? 'typ_p' : n));
   }
-  return names.includes('penalties') ? names : ['penalties', ...names];
+  // As llama-server: the list as given; repetition penalties apply only when "penalties" is in it.
+  return names;
 }
 
 function logitBias(model: NativeModel, vocabSize: number, bias: GenerationRequest['logit_bias']): Array<[number, number]> {
@@ -207,6 +210,9 @@ export function buildTaskSpec(
     mirostat: body.mirostat ?? d.mirostat,
     mirostatTau: body.mirostat_tau ?? d.mirostatTau,
     mirostatEta: body.mirostat_eta ?? d.mirostatEta,
+    // As llama-server: a target above 1 is clamped; the decay must lie in [0, 0.99] (schema).
+    adaptiveTarget: Math.min(1, body.adaptive_target ?? d.adaptiveTarget),
+    adaptiveDecay: body.adaptive_decay ?? d.adaptiveDecay,
     minKeep: body.min_keep ?? d.minKeep,
     ignoreEos: body.ignore_eos ?? d.ignoreEos,
     samplers: samplerList(body.samplers ?? d.samplers),
