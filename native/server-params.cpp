@@ -178,6 +178,7 @@ static Napi::Object sampling_values(Napi::Env env, const common_params_sampling 
     }
     o.Set("logitBias", bias);
     o.Set("reasoningBudget", s.reasoning_budget_tokens);
+    o.Set("reasoningBudgetMessage", s.reasoning_budget_message);
     return o;
 }
 

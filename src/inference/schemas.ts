@@ -187,6 +187,7 @@ export const ChatPromptFields = {
   reasoning_format: Type.Optional(Type.Union([Type.Literal('none'), Type.Literal('auto'), Type.Literal('deepseek'), Type.Literal('deepseek-legacy')])),
   reasoning_effort: Type.Optional(Type.String()),
   reasoning_budget_tokens: Type.Optional(Type.Integer({ minimum: -1, maximum: 2147483647 })),
+  reasoning_budget_message: Type.Optional(Type.String()),
   thinking_budget_tokens: Type.Optional(Type.Integer({ minimum: -1, maximum: 2147483647 })),
 };
 

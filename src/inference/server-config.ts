@@ -171,6 +171,7 @@ export function serverOptions(v: ServerParamValues, own: OwnFlags, gpuAvailable:
       enableThinking: v.enableReasoning < 0 ? undefined : v.enableReasoning === 1,
       prefillAssistant: v.prefillAssistant,
       reasoningBudget: v.sampling.reasoningBudget,
+      reasoningBudgetMessage: v.sampling.reasoningBudgetMessage,
       useJinja: v.useJinja,
       skipChatParsing: v.skipChatParsing,
     },

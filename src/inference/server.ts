@@ -127,7 +127,7 @@ function serviceLoadOptions(options: InferenceServerOptions): ServiceLoadOptions
     ...(options.chatTemplate ? { chatTemplate: options.chatTemplate } : {}),
     templateKwargs: options.templateKwargs ?? {},
     spmInfill: options.spmInfill ?? false,
-    chat: { reasoningFormat: 'deepseek', enableThinking: undefined, prefillAssistant: true, reasoningBudget: -1, useJinja: true, skipChatParsing: false, ...options.chat },
+    chat: { reasoningFormat: 'deepseek', enableThinking: undefined, prefillAssistant: true, reasoningBudget: -1, reasoningBudgetMessage: '', useJinja: true, skipChatParsing: false, ...options.chat },
     verbose: options.verbose ?? false,
     embdNormalize: options.embdNormalize ?? 2,
     aliases: options.aliases ?? (options.alias ? [options.alias] : []),

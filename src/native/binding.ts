@@ -637,7 +637,7 @@ export interface ServerSamplingValues {
   dynatempRange: number; dynatempExponent: number; repeatLastN: number; repeatPenalty: number;
   frequencyPenalty: number; presencePenalty: number; dryMultiplier: number; dryBase: number;
   dryAllowedLength: number; dryPenaltyLastN: number; drySequenceBreakers: string[];
-  adaptiveTarget: number; adaptiveDecay: number; mirostat: number; mirostatTau: number; mirostatEta: number;
+  adaptiveTarget: number; adaptiveDecay: number; reasoningBudgetMessage: string; mirostat: number; mirostatTau: number; mirostatEta: number;
   topNSigma: number; ignoreEos: boolean; timingsPerToken: boolean; samplers: string[]; grammar: string;
   logitBias: Array<[number, number]>; reasoningBudget: number;
 }

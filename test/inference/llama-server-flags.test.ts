@@ -95,6 +95,10 @@ t.test('LoRA, alias, API keys, chat template and kwargs from llama-server\'s fla
   t.same(o.apiKeys, ['k1', 'k2']);
   t.equal(o.chatTemplate, 'chatml');
   t.same(o.templateKwargs, { enable_thinking: false, preserve_reasoning: true });
+  const noPreserve = serverOptions(parse('-m', models.chat, '--no-reasoning-preserve').values(), {}, false);
+  t.same(noPreserve.templateKwargs, { preserve_reasoning: false }, '--no-reasoning-preserve sets the template kwarg, as there');
+  const message = serverOptions(parse('-m', models.chat, '--reasoning-budget-message', 'Done thinking.').values(), {}, false);
+  t.equal(message.chat!.reasoningBudgetMessage, 'Done thinking.');
   const idle = serverOptions(parse('-m', models.chat, '--lora', models.lora, '--lora-init-without-apply').values(), {}, false);
   t.same(idle.loras, [{ path: models.lora, scale: 0 }]);
 });

@@ -107,6 +107,24 @@ t.test('DeepSeek R1: reasoning_content split from content, as llama-server, plai
   t.match(none.body.choices[0].message.content, /<\/think>/);
 });
 
+t.test('--reasoning-budget-message / reasoning_budget_message: the text forced before </think>, as llama-server', async (t) => {
+  const message = ' Time is up, answering now.';
+  const ours = await startTestServer(models.deepseekR1, { parallel: 1, ctxSize: 2048, chat: { reasoningBudgetMessage: message } });
+  t.teardown(ours.close);
+  const ref = await startLlamaServer(['-m', models.deepseekR1, '-c', '2048', '-np', '1', '--reasoning-budget-message', message]);
+  t.teardown(ref.close);
+  const body = { messages: ask, max_tokens: 24, temperature: 0, reasoning_budget_tokens: 4 };
+  const mine = await postJson(`${ours.base}/v1/chat/completions`, body);
+  const theirs = await postJson(`${ref.base}/v1/chat/completions`, body);
+  t.equal(mine.status, 200);
+  t.match(mine.body.choices[0].message.reasoning_content, /Time is up, answering now\.$/, 'the message ends the reasoning');
+  t.same(mine.body.choices[0].message, theirs.body.choices[0].message, 'the server default, as llama-server');
+  const perRequest = { ...body, reasoning_budget_message: ' Stop.' };
+  const mineOwn = await postJson(`${ours.base}/v1/chat/completions`, perRequest);
+  t.match(mineOwn.body.choices[0].message.reasoning_content, /Stop\.$/, 'a request\'s own message wins');
+  t.same(mineOwn.body.choices[0].message, (await postJson(`${ref.base}/v1/chat/completions`, perRequest)).body.choices[0].message);
+});
+
 t.test('bad tool requests are 400s naming the field, never a crash', async (t) => {
   const ours = await startTestServer(models.qwen25, { parallel: 1, ctxSize: 1024 });
   t.teardown(ours.close);

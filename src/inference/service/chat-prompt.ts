@@ -25,6 +25,8 @@ export interface ChatSettings {
   prefillAssistant: boolean;
   /** Tokens of thinking before the end tag is forced; -1 unlimited. */
   reasoningBudget: number;
+  /** --reasoning-budget-message: text forced before the end tag when the budget runs out ('' none). */
+  reasoningBudgetMessage: string;
   /** --no-jinja: llama.cpp's built-in templates by name. */
   useJinja: boolean;
   /** --skip-chat-parsing: the reply is all content, reasoning and tool calls included. */
@@ -42,6 +44,8 @@ export interface RenderedChat {
   continuation: ChatContinuation;
   /** Tokens of thinking allowed; -1 unlimited. */
   reasoningBudget: number;
+  /** Text forced before the end tag when the budget runs out ('' none). */
+  reasoningBudgetMessage: string;
 }
 
 /** Message content parts for llama.cpp: text as it is, images as media markers (their bytes kept). */
@@ -194,6 +198,7 @@ export async function renderChat(service: InferenceService, body: ChatPromptRequ
     reasoningFormat: inputs.reasoningFormat ?? 'none',
     continuation: inputs.continueFinalMessage ?? 'none',
     reasoningBudget: budget === -1 ? service.settings.chat.reasoningBudget : budget,
+    reasoningBudgetMessage: body.reasoning_budget_message ?? service.settings.chat.reasoningBudgetMessage,
   };
 }
 
@@ -207,7 +212,12 @@ export function chatSampling(chat: RenderedChat): Partial<SamplingParams> {
     preservedTokens: p.preservedTokens,
     generationPrompt: p.generationPrompt,
     ...(p.thinkingEndTags.length > 0
-      ? { reasoningBudgetTokens: chat.reasoningBudget, reasoningBudgetStartTag: p.thinkingStartTag, reasoningBudgetEndTags: p.thinkingEndTags }
+      ? {
+          reasoningBudgetTokens: chat.reasoningBudget,
+          reasoningBudgetStartTag: p.thinkingStartTag,
+          reasoningBudgetEndTags: p.thinkingEndTags,
+          ...(chat.reasoningBudgetMessage !== '' ? { reasoningBudgetMessage: chat.reasoningBudgetMessage } : {}),
+        }
       : {}),
   };
 }
