@@ -88,6 +88,7 @@ public:
         p.Set("promptCacheMib", params_.prompt_cache_mib);
         p.Set("cacheIdleSlots", params_.cache_idle_slots);
         p.Set("special", params_.special);
+        p.Set("nCtxSlotMax", params_.n_ctx_slot_max);
         p.Set("loras", loras_.IsEmpty() ? Napi::Array::New(env) : loras_.Value());
         if (!vision_.IsEmpty()) p.Set("vision", vision_.Value());
         return Engine::constructor.New({Napi::External<llama_context>::New(env, ctx), model_ref_.Value(), on_events_.Value(), p});
@@ -127,6 +128,7 @@ Napi::Value Engine::create(const Napi::CallbackInfo & info) {
     p.prompt_cache_mib = read_i32(o, "promptCacheMib", 0);
     if (o.Get("cacheIdleSlots").IsBoolean()) p.cache_idle_slots = o.Get("cacheIdleSlots").As<Napi::Boolean>();
     p.special = o.Get("special").ToBoolean();
+    p.n_ctx_slot_max = std::max(0, read_i32(o, "nCtxSlotMax", 0));
     if (o.Get("serverParams").IsObject()) p.server = std::make_shared<common_params>(ServerParams::from_js(env, o.Get("serverParams")).params());
     auto * worker = new EngineCreateWorker(env, model, model_obj, info[2].As<Napi::Function>(), p);
     if (o.Get("loras").IsArray()) {
@@ -193,6 +195,9 @@ Engine::Engine(const Napi::CallbackInfo & info) : Napi::ObjectWrap<Engine>(info)
     // As llama-server: the cache holds at least a context's worth of tokens.
     if (params_.prompt_cache_mib != 0) prompt_cache_ = std::make_unique<PromptCache>(params_.prompt_cache_mib, llama_n_ctx(ctx_));
     n_ctx_seq_ = static_cast<int32_t>(llama_n_ctx_seq(ctx_));
+    // --kv-unified-per-slot caps each slot below its share of the pool, as llama-server's n_ctx_slot().
+    const int32_t slot_max = read_i32(p, "nCtxSlotMax", 0);
+    if (slot_max > 0) n_ctx_seq_ = std::min(n_ctx_seq_, slot_max);
     if (p.Get("loras").IsArray()) {
         Napi::Array loras = p.Get("loras").As<Napi::Array>();
         for (uint32_t i = 0; i < loras.Length(); i++) {

@@ -52,6 +52,7 @@ struct EngineParams {
     int32_t prompt_cache_mib = 0; // --cache-ram: host-memory prompt cache size (-1 no limit, 0 off)
     bool cache_idle_slots = true; // --cache-idle-slots: idle slots dropped under KV pressure go to the prompt cache first
     bool special = false;         // -sp: generated special tokens keep their text
+    int32_t n_ctx_slot_max = 0;   // --kv-unified-per-slot: cap on a slot's context (0: none)
     // llama-server's parsed command line, when given: its context flags (KV cache types, SWA,
     // RoPE/YaRN, offload) apply as there; the fields above still decide what they name.
     std::shared_ptr<common_params> server;

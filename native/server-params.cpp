@@ -214,6 +214,7 @@ Napi::Value ServerParams::js_values(const Napi::CallbackInfo & info) {
     o.Set("loadMode", static_cast<int>(p.load_mode));
     o.Set("ctxShift", p.ctx_shift);
     o.Set("kvUnified", p.kv_unified);
+    o.Set("kvUnifiedPerSlot", p.kv_unified_per_slot);
     o.Set("swaFull", p.swa_full);
     o.Set("cacheReuse", p.n_cache_reuse);
     o.Set("cachePrompt", p.cache_prompt);

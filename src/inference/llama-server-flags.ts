@@ -50,7 +50,7 @@ export const LLAMA_SERVER_FLAGS: Readonly<Record<string, FlagSupport>> = {
   '-lcs': SPECULATIVE,
   '-lcd': SPECULATIVE,
   '-c': served,
-  '--kv-unified-per-slot': NOT_YET,
+  '--kv-unified-per-slot': served,
   '-n': served,
   '-b': served,
   '-ub': served,

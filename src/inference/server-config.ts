@@ -114,8 +114,9 @@ function runtimeOptions(v: ServerParamValues, own: OwnFlags, gpuAvailable: boole
   if (v.model === '') throw new UsageError('-m <model.gguf> is required');
   return {
     model: v.model,
-    // Unset (0) keeps this server's default: the training context, at most 8192.
-    ctxSize: v.nCtx === 0 ? undefined : v.nCtx,
+    // Unset (0) keeps this server's default: the training context, at most 8192; with
+    // --kv-unified-per-slot N, as llama-server, a pool of N per slot.
+    ctxSize: v.nCtx !== 0 ? v.nCtx : v.kvUnifiedPerSlot > 0 ? (v.nParallel > 0 ? v.nParallel : 4) * v.kvUnifiedPerSlot : undefined,
     // llama.cpp: -1 auto, -2 and below all; without a GPU backend every layer stays on the CPU.
     nGpuLayers: !gpuAvailable ? 0 : own.layerWindow === 'auto' || v.nGpuLayers < 0 ? -1 : v.nGpuLayers,
     threads: v.threads > 0 ? v.threads : undefined,
@@ -142,6 +143,7 @@ export function serverOptions(v: ServerParamValues, own: OwnFlags, gpuAvailable:
     promptCacheMib: v.cacheRamMib,
     cacheIdleSlots: v.cacheIdleSlots,
     special: v.special,
+    ...(v.kvUnifiedPerSlot > 0 ? { slotContextMax: v.kvUnifiedPerSlot } : {}),
     // As llama-server: with -np left to its default the slots share one KV pool; with -np given,
     // each slot has n_ctx / np unless --kv-unified.
     kvUnified: v.nParallel < 0 ? true : v.kvUnified,

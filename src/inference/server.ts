@@ -29,6 +29,8 @@ export interface InferenceServerOptions {
   cacheIdleSlots?: boolean;
   /** llama-server's -sp / --special: generated special tokens keep their text. */
   special?: boolean;
+  /** llama-server's --kv-unified-per-slot: the most tokens one slot may hold. */
+  slotContextMax?: number;
   /** One KV pool shared by the slots (default); false gives each slot n_ctx / parallel, as llama-server's --no-kv-unified. */
   kvUnified?: boolean;
   alias?: string;
@@ -113,6 +115,7 @@ function serviceLoadOptions(options: InferenceServerOptions): ServiceLoadOptions
     promptCacheMib: options.promptCacheMib ?? 8192,
     cacheIdleSlots: options.cacheIdleSlots ?? true,
     special: options.special ?? false,
+    slotContextMax: options.slotContextMax ?? 0,
     kvUnified: options.kvUnified ?? true,
     alias: options.alias,
     nPredict: options.nPredict,

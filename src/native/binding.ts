@@ -350,6 +350,8 @@ export interface EngineParams {
   pooling?: PoolingTypeId | -1;
   /** A generating slot whose context is full drops old tokens (task nKeep/nDiscard) instead of stopping. */
   contextShift?: boolean;
+  /** --kv-unified-per-slot: the most tokens one slot may hold (0 or absent: its share of the pool). */
+  nCtxSlotMax?: number;
   /** --cache-ram: MiB of host memory for saved prompt states (-1 no limit, 0 or absent: off). */
   promptCacheMib?: number;
   /** --cache-idle-slots: idle slots' caches dropped under KV pressure are saved to the prompt cache first (default true). */
@@ -648,7 +650,7 @@ export interface ServerParamValues {
   hosts: string[]; port: number; reusePort: boolean; apiKeys: string[]; apiPrefix: string;
   nParallel: number; nCtx: number; nBatch: number; nUbatch: number; nPredict: number; nKeep: number;
   threads: number; threadsBatch: number; threadsHttp: number; nGpuLayers: number; flashAttn: number; loadMode: number;
-  ctxShift: boolean; kvUnified: boolean; swaFull: boolean; cacheReuse: number; cachePrompt: boolean; cacheRamMib: number; cacheIdleSlots: boolean; special: boolean;
+  ctxShift: boolean; kvUnified: boolean; kvUnifiedPerSlot: number; swaFull: boolean; cacheReuse: number; cachePrompt: boolean; cacheRamMib: number; cacheIdleSlots: boolean; special: boolean;
   cacheTypeK: string; cacheTypeV: string; slotSavePath: string; slotPromptSimilarity: number;
   endpointSlots: boolean; endpointProps: boolean; endpointMetrics: boolean;
   corsOrigins: string; corsMethods: string; corsHeaders: string; corsCredentials: boolean;

@@ -10,6 +10,7 @@ import { logLevel, refusedOptions, serverOptions, splitCommandLine } from '../..
 import { startInferenceServer } from '../../src/inference/server.js';
 import { ensureTestModels } from '../fixtures/models.js';
 import { postJson } from '../helpers/inference-server.js';
+import { startLlamaServer } from '../helpers/llama-server.js';
 import { REPO_ROOT } from '../helpers/reference.js';
 
 const models = await ensureTestModels();
@@ -84,6 +85,23 @@ t.test('-np with and without --kv-unified: one shared pool, or n_ctx / np per sl
     t.equal(props.default_generation_settings.n_ctx, perSlot, `n_ctx per slot with kvUnified ${options.kvUnified}`);
     t.equal(props.total_slots, 2);
     await server.close();
+  }
+});
+
+t.test('--kv-unified-per-slot: caps each slot, and sizes the pool when -c is not given, as llama-server', async (t) => {
+  for (const argv of [['-np', '2', '-kvu', '--kv-unified-per-slot', '256'], ['-c', '1024', '-np', '2', '-kvu', '--kv-unified-per-slot', '300']]) {
+    const options = serverOptions(parse('-m', models.chat, ...argv).values(), {}, false);
+    const server = await startInferenceServer({ ...options, host: '127.0.0.1', port: 0 });
+    t.teardown(() => server.close());
+    await server.ready;
+    const reference = await startLlamaServer(['-m', models.chat, ...argv]);
+    t.teardown(reference.close);
+    const base = `http://127.0.0.1:${server.port}`;
+    const [mine, theirs] = await Promise.all([base, reference.base].map(async (b) => (await (await fetch(`${b}/props`)).json()).default_generation_settings.n_ctx));
+    t.equal(mine, Number(argv.at(-1)), `${argv.join(' ')}: each slot holds at most the cap`);
+    t.equal(mine, theirs, 'as llama-server reports it');
+    const long = await postJson(`${base}/completion`, { prompt: 'word '.repeat(Number(argv.at(-1)) + 10), n_predict: 1 });
+    t.equal(long.status, 400, 'a prompt longer than the cap is refused');
   }
 });
 

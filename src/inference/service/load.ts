@@ -19,6 +19,8 @@ export interface ServiceLoadOptions {
   cacheIdleSlots: boolean;
   /** -sp: generated special tokens keep their text. */
   special: boolean;
+  /** --kv-unified-per-slot (0: none). */
+  slotContextMax: number;
   kvUnified: boolean;
   alias?: string;
   nPredict: number;
@@ -92,6 +94,7 @@ export function loadInferenceService(options: ServiceLoadOptions, onProgress: (p
         promptCacheMib: options.promptCacheMib,
         cacheIdleSlots: options.cacheIdleSlots,
         special: options.special,
+        nCtxSlotMax: options.slotContextMax,
       });
       return new InferenceService(model, vision, engine, {
         modelPath: runtime.model,
