@@ -54,6 +54,17 @@ public:
         // compute buffer is reserved for this many rows of logits.
         cp.n_outputs_max = params_.embeddings ? cp.n_batch : cp.n_seq_max;
         cp.n_outputs_max_per_seq = 1;
+        // -bs: as common_init_from_params, the context is created with a chain per sequence.
+        std::vector<llama_sampler_seq_config> configs;
+        if (params_.backend_sampling) {
+            for (int32_t i = 0; i < params_.n_parallel; i++) {
+                common_params_sampling defaults;
+                samplers_->emplace_back(common_sampler_init(model_->get(), defaults), common_sampler_free);
+                configs.push_back({i, common_sampler_get(samplers_->back().get())});
+            }
+            cp.samplers = configs.data();
+            cp.n_samplers = configs.size();
+        }
         log_capture_begin();
         ctx_ = llama_init_from_model(model_->get(), cp);
         std::string errors = log_capture_end();
@@ -89,9 +100,13 @@ public:
         p.Set("cacheIdleSlots", params_.cache_idle_slots);
         p.Set("special", params_.special);
         p.Set("nCtxSlotMax", params_.n_ctx_slot_max);
+        p.Set("backendSampling", params_.backend_sampling);
         p.Set("loras", loras_.IsEmpty() ? Napi::Array::New(env) : loras_.Value());
         if (!vision_.IsEmpty()) p.Set("vision", vision_.Value());
-        return Engine::constructor.New({Napi::External<llama_context>::New(env, ctx), model_ref_.Value(), on_events_.Value(), p});
+        // The engine adopts the -bs chains the context points to.
+        auto * samplers = samplers_.release();
+        return Engine::constructor.New({Napi::External<llama_context>::New(env, ctx), model_ref_.Value(), on_events_.Value(), p,
+                                        Napi::External<InitialSamplers>::New(env, samplers)});
     }
 
 private:
@@ -100,6 +115,8 @@ private:
     Napi::ObjectReference vision_;
     EngineParams params_;
     llama_context * ctx_ = nullptr;
+    // Declared after ctx_: destroyed after the destructor frees a context that points to them.
+    std::unique_ptr<InitialSamplers> samplers_ = std::make_unique<InitialSamplers>();
 };
 
 // Engine.create(model, params, onEvents) -> Promise<Engine>
@@ -129,6 +146,7 @@ Napi::Value Engine::create(const Napi::CallbackInfo & info) {
     if (o.Get("cacheIdleSlots").IsBoolean()) p.cache_idle_slots = o.Get("cacheIdleSlots").As<Napi::Boolean>();
     p.special = o.Get("special").ToBoolean();
     p.n_ctx_slot_max = std::max(0, read_i32(o, "nCtxSlotMax", 0));
+    p.backend_sampling = o.Get("backendSampling").ToBoolean();
     if (o.Get("serverParams").IsObject()) p.server = std::make_shared<common_params>(ServerParams::from_js(env, o.Get("serverParams")).params());
     auto * worker = new EngineCreateWorker(env, model, model_obj, info[2].As<Napi::Function>(), p);
     if (o.Get("loras").IsArray()) {
@@ -187,6 +205,8 @@ Engine::Engine(const Napi::CallbackInfo & info) : Napi::ObjectWrap<Engine>(info)
     vocab_ = model_->vocab();
     Napi::Object p = info[3].As<Napi::Object>();
     params_.n_parallel = read_i32(p, "nParallel", 1);
+    if (info.Length() > 4 && info[4].IsExternal()) initial_samplers_.reset(info[4].As<Napi::External<InitialSamplers>>().Data());
+    params_.backend_sampling = p.Get("backendSampling").ToBoolean();
     params_.n_batch = llama_n_batch(ctx_);
     params_.ctx_shift = p.Get("contextShift").ToBoolean();
     params_.prompt_cache_mib = read_i32(p, "promptCacheMib", 0);
@@ -260,7 +280,11 @@ void Engine::stop_thread() {
 }
 
 void Engine::free_context() {
-    for (auto & slot : slots_) slot.task.reset();
+    for (auto & slot : slots_) {
+        if (slot.backend_sampler && ctx_) llama_set_sampler(ctx_, slot.id, nullptr);  // its chain goes with the task
+        slot.backend_sampler = false;
+        slot.task.reset();
+    }
     waiting_.clear();
     if (batch_.token) {
         llama_batch_free(batch_);

@@ -84,7 +84,7 @@ void Engine::apply_cancels(std::vector<int64_t> & cancels) {
         for (auto & slot : slots_) {
             if (slot.task && slot.task->id == id) {
                 // The KV cache keeps what was decoded, so a retry of the same prompt reuses it.
-                slot.release(now_us());
+                release_slot(slot, now_us());
                 counters_.tasks_done++;
             }
         }
@@ -153,7 +153,29 @@ void Engine::start_task(Slot & slot, std::unique_ptr<CompletionTask> task, int64
     if (slot.task->sampler) {
         for (llama_token t : slot.task->prompt) common_sampler_accept(slot.task->sampler.get(), t, false);
     }
+    attach_backend_sampler(slot);
     if (slot.task->return_progress) emit_progress(slot);
+}
+
+// -bs / backend_sampling: the task's sampler chain runs in the decode graph, as llama-server does
+// it: not with a grammar or a reasoning budget (common_sampling refuses those), nor when raw
+// probabilities are asked for (they need the logits before sampling).
+void Engine::attach_backend_sampler(Slot & slot) {
+    if (!params_.backend_sampling) return;
+    const CompletionTask & t = *slot.task;
+    const bool use = t.kind == TaskKind::COMPLETION && t.sampler && t.sampling.backend_sampling && t.sampling.grammar.empty() &&
+                     t.sampling.reasoning_budget_tokens < 0 && !(t.n_probs > 0 && !t.post_sampling_probs);
+    llama_set_sampler(ctx_, slot.id, use ? common_sampler_get(t.sampler.get()) : nullptr);
+    slot.backend_sampler = use;
+}
+
+// Ends the slot's task; its sampler chain leaves the decode graph first (it is freed with the task).
+void Engine::release_slot(Slot & slot, int64_t now) {
+    if (slot.backend_sampler) {
+        llama_set_sampler(ctx_, slot.id, nullptr);
+        slot.backend_sampler = false;
+    }
+    slot.release(now);
 }
 
 // --cache-ram: before a slot loses most of its cache to `task` (or when it is empty), its prompt
@@ -594,7 +616,7 @@ void Engine::finish_embedding(Slot & s, int32_t first) {
     // Nothing of an embedded input is reused: free its cells for the next batch.
     llama_memory_seq_rm(llama_get_memory(ctx_), s.id, -1, -1);
     s.cache.clear();
-    s.release(t);
+    release_slot(s, t);
 }
 
 void Engine::finish(Slot & s) {
@@ -616,7 +638,7 @@ void Engine::finish(Slot & s) {
     counters_.predicted_us += s.t_prompt_done_us ? t - s.t_prompt_done_us : 0;
     counters_.tasks_done++;
     emit(std::move(ev));
-    s.release(t);
+    release_slot(s, t);
 }
 
 void Engine::fail(Slot & s, const std::string & message) {
@@ -626,7 +648,7 @@ void Engine::fail(Slot & s, const std::string & message) {
     ev.message = message;
     counters_.tasks_done++;
     emit(std::move(ev));
-    s.release(now_us());
+    release_slot(s, now_us());
 }
 
 }  // namespace addon

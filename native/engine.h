@@ -53,6 +53,7 @@ struct EngineParams {
     bool cache_idle_slots = true; // --cache-idle-slots: idle slots dropped under KV pressure go to the prompt cache first
     bool special = false;         // -sp: generated special tokens keep their text
     int32_t n_ctx_slot_max = 0;   // --kv-unified-per-slot: cap on a slot's context (0: none)
+    bool backend_sampling = false; // -bs: the context takes per-sequence sampler chains (tasks opt in)
     // llama-server's parsed command line, when given: its context flags (KV cache types, SWA,
     // RoPE/YaRN, offload) apply as there; the fields above still decide what they name.
     std::shared_ptr<common_params> server;
@@ -81,6 +82,9 @@ struct EngineCounters {
     std::atomic<int32_t> queued{0};
     std::atomic<int32_t> busy_slots{0};
 };
+
+// -bs: sampler chains a context was created with (llama_context_params.samplers).
+using InitialSamplers = std::vector<std::unique_ptr<common_sampler, void (*)(common_sampler *)>>;
 
 // The slots decoded together in one step share adapter scales (when the engine has adapters).
 struct LoraGroup {
@@ -150,6 +154,8 @@ private:
     void fail(Slot & slot, const std::string & message);
     void emit(EngineEvent && event);
     void swap_cached_prompt(Slot & slot, const CompletionTask & task);
+    void attach_backend_sampler(Slot & slot);
+    void release_slot(Slot & slot, int64_t now_us);
     size_t reuse_cache_chunks(Slot & slot, const std::vector<llama_token> & previous, size_t keep);
     void emit_progress(Slot & slot);
     void flush_events();
@@ -184,6 +190,8 @@ private:
 
     std::vector<Slot> slots_;
     std::unique_ptr<PromptCache> prompt_cache_;  // --cache-ram; null when off
+    // -bs: the chains the context was created with (one per sequence), alive as long as it is.
+    std::unique_ptr<InitialSamplers> initial_samplers_;
     std::deque<std::unique_ptr<CompletionTask>> waiting_;
     std::deque<SlotAction> actions_;   // slot actions waiting for their slot to be idle
 

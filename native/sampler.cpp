@@ -133,6 +133,7 @@ void sampling_params_from_js(Napi::Env env, Napi::Object o, const llama_model * 
     read_number(o, "minKeep", p.min_keep);
     read_number(o, "nProbs", p.n_probs);
     read_bool(o, "ignoreEos", p.ignore_eos);
+    read_bool(o, "backendSampling", p.backend_sampling);
     p.no_perf = true;
     if (p.penalty_last_n == -1) p.penalty_last_n = n_ctx_seq;
     if (p.dry_penalty_last_n == -1) p.dry_penalty_last_n = n_ctx_seq;

@@ -164,6 +164,7 @@ static Napi::Object sampling_values(Napi::Env env, const common_params_sampling 
     o.Set("mirostatEta", s.mirostat_eta);
     o.Set("topNSigma", s.top_n_sigma);
     o.Set("ignoreEos", s.ignore_eos);
+    o.Set("backendSampling", s.backend_sampling);
     o.Set("timingsPerToken", s.timing_per_token);
     std::vector<std::string> samplers;
     for (auto t : s.samplers) samplers.push_back(common_sampler_type_to_str(t));

@@ -31,6 +31,7 @@ struct Slot {
     StopType stop = StopType::NONE;
     std::string stopping_word;
     bool truncated = false;
+    bool backend_sampler = false;       // the task's chain is attached to the context (-bs)
 
     int64_t t_start_us = 0;             // task assigned
     int64_t t_prompt_done_us = 0;       // first token sampled

@@ -102,7 +102,7 @@ export const LLAMA_SERVER_FLAGS: Readonly<Record<string, FlagSupport>> = {
   '--grammar-file': served,
   '-j': served,
   '-jf': served,
-  '-bs': refused('backend (GPU) sampling is not implemented; sampling runs on the CPU'),
+  '-bs': served,
   '--pooling': served,
   '--rope-scaling': llama,
   '--rope-scale': llama,

@@ -67,6 +67,8 @@ export const GenerationFields = {
   min_keep: Type.Optional(Int),
   seed: Type.Optional(Seed),
   ignore_eos: Type.Optional(Type.Boolean()),
+  /** -bs: run the sampler chain in the decode graph (default from the flag). */
+  backend_sampling: Type.Optional(Type.Boolean()),
   logit_bias: Type.Optional(LogitBias),
   n_probs: Type.Optional(Type.Integer({ minimum: 0, maximum: 100 })),
   post_sampling_probs: Type.Optional(Type.Boolean()),

@@ -94,6 +94,7 @@ export function generationDefaults(v: ServerParamValues): GenerationDefaults {
       adaptiveDecay: s.adaptiveDecay,
       minKeep: s.minKeep,
       ignoreEos: s.ignoreEos,
+      backendSampling: s.backendSampling,
       samplers: s.samplers,
       grammar: s.grammar,
       logitBias: s.logitBias,
@@ -143,6 +144,7 @@ export function serverOptions(v: ServerParamValues, own: OwnFlags, gpuAvailable:
     promptCacheMib: v.cacheRamMib,
     cacheIdleSlots: v.cacheIdleSlots,
     special: v.special,
+    backendSampling: v.sampling.backendSampling,
     ...(v.kvUnifiedPerSlot > 0 ? { slotContextMax: v.kvUnifiedPerSlot } : {}),
     // As llama-server: with -np left to its default the slots share one KV pool; with -np given,
     // each slot has n_ctx / np unless --kv-unified.

@@ -31,6 +31,8 @@ export interface InferenceServerOptions {
   special?: boolean;
   /** llama-server's --kv-unified-per-slot: the most tokens one slot may hold. */
   slotContextMax?: number;
+  /** llama-server's -bs: the context runs sampler chains in its graph (requests opt in with backend_sampling, default from the flag). */
+  backendSampling?: boolean;
   /** One KV pool shared by the slots (default); false gives each slot n_ctx / parallel, as llama-server's --no-kv-unified. */
   kvUnified?: boolean;
   alias?: string;
@@ -116,6 +118,7 @@ function serviceLoadOptions(options: InferenceServerOptions): ServiceLoadOptions
     cacheIdleSlots: options.cacheIdleSlots ?? true,
     special: options.special ?? false,
     slotContextMax: options.slotContextMax ?? 0,
+    backendSampling: options.backendSampling ?? false,
     kvUnified: options.kvUnified ?? true,
     alias: options.alias,
     nPredict: options.nPredict,

@@ -352,6 +352,8 @@ export interface EngineParams {
   contextShift?: boolean;
   /** --kv-unified-per-slot: the most tokens one slot may hold (0 or absent: its share of the pool). */
   nCtxSlotMax?: number;
+  /** -bs: create the context for backend sampling (tasks opt in with sampling.backendSampling). */
+  backendSampling?: boolean;
   /** --cache-ram: MiB of host memory for saved prompt states (-1 no limit, 0 or absent: off). */
   promptCacheMib?: number;
   /** --cache-idle-slots: idle slots' caches dropped under KV pressure are saved to the prompt cache first (default true). */
@@ -444,6 +446,8 @@ export interface SamplingParams extends ChatSamplingParams {
   minKeep?: number;
   nProbs?: number;
   ignoreEos?: boolean;
+  /** -bs: run this chain in the decode graph when the engine allows it (no grammar, reasoning budget or raw probabilities). */
+  backendSampling?: boolean;
   /** Sampler names in order (llama-server's names: dry, top_k, typ_p, top_p, min_p, xtc, temperature, ...). */
   samplers?: string[];
   /** GBNF grammar. */
@@ -640,7 +644,7 @@ export interface ServerSamplingValues {
   frequencyPenalty: number; presencePenalty: number; dryMultiplier: number; dryBase: number;
   dryAllowedLength: number; dryPenaltyLastN: number; drySequenceBreakers: string[];
   adaptiveTarget: number; adaptiveDecay: number; reasoningBudgetMessage: string; mirostat: number; mirostatTau: number; mirostatEta: number;
-  topNSigma: number; ignoreEos: boolean; timingsPerToken: boolean; samplers: string[]; grammar: string;
+  topNSigma: number; ignoreEos: boolean; backendSampling: boolean; timingsPerToken: boolean; samplers: string[]; grammar: string;
   logitBias: Array<[number, number]>; reasoningBudget: number;
 }
 

@@ -11,9 +11,9 @@ t.teardown(ours.close);
 const reference = await startLlamaServer(['-m', models.chat, '-c', '2048', '-np', '2', '-kvu']);
 t.teardown(reference.close);
 
-/** What llama-server reports that this server does not implement (reasoning, tool-call grammars, speculative decoding, backend sampling). */
+/** What llama-server reports that this server does not implement (reasoning, tool-call grammars, speculative decoding). */
 const NOT_IMPLEMENTED = new Set([
-  'backend_sampling', 'chat_format', 'generation_prompt', 'grammar_lazy',
+  'chat_format', 'generation_prompt', 'grammar_lazy',
   'grammar_triggers', 'preserved_tokens', 'reasoning_format', 'reasoning_in_content', 'speculative.types',
 ]);
 

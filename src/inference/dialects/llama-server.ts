@@ -53,6 +53,7 @@ export function generationSettings(spec: CompletionTaskSpec, body: GenerationReq
     n_keep: spec.nKeep ?? 0,
     n_discard: spec.nDiscard ?? 0,
     ignore_eos: s.ignoreEos,
+    backend_sampling: s.backendSampling,
     stream: body.stream ?? false,
     logit_bias: (s.logitBias ?? []).map(([token, bias]) => ({ bias: Number.isFinite(bias) ? bias : null, token })),
     n_probs: spec.nProbs ?? 0,

@@ -21,6 +21,8 @@ export interface ServiceLoadOptions {
   special: boolean;
   /** --kv-unified-per-slot (0: none). */
   slotContextMax: number;
+  /** -bs. */
+  backendSampling: boolean;
   kvUnified: boolean;
   alias?: string;
   nPredict: number;
@@ -95,6 +97,7 @@ export function loadInferenceService(options: ServiceLoadOptions, onProgress: (p
         cacheIdleSlots: options.cacheIdleSlots,
         special: options.special,
         nCtxSlotMax: options.slotContextMax,
+        backendSampling: options.backendSampling,
       });
       return new InferenceService(model, vision, engine, {
         modelPath: runtime.model,
