@@ -1,6 +1,7 @@
 #include "server-params.h"
 
 #include <map>
+#include <set>
 
 #include "arg.h"
 #include "build-info.h"
@@ -331,10 +332,11 @@ static void resolve_cached_files(const common_preset_context & ctx, common_prese
     }
 }
 
-static Napi::Object router_model(Napi::Env env, const common_preset_context & ctx, common_preset preset, const char * source) {
+static Napi::Object router_model(Napi::Env env, const common_preset_context & ctx, common_preset preset, const char * source, bool hidden) {
     Napi::Object o = Napi::Object::New(env);
     o.Set("name", preset.name);
     o.Set("source", source);
+    o.Set("hidden", hidden);
     o.Set("aliases", strings(env, comma_list(preset, "LLAMA_ARG_ALIAS")));
     o.Set("tags", strings(env, comma_list(preset, "LLAMA_ARG_TAGS")));
     std::string value;
@@ -368,6 +370,35 @@ static Napi::Object router_model(Napi::Env env, const common_preset_context & ct
     return o;
 }
 
+// The cache models whose file a preset with dedup-cache-models already serves (hidden from the
+// listing, still usable), as llama-server's load_models finds them.
+static std::set<std::string> deduplicated_cache_models(const common_presets & custom, const common_presets & cached,
+                                                      const std::map<std::string, const char *> & source) {
+    std::set<std::string> paths;
+    auto add = [&paths](const common_preset & preset, const char * repo_key, const char * file_key) {
+        std::string repo;
+        if (!preset.get_option(repo_key, repo) || repo.empty()) return;
+        std::string file;
+        preset.get_option(file_key, file);
+        std::string path = common_download_resolve_path(repo, file);
+        if (!path.empty()) paths.insert(path);
+    };
+    for (const auto & [name, preset] : custom) {
+        std::string value;
+        if (!preset.get_option(COMMON_ARG_PRESET_DEDUP_CACHE_MODELS, value) || !common_arg_utils::is_truthy(value)) continue;
+        add(preset, "LLAMA_ARG_HF_REPO", "LLAMA_ARG_HF_FILE");
+        add(preset, "LLAMA_ARG_SPEC_DRAFT_HF_REPO", "LLAMA_ARG_SPEC_DRAFT_MODEL");
+    }
+    std::set<std::string> hidden;
+    if (paths.empty()) return hidden;
+    for (const auto & [name, preset] : cached) {
+        if (std::string(source.at(name)) != "cache") continue;
+        std::string path = common_download_resolve_path(name);
+        if (!path.empty() && paths.count(path)) hidden.insert(name);
+    }
+    return hidden;
+}
+
 // routerModels(): every model of router mode, sorted by name; throws (BAD_ARGUMENTS) when a
 // preset file or models directory cannot be read, as llama-server refuses to start then.
 Napi::Value ServerParams::js_router_models(const Napi::CallbackInfo & info) {
@@ -398,11 +429,12 @@ Napi::Value ServerParams::js_router_models(const Napi::CallbackInfo & info) {
             else all[name] = preset;
             source[name] = "preset";
         }
+        std::set<std::string> hidden = deduplicated_cache_models(custom, cached, source);
         Napi::Array out = Napi::Array::New(env);
         uint32_t n = 0;
         for (auto & [name, preset] : all) {
             preset.merge(base);
-            out.Set(n++, router_model(env, ctx, preset, source[name]));
+            out.Set(n++, router_model(env, ctx, preset, source[name], hidden.count(name) > 0));
         }
         return out;
     } catch (const Napi::Error &) {

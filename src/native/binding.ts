@@ -675,6 +675,8 @@ export interface NativeServerParams {
 export interface RouterModelSpec {
   name: string;
   source: 'preset' | 'models_dir' | 'cache';
+  /** A cache model a preset with dedup-cache-models serves: left out of GET /models, still usable. */
+  hidden: boolean;
   aliases: string[];
   tags: string[];
   /** Seconds a stopping child gets before it is killed (preset stop-timeout, default 10). */

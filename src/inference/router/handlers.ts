@@ -53,8 +53,7 @@ function requestedModel(registry: ModelRegistry, name: string, autoload: boolean
 
 async function proxyTo(registry: ModelRegistry, req: HttpRequest, entry: ModelEntry, autoload: boolean, isPost: boolean): Promise<HttpResult | void> {
   // A sleeping model wakes for a request even without autoload, as llama-server's sleeping child does.
-  if (autoload || entry.status === 'sleeping') await registry.ensureReady(entry, req.signal);
-  const { port, release } = await registry.acquire(entry, isPost);
+  const { port, release } = await registry.use(entry, autoload || entry.status === 'sleeping', req.signal, isPost);
   try {
     return await forward(req, port, entry.spec.name);
   } finally {
@@ -120,7 +119,7 @@ export function routerHandlers(registry: ModelRegistry, settings: RouterSettings
     listModels: async (req) => {
       if (req.query.get('reload')) await registry.reload();
       const created = Math.floor(Date.now() / 1000);
-      return { body: { data: registry.list().map((e) => modelListing(e, created)), object: 'list' } };
+      return { body: { data: registry.list().filter((e) => !e.spec.hidden).map((e) => modelListing(e, created)), object: 'list' } };
     },
     loadModel: async (req) => {
       const name = modelField(req);

@@ -106,10 +106,11 @@ export class ModelRegistry extends EventEmitter<{ event: [ModelEvent] }> {
 
   /**
    * Waits until the model is loaded, loading it when it is not (llama-server's
-   * ensure_model_ready). Throws 500 when its load fails, and stops waiting when `signal` aborts.
+   * ensure_model_ready), then calls `onReady` in the same turn. Throws 500 when its load fails,
+   * and stops waiting when `signal` aborts.
    */
-  async ensureReady(entry: ModelEntry, signal: AbortSignal): Promise<void> {
-    if (!entry.stopping && entry.status === 'loaded') return;
+  private async ensureReady<T>(entry: ModelEntry, signal: AbortSignal, onReady: () => T): Promise<T> {
+    if (!entry.stopping && entry.status === 'loaded') return onReady();
     let queued = false;
     let didLoad = false;
     let sawLoading = false;
@@ -126,7 +127,7 @@ export class ModelRegistry extends EventEmitter<{ event: [ModelEvent] }> {
         if (entry.stopping) {
           join();
         } else if (entry.status === 'loaded') {
-          return;
+          return onReady();
         } else if (entry.status === 'loading') {
           sawLoading = true;
         } else if (didLoad || sawLoading) {
@@ -142,22 +143,42 @@ export class ModelRegistry extends EventEmitter<{ event: [ModelEvent] }> {
         }
         await this.nextChange(signal);
       }
-    } finally {
+    } catch (err) {
+      // A place freed for this request goes to the next one in line.
       if (queued) this.queue.leave(entry.spec.name);
+      queued = false;
       this.queue.tick();
+      throw err;
+    } finally {
+      // On success the queue is not ticked: the model just loaded must not be given up before
+      // its request holds it (acquire, right after).
+      if (queued) this.queue.leave(entry.spec.name);
     }
   }
 
-  /** Holds a loaded model for one proxied request; call the returned release when it is over. */
-  async acquire(entry: ModelEntry, updateLastUsed: boolean): Promise<{ port: number; release: () => void }> {
+  /**
+   * Holds the model for one proxied request, first loading it when `load` is set; the hold is
+   * taken in the same turn the wait ends, so no eviction comes in between. Call the returned
+   * release when the request is over.
+   */
+  async use(entry: ModelEntry, load: boolean, signal: AbortSignal, updateLastUsed: boolean): Promise<{ port: number; release: () => void }> {
+    const release = load ? await this.ensureReady(entry, signal, () => this.hold(entry, updateLastUsed)) : this.hold(entry, updateLastUsed);
     const proc = entry.process;
-    if (proc === null) throw inferenceError(ErrorType.UNAVAILABLE, `model '${entry.spec.name}' is not running`);
-    if (proc.port === 0 || entry.status === 'loading') throw inferenceError(ErrorType.UNAVAILABLE, 'Loading model');
+    if (proc === null || proc.port === 0 || entry.status === 'loading') {
+      release();
+      throw inferenceError(ErrorType.UNAVAILABLE, proc === null ? `model '${entry.spec.name}' is not running` : 'Loading model');
+    }
+    if (this.options.fakeTiming) await delay(2000);
+    return { port: proc.port, release };
+  }
+
+  /** Counts a request on the model (it is not given up while one runs); returns its release. */
+  private hold(entry: ModelEntry, updateLastUsed: boolean): () => void {
     if (updateLastUsed) entry.lastUsed = Date.now();
     entry.inFlight++;
     this.stopIdleTimer(entry);
     let released = false;
-    const release = (): void => {
+    return () => {
       if (released) return;
       released = true;
       entry.inFlight--;
@@ -166,8 +187,6 @@ export class ModelRegistry extends EventEmitter<{ event: [ModelEvent] }> {
         this.startIdleTimer(entry);
       }
     };
-    if (this.options.fakeTiming) await delay(2000);
-    return { port: proc.port, release };
   }
 
   /**
