@@ -235,6 +235,9 @@ export class ModelRegistry extends EventEmitter<{ event: [ModelEvent] }> {
         entry.spec = spec;
         entry.exitCode = 0;
         entry.failure = null;
+      } else {
+        // A running model keeps what it was started with; only its listing follows the new list.
+        entry.spec = { ...entry.spec, hidden: spec.hidden };
       }
     }
     for (const spec of specs) if (!this.entries.has(spec.name)) this.entries.set(spec.name, newEntry(spec));
