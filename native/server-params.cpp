@@ -1,9 +1,13 @@
 #include "server-params.h"
 
 #include <map>
+#include <set>
 
 #include "arg.h"
+#include "build-info.h"
+#include "download.h"
 #include "errors.h"
+#include "preset.h"
 #include "chat.h"
 #include "sampling.h"
 
@@ -17,8 +21,10 @@ Napi::Function ServerParams::define(Napi::Env env) {
     Napi::Function fn = DefineClass(env, "ServerParams", {
         StaticMethod<&ServerParams::parse>("parse"),
         StaticMethod<&ServerParams::options>("options"),
+        StaticMethod<&ServerParams::build_info>("buildInfo"),
         InstanceMethod<&ServerParams::js_values>("values"),
         InstanceMethod<&ServerParams::js_given>("given"),
+        InstanceMethod<&ServerParams::js_router_models>("routerModels"),
     });
     constructor = Napi::Persistent(fn);
     constructor.SuppressDestruct();
@@ -70,6 +76,11 @@ static Napi::Array names_of(Napi::Env env, const std::vector<const char *> & nam
     Napi::Array out = Napi::Array::New(env, names.size());
     for (size_t i = 0; i < names.size(); i++) out.Set(static_cast<uint32_t>(i), names[i]);
     return out;
+}
+
+// buildInfo(): llama.cpp's "b<build number>-<commit>", as llama-server's /props reports it.
+Napi::Value ServerParams::build_info(const Napi::CallbackInfo & info) {
+    return Napi::String::New(info.Env(), llama_build_info());
 }
 
 // options(): every option llama-server accepts, as its parser defines it.
@@ -271,6 +282,170 @@ Napi::Value ServerParams::js_values(const Napi::CallbackInfo & info) {
     o.Set("modelsAutoload", p.models_autoload);
     o.Set("sampling", sampling_values(env, p.sampling));
     return o;
+}
+
+// Router mode (llama-server's server_models::load_models, phase 1): the models of the HF cache,
+// of --models-dir and of --models-preset, cascaded as there (the preset's [*] section under each,
+// a preset over a same-named directory or cache model), with the router's own command line laid
+// over every one. Options a child must not get (API keys, the router's flags, SSL, log file) and
+// the model's host, port and alias (set per spawn) are left out of its args.
+
+static void unset_router_reserved(common_preset & preset, bool model_args) {
+    for (const char * env : {"LLAMA_ARG_LOG_FILE", "LLAMA_ARG_SSL_KEY_FILE", "LLAMA_ARG_SSL_CERT_FILE", "LLAMA_API_KEY",
+                             "LLAMA_ARG_API_KEY_FILE", "LLAMA_ARG_MODELS_DIR", "LLAMA_ARG_MODELS_MAX", "LLAMA_ARG_MODELS_PRESET",
+                             "LLAMA_ARG_MODELS_AUTOLOAD", "LLAMA_ARG_HOST", "LLAMA_ARG_PORT"}) {
+        preset.unset_option(env);
+    }
+    if (model_args) {
+        for (const char * env : {"LLAMA_ARG_MODEL", "LLAMA_ARG_MMPROJ", "LLAMA_ARG_ALIAS", "LLAMA_ARG_HF_REPO"}) preset.unset_option(env);
+    }
+}
+
+static std::vector<std::string> comma_list(const common_preset & preset, const char * env) {
+    std::vector<std::string> out;
+    std::string value;
+    if (!preset.get_option(env, value)) return out;
+    for (auto & item : string_split<std::string>(value, ',')) {
+        item = string_strip(item);
+        if (!item.empty() && std::find(out.begin(), out.end(), item) == out.end()) out.push_back(item);
+    }
+    std::sort(out.begin(), out.end());
+    return out;
+}
+
+// A model named by its HF repo (a cache model, or hf-repo in a preset) becomes its cached local
+// files, found offline as llama-server finds them: this server loads local files only. Left as it
+// is when the cache does not hold it (the child then refuses -hf and the model fails to load).
+static void resolve_cached_files(const common_preset_context & ctx, common_preset & preset) {
+    std::string repo;
+    if (!preset.get_option("LLAMA_ARG_HF_REPO", repo) || repo.empty()) return;
+    try {
+        common_params p;
+        preset.apply_to_params(p, {"LLAMA_ARG_HF_REPO", "LLAMA_ARG_HF_FILE", "LLAMA_ARG_MMPROJ", "LLAMA_ARG_NO_MMPROJ"});
+        p.offline = true;
+        common_models_handler handler = common_models_handler_init(p, LLAMA_EXAMPLE_SERVER);
+        common_models_handler_apply(handler, p);
+        if (p.model.path.empty()) return;
+        preset.unset_option("LLAMA_ARG_HF_REPO");
+        preset.unset_option("LLAMA_ARG_HF_FILE");
+        preset.set_option(ctx, "LLAMA_ARG_MODEL", p.model.path);
+        if (!p.mmproj.path.empty() && !p.no_mmproj) preset.set_option(ctx, "LLAMA_ARG_MMPROJ", p.mmproj.path);
+    } catch (const std::exception &) {
+        // not cached: left as it is
+    }
+}
+
+static Napi::Object router_model(Napi::Env env, const common_preset_context & ctx, common_preset preset, const char * source, bool hidden) {
+    Napi::Object o = Napi::Object::New(env);
+    o.Set("name", preset.name);
+    o.Set("source", source);
+    o.Set("hidden", hidden);
+    o.Set("aliases", strings(env, comma_list(preset, "LLAMA_ARG_ALIAS")));
+    o.Set("tags", strings(env, comma_list(preset, "LLAMA_ARG_TAGS")));
+    std::string value;
+    int stop_timeout = 10;
+    if (preset.get_option(COMMON_ARG_PRESET_STOP_TIMEOUT, value)) {
+        try { stop_timeout = std::stoi(value); } catch (...) { stop_timeout = 10; }
+    }
+    o.Set("stopTimeout", stop_timeout);
+    o.Set("loadOnStartup", preset.get_option(COMMON_ARG_PRESET_LOAD_ON_STARTUP, value) && common_arg_utils::is_truthy(value));
+    // The router unloads an idle model itself (its child exits), so a child never sleeps.
+    int sleep_idle = -1;
+    for (auto it = preset.options.begin(); it != preset.options.end(); ++it) {
+        const auto & names = it->first.args;
+        if (std::find_if(names.begin(), names.end(), [](const char * a) { return std::string(a) == "--sleep-idle-seconds"; }) == names.end()) continue;
+        try { sleep_idle = std::stoi(it->second); } catch (...) { sleep_idle = -1; }
+        preset.options.erase(it);
+        break;
+    }
+    o.Set("sleepIdleSeconds", sleep_idle);
+    unset_router_reserved(preset, false);
+    common_preset shown = preset;
+    shown.unset_option("LLAMA_ARG_ALIAS");
+    shown.unset_option("LLAMA_ARG_TAGS");
+    o.Set("presetIni", shown.to_ini());
+    resolve_cached_files(ctx, preset);
+    preset.unset_option("LLAMA_ARG_ALIAS");
+    std::string mmproj;
+    preset.get_option("LLAMA_ARG_MMPROJ", mmproj);
+    o.Set("mmproj", mmproj);
+    o.Set("args", strings(env, preset.to_args("")));
+    return o;
+}
+
+// The cache models whose file a preset with dedup-cache-models already serves (hidden from the
+// listing, still usable), as llama-server's load_models finds them.
+static std::set<std::string> deduplicated_cache_models(const common_presets & custom, const common_presets & cached,
+                                                      const std::map<std::string, const char *> & source) {
+    std::set<std::string> paths;
+    auto add = [&paths](const common_preset & preset, const char * repo_key, const char * file_key) {
+        std::string repo;
+        if (!preset.get_option(repo_key, repo) || repo.empty()) return;
+        std::string file;
+        preset.get_option(file_key, file);
+        std::string path = common_download_resolve_path(repo, file);
+        if (!path.empty()) paths.insert(path);
+    };
+    for (const auto & [name, preset] : custom) {
+        std::string value;
+        if (!preset.get_option(COMMON_ARG_PRESET_DEDUP_CACHE_MODELS, value) || !common_arg_utils::is_truthy(value)) continue;
+        add(preset, "LLAMA_ARG_HF_REPO", "LLAMA_ARG_HF_FILE");
+        add(preset, "LLAMA_ARG_SPEC_DRAFT_HF_REPO", "LLAMA_ARG_SPEC_DRAFT_MODEL");
+    }
+    std::set<std::string> hidden;
+    if (paths.empty()) return hidden;
+    for (const auto & [name, preset] : cached) {
+        if (std::string(source.at(name)) != "cache") continue;
+        std::string path = common_download_resolve_path(name);
+        if (!path.empty() && paths.count(path)) hidden.insert(name);
+    }
+    return hidden;
+}
+
+// routerModels(): every model of router mode, sorted by name; throws (BAD_ARGUMENTS) when a
+// preset file or models directory cannot be read, as llama-server refuses to start then.
+Napi::Value ServerParams::js_router_models(const Napi::CallbackInfo & info) {
+    Napi::Env env = info.Env();
+    const common_params & p = params_;
+    try {
+        common_preset_context ctx(LLAMA_EXAMPLE_SERVER);
+        std::vector<char *> ptrs;
+        std::vector<std::string> argv = argv_;
+        for (auto & a : argv) ptrs.push_back(a.data());
+        common_preset base = ctx.load_from_args(static_cast<int>(ptrs.size()), ptrs.data());
+        unset_router_reserved(base, true);
+        common_presets cached = ctx.load_from_cache();
+        common_presets local;
+        if (!p.models_dir.empty()) local = ctx.load_from_models_dir(p.models_dir);
+        common_preset global;
+        common_presets custom;
+        if (!p.models_preset.empty()) custom = ctx.load_from_ini(p.models_preset, global);
+        cached = ctx.cascade(global, cached);
+        local = ctx.cascade(global, local);
+        custom = ctx.cascade(global, custom);
+        common_presets all;
+        std::map<std::string, const char *> source;
+        for (const auto & [name, preset] : cached) { all[name] = preset; source[name] = "cache"; }
+        for (const auto & [name, preset] : local) { all[name] = preset; source[name] = "models_dir"; }
+        for (const auto & [name, preset] : custom) {
+            if (all.count(name)) all[name].merge(preset);
+            else all[name] = preset;
+            source[name] = "preset";
+        }
+        std::set<std::string> hidden = deduplicated_cache_models(custom, cached, source);
+        Napi::Array out = Napi::Array::New(env);
+        uint32_t n = 0;
+        for (auto & [name, preset] : all) {
+            preset.merge(base);
+            out.Set(n++, router_model(env, ctx, preset, source[name], hidden.count(name) > 0));
+        }
+        return out;
+    } catch (const Napi::Error &) {
+        throw;
+    } catch (const std::exception & e) {
+        throw_coded(env, ErrorCode::BAD_ARGUMENTS, e.what());
+    }
+    return env.Undefined();
 }
 
 }  // namespace addon

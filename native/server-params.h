@@ -28,8 +28,10 @@ public:
 private:
     static Napi::Value parse(const Napi::CallbackInfo & info);
     static Napi::Value options(const Napi::CallbackInfo & info);
+    static Napi::Value build_info(const Napi::CallbackInfo & info);
     Napi::Value js_values(const Napi::CallbackInfo & info);
     Napi::Value js_given(const Napi::CallbackInfo & info);
+    Napi::Value js_router_models(const Napi::CallbackInfo & info);
 
     common_params params_;
     std::vector<std::string> argv_;

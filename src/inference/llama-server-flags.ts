@@ -24,7 +24,6 @@ const refused = (why: string): FlagSupport => ({ kind: 'refused', why });
 const NO_NETWORK = refused('this server loads local files only: download the file and pass its path');
 const CPU_AFFINITY = ignored('thread placement is left to the OS; the thread counts (-t, -tb) apply');
 const SPECULATIVE = refused('speculative decoding is not implemented yet');
-const ROUTER = refused('router mode (several models behind one server) is not implemented yet');
 const NOT_YET = refused('not implemented in this server yet');
 
 /** Options of ours, parsed before llama-server's command line is (they are not llama-server's). */
@@ -200,10 +199,10 @@ export const LLAMA_SERVER_FLAGS: Readonly<Record<string, FlagSupport>> = {
   '--slots': served,
   '--slot-save-path': served,
   '--media-path': served,
-  '--models-dir': ROUTER,
-  '--models-preset': ROUTER,
-  '--models-max': ROUTER,
-  '--models-autoload': ROUTER,
+  '--models-dir': served,
+  '--models-preset': served,
+  '--models-max': served,
+  '--models-autoload': served,
   '--jinja': served,
   '--reasoning-format': served,
   '-rea': served,

@@ -7,6 +7,7 @@ import { PoolingType, type LogLevel, type PoolingName, type ReasoningFormat, typ
 import { LLAMA_SERVER_FLAGS } from './llama-server-flags.js';
 import type { RuntimeOptions } from './options.js';
 import type { InferenceServerOptions } from './server.js';
+import type { RouterServerOptions } from './router/server.js';
 import type { GenerationDefaults } from './service/generation.js';
 
 /** Flags of this server that llama-server does not have. */
@@ -186,5 +187,31 @@ export function serverOptions(v: ServerParamValues, own: OwnFlags, gpuAvailable:
     mmprojUseGpu: v.mmprojUseGpu,
     ...(v.chatTemplate !== '' ? { chatTemplate: v.chatTemplate } : {}),
     templateKwargs: Object.fromEntries(Object.entries(v.chatTemplateKwargs).map(([k, json]) => [k, JSON.parse(json) as unknown])),
+  };
+}
+
+/** Our own flags that every model process of a router gets too. */
+function childArgs(own: OwnFlags): string[] {
+  return [
+    ...(own.maxBodyBytes !== undefined ? ['--max-body-bytes', String(own.maxBodyBytes)] : []),
+    ...(own.mediaAllowRemote ? ['--media-allow-remote'] : []),
+    ...(own.layerWindow !== undefined ? ['--layer-window', own.layerWindow] : []),
+  ];
+}
+
+/** Router mode's options (started without -m): the HTTP side as in single-model mode, and the model limits. */
+export function routerOptions(v: ServerParamValues, own: OwnFlags): Omit<RouterServerOptions, 'command' | 'readSpecs' | 'buildInfo' | 'log'> {
+  return {
+    host: v.hosts[0] ?? '127.0.0.1',
+    extraHosts: v.hosts.slice(1),
+    port: v.port,
+    apiKeys: v.apiKeys,
+    apiPrefix: v.apiPrefix,
+    cors: { origins: v.corsOrigins, methods: v.corsMethods, headers: v.corsHeaders, credentials: v.corsCredentials },
+    maxBodyBytes: own.maxBodyBytes ?? 32 * 1024 * 1024,
+    webui: v.webui,
+    autoload: v.modelsAutoload,
+    modelsMax: v.modelsMax,
+    childArgs: childArgs(own),
   };
 }

@@ -2,9 +2,12 @@
 // inference-server: serves a GGUF model over HTTP (OpenAI-compatible and llama-server native APIs).
 import { usage, UsageError } from '../cli/flags.js';
 import { isNativeError, native, type NativeServerParams } from '../native/binding.js';
-import { logLevel, OWN_FLAGS, refusedOptions, serverOptions, splitCommandLine } from './server-config.js';
-import { createInferenceAuth } from './access/auth-bridge.js';
+import { logLevel, OWN_FLAGS, refusedOptions, routerOptions, serverOptions, splitCommandLine, type OwnFlags } from './server-config.js';
+import { createInferenceAuth, type InferenceAuth } from './access/auth-bridge.js';
 import { startInferenceServer } from './server.js';
+import { modelEntry } from './dialects/server-info.js';
+import { routerLink } from './router/child-link.js';
+import { startRouterServer } from './router/server.js';
 
 
 /** Our own flags' help, printed before llama-server's usage (which ends the process). */
@@ -22,6 +25,83 @@ function parseServerArgs(argv: readonly string[]): NativeServerParams {
   }
 }
 
+function startAuth(own: OwnFlags, host: string, port: number): Promise<InferenceAuth> {
+  return createInferenceAuth({
+    mount: Boolean(own.auth),
+    appSlug: own.authApp,
+    role: own.authRole,
+    issuer: own.authIssuer,
+    jwksUrl: own.authJwksUrl,
+    selfUrl: `http://${host}:${port}`,
+    env: process.env,
+  });
+}
+
+function onSignals(shutdown: () => void): void {
+  process.once('SIGINT', shutdown);
+  process.once('SIGTERM', shutdown);
+}
+
+/** One model in this process; -1 once it serves (keep running), else the exit code. */
+async function runSingleModel(params: NativeServerParams, own: OwnFlags): Promise<number> {
+  const options = serverOptions(params.values(), own, native.systemInfo().supportsGpuOffload);
+  const { host, port, runtime } = options;
+  const auth = await startAuth(own, host, port);
+  const server = await startInferenceServer({
+    ...options,
+    serverParams: params,
+    extraRoutes: auth.routes,
+    ...(auth.acceptBearer ? { acceptBearer: auth.acceptBearer } : {}),
+    log: (line) => console.error(line),
+  });
+  console.error(`inference-server: listening on http://${host}:${server.port} (backend ${native.systemInfo().backend}), loading ${runtime.model}`);
+  const shutdown = (): void => {
+    console.error('inference-server: shutting down');
+    Promise.all([server.close(), auth.close()]).then(() => process.exit(0), () => process.exit(1));
+  };
+  onSignals(shutdown);
+  // A router's model process reports to its router (router/child-link.ts).
+  const link = routerLink(shutdown);
+  link?.listening(server.port);
+  try {
+    const service = await server.ready;
+    const i = service.info;
+    console.error(`inference-server: model ready (${service.metadata.architecture}, ${service.metadata.nParams} parameters), n_ctx ${i.nCtx}, ${i.nParallel} slots, n_batch ${i.nBatch}, threads ${i.nThreads}`);
+    link?.ready(modelEntry(service) as Record<string, unknown>);
+  } catch (err) {
+    console.error(`inference-server: ${(err as Error).message}`);
+    await server.close();
+    await auth.close();
+    return 1;
+  }
+  return -1;
+}
+
+/** Router mode: many models, each in a child process; -1 once it listens. */
+async function runRouter(params: NativeServerParams, own: OwnFlags): Promise<number> {
+  const options = routerOptions(params.values(), own);
+  const auth = await startAuth(own, options.host, options.port);
+  // The children run this same program (node, its flags and this script) with their model's flags.
+  const command = [process.execPath, ...process.execArgv, process.argv[1]!];
+  const server = await startRouterServer({
+    ...options,
+    command,
+    readSpecs: () => params.routerModels(),
+    buildInfo: native.ServerParams.buildInfo(),
+    extraRoutes: auth.routes,
+    ...(auth.acceptBearer ? { acceptBearer: auth.acceptBearer } : {}),
+    fakeTiming: (process.env['LLAMA_SERVER_DEBUG_FAKE_TIMING'] ?? '') !== '',
+    log: (line) => console.error(line),
+  });
+  const names = server.registry.list().map((e) => e.spec.name);
+  console.error(`inference-server: router listening on http://${options.host}:${server.port}, ${names.length} models: ${names.join(', ') || '(none)'}`);
+  onSignals(() => {
+    console.error('inference-server: shutting down');
+    Promise.all([server.close(), auth.close()]).then(() => process.exit(0), () => process.exit(1));
+  });
+  return -1;
+}
+
 async function main(): Promise<number> {
   try {
     const { own, llama } = splitCommandLine(process.argv.slice(2));
@@ -30,46 +110,12 @@ async function main(): Promise<number> {
     const refused = refusedOptions(params.given());
     if (refused.length > 0) throw new UsageError(`cannot honour these options:\n  ${refused.join('\n  ')}`);
     const values = params.values();
-    const options = serverOptions(values, own, native.systemInfo().supportsGpuOffload);
     const level = logLevel(values, params.given());
     if (level) native.setLogLevel(level);
-    const { host, port, runtime } = options;
-    const role = own.authRole;
-    if (role !== undefined && !own.authApp) throw new UsageError('--auth-role needs --auth-app');
-    const auth = await createInferenceAuth({
-      mount: Boolean(own.auth),
-      appSlug: own.authApp,
-      role,
-      issuer: own.authIssuer,
-      jwksUrl: own.authJwksUrl,
-      selfUrl: `http://${host}:${port}`,
-      env: process.env,
-    });
-    const server = await startInferenceServer({
-      ...options,
-      serverParams: params,
-      extraRoutes: auth.routes,
-      ...(auth.acceptBearer ? { acceptBearer: auth.acceptBearer } : {}),
-      log: (line) => console.error(line),
-    });
-    console.error(`inference-server: listening on http://${host}:${server.port} (backend ${native.systemInfo().backend}), loading ${runtime.model}`);
-    const shutdown = (): void => {
-      console.error('inference-server: shutting down');
-      Promise.all([server.close(), auth.close()]).then(() => process.exit(0), () => process.exit(1));
-    };
-    process.once('SIGINT', shutdown);
-    process.once('SIGTERM', shutdown);
-    try {
-      const service = await server.ready;
-      const i = service.info;
-      console.error(`inference-server: model ready (${service.metadata.architecture}, ${service.metadata.nParams} parameters), n_ctx ${i.nCtx}, ${i.nParallel} slots, n_batch ${i.nBatch}, threads ${i.nThreads}`);
-    } catch (err) {
-      console.error(`inference-server: ${(err as Error).message}`);
-      await server.close();
-      await auth.close();
-      return 1;
-    }
-    return -1; // keep running
+    if (own.authRole !== undefined && !own.authApp) throw new UsageError('--auth-role needs --auth-app');
+    // As llama-server: without a model, the server is a router over many.
+    if (values.model === '') return await runRouter(params, own);
+    return await runSingleModel(params, own);
   } catch (err) {
     if (err instanceof UsageError) {
       console.error(`inference-server: ${err.message}`);

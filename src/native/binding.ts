@@ -672,6 +672,34 @@ export interface NativeServerParams {
   values(): ServerParamValues;
   /** First names of the options set on the command line or through their environment variables. */
   given(): string[];
+  /**
+   * Router mode's models (llama-server's load_models): the HF cache's, --models-dir's and
+   * --models-preset's, with the command line laid over each; sorted by name. Throws
+   * (BAD_ARGUMENTS) when the directory or the preset file cannot be read.
+   */
+  routerModels(): RouterModelSpec[];
+}
+
+/** One model of router mode, as llama.cpp's preset code describes it. */
+export interface RouterModelSpec {
+  name: string;
+  source: 'preset' | 'models_dir' | 'cache';
+  /** A cache model a preset with dedup-cache-models serves: left out of GET /models, still usable. */
+  hidden: boolean;
+  aliases: string[];
+  tags: string[];
+  /** Seconds a stopping child gets before it is killed (preset stop-timeout, default 10). */
+  stopTimeout: number;
+  /** Preset load-on-startup. */
+  loadOnStartup: boolean;
+  /** --sleep-idle-seconds for this model (taken out of args: the router unloads idle models); -1 never. */
+  sleepIdleSeconds: number;
+  /** The preset in INI form, as GET /models shows it. */
+  presetIni: string;
+  /** The projector file, "" for none. */
+  mmproj: string;
+  /** The child's command line (without program, host, port and alias). */
+  args: string[];
 }
 
 export interface NativeAddon {
@@ -694,6 +722,8 @@ export interface NativeAddon {
     parse(argv: readonly string[]): NativeServerParams;
     /** Every option llama-server accepts. */
     options(): ServerOption[];
+    /** llama.cpp's build, "b<number>-<commit>" (llama-server's /props build_info). */
+    buildInfo(): string;
   };
   systemInfo(): SystemInfo;
   /** The lowest level of llama.cpp's log lines printed to stderr (default warn, or LLAMA_ADDON_LOG). */

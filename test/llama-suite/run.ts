@@ -23,6 +23,7 @@ import { parseLlamaHelp, parseOurHelp, type FlagTable } from './flags.js';
 import {
   droppedFlagCounts, failingDifferently, fileRows, formatCauses, formatTable, groupCauses, type Results, type Target, type TestResult,
 } from './report.js';
+import { writeSuiteHfCache } from './hf-cache.js';
 import { copySuite, missingPythonModules, preparePythonPath } from './suite-copy.js';
 
 const VENDOR = join(REPO_ROOT, 'vendor', 'llama.cpp');
@@ -93,6 +94,8 @@ interface Setup {
   flagsFile: string;
   pythonPath: string;
   stubbed: string[];
+  /** LLAMA_CACHE of both servers: the stand-ins under test_router's hub names. */
+  hfCache: string;
 }
 
 /** Builds what the run needs (dist/, llama-server, models) and writes the flag table and stubs. */
@@ -113,7 +116,8 @@ async function prepare(opts: Options): Promise<Setup> {
   writeFileSync(flagsFile, JSON.stringify(table, null, 1));
   const stubbed = missingPythonModules();
   const pythonPath = preparePythonPath(PYTHON_SOURCES, join(opts.out, 'python'), stubbed);
-  return { llamaServer, models, flagsFile, pythonPath, stubbed };
+  const hfCache = writeSuiteHfCache(join(opts.out, 'hf-cache'), models);
+  return { llamaServer, models, flagsFile, pythonPath, stubbed, hfCache };
 }
 
 interface Task {
@@ -131,6 +135,7 @@ function runFile(task: Task, slot: number, tests: string, setup: Setup, opts: Op
   const env: NodeJS.ProcessEnv = {
     ...process.env,
     PYTHONPATH: setup.pythonPath,
+    LLAMA_CACHE: setup.hfCache,
     PORT: String(opts.portBase + slot * 10),
     LLAMA_SERVER_BIN_PATH: task.target === 'llama-server' ? setup.llamaServer : SHIM,
     LLAMA_SUITE_MODE: task.target === 'ours-lenient' ? 'lenient' : 'strict',

@@ -6,7 +6,7 @@ import type { InferenceService } from '../service/service.js';
 import type { RequestCounters } from '../service/host.js';
 import { generationSettings } from './llama-server.js';
 
-function modelEntry(service: InferenceService): Record<string, unknown> {
+export function modelEntry(service: InferenceService): Record<string, unknown> {
   const m = service.metadata;
   return {
     id: service.alias,

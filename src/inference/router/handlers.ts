@@ -1,0 +1,170 @@
+// Router mode's handlers (llama-server's server_models_routes): requests that use a model are
+// forwarded to its child (the model named by the body's "model", or by ?model= on GET routes),
+// which is loaded first unless --no-models-autoload (or ?autoload=false); the model list and its
+// load, unload and event routes are answered here.
+import type { EventStream } from '../../http/event-stream.js';
+import type { HttpRequest, HttpResult } from '../../http/request.js';
+import { parseJson } from '../../http/validation.js';
+import { ErrorType, badRequest, inferenceError } from '../errors.js';
+import { modelNotFound, ModelRegistry, type ModelEntry, type ModelEvent } from './model-registry.js';
+import { forward } from './proxy.js';
+
+export interface RouterSettings {
+  /** --models-autoload (default) / --no-models-autoload. */
+  autoload: boolean;
+  buildInfo: string;
+  /** Aborted when the server shuts down: ends the /models/sse streams. */
+  closing: AbortSignal;
+}
+
+export interface RouterHandlers {
+  proxyPost(req: HttpRequest): Promise<HttpResult | void>;
+  proxyGet(req: HttpRequest): Promise<HttpResult | void>;
+  props(req: HttpRequest): Promise<HttpResult | void>;
+  listModels(req: HttpRequest): Promise<HttpResult>;
+  loadModel(req: HttpRequest): Promise<HttpResult>;
+  unloadModel(req: HttpRequest): HttpResult;
+  modelEvents(req: HttpRequest): Promise<void>;
+}
+
+/** ?autoload=true|1|false|0 overrides the server's setting for one request. */
+function autoloadOf(req: HttpRequest, settings: RouterSettings): boolean {
+  const value = req.query.get('autoload');
+  if (value === null || value === '') return settings.autoload;
+  return value === 'true' || value === '1';
+}
+
+/** The `model` field of a JSON body ("" when absent); a body that is not JSON is a 400. */
+function bodyModel(req: HttpRequest): string {
+  const body = parseJson(req, false);
+  const model = typeof body === 'object' && body !== null ? (body as Record<string, unknown>)['model'] : undefined;
+  if (model !== undefined && typeof model !== 'string') throw badRequest('"model" must be a string');
+  return model ?? '';
+}
+
+/** The model a request names, as llama-server's router_validate_model checks it. */
+function requestedModel(registry: ModelRegistry, name: string, autoload: boolean): ModelEntry {
+  if (name === '') throw badRequest('model name is missing from the request');
+  const entry = registry.find(name);
+  if (!entry) throw modelNotFound(name);
+  if (!autoload && !ModelRegistry.isRunning(entry)) throw badRequest('model is not loaded');
+  return entry;
+}
+
+async function proxyTo(registry: ModelRegistry, req: HttpRequest, entry: ModelEntry, autoload: boolean, isPost: boolean): Promise<HttpResult | void> {
+  // A sleeping model wakes for a request even without autoload, as llama-server's sleeping child does.
+  const { port, release } = await registry.use(entry, autoload || entry.status === 'sleeping', req.signal, isPost);
+  try {
+    return await forward(req, port, entry.spec.name);
+  } finally {
+    release();
+  }
+}
+
+/** GET /models: every model with its state (llama-server's listing). */
+function modelListing(entry: ModelEntry, created: number): Record<string, unknown> {
+  const status: Record<string, unknown> = { value: entry.status, args: entry.args, preset: entry.spec.presetIni };
+  if (ModelRegistry.isFailed(entry)) Object.assign(status, { exit_code: entry.exitCode, failed: true, ...(entry.failure ? { message: entry.failure } : {}) });
+  const listing: Record<string, unknown> = {
+    id: entry.spec.name,
+    aliases: entry.spec.aliases,
+    tags: entry.spec.tags,
+    object: 'model',
+    owned_by: 'llamacpp',
+    created,
+    status,
+    architecture: { input_modalities: entry.spec.mmproj !== '' ? ['text', 'image'] : ['text'], output_modalities: ['text'] },
+    source: entry.spec.source,
+    can_remove: false,
+  };
+  if (ModelRegistry.isRunning(entry) && entry.info) {
+    for (const [key, value] of Object.entries(entry.info)) if (!(key in listing)) listing[key] = value;
+  }
+  return listing;
+}
+
+function modelField(req: HttpRequest): string {
+  const name = bodyModel(req);
+  if (name === '') throw badRequest('model name is missing from the request');
+  return name;
+}
+
+export function routerHandlers(registry: ModelRegistry, settings: RouterSettings): RouterHandlers {
+  const proxyGet = (req: HttpRequest): Promise<HttpResult | void> => {
+    const autoload = autoloadOf(req, settings);
+    return proxyTo(registry, req, requestedModel(registry, req.query.get('model') ?? '', autoload), autoload, false);
+  };
+  return {
+    proxyGet,
+    proxyPost: (req) => {
+      const autoload = autoloadOf(req, settings);
+      return proxyTo(registry, req, requestedModel(registry, bodyModel(req), autoload), autoload, true);
+    },
+    props: async (req) => {
+      if (req.query.get('model')) return proxyGet(req);
+      return {
+        body: {
+          role: 'router',
+          max_instances: registry.modelsMax,
+          models_autoload: settings.autoload,
+          model_alias: 'llama-server',
+          model_path: 'none',
+          default_generation_settings: { params: {}, n_ctx: 0 },
+          ui_settings: {},
+          build_info: settings.buildInfo,
+          cors_proxy_enabled: false,
+        },
+      };
+    },
+    listModels: async (req) => {
+      if (req.query.get('reload')) await registry.reload();
+      const created = Math.floor(Date.now() / 1000);
+      return { body: { data: registry.list().filter((e) => !e.spec.hidden).map((e) => modelListing(e, created)), object: 'list' } };
+    },
+    loadModel: async (req) => {
+      const name = modelField(req);
+      const entry = registry.find(name);
+      if (!entry) throw inferenceError(ErrorType.NOT_FOUND, 'model is not found');
+      if (entry.process !== null) throw badRequest('model is already running');
+      await registry.load(entry);
+      return { body: { success: true } };
+    },
+    unloadModel: (req) => {
+      const entry = registry.find(modelField(req));
+      if (!entry) throw badRequest('model is not found');
+      if (!ModelRegistry.isRunning(entry)) throw badRequest('model is not running');
+      registry.unload(entry);
+      return { body: { success: true } };
+    },
+    modelEvents: (req) => streamModelEvents(registry, req, settings.closing),
+  };
+}
+
+/** GET /models/sse: one `data: {model, event, data}` event per state change, until the client or the server goes. */
+async function streamModelEvents(registry: ModelRegistry, req: HttpRequest, closing: AbortSignal): Promise<void> {
+  const stream: EventStream = req.openEventStream();
+  const pending: ModelEvent[] = [];
+  let wake: (() => void) | null = null;
+  const onEvent = (event: ModelEvent): void => {
+    pending.push(event);
+    wake?.();
+  };
+  const onEnd = (): void => wake?.();
+  registry.on('event', onEvent);
+  req.signal.addEventListener('abort', onEnd);
+  closing.addEventListener('abort', onEnd);
+  try {
+    // The status line goes out with the first write: a comment opens the stream at once.
+    await stream.sendRaw(': connected\n\n');
+    while (!req.signal.aborted && !closing.aborted && !stream.closed) {
+      const event = pending.shift();
+      if (event) await stream.send(JSON.stringify(event));
+      else await new Promise<void>((resolve) => (wake = resolve));
+      wake = null;
+    }
+  } finally {
+    registry.off('event', onEvent);
+    req.signal.removeEventListener('abort', onEnd);
+    closing.removeEventListener('abort', onEnd);
+  }
+}

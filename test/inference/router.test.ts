@@ -1,0 +1,198 @@
+// Router mode (inference-server without -m): a models directory with a chat model and a corrupt
+// GGUF, and a preset with an embedding model. Each model loads on demand in its own child
+// process and answers as the single-model server does; the corrupt one fails on its own.
+import { copyFileSync, mkdtempSync, openSync, readSync, closeSync, writeFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import t from 'tap';
+import { native } from '../../src/native/binding.js';
+import { startRouterServer, type RouterServer } from '../../src/inference/router/server.js';
+import type { ModelEvent } from '../../src/inference/router/model-registry.js';
+import { ensureTestModels } from '../fixtures/models.js';
+import { parseSse, postJson, startTestServer } from '../helpers/inference-server.js';
+import { REPO_ROOT } from '../helpers/reference.js';
+
+const models = await ensureTestModels();
+const dir = mkdtempSync(join(tmpdir(), 'router-test-'));
+t.teardown(() => rmSync(dir, { recursive: true, force: true }));
+const modelsDir = join(dir, 'models');
+rmSync(modelsDir, { recursive: true, force: true });
+await import('node:fs/promises').then((fs) => fs.mkdir(modelsDir));
+copyFileSync(models.chat, join(modelsDir, 'chat.gguf'));
+// The first 4 KiB of a real GGUF: its header promises tensors that are not there.
+const head = Buffer.alloc(4096);
+const fd = openSync(models.embedding, 'r');
+readSync(fd, head, 0, head.length, 0);
+closeSync(fd);
+writeFileSync(join(modelsDir, 'corrupt.gguf'), head);
+const preset = join(dir, 'preset.ini');
+writeFileSync(preset, `[embed]\nmodel = ${models.embedding}\nembeddings = true\nalias = embedder\n`);
+
+const CHILD = [process.execPath, '--import', join(REPO_ROOT, 'scripts', 'ts-loader.mjs'), join(REPO_ROOT, 'src', 'inference', 'server-main.ts')];
+
+async function startRouter(extra: string[], modelsMax = 0): Promise<{ router: RouterServer; base: string }> {
+  const params = native.ServerParams.parse(['llama-server', '--models-dir', modelsDir, '--models-preset', preset, '-c', '512', '-np', '2', '-t', '1', ...extra]);
+  const router = await startRouterServer({
+    host: '127.0.0.1', port: 0, apiKeys: [], maxBodyBytes: 1 << 20, autoload: true, modelsMax, buildInfo: 'b1-test',
+    readSpecs: () => params.routerModels(), command: CHILD, childArgs: [], log: () => {},
+  });
+  return { router, base: `http://127.0.0.1:${router.port}` };
+}
+
+/** Resolves with the first registry event that `match` accepts. */
+function nextEvent(router: RouterServer, match: (e: ModelEvent) => boolean): Promise<ModelEvent> {
+  return new Promise((resolve) => {
+    const on = (e: ModelEvent): void => {
+      if (!match(e)) return;
+      router.registry.off('event', on);
+      resolve(e);
+    };
+    router.registry.on('event', on);
+  });
+}
+
+const isAlive = (pid: number): boolean => {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+};
+
+async function statusOf(base: string, id: string): Promise<Record<string, unknown>> {
+  const list = (await (await fetch(`${base}/models`)).json()) as { data: Array<{ id: string; status: Record<string, unknown> }> };
+  return list.data.find((m) => m.id === id)!.status;
+}
+
+const COMPLETION = { prompt: 'Hello there', n_predict: 12, temperature: 0 };
+const EMBED = { input: 'a sentence to embed' };
+
+// What the single-model server answers, for comparison.
+const reference = await (async () => {
+  const chat = await startTestServer(models.chat, { ctxSize: 512, parallel: 2 });
+  const completion = (await postJson(`${chat.base}/completion`, COMPLETION)).body.content as string;
+  await chat.close();
+  const embed = await startTestServer(models.embedding, { ctxSize: 512, parallel: 2, embedding: true });
+  const embedding = (await postJson(`${embed.base}/v1/embeddings`, EMBED)).body.data[0].embedding as number[];
+  await embed.close();
+  return { completion, embedding };
+})();
+
+t.test('models load on demand, answer as the single-model server, and the corrupt one fails alone', async (t) => {
+  const { router, base } = await startRouter([]);
+  t.teardown(() => router.close());
+  t.same((await statusOf(base, 'chat')).value, 'unloaded');
+
+  const completion = await postJson(`${base}/completion`, { ...COMPLETION, model: 'chat' });
+  t.equal(completion.status, 200);
+  t.equal(completion.body.content, reference.completion, 'greedy output equals the single-model server');
+  const embedding = await postJson(`${base}/v1/embeddings`, { ...EMBED, model: 'embedder' });
+  t.equal(embedding.status, 200);
+  t.same(embedding.body.data[0].embedding, reference.embedding, 'the alias reaches the embedding model');
+
+  const stream = await postJson(`${base}/completion`, { ...COMPLETION, model: 'chat', stream: true });
+  t.match(stream.headers.get('content-type'), /text\/event-stream/);
+  const streamed = (parseSse(stream.body as string) as Array<{ content: string }>).map((e) => e.content).join('');
+  t.equal(streamed, reference.completion, 'streamed through the router, the same text');
+
+  const corrupt = await postJson(`${base}/completion`, { ...COMPLETION, model: 'corrupt' });
+  t.equal(corrupt.status, 500);
+  t.equal(corrupt.body.error.type, 'server_error');
+  t.match(corrupt.body.error.message, /model 'corrupt' failed to load \(exit code 1\)/);
+  const failed = await statusOf(base, 'corrupt');
+  t.same({ value: failed.value, failed: failed.failed, exit_code: failed.exit_code }, { value: 'unloaded', failed: true, exit_code: 1 });
+
+  t.equal((await postJson(`${base}/completion`, { ...COMPLETION, model: 'chat' })).body.content, reference.completion, 'the others keep serving');
+  t.equal((await statusOf(base, 'chat')).value, 'loaded');
+  t.equal((await statusOf(base, 'embed')).value, 'loaded');
+  const models = (await (await fetch(`${base}/v1/models`)).json()) as { data: Array<{ id: string; meta?: { n_ctx: number } }> };
+  t.type(models.data.find((m) => m.id === 'chat')!.meta?.n_ctx, 'number', 'a loaded model lists its own /v1/models fields');
+});
+
+t.test('bad input to the router is a clear 4xx', async (t) => {
+  const { router, base } = await startRouter([]);
+  t.teardown(() => router.close());
+  const cases: Array<[string, unknown, number, string]> = [
+    ['/models/load', {}, 400, 'model name is missing from the request'],
+    ['/models/load', { model: 'nope' }, 404, 'model is not found'],
+    ['/models/load', { model: 42 }, 400, '"model" must be a string'],
+    ['/models/unload', { model: 'nope' }, 400, 'model is not found'],
+    ['/models/unload', { model: 'chat' }, 400, 'model is not running'],
+    ['/models/unload', {}, 400, 'model name is missing from the request'],
+    ['/completion', { prompt: 'x' }, 400, 'model name is missing from the request'],
+    ['/completion', { prompt: 'x', model: 'nope' }, 400, "model 'nope' not found"],
+  ];
+  for (const [path, body, status, message] of cases) {
+    const res = await postJson(`${base}${path}`, body);
+    t.same({ status: res.status, message: res.body.error?.message }, { status, message }, `${path} ${JSON.stringify(body)}`);
+  }
+  const notJson = await postJson(`${base}/completion`, '{not json');
+  t.equal(notJson.status, 400);
+  t.equal((await fetch(`${base}/slots`)).status, 400, 'GET routes name the model with ?model=');
+});
+
+t.test('concurrent first requests load the model once; unload ends its process', async (t) => {
+  const { router, base } = await startRouter([]);
+  t.teardown(() => router.close());
+  let spawns = 0;
+  router.registry.on('event', (e) => { if (e.model === 'chat' && e.event === 'model_status') spawns++; });
+  const answers = await Promise.all([1, 2, 3].map(() => postJson(`${base}/completion`, { ...COMPLETION, model: 'chat' })));
+  t.same(answers.map((a) => a.body.content), [reference.completion, reference.completion, reference.completion]);
+  t.equal(spawns, 1, 'one load for three requests');
+
+  const sse = await fetch(`${base}/models/sse`);
+  const reader = sse.body!.getReader();
+  const pid = router.registry.find('chat')!.process!.pid!;
+  t.ok(isAlive(pid));
+  const unloaded = nextEvent(router, (e) => e.model === 'chat' && e.data?.['status'] === 'unloaded');
+  t.same((await postJson(`${base}/models/unload`, { model: 'chat' })).body, { success: true });
+  await unloaded;
+  t.notOk(isAlive(pid), 'the child process has exited');
+  let text = '';
+  while (!text.includes('"unloaded"')) text += new TextDecoder().decode((await reader.read()).value);
+  await reader.cancel();
+  t.match(text, /data: \{"model":"chat","event":"status_change","data":\{"status":"unloaded","exit_code":0\}\}/, '/models/sse reports it');
+  t.equal((await statusOf(base, 'chat')).value, 'unloaded');
+});
+
+t.test('--models-max 1: alternating requests swap the models and stay correct', async (t) => {
+  const { router, base } = await startRouter([], 1);
+  t.teardown(() => router.close());
+  for (let round = 0; round < 2; round++) {
+    const chat = await postJson(`${base}/completion`, { ...COMPLETION, model: 'chat' });
+    t.equal(chat.body.content, reference.completion);
+    const chatPid = router.registry.find('chat')!.process!.pid!;
+    const embed = await postJson(`${base}/v1/embeddings`, { ...EMBED, model: 'embed' });
+    t.same(embed.body.data[0].embedding, reference.embedding);
+    t.equal((await statusOf(base, 'chat')).value, 'unloaded', 'the least recently used model made room');
+    t.notOk(isAlive(chatPid), 'and its process has exited');
+    t.equal((await statusOf(base, 'embed')).value, 'loaded');
+  }
+});
+
+t.test('--sleep-idle-seconds: an idle model is unloaded (its process exits) and the next request loads it again', async (t) => {
+  const { router, base } = await startRouter(['--sleep-idle-seconds', '1']);
+  t.teardown(() => router.close());
+  t.equal((await postJson(`${base}/completion`, { ...COMPLETION, model: 'chat' })).body.content, reference.completion);
+  const pid = router.registry.find('chat')!.process!.pid!;
+  await nextEvent(router, (e) => e.model === 'chat' && e.data?.['status'] === 'sleeping');
+  t.notOk(isAlive(pid), 'the idle model\'s process has exited');
+  t.equal((await statusOf(base, 'chat')).value, 'sleeping');
+  t.equal((await postJson(`${base}/completion`, { ...COMPLETION, model: 'chat' })).body.content, reference.completion);
+  t.equal((await statusOf(base, 'chat')).value, 'loaded');
+});
+
+t.test('a client that disconnects from a stream frees the model\'s slot at once', async (t) => {
+  const { router, base } = await startRouter([]);
+  t.teardown(() => router.close());
+  const controller = new AbortController();
+  const res = await fetch(`${base}/completion`, { method: 'POST', signal: controller.signal, body: JSON.stringify({ model: 'chat', prompt: 'Hello', n_predict: 100000, ignore_eos: true, stream: true }) });
+  const reader = res.body!.getReader();
+  await reader.read();
+  controller.abort();
+  const slotsBusy = async () => ((await (await fetch(`${base}/slots?model=chat`)).json()) as Array<{ is_processing: boolean }>).some((s) => s.is_processing);
+  const deadline = Date.now() + 5000;
+  while ((await slotsBusy()) && Date.now() < deadline) await new Promise((r) => setImmediate(r));
+  t.equal(await slotsBusy(), false, 'the child cancelled the task');
+});
