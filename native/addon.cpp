@@ -7,6 +7,8 @@
 #include "chat-parser.h"
 #include "engine.h"
 #include "errors.h"
+#include "common.h"
+#include "ggml-backend.h"
 #include "llama.h"
 #include "log.h"
 #include "lora.h"
@@ -41,6 +43,24 @@ static Napi::Value set_log_level(const Napi::CallbackInfo & info) {
     return env.Undefined();
 }
 
+// addRpcServers("host:port,..."): registers each rpc-server as a device (llama.cpp's --rpc), so
+// that models loaded afterwards offload layers to them (with n_gpu_layers). ggml aborts the process
+// when a server cannot be reached: callers check reachability first.
+static Napi::Value add_rpc_servers(const Napi::CallbackInfo & info) {
+    Napi::Env env = info.Env();
+    if (info.Length() < 1 || !info[0].IsString()) throw_coded(env, ErrorCode::INVALID_ARGUMENT, "addRpcServers(servers): a comma-separated host:port list");
+    const auto servers = string_split<std::string>(info[0].As<Napi::String>().Utf8Value(), ',');
+    ggml_backend_reg_t reg = ggml_backend_reg_by_name("RPC");
+    using add_server_fn = ggml_backend_reg_t (*)(const char * endpoint);
+    auto add_server = reg ? reinterpret_cast<add_server_fn>(ggml_backend_reg_get_proc_address(reg, "ggml_backend_rpc_add_server")) : nullptr;
+    if (!add_server) throw_coded(env, ErrorCode::NOT_SUPPORTED, "this build has no RPC backend (GGML_RPC=OFF)");
+    for (const auto & server : servers) {
+        if (server.empty()) throw_coded(env, ErrorCode::INVALID_ARGUMENT, "addRpcServers: an empty server name");
+        ggml_backend_register(add_server(server.c_str()));
+    }
+    return env.Undefined();
+}
+
 static Napi::Object init(Napi::Env env, Napi::Object exports) {
 #if defined(__GLIBC__)
     // Weights, KV caches and batches are large: a fixed mmap threshold keeps glibc from raising
@@ -58,6 +78,7 @@ static Napi::Object init(Napi::Env env, Napi::Object exports) {
     exports.Set("ServerParams", ServerParams::define(env));
     exports.Set("systemInfo", Napi::Function::New(env, system_info));
     exports.Set("setLogLevel", Napi::Function::New(env, set_log_level));
+    exports.Set("addRpcServers", Napi::Function::New(env, add_rpc_servers));
     exports.Set("jsonSchemaToGrammar", Napi::Function::New(env, json_schema_to_grammar_js));
     return exports;
 }

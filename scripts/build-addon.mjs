@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-// Builds the native addon with cmake-js (CMakeLists.txt is the only build).
+// Builds the native addon with cmake-js (CMakeLists.txt is the only build), and rpc-server.
 // Backends: GGML_CUDA=ON or GGML_METAL=ON in the environment, or `npm config set ggml_cuda ON`
 // (seen here as npm_config_ggml_cuda), are passed to CMake. The build is incremental: with
 // nothing changed it only checks timestamps.
@@ -27,4 +27,11 @@ if (result.status !== 0) {
   console.error('\n[addon] the native build failed; see the compiler output above.');
   process.exit(result.status ?? 1);
 }
-console.log(`[addon] built in ${((Date.now() - started) / 1000).toFixed(1)} s (${defines.join(' ')})`);
+// rpc-server (--rpc host:port on another machine) from the same tree: build/bin/ggml-rpc-server.
+const rpc = spawnSync('cmake', ['--build', join(root, 'build'), '--config', 'Release', '--target', 'ggml-rpc-server', '--parallel', String(availableParallelism())],
+  { stdio: 'inherit', cwd: root, env });
+if (rpc.status !== 0) {
+  console.error('\n[addon] building rpc-server failed; see the compiler output above.');
+  process.exit(rpc.status ?? 1);
+}
+console.log(`[addon] built in ${((Date.now() - started) / 1000).toFixed(1)} s (${defines.join(' ')}), with build/bin/ggml-rpc-server`);

@@ -9,6 +9,7 @@ import { LLAMA_SERVER_DEFAULTS } from './service/generation.js';
 const DEFAULT_SAMPLING = LLAMA_SERVER_DEFAULTS.sampling;
 import { parseFlags, usage, UsageError, type FlagSpec } from '../cli/flags.js';
 import { contextSize, MODEL_FLAGS, resolveRuntime } from './options.js';
+import { checkRpcEndpoints } from './rpc-servers.js';
 
 const CLI_FLAGS = [
   ...MODEL_FLAGS,
@@ -21,6 +22,7 @@ const CLI_FLAGS = [
   { names: ['--min-p'], kind: 'float', key: 'minP', help: `min-p (default ${DEFAULT_SAMPLING.minP})` },
   { names: ['--repeat-penalty'], kind: 'float', key: 'repeatPenalty', help: 'repeat penalty (default 1.0 = off)' },
   { names: ['-mm', '--mmproj'], kind: 'string', key: 'mmproj', help: 'multimodal projector file (vision)' },
+  { names: ['--rpc'], kind: 'string', key: 'rpc', help: 'rpc-servers to offload layers to (host:port,...; with -ngl), as llama.cpp\'s --rpc', env: 'LLAMA_ARG_RPC' },
   { names: ['--image'], kind: 'list', key: 'image', help: 'image file(s) for the prompt (with -mm); the prompt goes through the chat template' },
   { names: ['-i', '--interactive'], kind: 'bool', key: 'interactive', help: 'chat loop on stdin/stdout with the model\'s chat template (/exit or end of input quits)' },
   { names: ['-h', '--help'], kind: 'bool', key: 'help', help: 'show this help' },
@@ -43,6 +45,10 @@ interface Loaded {
 }
 
 async function load(flags: Flags): Promise<Loaded> {
+  if (flags.rpc !== undefined) {
+    await checkRpcEndpoints(flags.rpc);
+    native.addRpcServers(flags.rpc);
+  }
   const runtime = resolveRuntime(flags, native.systemInfo().supportsGpuOffload);
   const showProgress = process.stderr.isTTY === true;
   const handle = native.Model.load(runtime.model, { nGpuLayers: runtime.nGpuLayers, useMmap: runtime.useMmap }, showProgress ? progressBar : undefined);

@@ -124,6 +124,7 @@ export const LLAMA_SERVER_FLAGS: Readonly<Record<string, FlagSupport>> = {
   '-mmu': NO_NETWORK,
   '--mmproj-auto': served,
   '--mmproj-offload': served,
+  '--rpc': llama,
   '-mmdev': llama,
   '--image-min-tokens': llama,
   '--image-max-tokens': llama,

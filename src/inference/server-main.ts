@@ -8,6 +8,7 @@ import { startInferenceServer } from './server.js';
 import { modelEntry } from './dialects/server-info.js';
 import { routerLink } from './router/child-link.js';
 import { startRouterServer } from './router/server.js';
+import { checkRpcEndpoints, rpcArgument } from './rpc-servers.js';
 
 
 /** Our own flags' help, printed before llama-server's usage (which ends the process). */
@@ -106,6 +107,9 @@ async function main(): Promise<number> {
   try {
     const { own, llama } = splitCommandLine(process.argv.slice(2));
     if (llama.some((a) => a === '-h' || a === '--help' || a === '--usage')) console.log(ownUsage() + '\n');
+    // llama.cpp's parser registers --rpc endpoints at once, and ggml ends the process on one it cannot reach.
+    const rpc = rpcArgument(llama, process.env);
+    if (rpc !== undefined) await checkRpcEndpoints(rpc);
     const params = parseServerArgs(llama);
     const refused = refusedOptions(params.given());
     if (refused.length > 0) throw new UsageError(`cannot honour these options:\n  ${refused.join('\n  ')}`);

@@ -728,6 +728,8 @@ export interface NativeAddon {
   systemInfo(): SystemInfo;
   /** The lowest level of llama.cpp's log lines printed to stderr (default warn, or LLAMA_ADDON_LOG). */
   setLogLevel(level: LogLevel): void;
+  /** Registers rpc-server endpoints ("host:port,...") as devices, as llama.cpp's --rpc; ggml aborts the process for an unreachable one, so check reachability first (rpc-servers.ts). */
+  addRpcServers(servers: string): void;
   /** Converts a JSON schema (as JSON text) to a GBNF grammar; throws BAD_SCHEMA on unsupported schemas. */
   jsonSchemaToGrammar(schemaJson: string): string;
 }

@@ -29,7 +29,7 @@ async function withLock<T>(name: string, fn: () => T): Promise<T> {
 }
 
 /** Path of a vendored llama.cpp tool, building it first when missing. */
-export async function referenceTool(target: 'llama-simple' | 'llama-server' | 'llama-bench' | 'llama-embedding'): Promise<string> {
+export async function referenceTool(target: 'llama-simple' | 'llama-server' | 'llama-bench' | 'llama-embedding' | 'ggml-rpc-server'): Promise<string> {
   const path = join(BUILD_DIR, 'bin', target);
   if (existsSync(path)) return path;
   return withLock('reference-build', () => {

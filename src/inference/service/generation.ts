@@ -161,33 +161,10 @@ export function stopStrings(stop: GenerationRequest['stop']): string[] {
   return (typeof stop === 'string' ? [stop] : stop).filter((s) => s !== '');
 }
 
-/**
- * Builds the native task for one prompt. `overrides` lets the OpenAI endpoints supply values
- * that come from their own fields (max_tokens, response_format, top_logprobs).
- */
-export function buildTaskSpec(
-  ctx: GenerationContext,
-  body: GenerationRequest,
-  prompt: Int32Array,
-  overrides: { nPredict?: number; grammar?: string; grammarFromSchema?: boolean; nProbs?: number } = {},
-): CompletionTaskSpec {
-  if (body.grammar !== undefined && body.json_schema !== undefined) throw badRequest('Use either "grammar" or "json_schema", not both');
-  if (body.grammar !== undefined && grammarNesting(body.grammar) > MAX_GRAMMAR_NESTING) {
-    throw badRequest(`Invalid field "grammar": groups are nested more than ${MAX_GRAMMAR_NESTING} levels deep`, { field: 'grammar' });
-  }
-
-  let grammar = overrides.grammar ?? body.grammar;
-  let fromSchema = overrides.grammarFromSchema ?? false;
-  if (grammar === undefined && body.json_schema !== undefined) {
-    grammar = grammarFromSchema(body.json_schema);
-    fromSchema = true;
-  }
-  const nPredict = overrides.nPredict ?? body.n_predict ?? (body.max_tokens ?? undefined) ?? ctx.defaultNPredict;
-  if (nPredict < -1) throw badRequest('Invalid field "n_predict": must be -1 (unlimited) or >= 0', { field: 'n_predict' });
-
+/** The sampling fields of a request over the server's defaults (llama-server's names). */
+function samplingParams(ctx: GenerationContext, body: GenerationRequest, grammar: string | undefined, fromSchema: boolean): SamplingParams {
   const d = ctx.defaults.sampling;
-  if (grammar === undefined && d.grammar !== '') grammar = d.grammar;
-  const sampling: SamplingParams = {
+  return {
     seed: body.seed ?? d.seed,
     temperature: body.temperature ?? d.temperature,
     dynatempRange: body.dynatemp_range ?? d.dynatempRange,
@@ -228,6 +205,34 @@ export function buildTaskSpec(
       ...((body.ignore_eos ?? d.ignoreEos) ? ctx.eogTokens.map((t): [number, number] => [t, -Infinity]) : []),
     ],
   };
+}
+
+/**
+ * Builds the native task for one prompt. `overrides` lets the OpenAI endpoints supply values
+ * that come from their own fields (max_tokens, response_format, top_logprobs).
+ */
+export function buildTaskSpec(
+  ctx: GenerationContext,
+  body: GenerationRequest,
+  prompt: Int32Array,
+  overrides: { nPredict?: number; grammar?: string; grammarFromSchema?: boolean; nProbs?: number } = {},
+): CompletionTaskSpec {
+  if (body.grammar !== undefined && body.json_schema !== undefined) throw badRequest('Use either "grammar" or "json_schema", not both');
+  if (body.grammar !== undefined && grammarNesting(body.grammar) > MAX_GRAMMAR_NESTING) {
+    throw badRequest(`Invalid field "grammar": groups are nested more than ${MAX_GRAMMAR_NESTING} levels deep`, { field: 'grammar' });
+  }
+
+  let grammar = overrides.grammar ?? body.grammar;
+  let fromSchema = overrides.grammarFromSchema ?? false;
+  if (grammar === undefined && body.json_schema !== undefined) {
+    grammar = grammarFromSchema(body.json_schema);
+    fromSchema = true;
+  }
+  const nPredict = overrides.nPredict ?? body.n_predict ?? (body.max_tokens ?? undefined) ?? ctx.defaultNPredict;
+  if (nPredict < -1) throw badRequest('Invalid field "n_predict": must be -1 (unlimited) or >= 0', { field: 'n_predict' });
+
+  if (grammar === undefined && ctx.defaults.sampling.grammar !== '') grammar = ctx.defaults.sampling.grammar;
+  const sampling = samplingParams(ctx, body, grammar, fromSchema);
   return {
     prompt,
     nPredict,
