@@ -1,5 +1,6 @@
 // How an inference route runs: its guard admits the request and produces the handler's input;
-// every routed request is counted for /metrics, and those that fail as errors.
+// requests that use the model are counted for /metrics, and those that fail as errors. Read-only
+// endpoints are not: scraping /metrics (or polling /props) leaves what it reports unchanged.
 import type { HttpRequest, HttpResult } from '../http/request.js';
 import type { Method, Route } from '../http/router.js';
 import { invalidApiKey, presentedKey, type ApiKeys } from './access/api-key.js';
@@ -18,6 +19,8 @@ export interface RouteContext {
 export interface Guard<I> {
   readonly name: string;
   admit(ctx: RouteContext, req: HttpRequest): Promise<I> | I;
+  /** Requests through this guard use the model: counted in /metrics' requests_total. */
+  readonly counted?: boolean;
   /** Called once the handler has finished with an admitted input. */
   done?(ctx: RouteContext, input: I): void;
 }
@@ -44,6 +47,7 @@ async function checkKey(ctx: RouteContext, req: HttpRequest): Promise<void> {
  */
 export const apiKey: Guard<InferenceService> = {
   name: 'api-key',
+  counted: true,
   admit: async (ctx, req) => {
     ctx.host.view();
     await checkKey(ctx, req);
@@ -68,7 +72,7 @@ export function inferenceRoute<I>(ctx: RouteContext, method: Method, path: strin
     method,
     path,
     handler: async (req) => {
-      counters.requests++;
+      if (guard.counted) counters.requests++;
       try {
         const input = await guard.admit(ctx, req);
         try {
@@ -77,7 +81,7 @@ export function inferenceRoute<I>(ctx: RouteContext, method: Method, path: strin
           guard.done?.(ctx, input);
         }
       } catch (err) {
-        counters.errors++;
+        if (guard.counted) counters.errors++;
         throw err;
       }
     },

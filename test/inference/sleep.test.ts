@@ -49,3 +49,24 @@ t.test('token counting and tokenizing wake it too; concurrent requests share one
   t.equal(wakes, 1, 'one load for both requests');
   t.equal((await props()).is_sleeping, false);
 });
+
+t.test('/metrics over sleeps, as llama-server: counters keep counting, the throughput gauges cover the window since the last scrape', async (t) => {
+  const metric = (text: string, name: string): number => Number(new RegExp(`^llamacpp:${name} (\\S+)$`, 'm').exec(text)![1]);
+  const scrape = async (): Promise<string> => (await fetch(`${base}/metrics`)).text();
+  await scrape(); // ends the window of the earlier tests
+  t.equal((await postJson(`${base}/completion`, { prompt: 'Hello', n_predict: 8, temperature: 0 })).status, 200);
+  const first = await scrape();
+  t.ok(metric(first, 'predicted_tokens_seconds') > 0, 'the first scrape reports the generation since the previous one');
+  const awake = await scrape();
+  t.equal(metric(awake, 'predicted_tokens_seconds'), 0, 'the next scrape has an empty window');
+  t.equal(metric(awake, 'requests_total'), metric(first, 'requests_total'), 'scrapes are not counted as requests');
+  await props();
+  if (!server.host.isSleeping) await asleep(); // on a loaded machine it may already have slept
+  t.equal(await scrape(), awake, 'a scrape during sleep equals the last one before it');
+  t.equal(server.host.isSleeping, true);
+  t.equal((await postJson(`${base}/completion`, { prompt: 'Hello', n_predict: 8, temperature: 0 })).status, 200);
+  const woken = await scrape();
+  t.equal(metric(woken, 'tokens_predicted_total'), metric(awake, 'tokens_predicted_total') + 8, 'totals go on across the sleep');
+  t.equal(metric(woken, 'requests_total'), metric(awake, 'requests_total') + 1);
+  t.ok(metric(woken, 'predicted_tokens_seconds') > 0);
+});

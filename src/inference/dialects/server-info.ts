@@ -4,6 +4,7 @@ import type { EngineMetrics } from '../../native/binding.js';
 import { buildTaskSpec } from '../service/generation.js';
 import type { InferenceService } from '../service/service.js';
 import type { RequestCounters } from '../service/host.js';
+import type { MetricsReport } from '../service/metrics-ledger.js';
 import { generationSettings } from './llama-server.js';
 
 export function modelEntry(service: InferenceService): Record<string, unknown> {
@@ -78,7 +79,8 @@ export function slotsBody(service: InferenceService): unknown[] {
 }
 
 /** Prometheus text of the engine's counters and the server's request counters. */
-export function metricsText(m: EngineMetrics, counters: RequestCounters): string {
+export function metricsText(report: MetricsReport, counters: RequestCounters): string {
+  const m = report.totals;
   const lines: string[] = [];
   const metric = (name: string, type: 'counter' | 'gauge', help: string, value: number): void => {
     lines.push(`# HELP llamacpp:${name} ${help}`, `# TYPE llamacpp:${name} ${type}`, `llamacpp:${name} ${Number.isFinite(value) ? value : 0}`);
@@ -94,14 +96,14 @@ export function metricsText(m: EngineMetrics, counters: RequestCounters): string
   metric('spec_decode_num_draft_tokens_total', 'counter', 'Speculative: Total draft tokens generated', 0);
   metric('spec_decode_num_accepted_tokens_total', 'counter', 'Speculative: Total draft tokens accepted by the target model', 0);
   metric('spec_decode_num_drafts_total', 'counter', 'Speculative: Total speculative decoding verification steps', 0);
-  metric('prompt_tokens_seconds', 'gauge', 'Average prompt throughput in tokens/s', m.promptMs > 0 ? (1000 * m.promptTokens) / m.promptMs : 0);
-  metric('predicted_tokens_seconds', 'gauge', 'Average generation throughput in tokens/s', m.predictedMs > 0 ? (1000 * m.predictedTokens) / m.predictedMs : 0);
+  metric('prompt_tokens_seconds', 'gauge', 'Average prompt throughput in tokens/s', report.promptRate);
+  metric('predicted_tokens_seconds', 'gauge', 'Average generation throughput in tokens/s', report.predictedRate);
   metric('requests_processing', 'gauge', 'Number of requests processing', m.busySlots);
   metric('requests_deferred', 'gauge', 'Number of requests deferred', m.queued);
   metric('n_busy_slots_per_decode', 'gauge', 'Average number of busy slots per llama_decode() call', m.decodeCalls > 0 ? m.busySlotDecodes / m.decodeCalls : 0);
   metric('context_shifts_total', 'counter', 'Times a full slot dropped old tokens to go on generating (--context-shift).', m.contextShifts);
-  metric('requests_total', 'counter', 'HTTP requests received.', counters.requests);
-  metric('requests_failed_total', 'counter', 'HTTP requests answered with an error status.', counters.errors);
+  metric('requests_total', 'counter', 'HTTP requests that use the model (read-only endpoints are not counted).', counters.requests);
+  metric('requests_failed_total', 'counter', 'Of those, requests answered with an error status.', counters.errors);
   metric('tasks_completed_total', 'counter', 'Completion tasks finished.', m.tasksDone);
   return lines.join('\n') + '\n';
 }

@@ -8,10 +8,10 @@
 // only while no request holds the service (acquire/release count them), and it is checked again
 // when it fires, so a request that arrived in between keeps the service awake.
 import { EventEmitter } from 'node:events';
-import type { EngineMetrics } from '../../native/binding.js';
 import { metricsText, modelsBody, propsBody, slotsBody } from '../dialects/server-info.js';
 import { loadingModel } from '../errors.js';
 import type { ServiceLoad } from './load.js';
+import { MetricsLedger } from './metrics-ledger.js';
 import type { InferenceService } from './service.js';
 
 /** Requests counted for /metrics: every routed request, and those answered with an error. */
@@ -25,7 +25,6 @@ export interface SleepSnapshot {
   props: unknown;
   models: unknown;
   slots: unknown[];
-  metrics: EngineMetrics;
 }
 
 /** The read-only endpoints' view: the live service, or its snapshot while asleep. */
@@ -48,6 +47,7 @@ export class ServiceHost extends EventEmitter {
   /** Model loading progress of the first load, 0..1. */
   progress = 0;
   readonly counters: RequestCounters = { requests: 0, errors: 0 };
+  private readonly ledger = new MetricsLedger();
 
   /** `sleepIdleMs` <= 0: never sleep. */
   constructor(private readonly loader: ServiceLoader, private readonly sleepIdleMs: number, private readonly onProgress?: (progress: number) => void) {
@@ -106,9 +106,9 @@ export class ServiceHost extends EventEmitter {
     throw loadingModel();
   }
 
-  /** /metrics: live counters, or the snapshot's while asleep. */
+  /** /metrics: the counters since start-up (across sleeps), the gauges over the window since the last scrape. */
   metrics(view: ServiceView): string {
-    return metricsText(view.asleep ? view.snapshot.metrics : view.service.engine.native.metrics(), this.counters);
+    return metricsText(this.ledger.scrape(view.asleep ? null : view.service.engine.native.metrics()), this.counters);
   }
 
   async close(): Promise<void> {
@@ -169,8 +169,8 @@ export class ServiceHost extends EventEmitter {
       props: propsBody(service, true),
       models: modelsBody(service),
       slots: slotsBody(service),
-      metrics: service.engine.native.metrics(),
     };
+    this.ledger.retire(service.engine.native.metrics());
     this.service = null;
     this.disposing = service.dispose();
     await this.disposing;

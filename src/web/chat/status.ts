@@ -47,8 +47,11 @@ export class StatusPanel {
       text('status-metrics', 'metrics off (start the server with --metrics)');
       return;
     }
-    const speed = metrics.get('predicted_tokens_seconds') ?? 0;
+    // The average since start-up, from the counters: the gauge covers only the window since the
+    // previous scrape, which another scraper (Prometheus) may have taken.
     const total = metrics.get('tokens_predicted_total') ?? 0;
+    const seconds = metrics.get('tokens_predicted_seconds_total') ?? 0;
+    const speed = seconds > 0 ? total / seconds : 0;
     text('status-metrics', `${speed.toFixed(1)} tokens/s · ${total} tokens generated`);
   }
 }

@@ -1,0 +1,71 @@
+// MetricsLedger: what /metrics reports over the server's life, as llama-server reports it.
+// Counters are cumulative since start-up, across sleeps (each engine's final counters are folded
+// in when it is unloaded). The two throughput gauges (prompt_tokens_seconds,
+// predicted_tokens_seconds) cover the window since the previous scrape: each scrape reports its
+// window and starts the next one, so a scrape during sleep reports what ran before sleeping
+// once, then nothing.
+import type { EngineMetrics } from '../../native/binding.js';
+
+/** The cumulative fields; the others (queued, busySlots) are the live engine's or zero. */
+type Cumulative = Omit<EngineMetrics, 'queued' | 'busySlots'>;
+
+const ZERO: Cumulative = {
+  promptTokens: 0, cachedTokens: 0, busySlotDecodes: 0, nTokensMax: 0, promptMs: 0,
+  predictedTokens: 0, predictedMs: 0, decodeCalls: 0, contextShifts: 0, tasksDone: 0,
+};
+
+/** Tokens and time of the two throughput gauges. */
+interface Throughput {
+  promptTokens: number;
+  promptMs: number;
+  predictedTokens: number;
+  predictedMs: number;
+}
+
+export interface MetricsReport {
+  totals: EngineMetrics;
+  /** tokens/s over the window since the previous scrape (0 when nothing ran). */
+  promptRate: number;
+  predictedRate: number;
+}
+
+export class MetricsLedger {
+  /** Engines unloaded so far, summed. */
+  private retired: Cumulative = { ...ZERO };
+  /** Throughput counters at the end of the previous window. */
+  private windowStart: Throughput = { promptTokens: 0, promptMs: 0, predictedTokens: 0, predictedMs: 0 };
+
+  /** An engine is being unloaded: its final counters join the totals. */
+  retire(final: EngineMetrics): void {
+    this.retired = add(this.retired, final);
+  }
+
+  /** The totals with `live` (the running engine's counters, or none while asleep); starts a new window. */
+  scrape(live: EngineMetrics | null): MetricsReport {
+    const totals: EngineMetrics = { ...add(this.retired, live ?? ZERO), queued: live?.queued ?? 0, busySlots: live?.busySlots ?? 0 };
+    const start = this.windowStart;
+    const rate = (tokens: number, ms: number): number => (ms > 0 ? (1000 * tokens) / ms : 0);
+    const report = {
+      totals,
+      promptRate: rate(totals.promptTokens - start.promptTokens, totals.promptMs - start.promptMs),
+      predictedRate: rate(totals.predictedTokens - start.predictedTokens, totals.predictedMs - start.predictedMs),
+    };
+    this.windowStart = { promptTokens: totals.promptTokens, promptMs: totals.promptMs, predictedTokens: totals.predictedTokens, predictedMs: totals.predictedMs };
+    return report;
+  }
+}
+
+function add(a: Cumulative, b: Cumulative): Cumulative {
+  return {
+    promptTokens: a.promptTokens + b.promptTokens,
+    cachedTokens: a.cachedTokens + b.cachedTokens,
+    busySlotDecodes: a.busySlotDecodes + b.busySlotDecodes,
+    nTokensMax: Math.max(a.nTokensMax, b.nTokensMax),
+    promptMs: a.promptMs + b.promptMs,
+    predictedTokens: a.predictedTokens + b.predictedTokens,
+    predictedMs: a.predictedMs + b.predictedMs,
+    decodeCalls: a.decodeCalls + b.decodeCalls,
+    contextShifts: a.contextShifts + b.contextShifts,
+    tasksDone: a.tasksDone + b.tasksDone,
+  };
+}
