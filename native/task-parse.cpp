@@ -225,28 +225,11 @@ static void check_fits(const CompletionTask & task, const TaskLimits & limits) {
     }
 }
 
-void prepare_task(TaskRequest & request, const TaskLimits & limits) {
-    CompletionTask & task = *request.task;
-    if (request.has_media) {
-        try {
-            tokenize_media(request, limits);
-        } catch (const Refusal &) {
-            throw;
-        } catch (const std::exception & e) {
-            throw Refusal(ErrorCode::BAD_MEDIA, std::string("an image could not be preprocessed: ") + e.what());
-        }
-    } else {
-        check_tokens(task.prompt, limits.vocab);
-    }
-    check_fits(task, limits);
-    if (task.kind == TaskKind::COMPLETION) task.sampler.reset(sampler_create(limits.model, task.sampling));
-}
-
-size_t count_prompt_tokens(TaskRequest & request, const TaskLimits & limits) {
-    CompletionTask & task = *request.task;
+// The prompt's tokens: images decoded and tokenized around the text, or the token ids checked.
+static void tokenize_prompt(TaskRequest & request, const TaskLimits & limits) {
     if (!request.has_media) {
-        check_tokens(task.prompt, limits.vocab);
-        return task.prompt.size();
+        check_tokens(request.task->prompt, limits.vocab);
+        return;
     }
     try {
         tokenize_media(request, limits);
@@ -255,9 +238,20 @@ size_t count_prompt_tokens(TaskRequest & request, const TaskLimits & limits) {
     } catch (const std::exception & e) {
         throw Refusal(ErrorCode::BAD_MEDIA, std::string("an image could not be preprocessed: ") + e.what());
     }
+}
+
+void prepare_task(TaskRequest & request, const TaskLimits & limits) {
+    CompletionTask & task = *request.task;
+    tokenize_prompt(request, limits);
+    check_fits(task, limits);
+    if (task.kind == TaskKind::COMPLETION) task.sampler.reset(sampler_create(limits.model, task.sampling));
+}
+
+size_t count_prompt_tokens(TaskRequest & request, const TaskLimits & limits) {
+    tokenize_prompt(request, limits);
     // The prompt holds n_pos positions per image; llama-server counts the image's tokens.
-    size_t n = task.prompt.size();
-    for (const auto & span : task.media) n = n - span.n_pos + mtmd_input_chunk_get_n_tokens(span.chunk.get());
+    size_t n = request.task->prompt.size();
+    for (const auto & span : request.task->media) n = n - span.n_pos + mtmd_input_chunk_get_n_tokens(span.chunk.get());
     return n;
 }
 
