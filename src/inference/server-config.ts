@@ -124,6 +124,28 @@ function runtimeOptions(v: ServerParamValues, own: OwnFlags, gpuAvailable: boole
   };
 }
 
+/** --ssl-key-file and --ssl-cert-file: both or neither (llama-server silently serves plain HTTP with one). */
+function tlsOptions(v: ServerParamValues): { tls?: { keyFile: string; certFile: string } } {
+  if (v.sslKeyFile === '' && v.sslCertFile === '') return {};
+  if (v.sslKeyFile === '' || v.sslCertFile === '') {
+    throw new UsageError(`${v.sslKeyFile === '' ? '--ssl-cert-file' : '--ssl-key-file'} needs ${v.sslKeyFile === '' ? '--ssl-key-file' : '--ssl-cert-file'} too: HTTPS takes both a key and its certificate`);
+  }
+  return { tls: { keyFile: v.sslKeyFile, certFile: v.sslCertFile } };
+}
+
+/** The HTTP transport's options: TLS, port sharing, timeouts, pings, static files, the CORS proxy. */
+function transportOptions(v: ServerParamValues): Pick<InferenceServerOptions, 'tls' | 'reusePort' | 'timeoutSeconds' | 'ssePingIntervalSeconds' | 'publicPath' | 'corsProxy'> {
+  return {
+    ...tlsOptions(v),
+    reusePort: v.reusePort,
+    // -to sets llama-server's read and write timeouts to the same value.
+    timeoutSeconds: Math.max(0, v.timeoutRead),
+    ssePingIntervalSeconds: v.ssePingInterval,
+    ...(v.publicPath !== '' ? { publicPath: v.publicPath } : {}),
+    corsProxy: v.uiMcpProxy,
+  };
+}
+
 /** The server's options from llama-server's parsed command line and our own flags. */
 export function serverOptions(v: ServerParamValues, own: OwnFlags, gpuAvailable: boolean): Omit<InferenceServerOptions, 'serverParams'> {
   const pooling = poolingName(v.poolingType);
@@ -146,7 +168,9 @@ export function serverOptions(v: ServerParamValues, own: OwnFlags, gpuAvailable:
     sleepIdleSeconds: v.sleepIdleSeconds,
     apiPrefix: v.apiPrefix,
     webui: v.webui,
+    // (--tools, --agent and MCP servers already made the default origins "localhost" in the parser.)
     cors: { origins: v.corsOrigins, methods: v.corsMethods, headers: v.corsHeaders, credentials: v.corsCredentials },
+    ...transportOptions(v),
     props: v.endpointProps,
     nPredict: v.nPredict,
     maxBodyBytes: own.maxBodyBytes ?? 32 * 1024 * 1024,
