@@ -58,7 +58,8 @@ void log_use_common() {
 bool log_write(const std::string & name, const std::string & text) {
     int level = level_named(name.c_str());
     if (level < 0 || level > GGML_LOG_LEVEL_ERROR) return false;
-    on_log(static_cast<ggml_log_level>(level), text.c_str(), nullptr);
+    if (g_through_common) common_log_add(common_log_main(), static_cast<ggml_log_level>(level), "%s", text.c_str());
+    else std::fputs(text.c_str(), stderr);
     return true;
 }
 

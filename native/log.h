@@ -17,7 +17,8 @@ bool log_set_level(const std::string & name);
 void log_use_common();
 
 // Prints a line of the host program at `level` ("error", "warn", "info", "debug") through the
-// same route and level filter as llama.cpp's lines; false for another level name.
+// same route as llama.cpp's lines (the host decides what to print: no level filter); false for
+// another level name.
 bool log_write(const std::string & level, const std::string & text);
 
 // Clears, then returns, the error lines logged on the calling thread since the last call.

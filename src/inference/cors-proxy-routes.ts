@@ -8,7 +8,7 @@ import { apiKeyReadOnly, inferenceRoute, type RouteContext } from './guards.js';
 export interface CorsProxyOptions {
   enabled: boolean;
   apiPrefix: string;
-  /** Connect and idle limit on the target, in seconds (llama-server: 600). */
+  /** Connect and idle limit on the target, in seconds (llama-server's proxy: 600, whatever -to says). */
   timeoutSeconds: number;
 }
 

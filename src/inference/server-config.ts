@@ -49,6 +49,14 @@ export function refusedOptions(given: readonly string[]): string[] {
   });
 }
 
+/** The options that llama.cpp's parser sets on its common log; with any of them, every line goes through it. */
+const COMMON_LOG_OPTIONS = ['--log-file', '--log-jsonl', '--log-colors', '--log-prefix', '--log-timestamps'];
+
+/** True when the command line configures llama.cpp's common log (see native useCommonLog). */
+export function usesCommonLog(given: readonly string[]): boolean {
+  return given.some((name) => COMMON_LOG_OPTIONS.includes(name));
+}
+
 /**
  * llama.cpp's log level from -v / -lv N / --log-disable, or null to keep this server's default
  * (warnings and errors). Verbosity: 0 output only, 1 errors, 2 warnings, 3 information, 4+ debug.

@@ -2,7 +2,7 @@
 // inference-server: serves a GGUF model over HTTP (OpenAI-compatible and llama-server native APIs).
 import { usage, UsageError } from '../cli/flags.js';
 import { isNativeError, native, type NativeServerParams } from '../native/binding.js';
-import { logLevel, OWN_FLAGS, refusedOptions, serverOptions, splitCommandLine } from './server-config.js';
+import { logLevel, OWN_FLAGS, refusedOptions, serverOptions, splitCommandLine, usesCommonLog } from './server-config.js';
 import { createInferenceAuth } from './access/auth-bridge.js';
 import { startInferenceServer } from './server.js';
 
@@ -22,6 +22,9 @@ function parseServerArgs(argv: readonly string[]): NativeServerParams {
   }
 }
 
+/** This program's own lines: stderr, or llama.cpp's common log once a --log-* option asks for it. */
+let say = (line: string, _level: 'info' | 'error' = 'info'): void => console.error(line);
+
 async function main(): Promise<number> {
   try {
     const { own, llama } = splitCommandLine(process.argv.slice(2));
@@ -30,6 +33,10 @@ async function main(): Promise<number> {
     const refused = refusedOptions(params.given());
     if (refused.length > 0) throw new UsageError(`cannot honour these options:\n  ${refused.join('\n  ')}`);
     const values = params.values();
+    if (usesCommonLog(params.given())) {
+      native.useCommonLog();
+      say = (line, level = 'info') => native.logWrite(level, `${line}\n`);
+    }
     const options = serverOptions(values, own, native.systemInfo().supportsGpuOffload);
     const level = logLevel(values, params.given());
     if (level) native.setLogLevel(level);
@@ -50,11 +57,11 @@ async function main(): Promise<number> {
       serverParams: params,
       extraRoutes: auth.routes,
       ...(auth.acceptBearer ? { acceptBearer: auth.acceptBearer } : {}),
-      log: (line) => console.error(line),
+      log: (line) => say(line),
     });
-    console.error(`inference-server: listening on http://${host}:${server.port} (backend ${native.systemInfo().backend}), loading ${runtime.model}`);
+    say(`inference-server: listening on ${options.tls ? 'https' : 'http'}://${host}:${server.port} (backend ${native.systemInfo().backend}), loading ${runtime.model}`);
     const shutdown = (): void => {
-      console.error('inference-server: shutting down');
+      say('inference-server: shutting down');
       Promise.all([server.close(), auth.close()]).then(() => process.exit(0), () => process.exit(1));
     };
     process.once('SIGINT', shutdown);
@@ -62,9 +69,9 @@ async function main(): Promise<number> {
     try {
       const service = await server.ready;
       const i = service.info;
-      console.error(`inference-server: model ready (${service.metadata.architecture}, ${service.metadata.nParams} parameters), n_ctx ${i.nCtx}, ${i.nParallel} slots, n_batch ${i.nBatch}, threads ${i.nThreads}`);
+      say(`inference-server: model ready (${service.metadata.architecture}, ${service.metadata.nParams} parameters), n_ctx ${i.nCtx}, ${i.nParallel} slots, n_batch ${i.nBatch}, threads ${i.nThreads}`);
     } catch (err) {
-      console.error(`inference-server: ${(err as Error).message}`);
+      say(`inference-server: ${(err as Error).message}`, 'error');
       await server.close();
       await auth.close();
       return 1;
@@ -72,10 +79,10 @@ async function main(): Promise<number> {
     return -1; // keep running
   } catch (err) {
     if (err instanceof UsageError) {
-      console.error(`inference-server: ${err.message}`);
+      say(`inference-server: ${err.message}`, 'error');
       return 1;
     }
-    console.error(`inference-server: ${(err as Error).message}`);
+    say(`inference-server: ${(err as Error).message}`, 'error');
     return 1;
   }
 }

@@ -152,7 +152,7 @@ export async function startInferenceServer(options: InferenceServerOptions): Pro
   const servePublicPath = Boolean(options.webui && options.publicPath);
   const routes = [
     ...inferenceRoutes(ctx, { metrics: options.metrics, slots: options.slots ?? true, props: options.props ?? false, apiPrefix }),
-    ...corsProxyRoutes(ctx, { enabled: options.corsProxy ?? false, apiPrefix, timeoutSeconds: options.timeoutSeconds || 600 }),
+    ...corsProxyRoutes(ctx, { enabled: options.corsProxy ?? false, apiPrefix, timeoutSeconds: 600 }),
     ...(options.extraRoutes ?? []),
     ...(options.webui && !servePublicPath ? chatPageRoutes(apiPrefix) : []),
   ];

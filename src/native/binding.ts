@@ -681,7 +681,7 @@ export interface NativeAddon {
   jsonSchemaToGrammar(schemaJson: string): string;
   /** From now on every log line goes through llama.cpp's common log, where --log-file, --log-jsonl, --log-prefix, --log-timestamps and --log-colors apply. */
   useCommonLog(): void;
-  /** A line of this program, routed and filtered as llama.cpp's lines (the text ends with its newline). */
+  /** A line of this program, always printed, on the route of llama.cpp's lines (the text ends with its newline). */
   logWrite(level: Exclude<LogLevel, 'none'>, text: string): void;
 }
 
