@@ -221,7 +221,7 @@ export const LLAMA_SERVER_FLAGS: Readonly<Record<string, FlagSupport>> = {
   '--log-disable': served,
   '--log-file': served,
   '--log-jsonl': served,
-  '--log-prompts-dir': NOT_YET,
+  '--log-prompts-dir': served,
   '--log-colors': served,
   '-v': served,
   '--offline': ignored('this server never uses the network for models'),

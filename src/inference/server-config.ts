@@ -190,6 +190,7 @@ export function serverOptions(v: ServerParamValues, own: OwnFlags, gpuAvailable:
     allowRemoteMedia: Boolean(own.mediaAllowRemote),
     ...(v.mediaPath !== '' ? { mediaPath: v.mediaPath } : {}),
     ...(v.slotSavePath !== '' ? { slotSavePath: v.slotSavePath } : {}),
+    ...(v.promptsLogDir !== '' ? { promptsLogDir: v.promptsLogDir } : {}),
     generation: generationDefaults(v),
     spmInfill: v.spmInfill,
     chat: {

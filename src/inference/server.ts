@@ -96,6 +96,8 @@ export interface InferenceServerOptions {
   ssePingIntervalSeconds?: number;
   /** --path: serve this directory's files at the root (instead of the chat page). */
   publicPath?: string;
+  /** --log-prompts-dir: each completion request's prompt is written to a file in this directory. */
+  promptsLogDir?: string;
   /** --ui-mcp-proxy: GET/POST /cors-proxy forward to the URL given (403 without it, as llama-server). */
   corsProxy?: boolean;
   /** Routes mounted as they are (e.g. --auth); they do their own authentication. */
@@ -127,6 +129,7 @@ function serviceLoadOptions(options: InferenceServerOptions): ServiceLoadOptions
     loras: options.loras ?? [],
     mmproj: options.mmproj,
     ...(options.slotSavePath ? { slotSavePath: options.slotSavePath } : {}),
+    ...(options.promptsLogDir ? { promptsLogDir: options.promptsLogDir } : {}),
     media: { allowRemote: options.allowRemoteMedia ?? false, ...(options.mediaPath ? { mediaPath: options.mediaPath } : {}) },
     generation: options.generation ?? LLAMA_SERVER_DEFAULTS,
     ...(options.chatTemplate ? { chatTemplate: options.chatTemplate } : {}),

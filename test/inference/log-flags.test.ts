@@ -1,13 +1,18 @@
 // llama-server's log options on inference-server: --log-file copies every printed line to the
 // file, --log-jsonl prints them as JSON objects on stdout, one a line ({type, time, level, msg}),
 // --log-prefix adds the level letter; llama.cpp's lines and this server's own alike.
+// --log-prompts-dir writes each completion request's prompt to a file there.
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
-import { mkdtempSync, readFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import t from 'tap';
-import { usesCommonLog } from '../../src/inference/server-config.js';
+import { serverOptions, usesCommonLog } from '../../src/inference/server-config.js';
+import { startInferenceServer } from '../../src/inference/server.js';
+import { promptLogName } from '../../src/inference/service/prompt-log.js';
+import { native } from '../../src/native/binding.js';
+import { postJson } from '../helpers/inference-server.js';
 import { ensureTestModels } from '../fixtures/models.js';
 import { REPO_ROOT } from '../helpers/reference.js';
 
@@ -75,4 +80,31 @@ t.test('a refused start is logged as an error line', async (t) => {
   t.equal(out.code, 1);
   const lines = out.stdout.trimEnd().split('\n').map((line) => JSON.parse(line) as Record<string, unknown>);
   t.same(lines, [{ type: 'log', time: 0, level: 'error', msg: 'inference-server: --ssl-key-file needs --ssl-cert-file too: HTTPS takes both a key and its certificate\n' }]);
+});
+
+t.test('--log-prompts-dir DIR: created by the parser; each completion request\'s prompt lands in <ms>.txt', async (t) => {
+  const prompts = join(dir, 'prompts', 'nested');
+  const params = native.ServerParams.parse(['llama-server', '-m', models.chat, '-c', '512', '--log-prompts-dir', prompts]);
+  t.ok(existsSync(prompts), 'the folder is made at parse time, as llama-server');
+  const server = await startInferenceServer({ ...serverOptions(params.values(), {}, false), host: '127.0.0.1', port: 0 });
+  t.teardown(() => server.close());
+  await server.ready;
+  const base = `http://127.0.0.1:${server.port}`;
+  const newFile = async (before: string[]): Promise<string> => {
+    // The file is written before the task runs; by the answer it is on disk.
+    const added = readdirSync(prompts).filter((f) => !before.includes(f));
+    t.equal(added.length, 1, 'one file per request');
+    return readFileSync(join(prompts, added[0]!), 'utf8');
+  };
+  let before = readdirSync(prompts);
+  t.equal((await postJson(`${base}/completion`, { prompt: 'Hello there', n_predict: 1 })).status, 200);
+  t.equal(await newFile(before), 'Hello there');
+  before = readdirSync(prompts);
+  t.equal((await postJson(`${base}/completion`, { prompt: ['one', 'two'], n_predict: 1 })).status, 200);
+  t.equal(await newFile(before), '[\n  "one",\n  "two"\n]', 'several prompts: a JSON array indented by 2');
+  before = readdirSync(prompts);
+  t.equal((await postJson(`${base}/v1/chat/completions`, { messages: [{ role: 'user', content: 'Hi' }], max_tokens: 1 })).status, 200);
+  t.equal(await newFile(before), '<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n', 'a chat: its rendered template');
+  t.match(readdirSync(prompts), Array(3).fill(/^\d{13}\.txt$/), 'named by the wall clock in milliseconds');
+  t.same([promptLogName(123), promptLogName(1732345678901)], ['000000000123.txt', '1732345678901.txt'], 'printf\'s %012 pads to 12 digits at least');
 });
