@@ -51,16 +51,23 @@ function passedOn(name: string): boolean {
   return !['server', 'transfer-encoding', 'content-length', 'keep-alive', 'connection', 'content-type'].includes(name) && !name.startsWith('access-control-');
 }
 
-/** Streams the target's answer to the client (status, headers, then the body as it comes). */
+/** Streams the target's answer to the client (status, headers, then the body as it comes, with backpressure). */
 export async function relayResponse(req: HttpRequest, proxied: ProxiedResponse): Promise<void> {
   const stream = req.openEventStream({
     status: proxied.status,
     headers: { ...proxied.headers, 'Content-Type': proxied.contentType ?? 'text/plain; charset=utf-8' },
     ping: false,
   });
-  for await (const chunk of proxied.body) {
-    if (stream.closed) break;
-    await stream.sendRaw(chunk as Buffer);
+  try {
+    for await (const chunk of proxied.body) {
+      if (stream.closed) break;
+      await stream.sendRaw(chunk as Buffer);
+    }
+  } catch {
+    // The target broke off (or the client left): the answer ends where it stopped, as
+    // llama-server's does; no error event may be mixed into a body of another format.
+  } finally {
+    proxied.body.destroy();
   }
 }
 

@@ -165,3 +165,25 @@ t.test('--ui-mcp-proxy with a bad target: a clear 400, or 502 when it cannot be 
   t.equal(res.status, 502);
   t.match(body, { error: { code: 502, type: 'server_error', message: /^proxy error: connect ECONNREFUSED/ } });
 });
+
+t.test('--ui-mcp-proxy streams the target\'s answer as it comes; a client that leaves ends the request to the target', async (t) => {
+  let targetClosed!: () => void;
+  const closed = new Promise<void>((resolve) => { targetClosed = resolve; });
+  const target = createServer((req, res) => {
+    res.writeHead(200, { 'Content-Type': 'text/event-stream' });
+    res.write('data: first\n\n');
+    res.on('close', () => targetClosed());
+  });
+  target.listen(0, '127.0.0.1');
+  await new Promise((resolve) => target.once('listening', resolve));
+  t.teardown(() => target.close());
+  const { base } = await start('--ui-mcp-proxy');
+  const abort = new AbortController();
+  const res = await fetch(`${base}/cors-proxy?url=http://127.0.0.1:${(target.address() as { port: number }).port}/sse`, { signal: abort.signal });
+  t.same([res.status, res.headers.get('content-type')], [200, 'text/event-stream']);
+  const reader = res.body!.getReader();
+  t.equal(new TextDecoder().decode((await reader.read()).value), 'data: first\n\n', 'the first chunk arrives while the target is still writing');
+  abort.abort();
+  await closed;
+  t.pass('the target saw its request end');
+});
