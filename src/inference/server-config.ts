@@ -41,10 +41,14 @@ export function splitCommandLine(argv: readonly string[]): { own: OwnFlags; llam
   return { own: parseFlags(own, OWN_FLAGS, {}), llama };
 }
 
-/** The refusal of every given option this server cannot honour, one line each. */
-export function refusedOptions(given: readonly string[]): string[] {
+/**
+ * The refusal of every given option this server cannot honour, one line each. With the parsed
+ * values, `-no-ag`/`--no-agent` (given under -ag's name, turning the tools off) is not refused.
+ */
+export function refusedOptions(given: readonly string[], values?: ServerParamValues): string[] {
   return given.flatMap((name) => {
     const support = LLAMA_SERVER_FLAGS[name];
+    if (name === '-ag' && values && values.serverTools.length === 0) return [];
     return support?.kind === 'refused' ? [`${name}: ${support.why}`] : [];
   });
 }

@@ -30,9 +30,9 @@ async function main(): Promise<number> {
     const { own, llama } = splitCommandLine(process.argv.slice(2));
     if (llama.some((a) => a === '-h' || a === '--help' || a === '--usage')) console.log(ownUsage() + '\n');
     const params = parseServerArgs(llama);
-    const refused = refusedOptions(params.given());
-    if (refused.length > 0) throw new UsageError(`cannot honour these options:\n  ${refused.join('\n  ')}`);
     const values = params.values();
+    const refused = refusedOptions(params.given(), values);
+    if (refused.length > 0) throw new UsageError(`cannot honour these options:\n  ${refused.join('\n  ')}`);
     if (usesCommonLog(params.given())) {
       native.useCommonLog();
       say = (line, level = 'info') => native.logWrite(level, `${line}\n`);

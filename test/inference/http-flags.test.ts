@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import t from 'tap';
 import { UsageError } from '../../src/cli/flags.js';
 import { native } from '../../src/native/binding.js';
-import { serverOptions } from '../../src/inference/server-config.js';
+import { refusedOptions, serverOptions } from '../../src/inference/server-config.js';
 import { startInferenceServer } from '../../src/inference/server.js';
 import { ensureTestModels } from '../fixtures/models.js';
 
@@ -186,4 +186,18 @@ t.test('--ui-mcp-proxy streams the target\'s answer as it comes; a client that l
   abort.abort();
   await closed;
   t.pass('the target saw its request end');
+});
+
+t.test('--tools, --tools-runtime and -ag are refused naming why; --no-agent (tools off) is not', async (t) => {
+  const refusedWith = (...argv: string[]) => {
+    const params = native.ServerParams.parse(['llama-server', '-m', models.chat, ...argv]);
+    return refusedOptions(params.given(), params.values());
+  };
+  const why = "llama-server's experimental built-in agent tools (GET/POST /tools: read_file, file_glob_search, grep_search, exec_shell_command, write_file, edit_file, get_info) are not implemented in this server; --ui-mcp-proxy (the CORS proxy) is";
+  t.same(refusedWith('--tools', 'all'), [`--tools: ${why}`]);
+  t.same(refusedWith('--tools-runtime', 'docker:alpine'), [`--tools-runtime: ${why}`]);
+  t.same(refusedWith('-ag'), [`-ag: ${why}`]);
+  t.same(refusedWith('--agent', '--no-agent'), [], 'the last word turned the tools off');
+  t.same(refusedWith('--no-agent'), []);
+  t.same(refusedWith('--ui-mcp-proxy', '--no-ui-mcp-proxy'), []);
 });
