@@ -33,8 +33,9 @@ export interface HttpServerOptions {
   /** HTTPS with this PEM key and certificate (llama-server's --ssl-key-file, --ssl-cert-file). */
   tls?: { keyFile: string; certFile: string };
   /**
-   * SO_REUSEPORT (llama-server's --reuse-port): several servers may listen on one port. Without
-   * it the port is exclusive and a second server on it fails to start, as llama-server's does.
+   * SO_REUSEPORT: several servers (or workers) may listen on one port; uSockets' default, kept
+   * when absent (auth-server's workers share their port so). False makes the port exclusive: a
+   * second server on it fails to start, as llama-server's does without --reuse-port.
    */
   reusePort?: boolean;
   /**
@@ -198,7 +199,7 @@ export async function startHttpServer(options: HttpServerOptions): Promise<HttpS
   });
 
   const listen = (host: string, port: number): Promise<uWS.us_listen_socket> => new Promise((resolve, reject) => {
-    const listenOptions = options.reusePort ? LIBUS_LISTEN_DEFAULT : LIBUS_LISTEN_EXCLUSIVE_PORT;
+    const listenOptions = (options.reusePort ?? true) ? LIBUS_LISTEN_DEFAULT : LIBUS_LISTEN_EXCLUSIVE_PORT;
     (app.listen as unknown as ListenWithOptions)(host, port, listenOptions, (socket) => {
       if (socket) resolve(socket);
       else reject(new Error(`cannot listen on ${host}:${port} (address in use or not permitted)`));

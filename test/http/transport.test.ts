@@ -66,9 +66,9 @@ async function freePort(): Promise<number> {
 
 t.test('without --reuse-port the port is exclusive: a second server on it fails, as llama-server\'s', async (t) => {
   const port = await freePort();
-  const first = await start({ port });
+  const first = await start({ port, reusePort: false });
   t.teardown(() => first.close());
-  await t.rejects(start({ port }), { message: `cannot listen on 127.0.0.1:${port} (address in use or not permitted)` });
+  await t.rejects(start({ port, reusePort: false }), { message: `cannot listen on 127.0.0.1:${port} (address in use or not permitted)` });
   await t.rejects(start({ port, reusePort: true }), 'asking for reuse does not share a port held exclusively');
 });
 
