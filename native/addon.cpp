@@ -61,6 +61,23 @@ static Napi::Value add_rpc_servers(const Napi::CallbackInfo & info) {
     return env.Undefined();
 }
 
+// useCommonLog(): every log line goes through common's log, where --log-file, --log-jsonl,
+// --log-prefix, --log-timestamps and --log-colors (set by ServerParams.parse) apply.
+static Napi::Value use_common_log(const Napi::CallbackInfo & info) {
+    log_use_common();
+    return info.Env().Undefined();
+}
+
+// logWrite(level, text): a line of the host program, routed and filtered as llama.cpp's lines.
+static Napi::Value log_write_js(const Napi::CallbackInfo & info) {
+    Napi::Env env = info.Env();
+    if (info.Length() < 2 || !info[0].IsString() || !info[1].IsString() ||
+        !log_write(info[0].As<Napi::String>().Utf8Value(), info[1].As<Napi::String>().Utf8Value())) {
+        throw_coded(env, ErrorCode::INVALID_ARGUMENT, "logWrite(level, text): level must be debug, info, warn or error; text a string");
+    }
+    return env.Undefined();
+}
+
 static Napi::Object init(Napi::Env env, Napi::Object exports) {
 #if defined(__GLIBC__)
     // Weights, KV caches and batches are large: a fixed mmap threshold keeps glibc from raising
@@ -79,6 +96,8 @@ static Napi::Object init(Napi::Env env, Napi::Object exports) {
     exports.Set("systemInfo", Napi::Function::New(env, system_info));
     exports.Set("setLogLevel", Napi::Function::New(env, set_log_level));
     exports.Set("addRpcServers", Napi::Function::New(env, add_rpc_servers));
+    exports.Set("useCommonLog", Napi::Function::New(env, use_common_log));
+    exports.Set("logWrite", Napi::Function::New(env, log_write_js));
     exports.Set("jsonSchemaToGrammar", Napi::Function::New(env, json_schema_to_grammar_js));
     return exports;
 }

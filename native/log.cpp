@@ -7,10 +7,13 @@
 #include "llama.h"
 #include "mtmd-helper.h"
 #include "mtmd.h"
+// llama.cpp's common log (its name clashes with this directory's log.h).
+#include "../vendor/llama.cpp/common/log.h"
 
 namespace addon {
 
 static int g_min_level = GGML_LOG_LEVEL_WARN;
+static bool g_through_common = false;
 static thread_local bool t_capturing = false;
 static thread_local std::string t_captured;
 
@@ -43,8 +46,21 @@ static void on_log(ggml_log_level level, const char * text, void *) {
     if (level == GGML_LOG_LEVEL_CONT) level = last; else last = level;
     if (t_capturing && level == GGML_LOG_LEVEL_ERROR) t_captured += text;
     if (level >= g_min_level && level != GGML_LOG_LEVEL_NONE) {
-        std::fputs(text, stderr);
+        if (g_through_common) common_log_add(common_log_main(), level, "%s", text);
+        else std::fputs(text, stderr);
     }
+}
+
+void log_use_common() {
+    g_through_common = true;
+}
+
+bool log_write(const std::string & name, const std::string & text) {
+    int level = level_named(name.c_str());
+    if (level < 0 || level > GGML_LOG_LEVEL_ERROR) return false;
+    if (g_through_common) common_log_add(common_log_main(), static_cast<ggml_log_level>(level), "%s", text.c_str());
+    else std::fputs(text.c_str(), stderr);
+    return true;
 }
 
 void log_install() {

@@ -11,6 +11,16 @@ void log_install();
 // Lowest level printed from now on: "debug", "info", "warn", "error" or "none"; false for another name.
 bool log_set_level(const std::string & name);
 
+// From now on every line printed goes through common's log (common_log_main) instead of straight
+// to stderr, so that the options llama.cpp's parser set on it apply as in llama-server:
+// --log-file, --log-jsonl, --log-prefix, --log-timestamps, --log-colors.
+void log_use_common();
+
+// Prints a line of the host program at `level` ("error", "warn", "info", "debug") through the
+// same route as llama.cpp's lines (the host decides what to print: no level filter); false for
+// another level name.
+bool log_write(const std::string & level, const std::string & text);
+
 // Clears, then returns, the error lines logged on the calling thread since the last call.
 void log_capture_begin();
 std::string log_capture_end();

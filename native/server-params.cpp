@@ -247,6 +247,14 @@ Napi::Value ServerParams::js_values(const Napi::CallbackInfo & info) {
     o.Set("timeoutRead", p.timeout_read);
     o.Set("timeoutWrite", p.timeout_write);
     o.Set("publicPath", p.public_path);
+    o.Set("sslKeyFile", p.ssl_file_key);
+    o.Set("sslCertFile", p.ssl_file_cert);
+    o.Set("ssePingInterval", p.sse_ping_interval);
+    o.Set("promptsLogDir", p.path_prompts_log_dir);
+    o.Set("uiMcpProxy", p.ui_mcp_proxy);
+    o.Set("serverTools", strings(env, p.server_tools));
+    o.Set("serverToolsRuntime", p.server_tools_runtime);
+    o.Set("corsOriginsExplicit", p.cors_origins_explicit);
     o.Set("webui", p.ui);
     o.Set("chatTemplate", p.chat_template);
     o.Set("useJinja", p.use_jinja);

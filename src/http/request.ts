@@ -21,7 +21,7 @@ export interface HttpRequest {
    * with the first event: a handler that throws before it is answered with a plain error
    * response, one that throws later gets its error sent as a last event.
    */
-  openEventStream(init?: { status?: number; headers?: Record<string, string> }): EventStream;
+  openEventStream(init?: { status?: number; headers?: Record<string, string>; ping?: boolean }): EventStream;
 }
 
 export interface HttpResult {
@@ -31,5 +31,7 @@ export interface HttpResult {
   body?: unknown;
   /** A raw text body, sent with `contentType` (default text/plain). */
   text?: string;
+  /** Raw bytes, sent with `contentType` (default application/octet-stream). */
+  bytes?: Buffer;
   contentType?: string;
 }

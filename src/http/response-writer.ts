@@ -13,20 +13,39 @@ export interface ResponseSink {
   cork(cb: () => void): unknown;
   writeStatus(status: string): unknown;
   writeHeader(key: string, value: string): unknown;
-  write(chunk: string): boolean;
-  end(body?: string, closeConnection?: boolean): unknown;
+  write(chunk: string | Uint8Array): boolean;
+  end(body?: string | Uint8Array, closeConnection?: boolean): unknown;
   endWithoutBody(reportedContentLength?: number, closeConnection?: boolean): unknown;
+  /** Closes the connection at once (no response end). */
+  close(): unknown;
 }
 
 export interface ResponseSettings {
   formatError: ErrorFormatter;
   /** Receives internal errors (500s) with their causes; never shown to clients. */
   logError?: (error: HttpError, req: { method: string; path: string }) => void;
+  /** Event streams send a ping after this many milliseconds of silence (--sse-ping-interval); 0 never. */
+  ssePingIntervalMs?: number;
+  /**
+   * llama-server's write timeout (-to): a response whose client takes no bytes for this many
+   * milliseconds while the socket's buffer is full has its connection closed; 0 never.
+   */
+  writeTimeoutMs?: number;
 }
 
 export interface EventStreamInit {
   status?: number;
   headers?: Record<string, string>;
+  /** False: no SSE pings (the stream carries another format, e.g. a proxied body). */
+  ping?: boolean;
+}
+
+/** A result's body bytes and their Content-Type (null: no body, no Content-Type). */
+function encodeBody(result: HttpResult): { payload: string | Buffer; contentType: string | null } {
+  if (result.bytes !== undefined) return { payload: result.bytes, contentType: result.contentType ?? 'application/octet-stream' };
+  if (result.text !== undefined) return { payload: result.text, contentType: result.text === '' ? null : result.contentType ?? 'text/plain; charset=utf-8' };
+  if (result.body === undefined) return { payload: '', contentType: null };
+  return { payload: JSON.stringify(result.body), contentType: 'application/json; charset=utf-8' };
 }
 
 function statusLine(status: number): string {
@@ -80,14 +99,11 @@ export class ResponseWriter {
     if (this.finished) return;
     this.finished = true;
     const status = result.status ?? 200;
-    const isText = result.text !== undefined;
-    const payload = isText ? result.text! : result.body === undefined ? '' : JSON.stringify(result.body);
+    const { payload, contentType } = encodeBody(result);
     const isHead = this.request.method === 'HEAD';
     this.res.cork(() => {
       this.writeHead(status, result.headers);
-      if (payload !== '' || result.body !== undefined) {
-        this.res.writeHeader('Content-Type', isText ? (result.contentType ?? 'text/plain; charset=utf-8') : 'application/json; charset=utf-8');
-      }
+      if (contentType !== null) this.res.writeHeader('Content-Type', contentType);
       if (isHead) this.res.endWithoutBody(Buffer.byteLength(payload), closeConnection);
       else this.res.end(payload, closeConnection);
     });
@@ -123,16 +139,7 @@ export class ResponseWriter {
         });
         return ok;
       },
-      whenWritable: (ready) => {
-        if (this.finished) return ready();
-        const onAbort = (): void => ready();
-        this.signal.addEventListener('abort', onAbort, { once: true });
-        this.res.onWritable(() => {
-          this.signal.removeEventListener('abort', onAbort);
-          ready();
-          return true;
-        });
-      },
+      whenWritable: (ready) => this.whenWritable(ready),
       end: () => {
         this.finished = true;
         this.res.cork(() => {
@@ -141,8 +148,35 @@ export class ResponseWriter {
         });
       },
       isOpen: () => !this.finished,
-    });
+    }, { pingIntervalMs: init.ping === false ? 0 : this.settings.ssePingIntervalMs ?? 0 });
     return this.stream;
+  }
+
+  /** Calls `ready` once the socket drained or the client left; past the write timeout, closes the connection. */
+  private whenWritable(ready: () => void): void {
+    if (this.finished) return ready();
+    const timeoutMs = this.settings.writeTimeoutMs ?? 0;
+    const timer = timeoutMs > 0 ? setTimeout(() => this.closeConnection(), timeoutMs) : null;
+    const onAbort = (): void => {
+      if (timer) clearTimeout(timer);
+      ready();
+    };
+    this.signal.addEventListener('abort', onAbort, { once: true });
+    this.res.onWritable(() => {
+      if (timer) clearTimeout(timer);
+      this.signal.removeEventListener('abort', onAbort);
+      ready();
+      return true;
+    });
+  }
+
+  /** Drops the connection, as a timed-out write does in llama-server; the handler sees its signal abort. */
+  closeConnection(): void {
+    if (this.finished) return;
+    this.finished = true;
+    this.clientGone = true;
+    this.abort?.abort();
+    this.res.close();
   }
 
   /** Ends the response with a handler's outcome: its result, or the end of its event stream. */

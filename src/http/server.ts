@@ -2,6 +2,7 @@
 // needs from uWS's request, answers CORS preflights, routes, reads the body with its cap
 // (body-reader.ts), runs the handler and writes its outcome (response-writer.ts). No exception
 // escapes a uWS callback.
+import { accessSync, constants } from 'node:fs';
 import uWS from 'uWebSockets.js';
 import { readBody } from './body-reader.js';
 import { corsHeaders, preflightHeaders, type CorsPolicy } from './cors.js';
@@ -9,6 +10,7 @@ import { HttpError, HttpLayerCode, type ErrorFormatter } from './errors.js';
 import type { HttpRequest } from './request.js';
 import { ResponseWriter, type ResponseSettings } from './response-writer.js';
 import { Router, type Handler, type Route } from './router.js';
+import type { StaticDirectory } from './static-directory.js';
 
 export interface HttpServerOptions {
   host: string;
@@ -28,6 +30,23 @@ export interface HttpServerOptions {
   cors?: CorsPolicy;
   /** Receives internal errors (500s) with their causes; never shown to clients. */
   logError?: (error: HttpError, req: { method: string; path: string }) => void;
+  /** HTTPS with this PEM key and certificate (llama-server's --ssl-key-file, --ssl-cert-file). */
+  tls?: { keyFile: string; certFile: string };
+  /**
+   * SO_REUSEPORT: several servers (or workers) may listen on one port; uSockets' default, kept
+   * when absent (auth-server's workers share their port so). False makes the port exclusive: a
+   * second server on it fails to start, as llama-server's does without --reuse-port.
+   */
+  reusePort?: boolean;
+  /**
+   * llama-server's -to/--timeout in seconds (0: none): a request body that sends nothing for this
+   * long, or a response whose client takes nothing for this long, has its connection closed.
+   */
+  timeoutSeconds?: number;
+  /** Event streams ping after this many seconds of silence (--sse-ping-interval); <= 0 never. */
+  ssePingIntervalSeconds?: number;
+  /** Files served for GET/HEAD paths no route answers (llama-server's --path). */
+  staticDirectory?: StaticDirectory;
 }
 
 export interface HttpServer {
@@ -40,6 +59,13 @@ export interface HttpServer {
 export function uwsIsNative(): boolean {
   return typeof uWS.App === 'function' && uWS.App.toString().includes('[native code]');
 }
+
+/** uSockets' listen options: the default sets SO_REUSEPORT; the exclusive one does not. */
+const LIBUS_LISTEN_DEFAULT = 0;
+const LIBUS_LISTEN_EXCLUSIVE_PORT = 1;
+
+/** uWS.js's listen(host, port, options, cb), which its typings leave out. */
+type ListenWithOptions = (host: string, port: number, options: number, cb: (socket: uWS.us_listen_socket | false) => void) => void;
 
 const METHODS_WITH_BODY = new Set(['POST', 'PUT', 'PATCH', 'DELETE']);
 const EMPTY_BODY = Buffer.alloc(0);
@@ -96,16 +122,50 @@ async function dispatch(handler: Handler, request: HttpRequest, writer: Response
   }
 }
 
+/** The uWS app: HTTPS when key and certificate are given, each checked to be readable first. */
+function createApp(tls: HttpServerOptions['tls']): uWS.TemplatedApp {
+  if (!tls) return uWS.App();
+  for (const [flag, file] of [['--ssl-key-file', tls.keyFile], ['--ssl-cert-file', tls.certFile]] as const) {
+    try {
+      accessSync(file, constants.R_OK);
+    } catch (err) {
+      throw new Error(`${flag}: cannot read ${file} (${(err as NodeJS.ErrnoException).code ?? (err as Error).message})`);
+    }
+  }
+  try {
+    return uWS.SSLApp({ key_file_name: tls.keyFile, cert_file_name: tls.certFile });
+  } catch {
+    throw new Error(`cannot start HTTPS with --ssl-key-file ${tls.keyFile} and --ssl-cert-file ${tls.certFile}: not a PEM private key and its certificate`);
+  }
+}
+
+/** Answers a GET/HEAD from the static directory, or 404 when it has no such file. */
+async function serveStatic(dir: StaticDirectory, head: RequestHead, writer: ResponseWriter): Promise<void> {
+  try {
+    const result = await dir.lookup(head.path, head.headers['if-none-match']);
+    if (result) writer.writeResult(result);
+    else writer.writeError(new HttpError(404, HttpLayerCode.NOT_FOUND, `No route for ${head.method} ${head.path}`));
+  } catch (thrown) {
+    writer.writeError(thrown);
+  }
+}
+
 export async function startHttpServer(options: HttpServerOptions): Promise<HttpServer> {
   if (!uwsIsNative()) {
     throw new Error('uWebSockets.js did not load its native binary (it fell back to a JavaScript shim); refusing to start');
   }
   const router = new Router(options.routes);
-  const settings: ResponseSettings = { formatError: options.formatError, logError: options.logError };
+  const timeoutMs = Math.max(0, options.timeoutSeconds ?? 0) * 1000;
+  const settings: ResponseSettings = {
+    formatError: options.formatError,
+    logError: options.logError,
+    ssePingIntervalMs: Math.max(0, options.ssePingIntervalSeconds ?? 0) * 1000,
+    writeTimeoutMs: timeoutMs,
+  };
   const cors = options.cors;
   const preflight = cors ? preflightHeaders(cors) : null;
   const tooLarge = (): HttpError => new HttpError(413, HttpLayerCode.BODY_TOO_LARGE, `Request body exceeds ${options.maxBodyBytes} bytes`);
-  const app = uWS.App();
+  const app = createApp(options.tls);
 
   app.any('/*', (res, req) => {
     const head = copyRequestHead(res, req);
@@ -118,6 +178,10 @@ export async function startHttpServer(options: HttpServerOptions): Promise<HttpS
     }
     // HEAD is routed as GET; the writer leaves the body out.
     const match = router.find(method === 'HEAD' ? 'GET' : method, path);
+    if (match.kind === 'not-found' && options.staticDirectory && (method === 'GET' || method === 'HEAD')) {
+      void serveStatic(options.staticDirectory, head, writer);
+      return;
+    }
     if (match.kind !== 'found') {
       writer.writeError(match.kind === 'not-found'
         ? new HttpError(404, HttpLayerCode.NOT_FOUND, `No route for ${method} ${path}`)
@@ -131,11 +195,12 @@ export async function startHttpServer(options: HttpServerOptions): Promise<HttpS
     readBody(res, Number(head.headers['content-length'] ?? '0'), options.maxBodyBytes, () => !writer.isOpen, (outcome) => {
       if (outcome.kind === 'too-large') writer.writeError(tooLarge());
       else void dispatch(match.handler, handlerRequest(head, match.params, outcome.body, writer), writer);
-    });
+    }, { ms: timeoutMs, onTimeout: () => writer.closeConnection() });
   });
 
   const listen = (host: string, port: number): Promise<uWS.us_listen_socket> => new Promise((resolve, reject) => {
-    app.listen(host, port, (socket) => {
+    const listenOptions = (options.reusePort ?? true) ? LIBUS_LISTEN_DEFAULT : LIBUS_LISTEN_EXCLUSIVE_PORT;
+    (app.listen as unknown as ListenWithOptions)(host, port, listenOptions, (socket) => {
       if (socket) resolve(socket);
       else reject(new Error(`cannot listen on ${host}:${port} (address in use or not permitted)`));
     });

@@ -42,12 +42,24 @@ export function splitCommandLine(argv: readonly string[]): { own: OwnFlags; llam
   return { own: parseFlags(own, OWN_FLAGS, {}), llama };
 }
 
-/** The refusal of every given option this server cannot honour, one line each. */
-export function refusedOptions(given: readonly string[]): string[] {
+/**
+ * The refusal of every given option this server cannot honour, one line each. With the parsed
+ * values, `-no-ag`/`--no-agent` (given under -ag's name, turning the tools off) is not refused.
+ */
+export function refusedOptions(given: readonly string[], values?: ServerParamValues): string[] {
   return given.flatMap((name) => {
     const support = LLAMA_SERVER_FLAGS[name];
+    if (name === '-ag' && values && values.serverTools.length === 0) return [];
     return support?.kind === 'refused' ? [`${name}: ${support.why}`] : [];
   });
+}
+
+/** The options that llama.cpp's parser sets on its common log; with any of them, every line goes through it. */
+const COMMON_LOG_OPTIONS = ['--log-file', '--log-jsonl', '--log-colors', '--log-prefix', '--log-timestamps'];
+
+/** True when the command line configures llama.cpp's common log (see native useCommonLog). */
+export function usesCommonLog(given: readonly string[]): boolean {
+  return given.some((name) => COMMON_LOG_OPTIONS.includes(name));
 }
 
 /**
@@ -130,6 +142,28 @@ function runtimeOptions(v: ServerParamValues, own: OwnFlags, gpuAvailable: boole
   };
 }
 
+/** --ssl-key-file and --ssl-cert-file: both or neither (llama-server silently serves plain HTTP with one). */
+function tlsOptions(v: ServerParamValues): { tls?: { keyFile: string; certFile: string } } {
+  if (v.sslKeyFile === '' && v.sslCertFile === '') return {};
+  if (v.sslKeyFile === '' || v.sslCertFile === '') {
+    throw new UsageError(`${v.sslKeyFile === '' ? '--ssl-cert-file' : '--ssl-key-file'} needs ${v.sslKeyFile === '' ? '--ssl-key-file' : '--ssl-cert-file'} too: HTTPS takes both a key and its certificate`);
+  }
+  return { tls: { keyFile: v.sslKeyFile, certFile: v.sslCertFile } };
+}
+
+/** The HTTP transport's options: TLS, port sharing, timeouts, pings, static files, the CORS proxy. */
+function transportOptions(v: ServerParamValues): Pick<InferenceServerOptions, 'tls' | 'reusePort' | 'timeoutSeconds' | 'ssePingIntervalSeconds' | 'publicPath' | 'corsProxy'> {
+  return {
+    ...tlsOptions(v),
+    reusePort: v.reusePort,
+    // -to sets llama-server's read and write timeouts to the same value.
+    timeoutSeconds: Math.max(0, v.timeoutRead),
+    ssePingIntervalSeconds: v.ssePingInterval,
+    ...(v.publicPath !== '' ? { publicPath: v.publicPath } : {}),
+    corsProxy: v.uiMcpProxy,
+  };
+}
+
 /** The server's options from llama-server's parsed command line and our own flags. */
 export function serverOptions(v: ServerParamValues, own: OwnFlags, gpuAvailable: boolean): Omit<InferenceServerOptions, 'serverParams'> {
   const pooling = poolingName(v.poolingType);
@@ -157,7 +191,9 @@ export function serverOptions(v: ServerParamValues, own: OwnFlags, gpuAvailable:
     sleepIdleSeconds: v.sleepIdleSeconds,
     apiPrefix: v.apiPrefix,
     webui: v.webui,
+    // (--tools, --agent and MCP servers already made the default origins "localhost" in the parser.)
     cors: { origins: v.corsOrigins, methods: v.corsMethods, headers: v.corsHeaders, credentials: v.corsCredentials },
+    ...transportOptions(v),
     props: v.endpointProps,
     nPredict: v.nPredict,
     maxBodyBytes: own.maxBodyBytes ?? 32 * 1024 * 1024,
@@ -169,6 +205,7 @@ export function serverOptions(v: ServerParamValues, own: OwnFlags, gpuAvailable:
     allowRemoteMedia: Boolean(own.mediaAllowRemote),
     ...(v.mediaPath !== '' ? { mediaPath: v.mediaPath } : {}),
     ...(v.slotSavePath !== '' ? { slotSavePath: v.slotSavePath } : {}),
+    ...(v.promptsLogDir !== '' ? { promptsLogDir: v.promptsLogDir } : {}),
     generation: generationDefaults(v),
     spmInfill: v.spmInfill,
     chat: {

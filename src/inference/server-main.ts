@@ -2,7 +2,7 @@
 // inference-server: serves a GGUF model over HTTP (OpenAI-compatible and llama-server native APIs).
 import { usage, UsageError } from '../cli/flags.js';
 import { isNativeError, native, type NativeServerParams } from '../native/binding.js';
-import { logLevel, OWN_FLAGS, refusedOptions, routerOptions, serverOptions, splitCommandLine, type OwnFlags } from './server-config.js';
+import { logLevel, OWN_FLAGS, refusedOptions, routerOptions, serverOptions, splitCommandLine, usesCommonLog, type OwnFlags } from './server-config.js';
 import { createInferenceAuth, type InferenceAuth } from './access/auth-bridge.js';
 import { startInferenceServer } from './server.js';
 import { modelEntry } from './dialects/server-info.js';
@@ -25,6 +25,9 @@ function parseServerArgs(argv: readonly string[]): NativeServerParams {
     throw err;
   }
 }
+
+/** This program's own lines: stderr, or llama.cpp's common log once a --log-* option asks for it. */
+let say = (line: string, _level: 'info' | 'error' = 'info'): void => console.error(line);
 
 function startAuth(own: OwnFlags, host: string, port: number): Promise<InferenceAuth> {
   return createInferenceAuth({
@@ -53,11 +56,11 @@ async function runSingleModel(params: NativeServerParams, own: OwnFlags): Promis
     serverParams: params,
     extraRoutes: auth.routes,
     ...(auth.acceptBearer ? { acceptBearer: auth.acceptBearer } : {}),
-    log: (line) => console.error(line),
+    log: (line) => say(line),
   });
-  console.error(`inference-server: listening on http://${host}:${server.port} (backend ${native.systemInfo().backend}), loading ${runtime.model}`);
+  say(`inference-server: listening on ${options.tls ? 'https' : 'http'}://${host}:${server.port} (backend ${native.systemInfo().backend}), loading ${runtime.model}`);
   const shutdown = (): void => {
-    console.error('inference-server: shutting down');
+    say('inference-server: shutting down');
     Promise.all([server.close(), auth.close()]).then(() => process.exit(0), () => process.exit(1));
   };
   onSignals(shutdown);
@@ -67,10 +70,10 @@ async function runSingleModel(params: NativeServerParams, own: OwnFlags): Promis
   try {
     const service = await server.ready;
     const i = service.info;
-    console.error(`inference-server: model ready (${service.metadata.architecture}, ${service.metadata.nParams} parameters), n_ctx ${i.nCtx}, ${i.nParallel} slots, n_batch ${i.nBatch}, threads ${i.nThreads}`);
+    say(`inference-server: model ready (${service.metadata.architecture}, ${service.metadata.nParams} parameters), n_ctx ${i.nCtx}, ${i.nParallel} slots, n_batch ${i.nBatch}, threads ${i.nThreads}`);
     link?.ready(modelEntry(service) as Record<string, unknown>);
   } catch (err) {
-    console.error(`inference-server: ${(err as Error).message}`);
+    say(`inference-server: ${(err as Error).message}`, 'error');
     await server.close();
     await auth.close();
     return 1;
@@ -92,12 +95,12 @@ async function runRouter(params: NativeServerParams, own: OwnFlags): Promise<num
     extraRoutes: auth.routes,
     ...(auth.acceptBearer ? { acceptBearer: auth.acceptBearer } : {}),
     fakeTiming: (process.env['LLAMA_SERVER_DEBUG_FAKE_TIMING'] ?? '') !== '',
-    log: (line) => console.error(line),
+    log: (line) => say(line),
   });
   const names = server.registry.list().map((e) => e.spec.name);
-  console.error(`inference-server: router listening on http://${options.host}:${server.port}, ${names.length} models: ${names.join(', ') || '(none)'}`);
+  say(`inference-server: router listening on http://${options.host}:${server.port}, ${names.length} models: ${names.join(', ') || '(none)'}`);
   onSignals(() => {
-    console.error('inference-server: shutting down');
+    say('inference-server: shutting down');
     Promise.all([server.close(), auth.close()]).then(() => process.exit(0), () => process.exit(1));
   });
   return -1;
@@ -111,9 +114,13 @@ async function main(): Promise<number> {
     const rpc = rpcArgument(llama, process.env);
     if (rpc !== undefined) await checkRpcEndpoints(rpc);
     const params = parseServerArgs(llama);
-    const refused = refusedOptions(params.given());
-    if (refused.length > 0) throw new UsageError(`cannot honour these options:\n  ${refused.join('\n  ')}`);
     const values = params.values();
+    const refused = refusedOptions(params.given(), values);
+    if (refused.length > 0) throw new UsageError(`cannot honour these options:\n  ${refused.join('\n  ')}`);
+    if (usesCommonLog(params.given())) {
+      native.useCommonLog();
+      say = (line, level = 'info') => native.logWrite(level, `${line}\n`);
+    }
     const level = logLevel(values, params.given());
     if (level) native.setLogLevel(level);
     if (own.authRole !== undefined && !own.authApp) throw new UsageError('--auth-role needs --auth-app');
@@ -122,10 +129,10 @@ async function main(): Promise<number> {
     return await runSingleModel(params, own);
   } catch (err) {
     if (err instanceof UsageError) {
-      console.error(`inference-server: ${err.message}`);
+      say(`inference-server: ${err.message}`, 'error');
       return 1;
     }
-    console.error(`inference-server: ${(err as Error).message}`);
+    say(`inference-server: ${(err as Error).message}`, 'error');
     return 1;
   }
 }

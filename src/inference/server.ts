@@ -3,6 +3,8 @@
 import type { Route } from '../http/router.js';
 import { DEFAULT_CORS, type CorsPolicy } from '../http/cors.js';
 import { startHttpServer } from '../http/server.js';
+import { openStaticDirectory } from '../http/static-directory.js';
+import { corsProxyRoutes } from './cors-proxy-routes.js';
 import type { NativeServerParams, PoolingName } from '../native/binding.js';
 import { LLAMA_SERVER_DEFAULTS, type GenerationDefaults } from './service/generation.js';
 import { ApiKeys } from './access/api-key.js';
@@ -94,6 +96,20 @@ export interface InferenceServerOptions {
   acceptBearer?: (authorization: string | undefined) => Promise<boolean>;
   /** Serve the chat page at GET / (inference-server does unless --no-webui). */
   webui?: boolean;
+  /** --ssl-key-file, --ssl-cert-file: HTTPS. */
+  tls?: { keyFile: string; certFile: string };
+  /** --reuse-port: SO_REUSEPORT; without it a second server on the port fails to start. */
+  reusePort?: boolean;
+  /** -to/--timeout in seconds: llama-server's read/write timeout on a connection (0 none; default none). */
+  timeoutSeconds?: number;
+  /** --sse-ping-interval in seconds (default 30, as llama-server; <= 0 never). */
+  ssePingIntervalSeconds?: number;
+  /** --path: serve this directory's files at the root (instead of the chat page). */
+  publicPath?: string;
+  /** --log-prompts-dir: each completion request's prompt is written to a file in this directory. */
+  promptsLogDir?: string;
+  /** --ui-mcp-proxy: GET/POST /cors-proxy forward to the URL given (403 without it, as llama-server). */
+  corsProxy?: boolean;
   /** Routes mounted as they are (e.g. --auth); they do their own authentication. */
   extraRoutes?: Route[];
   onProgress?: (progress: number) => void;
@@ -128,6 +144,7 @@ function serviceLoadOptions(options: InferenceServerOptions): ServiceLoadOptions
     loras: options.loras ?? [],
     mmproj: options.mmproj,
     ...(options.slotSavePath ? { slotSavePath: options.slotSavePath } : {}),
+    ...(options.promptsLogDir ? { promptsLogDir: options.promptsLogDir } : {}),
     media: { allowRemote: options.allowRemoteMedia ?? false, ...(options.mediaPath ? { mediaPath: options.mediaPath } : {}) },
     generation: options.generation ?? LLAMA_SERVER_DEFAULTS,
     ...(options.chatTemplate ? { chatTemplate: options.chatTemplate } : {}),
@@ -150,11 +167,15 @@ export async function startInferenceServer(options: InferenceServerOptions): Pro
   const host = new ServiceHost((onProgress) => loadInferenceService(loadOptions, onProgress, () => closed), (options.sleepIdleSeconds ?? -1) * 1000, options.onProgress);
   const ctx: RouteContext = { host, keys: new ApiKeys(options.apiKeys), acceptBearer: options.acceptBearer };
   const apiPrefix = options.apiPrefix ?? '';
+  const servePublicPath = Boolean(options.webui && options.publicPath);
   const routes = [
     ...inferenceRoutes(ctx, { metrics: options.metrics, slots: options.slots ?? true, props: options.props ?? false, apiPrefix }),
+    ...corsProxyRoutes(ctx, { enabled: options.corsProxy ?? false, apiPrefix, timeoutSeconds: 600 }),
     ...(options.extraRoutes ?? []),
-    ...(options.webui ? chatPageRoutes(apiPrefix) : []),
+    ...(options.webui && !servePublicPath ? chatPageRoutes(apiPrefix) : []),
   ];
+  // As llama-server: --path replaces the built-in page, and only while the page is on (--ui).
+  const staticDirectory = servePublicPath ? await openStaticDirectory(options.publicPath!, `${apiPrefix}/`) : undefined;
 
   const http = await startHttpServer({
     host: options.host,
@@ -164,6 +185,11 @@ export async function startInferenceServer(options: InferenceServerOptions): Pro
     formatError: formatInferenceError,
     maxBodyBytes: options.maxBodyBytes,
     cors: options.cors ?? DEFAULT_CORS,
+    ...(options.tls ? { tls: options.tls } : {}),
+    reusePort: options.reusePort ?? false,
+    timeoutSeconds: options.timeoutSeconds ?? 0,
+    ssePingIntervalSeconds: options.ssePingIntervalSeconds ?? 30,
+    ...(staticDirectory ? { staticDirectory } : {}),
     logError: (error, req) => log(`error: ${req.method} ${req.path}: ${error.message}${error.cause ? ` (${String((error.cause as Error).stack ?? error.cause)})` : ''}`),
   });
   const ready = host.start();

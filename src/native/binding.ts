@@ -659,6 +659,8 @@ export interface ServerParamValues {
   endpointSlots: boolean; endpointProps: boolean; endpointMetrics: boolean;
   corsOrigins: string; corsMethods: string; corsHeaders: string; corsCredentials: boolean;
   timeoutRead: number; timeoutWrite: number; publicPath: string; webui: boolean;
+  sslKeyFile: string; sslCertFile: string; ssePingInterval: number; promptsLogDir: string;
+  uiMcpProxy: boolean; serverTools: string[]; serverToolsRuntime: string; corsOriginsExplicit: boolean;
   chatTemplate: string; useJinja: boolean; skipChatParsing: boolean; enableChatTemplate: boolean; chatTemplateKwargs: Record<string, string>;
   reasoningFormat: string; enableReasoning: number; prefillAssistant: boolean; sleepIdleSeconds: number;
   mediaPath: string; verbosity: number; logJson: boolean; embedding: boolean; poolingType: number; embdNormalize: number; antiprompt: string[]; spmInfill: boolean;
@@ -732,6 +734,10 @@ export interface NativeAddon {
   addRpcServers(servers: string): void;
   /** Converts a JSON schema (as JSON text) to a GBNF grammar; throws BAD_SCHEMA on unsupported schemas. */
   jsonSchemaToGrammar(schemaJson: string): string;
+  /** From now on every log line goes through llama.cpp's common log, where --log-file, --log-jsonl, --log-prefix, --log-timestamps and --log-colors apply. */
+  useCommonLog(): void;
+  /** A line of this program, always printed, on the route of llama.cpp's lines (the text ends with its newline). */
+  logWrite(level: Exclude<LogLevel, 'none'>, text: string): void;
 }
 
 function findAddon(): string {

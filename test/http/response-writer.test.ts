@@ -17,6 +17,8 @@ class FakeResponse implements ResponseSink {
   write(chunk: string) { this.writes.push(`chunk ${chunk}`); return !this.backpressure; }
   end(body?: string, close?: boolean) { this.ended = { body, close }; }
   endWithoutBody(reported?: number, close?: boolean) { this.ended = { reported, close }; }
+  closed = false;
+  close() { this.closed = true; this.aborted?.(); }
   clientLeaves() { this.aborted?.(); }
   drain() { this.backpressure = false; this.writable?.(0); }
 }
@@ -98,4 +100,33 @@ t.test('a full socket holds the next event until it drains', async (t) => {
   res.drain();
   await first;
   t.equal(firstDone, true);
+});
+
+t.test('write timeout (-to): a client that takes nothing that long while the socket is full loses its connection', async (t) => {
+  const res = new FakeResponse();
+  const writer = new ResponseWriter(res, { method: 'GET', path: '/x' }, { ...settings(), writeTimeoutMs: 30 }, CORS);
+  const stream = writer.openEventStream();
+  const aborted = new Promise<void>((resolve) => writer.signal.addEventListener('abort', () => resolve()));
+  res.backpressure = true;
+  const started = Date.now();
+  await stream.send('1');
+  await aborted;
+  t.ok(Date.now() - started >= 25, 'not before the timeout');
+  t.equal(res.closed, true, 'the connection is closed');
+  t.equal(writer.isOpen, false);
+  t.equal(stream.closed, true, 'the handler sees its stream closed');
+});
+
+t.test('write timeout: a client that drains in time keeps its connection', async (t) => {
+  const res = new FakeResponse();
+  const writer = new ResponseWriter(res, { method: 'GET', path: '/x' }, { ...settings(), writeTimeoutMs: 200 }, CORS);
+  const stream = writer.openEventStream();
+  res.backpressure = true;
+  const sent = stream.send('1');
+  res.drain();
+  await sent;
+  await stream.send('2');
+  stream.end();
+  t.equal(res.closed, false);
+  t.same(res.writes.slice(-2), ['chunk data: 1\n\n', 'chunk data: 2\n\n']);
 });

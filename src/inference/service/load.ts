@@ -35,6 +35,8 @@ export interface ServiceLoadOptions {
   media: MediaPolicy;
   /** --slot-save-path. */
   slotSavePath?: string;
+  /** --log-prompts-dir. */
+  promptsLogDir?: string;
   generation: GenerationDefaults;
   chatTemplate?: string;
   templateKwargs: Record<string, unknown>;
@@ -105,6 +107,7 @@ export function loadInferenceService(options: ServiceLoadOptions, onProgress: (p
         defaultNPredict: options.nPredict,
         media: options.media,
         ...(options.slotSavePath ? { slotSavePath: options.slotSavePath } : {}),
+        ...(options.promptsLogDir ? { promptsLogDir: options.promptsLogDir } : {}),
         generation: options.generation,
         ...(options.chatTemplate ? { chatTemplate: options.chatTemplate } : {}),
         templateKwargs: options.templateKwargs,

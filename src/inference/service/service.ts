@@ -8,6 +8,7 @@ import type { GenerationContext, GenerationDefaults } from './generation.js';
 import type { LoraRegistry } from './lora-registry.js';
 import type { ChatSettings } from './chat-prompt.js';
 import type { MediaPolicy } from './media.js';
+import { logPrompts } from './prompt-log.js';
 
 export interface ServiceSettings {
   modelPath: string;
@@ -18,6 +19,8 @@ export interface ServiceSettings {
   media: MediaPolicy;
   /** --slot-save-path: the directory of slot files; without it, slot actions answer 501. */
   slotSavePath?: string;
+  /** --log-prompts-dir: each completion request's prompt is written to a file there (see prompt-log.ts). */
+  promptsLogDir?: string;
   /** What requests leave out: llama-server's defaults or its sampling flags. */
   generation: GenerationDefaults;
   /** --chat-template / --chat-template-file: used instead of the model's template. */
@@ -99,6 +102,7 @@ export class InferenceService implements GenerationContext {
       throw inferenceError(ErrorType.NOT_SUPPORTED, 'This server does not support completions. Start it without `--embedding` or `--rerank`');
     }
     for (const spec of specs) if (!spec.media) this.checkPromptFits(spec.prompt);
+    if (this.settings.promptsLogDir) logPrompts(this.settings.promptsLogDir, this.model, specs);
     const group = new AbortController();
     const cancelGroup = (): void => group.abort(signal.reason);
     signal.addEventListener('abort', cancelGroup, { once: true });
