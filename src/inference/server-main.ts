@@ -31,7 +31,7 @@ async function main(): Promise<number> {
     if (llama.some((a) => a === '-h' || a === '--help' || a === '--usage')) console.log(ownUsage() + '\n');
     const params = parseServerArgs(llama);
     const values = params.values();
-    const refused = refusedOptions(params.given(), values);
+    const refused = refusedOptions(params.given());
     if (refused.length > 0) throw new UsageError(`cannot honour these options:\n  ${refused.join('\n  ')}`);
     if (usesCommonLog(params.given())) {
       native.useCommonLog();
