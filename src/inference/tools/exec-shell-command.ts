@@ -1,7 +1,8 @@
 // exec_shell_command: `sh -c <command>` in the working directory, stdout and stderr together;
 // at most 16 KB of output and 60 s (default 10 s), after which the command is killed. The answer
 // ends with "[exit code: N]" and, when it ran out of time, " [exit due to timed out]". Streamed,
-// each piece of output is pushed as it comes and the tail last; a client that leaves kills it.
+// each piece of output is pushed as it comes and the tail last. A client that leaves kills the
+// command at once, streamed or not (llama-server notices only at the next piece of output).
 import { fromBytes, optionalInt, requiredString } from './params.js';
 import { functionDefinition, type ServerTool, type ToolCall, type ToolStream } from './tool.js';
 
@@ -32,7 +33,7 @@ export const execShellCommandTool: ServerTool = {
     required: ['command'],
   }),
 
-  async invoke({ params, io }: ToolCall, stream?: ToolStream) {
+  async invoke({ params, io, signal }: ToolCall, stream?: ToolStream) {
     const command = requiredString(params, 'command');
     const timeout = Math.min(optionalInt(params, 'timeout', DEFAULT_TIMEOUT), MAX_TIMEOUT);
     const maxOutput = maxOutputOf(optionalInt(params, 'max_output_size', MAX_OUTPUT_SIZE));
@@ -42,12 +43,12 @@ export const execShellCommandTool: ServerTool = {
       const res = await runner.run(args, maxOutput, timeout, (chunk) => {
         stream.push(fromBytes(chunk));
         return stream.alive();
-      });
+      }, signal);
       if (!stream.alive()) return null;
       stream.push(tail(res.exitCode, res.timedOut));
       return null;
     }
-    const res = await runner.run(args, maxOutput, timeout);
+    const res = await runner.run(args, maxOutput, timeout, undefined, signal);
     return { plain_text_response: fromBytes(res.output) + tail(res.exitCode, res.timedOut) };
   },
 };

@@ -99,8 +99,8 @@ export class HostIo implements ToolsIo {
     return out;
   }
 
-  run(args: readonly string[], maxOutput: number, timeoutSeconds: number, onChunk?: (chunk: string) => boolean): Promise<ExecResult> {
-    return runSubprocess(args, { maxOutput, timeoutSeconds, combineStderr: true, cwd: this.cwd, ...(onChunk ? { onChunk } : {}) });
+  run(args: readonly string[], maxOutput: number, timeoutSeconds: number, onChunk?: (chunk: string) => boolean, signal?: AbortSignal): Promise<ExecResult> {
+    return runSubprocess(args, { maxOutput, timeoutSeconds, combineStderr: true, cwd: this.cwd, ...(onChunk ? { onChunk } : {}), ...(signal ? { signal } : {}) });
   }
 
   private async gitEntries(base: string, text: string, maxDepth: number): Promise<ListEntry[]> {

@@ -69,10 +69,10 @@ export abstract class IsolateIo implements ToolsIo {
     return out;
   }
 
-  run(args: readonly string[], maxOutput: number, timeoutSeconds: number, onChunk?: (chunk: string) => boolean): Promise<ExecResult> {
+  run(args: readonly string[], maxOutput: number, timeoutSeconds: number, onChunk?: (chunk: string) => boolean, signal?: AbortSignal): Promise<ExecResult> {
     const inner = ['timeout', `${timeoutSeconds}s`, ...args];
     // The host-side limit is a little longer, so the in-isolate `timeout` can end it cleanly first.
-    return runSubprocess(this.buildArgv(this.withCwd(inner), true), { maxOutput, timeoutSeconds: timeoutSeconds + 5, ...(onChunk ? { onChunk } : {}) });
+    return runSubprocess(this.buildArgv(this.withCwd(inner), true), { maxOutput, timeoutSeconds: timeoutSeconds + 5, ...(onChunk ? { onChunk } : {}), ...(signal ? { signal } : {}) });
   }
 
   /** The working directory set by the command itself (not every transport has a `-w`); 127 if it is missing. */

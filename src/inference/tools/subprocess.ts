@@ -3,6 +3,7 @@
 // after which the child is killed, and an optional per-chunk callback that can stop it early.
 // Unlike llama-server, which kills only the child, the whole process group is killed: a command
 // such as `sleep 100; echo` cannot leave a grandchild holding the pipe past its time limit.
+// A client that leaves (`signal`) kills it at once, streamed or not.
 // An exit by signal reports 1 (subprocess.h's EXIT_FAILURE); a program that cannot be started
 // reports -1 with the output "failed to spawn process".
 import { spawn } from 'node:child_process';
@@ -26,6 +27,8 @@ export interface RunOptions {
   cwd?: string;
   /** Written to the child's stdin, which is then closed (it is closed in any case). */
   stdin?: string;
+  /** Aborted when the client left: the child is killed at once. */
+  signal?: AbortSignal;
 }
 
 export const OUTPUT_TRUNCATED = '\n[output truncated]';
@@ -55,6 +58,7 @@ export function runSubprocess(args: readonly string[], options: RunOptions): Pro
       if (settled) return;
       settled = true;
       clearTimeout(timer);
+      options.signal?.removeEventListener('abort', onAbort);
       resolve(result);
     };
     const timer = setTimeout(() => {
@@ -77,6 +81,12 @@ export function runSubprocess(args: readonly string[], options: RunOptions): Pro
       if (options.onChunk && room > 0) options.onChunk(bytes.slice(0, room));
       truncated = true;
     };
+    const onAbort = (): void => {
+      stopped = true;
+      killGroup(child.pid);
+    };
+    if (options.signal?.aborted) onAbort();
+    options.signal?.addEventListener('abort', onAbort, { once: true });
     child.stdout!.on('data', take);
     child.stderr?.on('data', take);
     child.stdin!.on('error', () => undefined);

@@ -14,6 +14,8 @@ export interface ToolCall {
   /** x-tool-runtime or --tools-runtime; "" on this host. */
   runtime: string;
   cwd: string;
+  /** Aborted when the client left. */
+  signal: AbortSignal;
 }
 
 /** A streamed call: each piece of output as it comes; `alive` is false once the client left. */

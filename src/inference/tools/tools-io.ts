@@ -41,8 +41,8 @@ export interface ToolsIo {
   writeFile(path: string, bytes: string): Promise<boolean>;
   /** Entries under `base` (already resolved); maxDepth 0 is unlimited, 1 the direct children. */
   listEntries(base: string, maxDepth: number, kind: ListKind): Promise<ListResult>;
-  /** Runs a command (stderr joined to stdout) in the working directory. */
-  run(args: readonly string[], maxOutput: number, timeoutSeconds: number, onChunk?: (chunk: string) => boolean): Promise<ExecResult>;
+  /** Runs a command (stderr joined to stdout) in the working directory; `signal` kills it. */
+  run(args: readonly string[], maxOutput: number, timeoutSeconds: number, onChunk?: (chunk: string) => boolean, signal?: AbortSignal): Promise<ExecResult>;
 }
 
 /** Depth of a '/'-separated relative path: "a/b/c" is 3. */

@@ -69,7 +69,7 @@ async function postTool(service: ToolsService, req: HttpRequest): Promise<HttpRe
   try {
     const { name, params, stream } = readBody(req);
     const header = (key: string): string => req.headers[key] ?? '';
-    const call = await service.prepareCall(params, { cwd: header('x-tool-cwd'), runtime: header('x-tool-runtime'), respType: header('x-resp-type') });
+    const call = await service.prepareCall(params, { cwd: header('x-tool-cwd'), runtime: header('x-tool-runtime'), respType: header('x-resp-type') }, req.signal);
     const tool = findTool(service.tools, name, stream);
     if (stream) return await streamCall(req, tool, call);
     return { status: 200, body: await tool.invoke(call) };

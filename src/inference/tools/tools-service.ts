@@ -55,14 +55,14 @@ export class ToolsService {
   }
 
   /** A call's parameters and its ToolsIo (made when the tool first asks for it). */
-  async prepareCall(rawParams: Json, headers: CallHeaders): Promise<ToolCall> {
+  async prepareCall(rawParams: Json, headers: CallHeaders, signal: AbortSignal): Promise<ToolCall> {
     let params = withoutReserved(rawParams);
     if (headers.cwd !== '') params = setParam(params, 'cwd', headers.cwd);
     const runtime = headers.runtime !== '' ? headers.runtime : this.runtime ? await this.runtime.spec() : '';
     if (runtime !== '') params = setParam(params, 'runtime', runtime);
     if (headers.respType !== '') params = setParam(params, 'resp_type', headers.respType);
     let io: ToolsIo | null = null;
-    return { params, runtime, cwd: headers.cwd, io: () => (io ??= makeToolsIo(runtime, headers.cwd)) };
+    return { params, runtime, cwd: headers.cwd, signal, io: () => (io ??= makeToolsIo(runtime, headers.cwd)) };
   }
 
   close(): Promise<void> {
