@@ -6,6 +6,8 @@ import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import t from 'tap';
+import { native } from '../../src/native/binding.js';
+import { serverOptions } from '../../src/inference/server-config.js';
 import { ContainerIo, shellQuoteJoin, SshIo } from '../../src/inference/tools/isolate-io.js';
 import { makeToolsIo, startToolsRuntime } from '../../src/inference/tools/runtime.js';
 import { ToolsService } from '../../src/inference/tools/tools-service.js';
@@ -170,6 +172,17 @@ t.test('a list of tools, behind the API key', async (t) => {
   t.same(list.map((e: { tool: string }) => e.tool), ['read_file', 'get_info'], "llama-server's order");
   t.equal((await postJson(`${keyed.base}/tools`, { tool: 'get_info', params: {} }, auth)).status, 200);
   t.equal((await postJson(`${keyed.base}/tools`, { tool: 'write_file', params: {} }, auth)).status, 404, 'a tool not enabled');
+});
+
+t.test('--tools all: CORS answers only localhost origins unless --cors-origins is given', async (t) => {
+  const parsed = serverOptions(native.ServerParams.parse(['llama-server', '-m', models.chat, '--tools', 'all']).values(), {}, false);
+  const local = await startTestServer(models.chat, { tools: parsed.tools!, cors: parsed.cors! });
+  t.teardown(() => local.close());
+  const preflight = (origin: string) => fetch(`${local.base}/completions`, { method: 'OPTIONS', headers: { origin, 'access-control-request-method': 'POST', 'access-control-request-headers': 'Authorization' } });
+  const fromLocalhost = await preflight('http://localhost:8080');
+  t.same([fromLocalhost.status, fromLocalhost.headers.get('access-control-allow-origin')], [200, 'http://localhost:8080']);
+  const fromElsewhere = await preflight('http://evil.com');
+  t.same([fromElsewhere.status, fromElsewhere.headers.get('access-control-allow-origin')], [200, null]);
 });
 
 t.test('start-up: an unknown tool name or runtime fails, as llama-server', async (t) => {
