@@ -87,11 +87,13 @@ t.test('write_file then edit_file: several edits, fuzzy quotes, uniqueness, over
   t.same((await call('edit_file', { path: file, edits: [{ old_text: 'line1', new_text: 'line1' }] })).body, { error: 'no changes made: the replacement(s) produced identical content' });
   t.same((await call('edit_file', { path: file, edits: [] })).body, { error: '"edits" must be a non-empty array' });
   t.equal(readFileSync(file, 'utf8'), 'line1\nline2\n', 'a refused edit writes nothing');
+  t.same((await call('write_file', { path: '/proc/nope/x', content: 'x' })).body, { error: 'failed to write file: /proc/nope/x' }, 'a path that cannot be made fails (Node\'s recursive mkdir would hang there)');
 });
 
 t.test('exec_shell_command and get_info run in the working directory', async (t) => {
   t.same((await call('exec_shell_command', { command: 'echo hi; echo err >&2; exit 3' })).body, { plain_text_response: 'hi\nerr\n\n[exit code: 3]' });
   t.same((await call('exec_shell_command', { command: 'pwd' }, { 'x-tool-cwd': dir })).body, { plain_text_response: `${dir}\n\n[exit code: 0]` });
+  t.same((await call('exec_shell_command', { command: 'echo hi', timeout: 0 })).body, { plain_text_response: '\n[exit code: 1] [exit due to timed out]' }, 'no time: killed at once');
   t.same((await call('exec_shell_command', { command: 'yes | head -c 100', max_output_size: 10 })).body, { plain_text_response: 'y\ny\ny\ny\ny\n\n[output truncated]\n[exit code: 0]' });
   const info = (await call('get_info', {}, { 'x-tool-cwd': dir })).body;
   t.equal(info.cwd, dir);

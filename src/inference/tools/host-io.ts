@@ -28,6 +28,23 @@ async function statOf(p: string): Promise<Awaited<ReturnType<typeof stat>> | nul
   }
 }
 
+/**
+ * `mkdir -p`, one level at a time: Node's recursive mkdir never settles under some paths
+ * (e.g. /proc/<missing>/x with Node 20), and a bad path must fail, not hang the call.
+ */
+async function createDirectories(dir: string): Promise<void> {
+  const missing: string[] = [];
+  for (let d = dir; !(await statOf(d)); d = path.dirname(d)) {
+    missing.unshift(d);
+    if (path.dirname(d) === d) break;
+  }
+  for (const d of missing) {
+    await mkdir(d).catch((err: NodeJS.ErrnoException) => {
+      if (err.code !== 'EEXIST') throw err;
+    });
+  }
+}
+
 interface WalkFrame {
   dir: string;
   rel: string;
@@ -79,7 +96,7 @@ export class HostIo implements ToolsIo {
   async writeFile(p: string, bytes: string): Promise<boolean> {
     const full = this.resolve(p);
     try {
-      await mkdir(path.dirname(full), { recursive: true });
+      await createDirectories(path.dirname(full));
       await writeFile(full, Buffer.from(bytes, 'latin1'));
       return true;
     } catch {

@@ -61,10 +61,13 @@ export function runSubprocess(args: readonly string[], options: RunOptions): Pro
       options.signal?.removeEventListener('abort', onAbort);
       resolve(result);
     };
-    const timer = setTimeout(() => {
+    const expire = (): void => {
       timedOut = true;
       killGroup(child.pid);
-    }, Math.max(0, options.timeoutSeconds) * 1000);
+    };
+    const timer = setTimeout(expire, Math.max(0, options.timeoutSeconds) * 1000);
+    // No time at all: killed before any output is read, as llama-server's deadline already past.
+    if (options.timeoutSeconds <= 0) expire();
     const take = (data: Buffer): void => {
       if (truncated || stopped) return;
       const bytes = data.toString('latin1');
