@@ -67,7 +67,10 @@ export function runSubprocess(args: readonly string[], options: RunOptions): Pro
     };
     const timer = setTimeout(expire, Math.max(0, options.timeoutSeconds) * 1000);
     // No time at all: killed before any output is read, as llama-server's deadline already past.
-    if (options.timeoutSeconds <= 0) expire();
+    if (options.timeoutSeconds <= 0) {
+      stopped = true;
+      expire();
+    }
     const take = (data: Buffer): void => {
       if (truncated || stopped) return;
       const bytes = data.toString('latin1');
