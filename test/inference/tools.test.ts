@@ -93,7 +93,7 @@ t.test('write_file then edit_file: several edits, fuzzy quotes, uniqueness, over
 t.test('exec_shell_command and get_info run in the working directory', async (t) => {
   t.same((await call('exec_shell_command', { command: 'echo hi; echo err >&2; exit 3' })).body, { plain_text_response: 'hi\nerr\n\n[exit code: 3]' });
   t.same((await call('exec_shell_command', { command: 'pwd' }, { 'x-tool-cwd': dir })).body, { plain_text_response: `${dir}\n\n[exit code: 0]` });
-  t.same((await call('exec_shell_command', { command: 'echo hi', timeout: 0 })).body, { plain_text_response: '\n[exit code: 1] [exit due to timed out]' }, 'no time: killed at once');
+  t.same((await call('exec_shell_command', { command: 'sleep 5', timeout: 0 })).body, { plain_text_response: '\n[exit code: 1] [exit due to timed out]' }, 'no time: killed at once');
   t.same((await call('exec_shell_command', { command: 'yes | head -c 100', max_output_size: 10 })).body, { plain_text_response: 'y\ny\ny\ny\ny\n\n[output truncated]\n[exit code: 0]' });
   const info = (await call('get_info', {}, { 'x-tool-cwd': dir })).body;
   t.equal(info.cwd, dir);

@@ -33,12 +33,16 @@ export interface RunOptions {
 
 export const OUTPUT_TRUNCATED = '\n[output truncated]';
 
+/** Kills the child's process group, or the child alone while it has not made its group yet. */
 function killGroup(pid: number | undefined): void {
   if (pid === undefined) return;
-  try {
-    process.kill(-pid, 'SIGKILL');
-  } catch {
-    // already gone
+  for (const target of [-pid, pid]) {
+    try {
+      process.kill(target, 'SIGKILL');
+      return;
+    } catch {
+      // no such group (yet) or already gone
+    }
   }
 }
 
