@@ -25,7 +25,6 @@ const NO_NETWORK = refused('this server loads local files only: download the fil
 const CPU_AFFINITY = ignored('thread placement is left to the OS; the thread counts (-t, -tb) apply');
 const SPECULATIVE = refused('speculative decoding is not implemented yet');
 const NOT_YET = refused('not implemented in this server yet');
-const AGENT_TOOLS = refused("llama-server's experimental built-in agent tools (GET/POST /tools: read_file, file_glob_search, grep_search, exec_shell_command, write_file, edit_file, get_info) are not implemented in this server; --ui-mcp-proxy (the CORS proxy) is");
 
 /** Options of ours, parsed before llama-server's command line is (they are not llama-server's). */
 export const OWN_FLAG_NAMES = ['--auth', '--auth-app', '--auth-role', '--auth-issuer', '--auth-jwks-url', '--max-body-bytes', '--media-allow-remote', '--layer-window'];
@@ -178,11 +177,11 @@ export const LLAMA_SERVER_FLAGS: Readonly<Record<string, FlagSupport>> = {
   '--ui-config': ignored('the web page keeps its settings in the browser'),
   '--ui-config-file': ignored('the web page keeps its settings in the browser'),
   '--ui-mcp-proxy': served,
-  '--tools': AGENT_TOOLS,
-  '--tools-runtime': AGENT_TOOLS,
+  '--tools': served,
+  '--tools-runtime': served,
   '--mcp-servers-config': refused('MCP servers are not supported'),
   '--mcp-servers-json': refused('MCP servers are not supported'),
-  '-ag': AGENT_TOOLS,
+  '-ag': served,
   '--ui': served,
   '--embedding': served,
   '--rerank': served,

@@ -42,14 +42,10 @@ export function splitCommandLine(argv: readonly string[]): { own: OwnFlags; llam
   return { own: parseFlags(own, OWN_FLAGS, {}), llama };
 }
 
-/**
- * The refusal of every given option this server cannot honour, one line each. With the parsed
- * values, `-no-ag`/`--no-agent` (given under -ag's name, turning the tools off) is not refused.
- */
-export function refusedOptions(given: readonly string[], values?: ServerParamValues): string[] {
+/** The refusal of every given option this server cannot honour, one line each. */
+export function refusedOptions(given: readonly string[]): string[] {
   return given.flatMap((name) => {
     const support = LLAMA_SERVER_FLAGS[name];
-    if (name === '-ag' && values && values.serverTools.length === 0) return [];
     return support?.kind === 'refused' ? [`${name}: ${support.why}`] : [];
   });
 }
@@ -151,8 +147,8 @@ function tlsOptions(v: ServerParamValues): { tls?: { keyFile: string; certFile: 
   return { tls: { keyFile: v.sslKeyFile, certFile: v.sslCertFile } };
 }
 
-/** The HTTP transport's options: TLS, port sharing, timeouts, pings, static files, the CORS proxy. */
-function transportOptions(v: ServerParamValues): Pick<InferenceServerOptions, 'tls' | 'reusePort' | 'timeoutSeconds' | 'ssePingIntervalSeconds' | 'publicPath' | 'corsProxy'> {
+/** The HTTP transport's options: TLS, port sharing, timeouts, pings, static files, the CORS proxy, the agent tools. */
+function transportOptions(v: ServerParamValues): Pick<InferenceServerOptions, 'tls' | 'reusePort' | 'timeoutSeconds' | 'ssePingIntervalSeconds' | 'publicPath' | 'corsProxy' | 'tools'> {
   return {
     ...tlsOptions(v),
     reusePort: v.reusePort,
@@ -161,6 +157,8 @@ function transportOptions(v: ServerParamValues): Pick<InferenceServerOptions, 't
     ssePingIntervalSeconds: v.ssePingInterval,
     ...(v.publicPath !== '' ? { publicPath: v.publicPath } : {}),
     corsProxy: v.uiMcpProxy,
+    // --tools (a CSV row) or -ag ("all"); --tools-runtime applies only with tools, as in llama-server.
+    tools: { names: v.serverTools, runtime: v.serverToolsRuntime },
   };
 }
 

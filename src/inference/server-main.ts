@@ -26,6 +26,15 @@ function parseServerArgs(argv: readonly string[]): NativeServerParams {
   }
 }
 
+/** llama-server's warning: the features that let a client reach files, commands or other hosts. */
+function experimentalFeatures(options: ReturnType<typeof serverOptions>): string[] {
+  return [
+    ...(options.corsProxy ? ['MCP proxy (experimental)'] : []),
+    ...(options.tools && options.tools.names.length > 0 ? ['server tools (experimental)'] : []),
+    ...(options.tools && options.tools.names.length > 0 && options.tools.runtime !== '' ? ['tools runtime (experimental)'] : []),
+  ];
+}
+
 /** This program's own lines: stderr, or llama.cpp's common log once a --log-* option asks for it. */
 let say = (line: string, _level: 'info' | 'error' = 'info'): void => console.error(line);
 
@@ -58,6 +67,8 @@ async function runSingleModel(params: NativeServerParams, own: OwnFlags): Promis
     ...(auth.acceptBearer ? { acceptBearer: auth.acceptBearer } : {}),
     log: (line) => say(line),
   });
+  const risky = experimentalFeatures(options);
+  if (risky.length > 0) say(`inference-server: security: ${risky.join(', ')} enabled - do not expose to untrusted environments`, 'error');
   say(`inference-server: listening on ${options.tls ? 'https' : 'http'}://${host}:${server.port} (backend ${native.systemInfo().backend}), loading ${runtime.model}`);
   const shutdown = (): void => {
     say('inference-server: shutting down');
@@ -115,7 +126,7 @@ async function main(): Promise<number> {
     if (rpc !== undefined) await checkRpcEndpoints(rpc);
     const params = parseServerArgs(llama);
     const values = params.values();
-    const refused = refusedOptions(params.given(), values);
+    const refused = refusedOptions(params.given());
     if (refused.length > 0) throw new UsageError(`cannot honour these options:\n  ${refused.join('\n  ')}`);
     if (usesCommonLog(params.given())) {
       native.useCommonLog();

@@ -5,6 +5,8 @@ import { DEFAULT_CORS, type CorsPolicy } from '../http/cors.js';
 import { startHttpServer } from '../http/server.js';
 import { openStaticDirectory } from '../http/static-directory.js';
 import { corsProxyRoutes } from './cors-proxy-routes.js';
+import { ToolsService, type ToolsOptions } from './tools/tools-service.js';
+import { toolsRoutes } from './tools/tools-routes.js';
 import type { NativeServerParams, PoolingName } from '../native/binding.js';
 import { LLAMA_SERVER_DEFAULTS, type GenerationDefaults } from './service/generation.js';
 import { ApiKeys } from './access/api-key.js';
@@ -110,6 +112,8 @@ export interface InferenceServerOptions {
   promptsLogDir?: string;
   /** --ui-mcp-proxy: GET/POST /cors-proxy forward to the URL given (403 without it, as llama-server). */
   corsProxy?: boolean;
+  /** --tools / -ag and --tools-runtime: GET/POST /tools call the built-in tools (403 without any, as llama-server). */
+  tools?: ToolsOptions;
   /** Routes mounted as they are (e.g. --auth); they do their own authentication. */
   extraRoutes?: Route[];
   onProgress?: (progress: number) => void;
@@ -168,9 +172,12 @@ export async function startInferenceServer(options: InferenceServerOptions): Pro
   const ctx: RouteContext = { host, keys: new ApiKeys(options.apiKeys), acceptBearer: options.acceptBearer };
   const apiPrefix = options.apiPrefix ?? '';
   const servePublicPath = Boolean(options.webui && options.publicPath);
+  // As llama-server: an unknown tool or an unusable --tools-runtime fails the start.
+  const tools = options.tools && options.tools.names.length > 0 ? await ToolsService.start(options.tools) : null;
   const routes = [
     ...inferenceRoutes(ctx, { metrics: options.metrics, slots: options.slots ?? true, props: options.props ?? false, apiPrefix }),
     ...corsProxyRoutes(ctx, { enabled: options.corsProxy ?? false, apiPrefix, timeoutSeconds: 600 }),
+    ...toolsRoutes(ctx, tools, apiPrefix),
     ...(options.extraRoutes ?? []),
     ...(options.webui && !servePublicPath ? chatPageRoutes(apiPrefix) : []),
   ];
@@ -201,7 +208,7 @@ export async function startInferenceServer(options: InferenceServerOptions): Pro
     async close() {
       closed = true;
       http.close();
-      await host.close();
+      await Promise.all([host.close(), tools?.close()]);
     },
   };
 }

@@ -188,16 +188,17 @@ t.test('--ui-mcp-proxy streams the target\'s answer as it comes; a client that l
   t.pass('the target saw its request end');
 });
 
-t.test('--tools, --tools-runtime and -ag are refused naming why; --no-agent (tools off) is not', async (t) => {
-  const refusedWith = (...argv: string[]) => {
-    const params = native.ServerParams.parse(['llama-server', '-m', models.chat, ...argv]);
-    return refusedOptions(params.given(), params.values());
-  };
-  const why = "llama-server's experimental built-in agent tools (GET/POST /tools: read_file, file_glob_search, grep_search, exec_shell_command, write_file, edit_file, get_info) are not implemented in this server; --ui-mcp-proxy (the CORS proxy) is";
-  t.same(refusedWith('--tools', 'all'), [`--tools: ${why}`]);
-  t.same(refusedWith('--tools-runtime', 'docker:alpine'), [`--tools-runtime: ${why}`]);
-  t.same(refusedWith('-ag'), [`-ag: ${why}`]);
-  t.same(refusedWith('--agent', '--no-agent'), [], 'the last word turned the tools off');
-  t.same(refusedWith('--no-agent'), []);
-  t.same(refusedWith('--ui-mcp-proxy', '--no-ui-mcp-proxy'), []);
+t.test('--tools, --tools-runtime and -ag are served: the tools, the runtime, the CORS proxy and the localhost CORS default', async (t) => {
+  const given = (...argv: string[]) => refusedOptions(native.ServerParams.parse(['llama-server', '-m', models.chat, ...argv]).given());
+  t.same(given('--tools', 'all', '--tools-runtime', 'docker:alpine', '-ag'), [], 'none is refused');
+  t.same(options('--tools', 'read_file,get_info').tools, { names: ['read_file', 'get_info'], runtime: '' });
+  t.same(options('--tools', 'all', '--tools-runtime', 'ssh:box').tools, { names: ['all'], runtime: 'ssh:box' });
+  const agent = options('-ag');
+  t.same([agent.tools?.names, agent.corsProxy], [['all'], true], '-ag: every tool and the CORS proxy');
+  const off = options('--agent', '--no-agent');
+  t.same([off.tools?.names, off.corsProxy], [[], false], 'the last word turned them off');
+  t.equal(options('--tools', 'all').cors?.origins, 'localhost', '--tools limits CORS to localhost');
+  t.equal(options('-ag').cors?.origins, 'localhost', '-ag too');
+  t.equal(options('--tools', 'all', '--cors-origins', 'https://a.example').cors?.origins, 'https://a.example', 'unless --cors-origins is given');
+  t.equal(options().cors?.origins, '*', 'without tools the default stays "*"');
 });
