@@ -3,7 +3,7 @@
 import { proxyRequest, relayResponse } from '../http/cors-proxy.js';
 import type { HttpResult } from '../http/request.js';
 import type { Route } from '../http/router.js';
-import { apiKeyReadOnly, inferenceRoute, type RouteContext } from './guards.js';
+import type { Mount } from './guards.js';
 
 export interface CorsProxyOptions {
   enabled: boolean;
@@ -15,15 +15,12 @@ export interface CorsProxyOptions {
 /** llama-server's answer when the flag is off (no `code` field, as there). */
 const FEATURE_DISABLED: HttpResult = { status: 403, body: { error: { message: 'this feature is disabled', type: 'feature_disabled' } } };
 
-export function corsProxyRoutes(ctx: RouteContext, options: CorsProxyOptions): Route[] {
+export function corsProxyRoutes(mount: Mount, options: CorsProxyOptions): Route[] {
   const path = `${options.apiPrefix}/cors-proxy`;
   const timeoutMs = options.timeoutSeconds * 1000;
-  const proxy = (method: 'GET' | 'POST') => async (_: unknown, req: Parameters<typeof relayResponse>[0]): Promise<HttpResult | void> => {
+  const proxy = (method: 'GET' | 'POST') => async (req: Parameters<typeof relayResponse>[0]): Promise<HttpResult | void> => {
     if (!options.enabled) return FEATURE_DISABLED;
     await relayResponse(req, await proxyRequest(method, req, timeoutMs));
   };
-  return [
-    inferenceRoute(ctx, 'GET', path, apiKeyReadOnly, proxy('GET')),
-    inferenceRoute(ctx, 'POST', path, apiKeyReadOnly, proxy('POST')),
-  ];
+  return [mount('GET', path, proxy('GET')), mount('POST', path, proxy('POST'))];
 }

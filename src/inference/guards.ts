@@ -66,6 +66,14 @@ export const apiKeyReadOnly: Guard<ServiceView> = {
   },
 };
 
+/** Mounts a handler behind a server's access rule (single-model: the read-only key guard; router: its key check). */
+export type Mount = (method: Method, path: string, handler: (req: HttpRequest) => Promise<HttpResult | void> | HttpResult | void) => Route;
+
+/** The single-model server's Mount: the API key, never waking a sleeping model. */
+export function readOnlyMount(ctx: RouteContext): Mount {
+  return (method, path, handler) => inferenceRoute(ctx, method, path, apiKeyReadOnly, (_, req) => handler(req));
+}
+
 export function inferenceRoute<I>(ctx: RouteContext, method: Method, path: string, guard: Guard<I>, handler: InferenceHandler<I>): Route {
   const counters = ctx.host.counters;
   return {

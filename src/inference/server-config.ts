@@ -248,5 +248,7 @@ export function routerOptions(v: ServerParamValues, own: OwnFlags): Omit<RouterS
     autoload: v.modelsAutoload,
     modelsMax: v.modelsMax,
     childArgs: childArgs(own),
+    corsProxy: v.uiMcpProxy,
+    tools: { names: v.serverTools, runtime: v.serverToolsRuntime },
   };
 }

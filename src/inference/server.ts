@@ -10,7 +10,7 @@ import { toolsRoutes } from './tools/tools-routes.js';
 import type { NativeServerParams, PoolingName } from '../native/binding.js';
 import { LLAMA_SERVER_DEFAULTS, type GenerationDefaults } from './service/generation.js';
 import { ApiKeys } from './access/api-key.js';
-import type { RouteContext } from './guards.js';
+import { readOnlyMount, type RouteContext } from './guards.js';
 import { inferenceRoutes } from './routes.js';
 import { formatInferenceError } from './errors.js';
 import type { RuntimeOptions } from './options.js';
@@ -176,8 +176,8 @@ export async function startInferenceServer(options: InferenceServerOptions): Pro
   const tools = options.tools && options.tools.names.length > 0 ? await ToolsService.start(options.tools) : null;
   const routes = [
     ...inferenceRoutes(ctx, { metrics: options.metrics, slots: options.slots ?? true, props: options.props ?? false, apiPrefix }),
-    ...corsProxyRoutes(ctx, { enabled: options.corsProxy ?? false, apiPrefix, timeoutSeconds: 600 }),
-    ...toolsRoutes(ctx, tools, apiPrefix),
+    ...corsProxyRoutes(readOnlyMount(ctx), { enabled: options.corsProxy ?? false, apiPrefix, timeoutSeconds: 600 }),
+    ...toolsRoutes(readOnlyMount(ctx), tools, apiPrefix),
     ...(options.extraRoutes ?? []),
     ...(options.webui && !servePublicPath ? chatPageRoutes(apiPrefix) : []),
   ];

@@ -7,6 +7,7 @@ import { join } from 'node:path';
 import t from 'tap';
 import { native } from '../../src/native/binding.js';
 import { startRouterServer, type RouterServer } from '../../src/inference/router/server.js';
+import { routerOptions } from '../../src/inference/server-config.js';
 import type { ModelEvent } from '../../src/inference/router/model-registry.js';
 import { ensureTestModels } from '../fixtures/models.js';
 import { parseSse, postJson, startTestServer } from '../helpers/inference-server.js';
@@ -195,4 +196,22 @@ t.test('a client that disconnects from a stream frees the model\'s slot at once'
   const deadline = Date.now() + 5000;
   while ((await slotsBusy()) && Date.now() < deadline) await new Promise((r) => setImmediate(r));
   t.equal(await slotsBusy(), false, 'the child cancelled the task');
+});
+
+t.test('the router serves /tools and /cors-proxy itself, behind its key, as llama-server\'s router', async (t) => {
+  const params = native.ServerParams.parse(['llama-server', '--models-dir', modelsDir, '--tools', 'read_file,get_info', '--api-key', 'k']);
+  const options = routerOptions(params.values(), {});
+  t.same(options.tools, { names: ['read_file', 'get_info'], runtime: '' });
+  t.equal(options.corsProxy, false);
+  t.equal(options.cors!.origins, 'localhost', '--tools limits the default CORS origins to localhost, as there');
+  const router = await startRouterServer({
+    ...options, port: 0, buildInfo: 'b1-test', readSpecs: () => params.routerModels(), command: CHILD, log: () => {},
+  });
+  t.teardown(() => router.close());
+  const base = `http://127.0.0.1:${router.port}`;
+  t.equal((await fetch(`${base}/tools`)).status, 401, 'the key applies');
+  const listed = await (await fetch(`${base}/tools`, { headers: { authorization: 'Bearer k' } })).json();
+  t.same(listed.map((tool: any) => tool.tool), ['read_file', 'get_info']);
+  const proxy = await fetch(`${base}/cors-proxy?url=http://127.0.0.1:1/`, { headers: { authorization: 'Bearer k' } });
+  t.equal(proxy.status, 403, 'without --ui-mcp-proxy, llama-server\'s 403');
 });

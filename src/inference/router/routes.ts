@@ -25,7 +25,7 @@ const FORWARDED_POSTS = [
 /** GET routes of the single-model server forwarded to the model named by ?model=. */
 const FORWARDED_GETS = ['/metrics', '/slots', '/lora-adapters'] as const;
 
-function withKey(access: RouterAccess, handler: Handler): Handler {
+export function withKey(access: RouterAccess, handler: Handler): Handler {
   return async (req: HttpRequest) => {
     if (access.keys.enabled || access.acceptBearer) {
       const ok = (access.keys.enabled && access.keys.matches(presentedKey(req))) || (await access.acceptBearer?.(req.headers['authorization']));

@@ -9,7 +9,11 @@ import { formatInferenceError } from '../errors.js';
 import { chatPageRoutes } from '../web-ui.js';
 import { routerHandlers } from './handlers.js';
 import { ModelRegistry, type RegistryOptions } from './model-registry.js';
-import { routerRoutes } from './routes.js';
+import { routerRoutes, withKey, type RouterAccess } from './routes.js';
+import { corsProxyRoutes } from '../cors-proxy-routes.js';
+import type { Mount } from '../guards.js';
+import { toolsRoutes } from '../tools/tools-routes.js';
+import { ToolsService, type ToolsOptions } from '../tools/tools-service.js';
 
 export interface RouterServerOptions extends Omit<RegistryOptions, 'loadTimeoutMs' | 'fakeTiming'> {
   host: string;
@@ -25,6 +29,10 @@ export interface RouterServerOptions extends Omit<RegistryOptions, 'loadTimeoutM
   buildInfo: string;
   webui?: boolean;
   extraRoutes?: Route[];
+  /** --ui-mcp-proxy: GET/POST /cors-proxy on the router itself, as llama-server's router. */
+  corsProxy?: boolean;
+  /** --tools / -ag: GET/POST /tools on the router itself, as llama-server's router. */
+  tools?: ToolsOptions;
   /** Default 600 s. */
   loadTimeoutMs?: number;
   fakeTiming?: boolean;
@@ -50,12 +58,18 @@ export async function startRouterServer(options: RouterServerOptions): Promise<R
   const closing = new AbortController();
   const handlers = routerHandlers(registry, { autoload: options.autoload, buildInfo: options.buildInfo, closing: closing.signal });
   const apiPrefix = options.apiPrefix ?? '';
+  const access: RouterAccess = { keys: new ApiKeys(options.apiKeys), ...(options.acceptBearer ? { acceptBearer: options.acceptBearer } : {}) };
+  const mount: Mount = (method, path, handler) => ({ method, path, handler: withKey(access, handler) });
+  // As llama-server: an unknown tool or an unusable --tools-runtime fails the start.
+  const tools = options.tools && options.tools.names.length > 0 ? await ToolsService.start(options.tools) : null;
   const http = await startHttpServer({
     host: options.host,
     port: options.port,
     ...(options.extraHosts ? { extraHosts: options.extraHosts } : {}),
     routes: [
-      ...routerRoutes(handlers, { keys: new ApiKeys(options.apiKeys), ...(options.acceptBearer ? { acceptBearer: options.acceptBearer } : {}) }, apiPrefix),
+      ...routerRoutes(handlers, access, apiPrefix),
+      ...corsProxyRoutes(mount, { enabled: options.corsProxy ?? false, apiPrefix, timeoutSeconds: 600 }),
+      ...toolsRoutes(mount, tools, apiPrefix),
       ...(options.extraRoutes ?? []),
       ...(options.webui ? chatPageRoutes(apiPrefix) : []),
     ],
@@ -68,7 +82,7 @@ export async function startRouterServer(options: RouterServerOptions): Promise<R
     registry.loadStartupModels();
   } catch (err) {
     http.close();
-    await registry.close();
+    await Promise.all([registry.close(), tools?.close()]);
     throw err;
   }
   return {
@@ -77,7 +91,7 @@ export async function startRouterServer(options: RouterServerOptions): Promise<R
     async close() {
       closing.abort();
       http.close();
-      await registry.close();
+      await Promise.all([registry.close(), tools?.close()]);
     },
   };
 }

@@ -9,7 +9,7 @@
 import type { HttpRequest, HttpResult } from '../../http/request.js';
 import type { Route } from '../../http/router.js';
 import { parseJson } from '../../http/validation.js';
-import { apiKeyReadOnly, inferenceRoute, type RouteContext } from '../guards.js';
+import type { Mount } from '../guards.js';
 import { asBoolean, asString, at, ToolParamError, type Json } from './params.js';
 import { findTool, ToolLookupError } from './registry.js';
 import { describeTool, type ServerTool, type ToolCall, type ToolStream } from './tool.js';
@@ -78,12 +78,9 @@ async function postTool(service: ToolsService, req: HttpRequest): Promise<HttpRe
   }
 }
 
-export function toolsRoutes(ctx: RouteContext, service: ToolsService | null, apiPrefix: string): Route[] {
+export function toolsRoutes(mount: Mount, service: ToolsService | null, apiPrefix: string): Route[] {
   const path = `${apiPrefix}/tools`;
   const list = (): HttpResult => (service ? { status: 200, body: service.tools.map(describeTool) } : FEATURE_DISABLED);
-  const call = (_: unknown, req: HttpRequest): Promise<HttpResult | void> | HttpResult => (service ? postTool(service, req) : FEATURE_DISABLED);
-  return [
-    inferenceRoute(ctx, 'GET', path, apiKeyReadOnly, list),
-    inferenceRoute(ctx, 'POST', path, apiKeyReadOnly, call),
-  ];
+  const call = (req: HttpRequest): Promise<HttpResult | void> | HttpResult => (service ? postTool(service, req) : FEATURE_DISABLED);
+  return [mount('GET', path, list), mount('POST', path, call)];
 }
