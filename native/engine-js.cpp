@@ -1,6 +1,7 @@
 // The Engine's JS-thread half: creation, the methods JS calls, task submission and event
 // delivery. The engine thread's loop is in engine.cpp.
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 
 #include "common.h"
@@ -72,6 +73,7 @@ public:
         p.Set("nBatch", params_.n_batch);
         p.Set("embeddings", params_.embeddings);
         p.Set("contextShift", params_.ctx_shift);
+        p.Set("prefillBudget", params_.prefill_budget);
         p.Set("loras", loras_.IsEmpty() ? Napi::Array::New(env) : loras_.Value());
         if (!vision_.IsEmpty()) p.Set("vision", vision_.Value());
         return Engine::constructor.New({Napi::External<llama_context>::New(env, ctx), model_ref_.Value(), on_events_.Value(), p});
@@ -108,6 +110,14 @@ Napi::Value Engine::create(const Napi::CallbackInfo & info) {
     if (o.Get("embeddings").IsBoolean()) p.embeddings = o.Get("embeddings").As<Napi::Boolean>();
     p.pooling = read_i32(o, "pooling", -1);
     if (o.Get("contextShift").IsBoolean()) p.ctx_shift = o.Get("contextShift").As<Napi::Boolean>();
+    if (!o.Get("prefillBudget").IsUndefined()) {
+        Napi::Value v = o.Get("prefillBudget");
+        const double d = v.IsNumber() ? v.As<Napi::Number>().DoubleValue() : -1;
+        if (!(d >= 0 && d <= INT32_MAX && d == static_cast<double>(static_cast<int64_t>(d)))) {
+            throw_coded(env, ErrorCode::INVALID_ARGUMENT, "params.prefillBudget must be an integer >= 0 (0: no budget)");
+        }
+        p.prefill_budget = static_cast<int32_t>(d);
+    }
     if (o.Get("serverParams").IsObject()) p.server = std::make_shared<common_params>(ServerParams::from_js(env, o.Get("serverParams")).params());
     auto * worker = new EngineCreateWorker(env, model, model_obj, info[2].As<Napi::Function>(), p);
     if (o.Get("loras").IsArray()) {
@@ -167,6 +177,7 @@ Engine::Engine(const Napi::CallbackInfo & info) : Napi::ObjectWrap<Engine>(info)
     params_.n_parallel = read_i32(p, "nParallel", 1);
     params_.n_batch = llama_n_batch(ctx_);
     params_.ctx_shift = p.Get("contextShift").ToBoolean();
+    params_.prefill_budget = read_i32(p, "prefillBudget", params_.prefill_budget);
     n_ctx_seq_ = static_cast<int32_t>(llama_n_ctx_seq(ctx_));
     if (p.Get("loras").IsArray()) {
         Napi::Array loras = p.Get("loras").As<Napi::Array>();
@@ -479,6 +490,7 @@ Napi::Value Engine::js_info(const Napi::CallbackInfo & info) {
     m.Set("nParallel", params_.n_parallel);
     m.Set("nBatch", params_.n_batch);
     m.Set("nUbatch", ctx_ ? llama_n_ubatch(ctx_) : 0);
+    m.Set("prefillBudget", params_.prefill_budget);
     m.Set("nThreads", ctx_ ? llama_n_threads(ctx_) : 0);
     m.Set("nThreadsBatch", ctx_ ? llama_n_threads_batch(ctx_) : 0);
     m.Set("embeddings", embeddings_);

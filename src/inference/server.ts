@@ -9,7 +9,7 @@ import { ApiKeys } from './access/api-key.js';
 import type { RouteContext } from './guards.js';
 import { inferenceRoutes } from './routes.js';
 import { formatInferenceError } from './errors.js';
-import type { RuntimeOptions } from './options.js';
+import { DEFAULT_PREFILL_BUDGET, type RuntimeOptions } from './options.js';
 import { loadInferenceService, type ServiceLoadOptions } from './service/load.js';
 import type { InferenceService } from './service/service.js';
 import { ServiceHost } from './service/host.js';
@@ -23,6 +23,8 @@ export interface InferenceServerOptions {
   parallel: number;
   /** A generating slot whose context is full drops old tokens instead of stopping (llama-server's --context-shift). */
   contextShift?: boolean;
+  /** --prefill-budget: tokens per step while any slot is generating (chunked prefill); 0 = none. Default 512. */
+  prefillBudget?: number;
   /** One KV pool shared by the slots (default); false gives each slot n_ctx / parallel, as llama-server's --no-kv-unified. */
   kvUnified?: boolean;
   alias?: string;
@@ -104,6 +106,7 @@ function serviceLoadOptions(options: InferenceServerOptions): ServiceLoadOptions
     runtime: options.runtime,
     parallel: options.parallel,
     contextShift: options.contextShift ?? false,
+    prefillBudget: options.prefillBudget ?? DEFAULT_PREFILL_BUDGET,
     kvUnified: options.kvUnified ?? true,
     alias: options.alias,
     nPredict: options.nPredict,

@@ -14,6 +14,8 @@ export interface ServiceLoadOptions {
   runtime: RuntimeOptions;
   parallel: number;
   contextShift: boolean;
+  /** Chunked prefill budget (EngineParams.prefillBudget). */
+  prefillBudget: number;
   kvUnified: boolean;
   alias?: string;
   nPredict: number;
@@ -80,6 +82,7 @@ export function loadInferenceService(options: ServiceLoadOptions, onProgress: (p
         kvUnified: options.kvUnified,
         ...(options.serverParams ? { serverParams: options.serverParams } : {}),
         contextShift: options.contextShift,
+        prefillBudget: options.prefillBudget,
       });
       return new InferenceService(model, vision, engine, {
         modelPath: runtime.model,
