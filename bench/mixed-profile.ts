@@ -5,14 +5,21 @@ import { ensureBenchModel } from '../test/fixtures/models.js';
 import { BenchError, completionBody, percentile, promptTokens, streamCompletion } from './load.js';
 import type { Profile, Scenario, ScenarioContext } from './scenario.js';
 
+/**
+ * BENCH_MIXED_SCALE=k: newcomers arrive k times less often and the window is k times longer (the
+ * same prompts, the same number of newcomers), for a machine k times slower than the one the
+ * scenario was sized for (2 quiet cores at -t 2: a 2,000-token prefill in about 2 s).
+ */
+const SCALE = Number(process.env.BENCH_MIXED_SCALE) > 0 ? Number(process.env.BENCH_MIXED_SCALE) : 1;
+
 const MIXED = {
   streams: 8,
   streamPrompt: 128,
   streamPredict: 200,
   newcomerPrompt: 2000,
   newcomerPredict: 32,
-  everyMs: 3000,
-  windowMs: 24_000,
+  everyMs: 3000 * SCALE,
+  windowMs: 24_000 * SCALE,
   longGapMs: 250,
   parallel: 12,
   ctx: 16384,
@@ -30,15 +37,21 @@ interface MixedTrace {
   ttft: number[];
 }
 
-/** Counts tokens and inter-token gaps of one streamed answer, keeping those inside [from, to]. */
-function tokenTracker(trace: MixedTrace, from: number, to: () => number, gaps: boolean): (at: number, predicted: number) => void {
+/** The measured window (performance.now() times); Infinity until it starts. */
+interface Window {
+  from: number;
+  to: number;
+}
+
+/** Counts tokens and inter-token gaps of one streamed answer, keeping those inside the window. */
+function tokenTracker(trace: MixedTrace, window: Window, gaps: boolean): (at: number, predicted: number) => void {
   let last = -1;
   let seen = 0;
   return (at, predicted) => {
     if (!Number.isFinite(predicted) || predicted <= seen) return;
-    if (at >= from && at <= to()) {
+    if (at >= window.from && at <= window.to) {
       trace.tokens += predicted - seen;
-      if (gaps && last >= from) trace.gaps.push(at - last);
+      if (gaps && last >= window.from) trace.gaps.push(at - last);
     }
     seen = predicted;
     last = at;
@@ -46,11 +59,11 @@ function tokenTracker(trace: MixedTrace, from: number, to: () => number, gaps: b
 }
 
 /** One stream: answers of streamPredict tokens back to back until `signal` aborts. */
-async function streamLoop(ctx: ScenarioContext, index: number, trace: MixedTrace, window: { from: number; to: number }, started: () => void, signal: AbortSignal): Promise<void> {
+async function streamLoop(ctx: ScenarioContext, index: number, trace: MixedTrace, window: Window, started: () => void, signal: AbortSignal): Promise<void> {
   let first = false;
   for (let n = 0; !signal.aborted; n++) {
     const body = completionBody(promptTokens(MIXED.streamPrompt, 500_000 + 1000 * index + n), MIXED.streamPredict, 1000 * index + n);
-    const track = tokenTracker(trace, window.from, () => window.to, true);
+    const track = tokenTracker(trace, window, true);
     try {
       const r = await streamCompletion(ctx.base, '/completion', body, {
         signal,
@@ -73,8 +86,8 @@ async function streamLoop(ctx: ScenarioContext, index: number, trace: MixedTrace
 const mixed: Scenario = {
   id: 'mixed',
   title: 'mixed load',
-  timeoutSeconds: 180,
-  description: `-np ${MIXED.parallel} -c ${MIXED.ctx}: ${MIXED.streams} streams each generating ${MIXED.streamPredict}-token answers (${MIXED.streamPrompt}-token prompts) back to back; once all stream, a ${MIXED.newcomerPrompt}-token prompt (${MIXED.newcomerPredict} generated) arrives every ${MIXED.everyMs / 1000} s for ${MIXED.windowMs / 1000} s (the window; streams are cut at its end). Gaps = client-side time between two consecutive token events of one stream answer, inside the window; time in gaps > ${MIXED.longGapMs} ms = the sum of those gaps per stream; TTFT = a newcomer's request start -> its first token event; aggregate = all tokens whose event arrived inside the window / the window.`,
+  timeoutSeconds: 120 + 2 * 24 * SCALE,
+  description: `-np ${MIXED.parallel} -c ${MIXED.ctx}: ${MIXED.streams} streams each generating ${MIXED.streamPredict}-token answers (${MIXED.streamPrompt}-token prompts) back to back; once all stream, a ${MIXED.newcomerPrompt}-token prompt (${MIXED.newcomerPredict} generated) arrives every ${MIXED.everyMs / 1000} s for ${MIXED.windowMs / 1000} s (the window; streams are cut at its end)${SCALE !== 1 ? ` (BENCH_MIXED_SCALE=${SCALE})` : ''}. Gaps = client-side time between two consecutive token events of one stream answer, inside the window; time in gaps > ${MIXED.longGapMs} ms = the sum of those gaps per stream; TTFT = a newcomer's request start -> its first token event; aggregate = all tokens whose event arrived inside the window / the window.`,
   metrics: [
     { key: 'gapMax', label: 'streams: worst inter-token gap', unit: 'ms', kind: 'latency', targetRatio: 0.3 },
     { key: 'gapP99', label: 'streams: inter-token gap p99', unit: 'ms', kind: 'info' },
@@ -89,7 +102,7 @@ const mixed: Scenario = {
     await streamCompletion(ctx.base, '/completion', completionBody(promptTokens(MIXED.newcomerPrompt, 400_001), 1, 2));
 
     const trace: MixedTrace = { gaps: [], tokens: 0, ttft: [] };
-    const window = { from: Infinity, to: Infinity };
+    const window: Window = { from: Infinity, to: Infinity };
     const stop = new AbortController();
     let running = 0;
     let allStarted!: () => void;
@@ -106,8 +119,8 @@ const mixed: Scenario = {
     const count = Math.ceil(MIXED.windowMs / MIXED.everyMs);
     const newcomers = Array.from({ length: count }, async (_, k) => {
       await new Promise((r) => setTimeout(r, window.from + k * MIXED.everyMs - performance.now()));
-      const track = tokenTracker(trace, window.from, () => window.to, false);
-      const r = await streamCompletion(ctx.base, '/completion', completionBody(promptTokens(MIXED.newcomerPrompt, 600_000 + k), MIXED.newcomerPredict, 5000 + k), { onEvent: track, timeoutMs: 120_000 });
+      const track = tokenTracker(trace, window, false);
+      const r = await streamCompletion(ctx.base, '/completion', completionBody(promptTokens(MIXED.newcomerPrompt, 600_000 + k), MIXED.newcomerPredict, 5000 + k), { onEvent: track, timeoutMs: 300_000 });
       if (r.promptN !== MIXED.newcomerPrompt) ctx.note(`${ctx.server}: mixed: newcomer prompt_n ${r.promptN}, expected ${MIXED.newcomerPrompt}`);
       trace.ttft.push(r.firstTokenMs);
     });
