@@ -8,22 +8,16 @@ import { join, relative } from 'node:path';
 import { promisify } from 'node:util';
 import { ensureBenchModel } from '../test/fixtures/models.js';
 import { REPO_ROOT, referenceTool } from '../test/helpers/reference.js';
-import { BenchError, httpJson, median, percentile, promptTokens, requestLoop, streamCompletion } from './load.js';
+import { BenchError, completionBody, httpJson, median, percentile, promptTokens, requestLoop, streamCompletion } from './load.js';
 import { ratioTarget, type Profile, type Row, type Scenario, type ScenarioContext } from './scenario.js';
 import { startServer, type ServerLaunch } from './servers.js';
 import { cpuMeter, waitForQuiet, type CpuUsage } from './cpu.js';
 import { EMBEDDING_PROFILE, RERANK_PROFILE } from './embedding-profiles.js';
+import { MIXED_PROFILE } from './mixed-profile.js';
 
 const run = promisify(execFile);
 
 export const RESULTS_DIR = join(REPO_ROOT, 'bench/results');
-
-/** Identical sampling settings sent by every request (llama-server's defaults, spelled out). */
-const SAMPLING = { temperature: 0.8, top_k: 40, top_p: 0.95, min_p: 0.05 };
-
-function completionBody(prompt: number[], nPredict: number, seed: number): Record<string, unknown> {
-  return { prompt, n_predict: nPredict, ignore_eos: true, cache_prompt: false, seed, ...SAMPLING };
-}
 
 function checkPredicted(ctx: ScenarioContext, what: string, got: number, want: number): void {
   if (got !== want) ctx.note(`${ctx.server}: ${what}: ${got} tokens generated, ${want} asked (ignore_eos)`);
@@ -184,7 +178,7 @@ export const GENERATION_PROFILE: Profile = {
   scenarios: [singleStream, concurrent(8, 128, 128, 2), concurrent(32, 96, 64, 1), promptProcessing, tokenize],
 };
 
-export const PROFILES: Profile[] = [GENERATION_PROFILE, EMBEDDING_PROFILE, RERANK_PROFILE];
+export const PROFILES: Profile[] = [GENERATION_PROFILE, MIXED_PROFILE, EMBEDDING_PROFILE, RERANK_PROFILE];
 
 // ---------------------------------------------------------------------------------------------
 // Build checks
@@ -262,7 +256,8 @@ export interface InferenceBenchResult {
   threads: number;
   rounds: number;
   machine: { cpus: number; cpuModel: string; node: string };
-  ceiling: EngineCeiling;
+  /** Absent when BENCH_ONLY selects no scenario of the generation profile. */
+  ceiling?: EngineCeiling;
   servers: Array<{ profile: string; model: string; servers: ServerRun[]; referenceExtra: Array<{ flags: string[]; why: string }> }>;
   scenarios: Array<{ profile: string; id: string; title: string; description: string }>;
   /** metrics[profile/scenario/metric][serverId] = value per round. */
@@ -297,10 +292,11 @@ export async function runInferenceBench(opts: InferenceBenchOptions = {}): Promi
   };
 
   const serverMain = ensureDist(progress);
+  /** BENCH_OURS_EXTRA: flags appended to ours only (e.g. "--prefill-budget 0" to compare a setting). */
+  const oursExtra = (process.env.BENCH_OURS_EXTRA ?? '').split(/\s+/).filter((a) => a !== '');
   rmSync(join(RESULTS_DIR, 'logs'), { recursive: true, force: true });
   progress('reference binaries (built once from vendor/llama.cpp when missing)');
   const llamaServer = await referenceTool('llama-server');
-  const llamaBench = await referenceTool('llama-bench');
 
   const raw: Record<string, Record<string, number[]>> = {};
   const cpu: Record<string, CpuUsage | undefined> = {};
@@ -321,11 +317,14 @@ export async function runInferenceBench(opts: InferenceBenchOptions = {}): Promi
   let ceiling: EngineCeiling | undefined;
 
   for (const profile of PROFILES) {
+    // BENCH_ONLY: a profile none of whose scenarios is selected is not started at all.
+    if (only && !profile.scenarios.some((s) => only.has(s.id))) continue;
     progress(`profile ${profile.id}: model`);
     const model = await profile.model();
     const modelArg = relative(REPO_ROOT, model);
     if (profile === GENERATION_PROFILE) {
       progress('llama-bench tg128 (engine ceiling)');
+      const llamaBench = await referenceTool('llama-bench');
       // llama-bench is a child of the bench, not foreign: its ticks count once it is reaped (cutime).
       const once = async () => {
         await quiet([], 'llama-bench');
@@ -346,7 +345,7 @@ export async function runInferenceBench(opts: InferenceBenchOptions = {}): Promi
     }
     const common = ['-m', modelArg, ...profile.commonArgs(threads)];
     const launches: ServerLaunch[] = [
-      { id: 'ours', label: 'inference-server', command: process.execPath, args: [relative(REPO_ROOT, serverMain), ...common, ...profile.oursExtra] },
+      { id: 'ours', label: 'inference-server', command: process.execPath, args: [relative(REPO_ROOT, serverMain), ...common, ...profile.oursExtra, ...oursExtra] },
       { id: 'llama-server', label: 'llama-server', command: llamaServer, args: [...common, ...profile.referenceExtra.flatMap((e) => e.flags)] },
     ];
     const runs: ServerRun[] = launches.map((l) => ({ id: l.id, label: l.label, command: `${l.id === 'ours' ? 'node ' : relative(REPO_ROOT, l.command) + ' '}${l.args.join(' ')} --host 127.0.0.1 --port <free>`, startupSeconds: [] }));
@@ -428,11 +427,11 @@ export async function runInferenceBench(opts: InferenceBenchOptions = {}): Promi
     for (const scenario of profile.scenarios) {
       scenarios.push({ profile: profile.id, id: scenario.id, title: scenario.title, description: scenario.description });
       for (const m of scenario.metrics) {
-        const r = raw[`${profile.id}/${scenario.id}/${m.key}`]!;
+        const r = raw[`${profile.id}/${scenario.id}/${m.key}`] ?? {};
         const ours = median((r.ours ?? []).filter(Number.isFinite));
         const reference = median((r['llama-server'] ?? []).filter(Number.isFinite));
         const ratio = ours / reference;
-        const t = ratioTarget(m.kind);
+        const t = ratioTarget(m.kind, m.targetRatio);
         const f = foreign[`${profile.id}/${scenario.id}`] ?? {};
         const worst = (xs: number[] | undefined) => (xs && xs.length ? Math.max(...xs) : NaN);
         rows.push({
@@ -483,7 +482,7 @@ export async function runInferenceBench(opts: InferenceBenchOptions = {}): Promi
     threads,
     rounds,
     machine: { cpus: availableParallelism(), cpuModel: cpus()[0]?.model ?? 'unknown', node: process.version },
-    ceiling: ceiling!,
+    ...(ceiling ? { ceiling } : {}),
     servers: serverRuns,
     scenarios,
     raw,

@@ -29,6 +29,14 @@ export function promptTokens(n: number, seed: number, lo = 100, hi = 40000): num
   return out;
 }
 
+/** Identical sampling settings sent by every request (llama-server's defaults, spelled out). */
+const SAMPLING = { temperature: 0.8, top_k: 40, top_p: 0.95, min_p: 0.05 };
+
+/** A /completion body: token-id prompt, ignore_eos (exactly nPredict tokens), no prompt cache. */
+export function completionBody(prompt: number[], nPredict: number, seed: number): Record<string, unknown> {
+  return { prompt, n_predict: nPredict, ignore_eos: true, cache_prompt: false, seed, ...SAMPLING };
+}
+
 // ---------------------------------------------------------------------------------------------
 // JSON requests
 
@@ -105,12 +113,21 @@ export class BenchError extends Error {
   }
 }
 
+export interface StreamOptions {
+  timeoutMs?: number;
+  /** Called on every event with its arrival (performance.now()) and its tokens_predicted so far. */
+  onEvent?: (at: number, predicted: number) => void;
+  /** Aborting closes the connection (the server cancels the task) and rejects with the reason. */
+  signal?: AbortSignal;
+}
+
 /**
  * POSTs `body` with stream: true and reads the SSE events as they arrive. The first token time is
  * the arrival of the first non-final event (one that carries a generated token); the end is the
  * arrival of the final event (stop: true).
  */
-export function streamCompletion(base: string, path: string, body: Record<string, unknown>, timeoutMs = 300_000): Promise<StreamResult> {
+export function streamCompletion(base: string, path: string, body: Record<string, unknown>, options: StreamOptions = {}): Promise<StreamResult> {
+  const { timeoutMs = 300_000, onEvent, signal } = options;
   return new Promise((resolve, reject) => {
     const payload = Buffer.from(JSON.stringify({ ...body, stream: true }));
     const startAt = performance.now();
@@ -154,6 +171,7 @@ export function streamCompletion(base: string, path: string, body: Record<string
                 return;
               }
               events++;
+              onEvent?.(now, Number(ev.tokens_predicted ?? ev.timings?.predicted_n ?? NaN));
               if (ev.error) {
                 reject(new BenchError(`POST ${path} streamed an error`, `request: ${describeBody(body)}\nevent: ${data.slice(0, 2000)}`));
                 req.destroy();
@@ -191,6 +209,15 @@ export function streamCompletion(base: string, path: string, body: Record<string
     );
     req.on('timeout', () => req.destroy(new BenchError(`POST ${path}: no answer within ${timeoutMs} ms`)));
     req.on('error', reject);
+    if (signal) {
+      const abort = (): void => {
+        reject(signal.reason);
+        req.destroy();
+      };
+      if (signal.aborted) return abort();
+      signal.addEventListener('abort', abort, { once: true });
+      req.on('close', () => signal.removeEventListener('abort', abort));
+    }
     req.end(payload);
   });
 }

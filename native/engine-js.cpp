@@ -1,6 +1,7 @@
 // The Engine's JS-thread half: creation, the methods JS calls, task submission and event
 // delivery. The engine thread's loop is in engine.cpp.
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 
 #include "common.h"
@@ -101,6 +102,7 @@ public:
         p.Set("special", params_.special);
         p.Set("nCtxSlotMax", params_.n_ctx_slot_max);
         p.Set("backendSampling", params_.backend_sampling);
+        p.Set("prefillBudget", params_.prefill_budget);
         p.Set("loras", loras_.IsEmpty() ? Napi::Array::New(env) : loras_.Value());
         if (!vision_.IsEmpty()) p.Set("vision", vision_.Value());
         // The engine adopts the -bs chains the context points to.
@@ -147,6 +149,14 @@ Napi::Value Engine::create(const Napi::CallbackInfo & info) {
     p.special = o.Get("special").ToBoolean();
     p.n_ctx_slot_max = std::max(0, read_i32(o, "nCtxSlotMax", 0));
     p.backend_sampling = o.Get("backendSampling").ToBoolean();
+    if (!o.Get("prefillBudget").IsUndefined()) {
+        Napi::Value v = o.Get("prefillBudget");
+        const double d = v.IsNumber() ? v.As<Napi::Number>().DoubleValue() : -1;
+        if (!(d >= 0 && d <= INT32_MAX && d == static_cast<double>(static_cast<int64_t>(d)))) {
+            throw_coded(env, ErrorCode::INVALID_ARGUMENT, "params.prefillBudget must be an integer >= 0 (0: no budget)");
+        }
+        p.prefill_budget = static_cast<int32_t>(d);
+    }
     if (o.Get("serverParams").IsObject()) p.server = std::make_shared<common_params>(ServerParams::from_js(env, o.Get("serverParams")).params());
     auto * worker = new EngineCreateWorker(env, model, model_obj, info[2].As<Napi::Function>(), p);
     if (o.Get("loras").IsArray()) {
@@ -214,6 +224,7 @@ Engine::Engine(const Napi::CallbackInfo & info) : Napi::ObjectWrap<Engine>(info)
     params_.special = p.Get("special").ToBoolean();
     // As llama-server: the cache holds at least a context's worth of tokens.
     if (params_.prompt_cache_mib != 0) prompt_cache_ = std::make_unique<PromptCache>(params_.prompt_cache_mib, llama_n_ctx(ctx_));
+    params_.prefill_budget = read_i32(p, "prefillBudget", params_.prefill_budget);
     n_ctx_seq_ = static_cast<int32_t>(llama_n_ctx_seq(ctx_));
     // --kv-unified-per-slot caps each slot below its share of the pool, as llama-server's n_ctx_slot().
     const int32_t slot_max = read_i32(p, "nCtxSlotMax", 0);
@@ -568,6 +579,7 @@ Napi::Value Engine::js_info(const Napi::CallbackInfo & info) {
     m.Set("nParallel", params_.n_parallel);
     m.Set("nBatch", params_.n_batch);
     m.Set("nUbatch", ctx_ ? llama_n_ubatch(ctx_) : 0);
+    m.Set("prefillBudget", params_.prefill_budget);
     m.Set("nThreads", ctx_ ? llama_n_threads(ctx_) : 0);
     m.Set("nThreadsBatch", ctx_ ? llama_n_threads_batch(ctx_) : 0);
     m.Set("embeddings", embeddings_);

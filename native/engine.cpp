@@ -259,10 +259,10 @@ void Engine::emit_progress(Slot & slot) {
     emit(std::move(ev));
 }
 
-// Builds one batch from all busy slots and decodes it. On KV-cache pressure, idle slots' caches
-// are dropped first, then the prompt share of the batch is halved; then the slot holding the most
-// tokens fails ("Context size has been exceeded.") and the others go on. False when nothing was
-// decoded.
+// Builds one batch from all busy slots and decodes it: the generating slots' tokens, then prompt
+// tokens up to prompt_share(). On KV-cache pressure, idle slots' caches are dropped first, then
+// the prompt share of the batch is halved; then the slot holding the most tokens fails ("Context
+// size has been exceeded.") and the others go on. False when nothing was decoded.
 bool Engine::decode_batch() {
     int32_t prompt_budget = static_cast<int32_t>(params_.n_batch);
     std::vector<SlotUndo> undo(slots_.size());
@@ -271,7 +271,7 @@ bool Engine::decode_batch() {
         for (size_t i = 0; i < slots_.size(); i++) undo[i] = {slots_[i].cache.size(), slots_[i].n_prompt_done};
         common_batch_clear(batch_);
         const int32_t n_generating = add_generating_tokens(group);
-        add_prompt_tokens(group, std::min<int32_t>(prompt_budget, static_cast<int32_t>(params_.n_batch) - n_generating));
+        add_prompt_tokens(group, std::min<int32_t>(prompt_budget, prompt_share(n_generating)));
         if (batch_.n_tokens == 0) return false;
 
         const int32_t ret = decode_group(group);
@@ -318,6 +318,18 @@ int32_t Engine::add_generating_tokens(const LoraGroup & group) {
         s.cache.push_back(s.sampled);
     }
     return batch_.n_tokens;
+}
+
+// How many prompt tokens a step may add after `n_generating` generating tokens (chunked prefill,
+// as vLLM's token budget): with nothing generating, what n_batch leaves (a lone prompt goes in
+// n_batch-sized chunks, as in llama-server); otherwise the step stays within prefill_budget
+// tokens, yet prompts get at least half of it however many slots generate, so they never starve.
+// The share never exceeds what n_batch leaves.
+int32_t Engine::prompt_share(int32_t n_generating) const {
+    const int32_t room = static_cast<int32_t>(params_.n_batch) - n_generating;
+    const int32_t budget = params_.prefill_budget;
+    if (n_generating == 0 || budget <= 0) return room;
+    return std::min(room, std::max(budget - n_generating, budget / 2));
 }
 
 // Prompt tokens of the group's prompting slots, up to `budget`, in arrival order (so an early

@@ -6,8 +6,9 @@
 // grammar parsing) and queues them from the JS thread once all are ready. The engine thread
 // owns the context, the batch and every Slot: each iteration it admits queued tasks into idle
 // slots, builds ONE batch from all busy slots (one token per generating slot first, then prompt
-// chunks up to n_batch), decodes once, samples each slot whose logits are ready, and queues
-// events. Events reach JS in bundles
+// chunks: up to n_batch when nothing generates, within prefill_budget while something does),
+// decodes once, samples each slot whose logits are ready, and queues events. Events reach JS in
+// bundles
 // through one ThreadSafeFunction (at most one pending call at a time).
 // Ownership: the engine keeps its Model's JS object alive until dispose() resolves.
 #include <napi.h>
@@ -54,6 +55,11 @@ struct EngineParams {
     bool special = false;         // -sp: generated special tokens keep their text
     int32_t n_ctx_slot_max = 0;   // --kv-unified-per-slot: cap on a slot's context (0: none)
     bool backend_sampling = false; // -bs: the context takes per-sequence sampler chains (tasks opt in)
+    // Chunked prefill: tokens one step decodes while any slot is generating (its tokens first,
+    // prompt chunks fill the rest, at least half the budget), so that a long prompt delays the
+    // generating slots by one chunk per step instead of a whole n_batch. 0: no budget (prompts
+    // fill n_batch, as llama-server). With nothing generating, prompts always fill n_batch.
+    int32_t prefill_budget = 512;
     // llama-server's parsed command line, when given: its context flags (KV cache types, SWA,
     // RoPE/YaRN, offload) apply as there; the fields above still decide what they name.
     std::shared_ptr<common_params> server;
@@ -141,6 +147,7 @@ private:
     bool decode_batch();
     LoraGroup next_lora_group() const;
     int32_t add_generating_tokens(const LoraGroup & group);
+    int32_t prompt_share(int32_t n_generating) const;
     void add_prompt_tokens(const LoraGroup & group, int32_t budget);
     int32_t decode_group(const LoraGroup & group);
     bool relieve_kv_pressure(int32_t & prompt_budget, int32_t n_generating);

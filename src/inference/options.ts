@@ -68,6 +68,12 @@ export function resolveRuntime(flags: ParsedFlags<typeof MODEL_FLAGS>, gpuAvaila
   };
 }
 
+/**
+ * Chunked prefill's default budget (--prefill-budget): one physical batch (-ub's default) per step
+ * while streams generate, so a long prompt delays them by about one ubatch's compute per step.
+ */
+export const DEFAULT_PREFILL_BUDGET = 512;
+
 /** Default context: the model's training context, capped at 8192 tokens to bound KV memory. */
 export const DEFAULT_CTX_CAP = 8192;
 

@@ -5,7 +5,7 @@ import { ROLE_NAMES } from '../auth/roles.js';
 import { UsageError, parseFlags, type FlagSpec, type ParsedFlags } from '../cli/flags.js';
 import { PoolingType, type LogLevel, type PoolingName, type ReasoningFormat, type ServerParamValues } from '../native/binding.js';
 import { LLAMA_SERVER_FLAGS } from './llama-server-flags.js';
-import type { RuntimeOptions } from './options.js';
+import { DEFAULT_PREFILL_BUDGET, type RuntimeOptions } from './options.js';
 import type { InferenceServerOptions } from './server.js';
 import type { RouterServerOptions } from './router/server.js';
 import type { GenerationDefaults } from './service/generation.js';
@@ -14,6 +14,7 @@ import type { GenerationDefaults } from './service/generation.js';
 export const OWN_FLAGS = [
   { names: ['--max-body-bytes'], kind: 'int', key: 'maxBodyBytes', help: 'largest accepted request body (default 33554432)' },
   { names: ['--media-allow-remote'], kind: 'bool', key: 'mediaAllowRemote', help: 'fetch http(s) image URLs in chat messages (default: only data URLs)' },
+  { names: ['--prefill-budget'], kind: 'int', key: 'prefillBudget', help: 'chunked prefill: most tokens a step decodes while any slot is generating (its tokens first, prompt chunks fill the rest); shorter stalls of running streams against slower long prompts; 0 = no budget, prompts fill -b as in llama-server (default ' + DEFAULT_PREFILL_BUDGET + ')' },
   { names: ['--layer-window'], kind: 'string', key: 'layerWindow', choices: ['auto'], help: '"auto": as many layers on the GPU as its free memory holds (-ngl auto)' },
   { names: ['--auth'], kind: 'bool', key: 'auth', help: 'mount the authentication service on this port (configured by the AUTH_* variables, see docs/auth-service.md)' },
   { names: ['--auth-app'], kind: 'string', key: 'authApp', help: 'also accept access tokens of this auth-service app (slug) where an API key is accepted' },
@@ -162,6 +163,13 @@ function transportOptions(v: ServerParamValues): Pick<InferenceServerOptions, 't
   };
 }
 
+/** --prefill-budget: an integer >= 0 (0 = no budget), 512 when absent. */
+export function prefillBudget(given: number | undefined): number {
+  if (given === undefined) return DEFAULT_PREFILL_BUDGET;
+  if (given < 0) throw new UsageError(`--prefill-budget: expected 0 (no budget) or a positive number of tokens, got ${given}`);
+  return given;
+}
+
 /** The server's options from llama-server's parsed command line and our own flags. */
 export function serverOptions(v: ServerParamValues, own: OwnFlags, gpuAvailable: boolean): Omit<InferenceServerOptions, 'serverParams'> {
   const pooling = poolingName(v.poolingType);
@@ -179,6 +187,7 @@ export function serverOptions(v: ServerParamValues, own: OwnFlags, gpuAvailable:
     special: v.special,
     backendSampling: v.sampling.backendSampling,
     ...(v.kvUnifiedPerSlot > 0 ? { slotContextMax: v.kvUnifiedPerSlot } : {}),
+    prefillBudget: prefillBudget(own.prefillBudget),
     // As llama-server: with -np left to its default the slots share one KV pool; with -np given,
     // each slot has n_ctx / np unless --kv-unified.
     kvUnified: v.nParallel < 0 ? true : v.kvUnified,

@@ -13,7 +13,7 @@ import { ApiKeys } from './access/api-key.js';
 import { readOnlyMount, type RouteContext } from './guards.js';
 import { inferenceRoutes } from './routes.js';
 import { formatInferenceError } from './errors.js';
-import type { RuntimeOptions } from './options.js';
+import { DEFAULT_PREFILL_BUDGET, type RuntimeOptions } from './options.js';
 import { loadInferenceService, type ServiceLoadOptions } from './service/load.js';
 import type { InferenceService } from './service/service.js';
 import { ServiceHost } from './service/host.js';
@@ -37,6 +37,8 @@ export interface InferenceServerOptions {
   slotContextMax?: number;
   /** llama-server's -bs: the context runs sampler chains in its graph (requests opt in with backend_sampling, default from the flag). */
   backendSampling?: boolean;
+  /** --prefill-budget: tokens per step while any slot is generating (chunked prefill); 0 = none. Default 512. */
+  prefillBudget?: number;
   /** One KV pool shared by the slots (default); false gives each slot n_ctx / parallel, as llama-server's --no-kv-unified. */
   kvUnified?: boolean;
   alias?: string;
@@ -139,6 +141,7 @@ function serviceLoadOptions(options: InferenceServerOptions): ServiceLoadOptions
     special: options.special ?? false,
     slotContextMax: options.slotContextMax ?? 0,
     backendSampling: options.backendSampling ?? false,
+    prefillBudget: options.prefillBudget ?? DEFAULT_PREFILL_BUDGET,
     kvUnified: options.kvUnified ?? true,
     alias: options.alias,
     nPredict: options.nPredict,

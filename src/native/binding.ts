@@ -360,6 +360,12 @@ export interface EngineParams {
   cacheIdleSlots?: boolean;
   /** -sp / --special: generated special tokens keep their text (as llama-server's --special). */
   special?: boolean;
+  /**
+   * Chunked prefill: the tokens one step decodes while any slot is generating (one per generating
+   * slot first, prompt chunks fill the rest, at least half of it); an integer >= 0, 0 = no budget
+   * (prompts fill nBatch, as llama-server). With nothing generating prompts fill nBatch. Default 512.
+   */
+  prefillBudget?: number;
   /** LoRA adapters of this model that tasks may apply (task.loraScales indexes them). */
   loras?: NativeLoraAdapter[];
   /** A multimodal projector for this model: tasks may then carry images. */
@@ -552,6 +558,8 @@ export interface EngineInfo {
   nParallel: number;
   nBatch: number;
   nUbatch: number;
+  /** The chunked-prefill budget (EngineParams.prefillBudget). */
+  prefillBudget: number;
   nThreads: number;
   nThreadsBatch: number;
   embeddings: boolean;

@@ -153,3 +153,74 @@ t.test('two slots generate concurrently with the same results as alone', async (
   t.same(together[0]!.tokens, alone[0]!.tokens);
   t.same(together[1]!.tokens, alone[1]!.tokens);
 });
+
+// Chunked prefill (EngineParams.prefillBudget): a prompt that arrives while slots generate goes in
+// chunks within the budget, one chunk per step beside the generating slots' tokens.
+const LONG_PROMPT = Array.from({ length: 40 }, (_, i) => `line ${i} of a long document`).join('\n');
+
+/**
+ * Two streams generate; once both have produced a token, a long prompt is submitted. Returns each
+ * task's tokens and how many stream tokens arrived after the long prompt's first token.
+ */
+async function streamsThenLongPrompt(e: InferenceEngine, streamPredict: number): Promise<{ tokens: number[][]; streamTokensAfterLongFirst: number; longPrompt: number }> {
+  let started = 0;
+  let longFirst = false;
+  let after = 0;
+  let release!: () => void;
+  const bothStarted = new Promise<void>((r) => (release = r));
+  const onStreamToken = (n: { first: boolean }) => () => {
+    if (longFirst) after++;
+    if (n.first) {
+      n.first = false;
+      if (++started === 2) release();
+    }
+  };
+  const streams = [
+    e.run(greedy('First prompt', streamPredict, { cachePrompt: false }), { onToken: onStreamToken({ first: true }) }),
+    e.run(greedy('Second prompt here', streamPredict, { cachePrompt: false }), { onToken: onStreamToken({ first: true }) }),
+  ];
+  await bothStarted;
+  const long = e.run(greedy(LONG_PROMPT, 8, { cachePrompt: false }), { onToken: () => { longFirst = true; } });
+  const results = await Promise.all([...streams, long]);
+  return { tokens: results.map((r) => [...r.tokens]), streamTokensAfterLongFirst: after, longPrompt: results[2]!.nPrompt };
+}
+
+t.test('chunked prefill: greedy output with a small budget and a prompt arriving mid-stream equals each task alone', async (t) => {
+  const chunked = await InferenceEngine.create(model, { nCtx: 2048, nParallel: 3, prefillBudget: 8 });
+  t.teardown(() => chunked.dispose());
+  t.equal(chunked.native.info().prefillBudget, 8);
+  const alone = [
+    await chunked.run(greedy('First prompt', 40, { cachePrompt: false })),
+    await chunked.run(greedy('Second prompt here', 40, { cachePrompt: false })),
+    await chunked.run(greedy(LONG_PROMPT, 8, { cachePrompt: false })),
+  ].map((r) => [...r.tokens]);
+  const together = await streamsThenLongPrompt(chunked, 40);
+  t.ok(together.longPrompt > 200, `the long prompt has ${together.longPrompt} tokens`);
+  t.same(together.tokens, alone, 'streams and the chunked prompt give the tokens they give alone');
+  // Budget 8 with two slots generating: at most 6 prompt tokens per step, so the prompt needs
+  // more steps than the streams have tokens left, and they finish before its first token.
+  t.equal(together.streamTokensAfterLongFirst, 0, 'the streams kept generating while the long prompt was fed');
+});
+
+t.test('without a budget (0) a prompt arriving mid-stream goes in one n_batch step, stalling the streams', async (t) => {
+  const whole = await InferenceEngine.create(model, { nCtx: 2048, nParallel: 3, prefillBudget: 0 });
+  t.teardown(() => whole.dispose());
+  const together = await streamsThenLongPrompt(whole, 40);
+  t.ok(together.streamTokensAfterLongFirst > 40, `${together.streamTokensAfterLongFirst} stream tokens came after the long prompt's first token`);
+});
+
+t.test('alone, a prompt fills n_batch whatever the budget (no slowdown of prompt processing)', async (t) => {
+  const chunked = await InferenceEngine.create(model, { nCtx: 2048, nParallel: 3, prefillBudget: 8 });
+  t.teardown(() => chunked.dispose());
+  const before = chunked.native.metrics().decodeCalls;
+  const out = await chunked.run(greedy(LONG_PROMPT, 1, { cachePrompt: false }));
+  t.ok(out.nPrompt > 200);
+  t.equal(chunked.native.metrics().decodeCalls - before, 1, 'one decode for the whole prompt');
+});
+
+t.test('the prefill budget is validated', async (t) => {
+  for (const bad of [-1, 1.5, Number.NaN, 'many', 2 ** 31]) {
+    await t.rejects(InferenceEngine.create(model, { nCtx: 1024, nParallel: 1, prefillBudget: bad as number }),
+      { code: 'INVALID_ARGUMENT', message: 'params.prefillBudget must be an integer >= 0 (0: no budget)' }, `prefillBudget ${String(bad)}`);
+  }
+});

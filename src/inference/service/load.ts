@@ -23,6 +23,8 @@ export interface ServiceLoadOptions {
   slotContextMax: number;
   /** -bs. */
   backendSampling: boolean;
+  /** Chunked prefill budget (EngineParams.prefillBudget). */
+  prefillBudget: number;
   kvUnified: boolean;
   alias?: string;
   nPredict: number;
@@ -100,6 +102,7 @@ export function loadInferenceService(options: ServiceLoadOptions, onProgress: (p
         special: options.special,
         nCtxSlotMax: options.slotContextMax,
         backendSampling: options.backendSampling,
+        prefillBudget: options.prefillBudget,
       });
       return new InferenceService(model, vision, engine, {
         modelPath: runtime.model,
