@@ -32,6 +32,8 @@ static void refuse_unsupported_types(const common_params_speculative & p) {
 std::unique_ptr<Speculation> Speculation::create(const common_params & server, llama_model * model, llama_context * ctx_tgt,
                                                  int32_t n_parallel, int32_t n_threads, int32_t n_threads_batch) {
     const common_params_speculative & sp = server.speculative;
+    const bool any_type = std::any_of(sp.types.begin(), sp.types.end(), [](common_speculative_type t) { return t != COMMON_SPECULATIVE_TYPE_NONE; });
+    if (!any_type && !sp.has_dft() && !sp.has_synth()) return nullptr;
     refuse_unsupported_types(sp);
     const bool wants_draft = has_type(sp, COMMON_SPECULATIVE_TYPE_DRAFT_SIMPLE);
     if (wants_draft && !sp.has_dft()) {
@@ -62,7 +64,8 @@ std::unique_ptr<Speculation> Speculation::create(const common_params & server, l
         self->params_.draft.ctx_tgt = ctx_tgt;
         self->params_.draft.ctx_dft = self->ctx_dft_;
     }
-    if (common_context_can_seq_rm(ctx_tgt) != COMMON_CONTEXT_SEQ_RM_TYPE_PART) {
+    // (This decodes two tokens into the fresh context, then clears it.)
+    if (any_type && common_context_can_seq_rm(ctx_tgt) != COMMON_CONTEXT_SEQ_RM_TYPE_PART) {
         throw Refusal(ErrorCode::NOT_SUPPORTED,
                       "speculative decoding needs a context that can drop the tail of a sequence (this model's memory cannot)");
     }
