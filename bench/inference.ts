@@ -13,6 +13,7 @@ import { ratioTarget, type Profile, type Row, type Scenario, type ScenarioContex
 import { startServer, type ServerLaunch } from './servers.js';
 import { cpuMeter, waitForQuiet, type CpuUsage } from './cpu.js';
 import { EMBEDDING_PROFILE, RERANK_PROFILE } from './embedding-profiles.js';
+import { SPEC_DRAFT_PROFILE, SPEC_NGRAM_PROFILE, SPEC_SELF_PROFILE } from './speculative-profiles.js';
 
 const run = promisify(execFile);
 
@@ -184,7 +185,7 @@ export const GENERATION_PROFILE: Profile = {
   scenarios: [singleStream, concurrent(8, 128, 128, 2), concurrent(32, 96, 64, 1), promptProcessing, tokenize],
 };
 
-export const PROFILES: Profile[] = [GENERATION_PROFILE, EMBEDDING_PROFILE, RERANK_PROFILE];
+export const PROFILES: Profile[] = [GENERATION_PROFILE, EMBEDDING_PROFILE, RERANK_PROFILE, SPEC_DRAFT_PROFILE, SPEC_SELF_PROFILE, SPEC_NGRAM_PROFILE];
 
 // ---------------------------------------------------------------------------------------------
 // Build checks
@@ -262,7 +263,8 @@ export interface InferenceBenchResult {
   threads: number;
   rounds: number;
   machine: { cpus: number; cpuModel: string; node: string };
-  ceiling: EngineCeiling;
+  /** Absent when BENCH_ONLY leaves out the generation profile. */
+  ceiling?: EngineCeiling;
   servers: Array<{ profile: string; model: string; servers: ServerRun[]; referenceExtra: Array<{ flags: string[]; why: string }> }>;
   scenarios: Array<{ profile: string; id: string; title: string; description: string }>;
   /** metrics[profile/scenario/metric][serverId] = value per round. */
@@ -324,7 +326,8 @@ export async function runInferenceBench(opts: InferenceBenchOptions = {}): Promi
     progress(`profile ${profile.id}: model`);
     const model = await profile.model();
     const modelArg = relative(REPO_ROOT, model);
-    if (profile === GENERATION_PROFILE) {
+    // The ceiling relates the generation profile's figures to the engine's; not measured when BENCH_ONLY leaves them out.
+    if (profile === GENERATION_PROFILE && (!only || profile.scenarios.some((s) => only.has(s.id)))) {
       progress('llama-bench tg128 (engine ceiling)');
       // llama-bench is a child of the bench, not foreign: its ticks count once it is reaped (cutime).
       const once = async () => {
@@ -483,7 +486,7 @@ export async function runInferenceBench(opts: InferenceBenchOptions = {}): Promi
     threads,
     rounds,
     machine: { cpus: availableParallelism(), cpuModel: cpus()[0]?.model ?? 'unknown', node: process.version },
-    ceiling: ceiling!,
+    ceiling,
     servers: serverRuns,
     scenarios,
     raw,

@@ -6,7 +6,7 @@
 // scenario runs on both servers that many times, alternating which goes first; figures are
 // medians), BENCH_DEADLINE_S (default 600: later scenarios are skipped), BENCH_SKIP_AUTH=1,
 // BENCH_SKIP_INFERENCE=1, BENCH_ONLY=id,... (inference scenarios by id: single, concurrent-8,
-// concurrent-32, prompt, tokenize, embeddings, rerank).
+// concurrent-32, prompt, tokenize, embeddings, rerank, spec-draft, spec-self, spec-ngram).
 import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import { dirname, join, relative } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
@@ -46,7 +46,7 @@ function printInference(r: InferenceBenchResult): void {
   out.push('Scenarios:');
   for (const s of r.scenarios) out.push(`- ${s.title}: ${s.description}`);
   const c = r.ceiling;
-  out.push(`- engine ceiling: ${c.command}; tg128 median of samples ${c.samples.map((s) => s.toFixed(1)).join(', ')} tok/s (llama-bench avg ${c.avg.toFixed(1)}); tg128 @ d${c.atDepth.depth} (decode after ${c.atDepth.depth} tokens of context, as in the single-stream scenario) ${c.atDepth.samples.map((s) => s.toFixed(1)).join(', ')} (avg ${c.atDepth.avg.toFixed(1)}). Each fraction is a server's client-side single-stream decode over that ceiling; the issue's target (>= 0.97) is against plain tg128.`);
+  if (c) out.push(`- engine ceiling: ${c.command}; tg128 median of samples ${c.samples.map((s) => s.toFixed(1)).join(', ')} tok/s (llama-bench avg ${c.avg.toFixed(1)}); tg128 @ d${c.atDepth.depth} (decode after ${c.atDepth.depth} tokens of context, as in the single-stream scenario) ${c.atDepth.samples.map((s) => s.toFixed(1)).join(', ')} (avg ${c.atDepth.avg.toFixed(1)}). Each fraction is a server's client-side single-stream decode over that ceiling; the issue's target (>= 0.97) is against plain tg128.`);
   out.push('');
   out.push(`Servers (never both at once: each scenario starts a fresh server, ours and llama-server in turn, ${r.rounds} round(s) alternating who goes first; figures are medians over rounds; threads ${r.threads}):`);
   for (const p of r.servers) {
