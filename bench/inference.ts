@@ -431,7 +431,7 @@ export async function runInferenceBench(opts: InferenceBenchOptions = {}): Promi
     for (const scenario of profile.scenarios) {
       scenarios.push({ profile: profile.id, id: scenario.id, title: scenario.title, description: scenario.description });
       for (const m of scenario.metrics) {
-        const r = raw[`${profile.id}/${scenario.id}/${m.key}`]!;
+        const r = raw[`${profile.id}/${scenario.id}/${m.key}`] ?? {}; // none when BENCH_ONLY left the scenario out
         const ours = median((r.ours ?? []).filter(Number.isFinite));
         const reference = median((r['llama-server'] ?? []).filter(Number.isFinite));
         const ratio = ours / reference;

@@ -24,7 +24,7 @@ function speculativeDecode(id: string, title: string): Scenario {
   return {
     id,
     title,
-    timeoutSeconds: 240,
+    timeoutSeconds: 480,
     description: `1 client, the code-edit prompt (a 3000-character TypeScript file and an instruction to print it again with a name changed), ${SPEC.predict} tokens generated greedily (temperature 0), stream, ignore_eos, cache_prompt false; median of ${SPEC.reps} runs after a warm-up. Decode = (n-1) tokens / (final event - first token event), client-side; acceptance = the server's timings.draft_n_accepted / draft_n.`,
     metrics: [
       { key: 'decode', label: 'decode tokens/s', unit: 'tok/s', kind: 'throughput' },
