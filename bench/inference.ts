@@ -14,6 +14,7 @@ import { startServer, type ServerLaunch } from './servers.js';
 import { cpuMeter, waitForQuiet, type CpuUsage } from './cpu.js';
 import { EMBEDDING_PROFILE, RERANK_PROFILE } from './embedding-profiles.js';
 import { MIXED_PROFILE } from './mixed-profile.js';
+import { SPEC_DRAFT_PROFILE, SPEC_NGRAM_PROFILE, SPEC_SELF_PROFILE } from './speculative-profiles.js';
 
 const run = promisify(execFile);
 
@@ -178,7 +179,7 @@ export const GENERATION_PROFILE: Profile = {
   scenarios: [singleStream, concurrent(8, 128, 128, 2), concurrent(32, 96, 64, 1), promptProcessing, tokenize],
 };
 
-export const PROFILES: Profile[] = [GENERATION_PROFILE, MIXED_PROFILE, EMBEDDING_PROFILE, RERANK_PROFILE];
+export const PROFILES: Profile[] = [GENERATION_PROFILE, MIXED_PROFILE, EMBEDDING_PROFILE, RERANK_PROFILE, SPEC_DRAFT_PROFILE, SPEC_SELF_PROFILE, SPEC_NGRAM_PROFILE];
 
 // ---------------------------------------------------------------------------------------------
 // Build checks
@@ -322,7 +323,8 @@ export async function runInferenceBench(opts: InferenceBenchOptions = {}): Promi
     progress(`profile ${profile.id}: model`);
     const model = await profile.model();
     const modelArg = relative(REPO_ROOT, model);
-    if (profile === GENERATION_PROFILE) {
+    // The ceiling relates the generation profile's figures to the engine's; not measured when BENCH_ONLY leaves them out.
+    if (profile === GENERATION_PROFILE && (!only || profile.scenarios.some((s) => only.has(s.id)))) {
       progress('llama-bench tg128 (engine ceiling)');
       const llamaBench = await referenceTool('llama-bench');
       // llama-bench is a child of the bench, not foreign: its ticks count once it is reaped (cutime).
@@ -427,7 +429,7 @@ export async function runInferenceBench(opts: InferenceBenchOptions = {}): Promi
     for (const scenario of profile.scenarios) {
       scenarios.push({ profile: profile.id, id: scenario.id, title: scenario.title, description: scenario.description });
       for (const m of scenario.metrics) {
-        const r = raw[`${profile.id}/${scenario.id}/${m.key}`] ?? {};
+        const r = raw[`${profile.id}/${scenario.id}/${m.key}`] ?? {}; // none when BENCH_ONLY left the scenario out
         const ours = median((r.ours ?? []).filter(Number.isFinite));
         const reference = median((r['llama-server'] ?? []).filter(Number.isFinite));
         const ratio = ours / reference;

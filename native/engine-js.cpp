@@ -31,6 +31,7 @@ public:
     void set_loras(Napi::Array loras) { loras_ = Napi::Persistent(loras); }
     void set_vision(Napi::Object vision) { vision_ = Napi::Persistent(vision); }
     ~EngineCreateWorker() override {
+        spec_.reset();  // before the target context, which its draft context reads
         if (ctx_) llama_free(ctx_);
     }
 
@@ -53,8 +54,11 @@ public:
         // Outputs per step, as llama-server: generation takes at most one per slot (its next token,
         // or the last prompt token); embeddings may output every token (pooling none). The worst-case
         // compute buffer is reserved for this many rows of logits.
-        cp.n_outputs_max = params_.embeddings ? cp.n_batch : cp.n_seq_max;
-        cp.n_outputs_max_per_seq = 1;
+        // With speculation a slot's drafted tokens take outputs too (common_speculative_get_output_limits).
+        const int32_t n_draft = params_.server && !params_.embeddings ? Speculation::configured_n_max(*params_.server) : 0;
+        const auto limits = common_speculative_get_output_limits(static_cast<int32_t>(cp.n_batch), static_cast<int32_t>(cp.n_seq_max), n_draft);
+        cp.n_outputs_max = params_.embeddings ? cp.n_batch : static_cast<uint32_t>(std::max(limits.total, static_cast<int32_t>(cp.n_seq_max)));
+        cp.n_outputs_max_per_seq = static_cast<uint32_t>(std::max(1, limits.per_seq));
         // -bs: as common_init_from_params, the context is created with a chain per sequence.
         std::vector<llama_sampler_seq_config> configs;
         if (params_.backend_sampling) {
@@ -73,8 +77,15 @@ public:
             fail(ErrorCode::LOAD_FAILED, "failed to create the inference context" + (errors.empty() ? std::string() : ": " + errors));
         } else if (params_.ctx_shift && !params_.embeddings && !llama_memory_can_shift(llama_get_memory(ctx_))) {
             fail(ErrorCode::NOT_SUPPORTED, "context shift is not supported by this model's memory (drop --context-shift)");
-        } else if (params_.server && !params_.server->control_vectors.empty()) {
-            apply_control_vectors(*params_.server);
+        } else {
+            if (params_.server && !params_.server->control_vectors.empty()) apply_control_vectors(*params_.server);
+            if (params_.server && !params_.embeddings) {
+                try {
+                    spec_ = Speculation::create(*params_.server, model_->get(), ctx_, params_.n_parallel, params_.n_threads, params_.n_threads_batch);
+                } catch (const Refusal & r) {
+                    fail(r.code, r.message);
+                }
+            }
         }
     }
 
@@ -105,6 +116,7 @@ public:
         p.Set("prefillBudget", params_.prefill_budget);
         p.Set("loras", loras_.IsEmpty() ? Napi::Array::New(env) : loras_.Value());
         if (!vision_.IsEmpty()) p.Set("vision", vision_.Value());
+        if (spec_) p.Set("speculation", Napi::External<Speculation>::New(env, spec_.release()));
         // The engine adopts the -bs chains the context points to.
         auto * samplers = samplers_.release();
         return Engine::constructor.New({Napi::External<llama_context>::New(env, ctx), model_ref_.Value(), on_events_.Value(), p,
@@ -119,6 +131,7 @@ private:
     llama_context * ctx_ = nullptr;
     // Declared after ctx_: destroyed after the destructor frees a context that points to them.
     std::unique_ptr<InitialSamplers> samplers_ = std::make_unique<InitialSamplers>();
+    std::unique_ptr<Speculation> spec_;  // freed before ctx_ (the destructor), whose draft context reads it
 };
 
 // Engine.create(model, params, onEvents) -> Promise<Engine>
@@ -246,6 +259,7 @@ Engine::Engine(const Napi::CallbackInfo & info) : Napi::ObjectWrap<Engine>(info)
         vision_->retain();
         vision_ref_ = Napi::Persistent(v);
     }
+    if (p.Get("speculation").IsExternal()) spec_.reset(p.Get("speculation").As<Napi::External<Speculation>>().Data());
     embeddings_ = p.Get("embeddings").ToBoolean();
     pooling_ = llama_pooling_type(ctx_);
     n_embd_out_ = pooling_ == LLAMA_POOLING_TYPE_RANK ? static_cast<int32_t>(std::max<uint32_t>(1, llama_model_n_cls_out(model_->get())))
@@ -301,6 +315,7 @@ void Engine::free_context() {
         llama_batch_free(batch_);
         batch_ = {};
     }
+    spec_.reset();  // its draft context reads ctx_
     if (ctx_) {
         llama_detach_threadpool(ctx_);
         llama_free(ctx_);
@@ -568,6 +583,15 @@ Napi::Value Engine::js_metrics(const Napi::CallbackInfo & info) {
     m.Set("tasksDone", static_cast<double>(counters_.tasks_done.load()));
     m.Set("queued", counters_.queued.load());
     m.Set("busySlots", counters_.busy_slots.load());
+    if (spec_) {
+        SpeculationCounters & c = spec_->counters();
+        m.Set("draftTokens", static_cast<double>(c.draft_tokens.load()));
+        m.Set("draftAccepted", static_cast<double>(c.accepted.load()));
+        m.Set("draftSteps", static_cast<double>(c.verif_steps.load()));
+        Napi::Array per_pos = Napi::Array::New(env, c.accepted_per_pos.size());
+        for (size_t i = 0; i < c.accepted_per_pos.size(); i++) per_pos.Set(static_cast<uint32_t>(i), static_cast<double>(c.accepted_per_pos[i].load()));
+        m.Set("acceptedPerPos", per_pos);
+    }
     return m;
 }
 
@@ -585,6 +609,8 @@ Napi::Value Engine::js_info(const Napi::CallbackInfo & info) {
     m.Set("embeddings", embeddings_);
     m.Set("pooling", static_cast<int32_t>(pooling_));
     m.Set("nEmbdOut", n_embd_out_);
+    m.Set("speculative", spec_ != nullptr);
+    if (spec_) m.Set("specTypes", spec_->types());
     return m;
 }
 
@@ -684,6 +710,8 @@ static Napi::Object event_to_js(Napi::Env env, const EngineEvent & e) {
             o.Set("tPromptMs", e.t_prompt_ms);
             o.Set("tPredictMs", e.t_predict_ms);
             o.Set("slot", e.slot_id);
+            o.Set("nDraft", e.n_draft);
+            o.Set("nDraftAccepted", e.n_draft_accepted);
             break;
         case EngineEvent::Kind::ERROR:
             o.Set("kind", "error");

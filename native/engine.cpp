@@ -149,6 +149,7 @@ void Engine::start_task(Slot & slot, std::unique_ptr<CompletionTask> task, int64
         slot.n_prompt_done = 0;
         slot.n_cached = 0;
     }
+    start_speculation(slot);
     // Penalty samplers see the prompt, as in llama-server.
     if (slot.task->sampler) {
         for (llama_token t : slot.task->prompt) common_sampler_accept(slot.task->sampler.get(), t, false);
@@ -309,13 +310,16 @@ LoraGroup Engine::next_lora_group() const {
 }
 
 // One token per generating slot of the group (its last sampled token); returns their count.
+// With speculation, each slot's drafted tokens follow its sampled token (all with logits).
 int32_t Engine::add_generating_tokens(const LoraGroup & group) {
+    if (spec_) make_drafts(group);
     for (auto & s : slots_) {
         s.i_batch = -1;
         if (s.state != SlotState::GENERATING || !group.contains(s)) continue;
         s.i_batch = batch_.n_tokens;
         common_batch_add(batch_, s.sampled, static_cast<llama_pos>(s.cache.size()), {s.id}, true);
         s.cache.push_back(s.sampled);
+        if (spec_) add_draft_tokens(s);
     }
     return batch_.n_tokens;
 }
@@ -388,6 +392,7 @@ int32_t Engine::decode_group(const LoraGroup & group) {
         if (s.cache.size() > counters_.n_tokens_max) counters_.n_tokens_max = s.cache.size();
     }
     if (ret == 0) {
+        if (spec_) process_draft_batch();
         step_counter_++;
         for (auto & s : slots_) if (s.busy() && group.contains(s)) s.last_step = step_counter_;
     }
@@ -492,6 +497,10 @@ void Engine::step() {
                 finish(s);
                 continue;
             }
+            if (spec_) spec_->begin(s.id, s.cache);
+        } else if (spec_ && !spec_->seq(s.id).draft.empty()) {
+            verify_draft(s);
+            continue;
         }
         const llama_token token = common_sampler_sample(s.task->sampler.get(), ctx_, s.i_batch);
         common_sampler_accept(s.task->sampler.get(), token, true);
@@ -593,6 +602,7 @@ bool Engine::shift_context(Slot & s) {
     llama_memory_t mem = llama_get_memory(ctx_);
     if (!llama_memory_seq_rm(mem, s.id, n_keep, n_keep + n_discard)) return false;
     llama_memory_seq_add(mem, s.id, n_keep + n_discard, n_past, -n_discard);
+    if (spec_) spec_->shift(s.id, n_keep, n_discard, n_past);
     s.cache.erase(s.cache.begin() + n_keep, s.cache.begin() + n_keep + n_discard);
     s.truncated = true;
     counters_.context_shifts++;
@@ -646,6 +656,10 @@ void Engine::finish(Slot & s) {
     ev.t_prompt_ms = s.t_prompt_done_us ? (s.t_prompt_done_us - s.t_start_us) / 1000.0 : (t - s.t_start_us) / 1000.0;
     ev.t_predict_ms = s.t_prompt_done_us ? (t - s.t_prompt_done_us) / 1000.0 : 0.0;
     ev.slot_id = s.id;
+    if (spec_) {
+        ev.n_draft = spec_->seq(s.id).n_drafted;
+        ev.n_draft_accepted = spec_->seq(s.id).n_accepted;
+    }
     counters_.predicted_tokens += s.n_decoded;
     counters_.predicted_us += s.t_prompt_done_us ? t - s.t_prompt_done_us : 0;
     counters_.tasks_done++;

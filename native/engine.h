@@ -29,6 +29,7 @@
 #include "prompt-cache.h"
 #include "slot-action.h"
 #include "slot.h"
+#include "speculation.h"
 #include "task-parse.h"
 #include "task.h"
 
@@ -155,6 +156,12 @@ private:
     void fail_busy_slots(const std::string & message);
     void eval_media();
     void handle_sampled(Slot & slot, llama_token token);
+    // engine thread, speculative decoding (engine-speculation.cpp)
+    void start_speculation(Slot & slot);
+    void make_drafts(const LoraGroup & group);
+    void add_draft_tokens(Slot & slot);
+    void process_draft_batch();
+    void verify_draft(Slot & slot);
     void finish_embedding(Slot & slot, int32_t first_index);
     void finish(Slot & slot);
     bool shift_context(Slot & slot);
@@ -184,6 +191,8 @@ private:
     Napi::ObjectReference vision_ref_;
     uint64_t step_counter_ = 0;
     llama_context * ctx_ = nullptr;
+    // Speculative decoding (--spec-type, -md); null when off. Freed before ctx_ (its draft context reads ctx_).
+    std::unique_ptr<Speculation> spec_;
     // Persistent CPU threadpools (with llama-server's polling), attached to the context: without
     // them ggml starts and joins its worker threads on every decode.
     std::unique_ptr<common_threadpools> threadpools_;

@@ -76,6 +76,8 @@ struct EngineEvent {
     double t_prompt_ms = 0;
     double t_predict_ms = 0;
     int32_t slot_id = -1;
+    int32_t n_draft = 0;           // speculative decoding: drafted tokens
+    int32_t n_draft_accepted = 0;  // ... and those accepted
 
     // PROGRESS (return_progress): the prompt's tokens, those reused from the cache, those in the
     // cache so far (cached included), and the time since the task started.

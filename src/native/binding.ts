@@ -515,6 +515,8 @@ export type EngineEvent =
   | {
       task: number; kind: 'done'; text: string; stop: StopType; stoppingWord: string; truncated: boolean;
       nPrompt: number; nCached: number; nPredicted: number; tPromptMs: number; tPredictMs: number; slot: number;
+      /** Speculative decoding: tokens drafted for this task, and those the model accepted. */
+      nDraft: number; nDraftAccepted: number;
     }
   | { task: number; kind: 'error'; message: string }
   /** return_progress: the prompt's tokens, those reused from the cache, those in the cache so far (cached included). */
@@ -550,6 +552,11 @@ export interface EngineMetrics {
   tasksDone: number;
   queued: number;
   busySlots: number;
+  /** Speculative decoding (absent when off): drafted tokens, accepted ones, verification steps, accepted per draft position. */
+  draftTokens?: number;
+  draftAccepted?: number;
+  draftSteps?: number;
+  acceptedPerPos?: number[];
 }
 
 export interface EngineInfo {
@@ -567,6 +574,9 @@ export interface EngineInfo {
   pooling: PoolingTypeId;
   /** Floats per embedding vector (classifier outputs for rank pooling). */
   nEmbdOut: number;
+  /** Speculative decoding is on (--spec-type), with these drafters (comma-separated). */
+  speculative: boolean;
+  specTypes?: string;
 }
 
 export interface Submission {

@@ -38,9 +38,9 @@ t.test('our own flags are taken out before llama-server\'s command line is parse
 });
 
 t.test('refused options are named with their reason; served and ignored ones are not', async (t) => {
-  t.same(refusedOptions(['-m', '-cb', '--temp', '-hf', '--spec-draft-model']), [
+  t.same(refusedOptions(['-m', '-cb', '--temp', '-hf', '--spec-draft-model', '--video-fps']), [
     '-hf: this server loads local files only: download the file and pass its path',
-    '--spec-draft-model: speculative decoding is not implemented yet',
+    '--video-fps: video input is not supported (images only)',
   ]);
 });
 

@@ -145,6 +145,8 @@ function runFile(task: Task, slot: number, tests: string, setup: Setup, opts: Op
     LLAMA_SUITE_MODELS: JSON.stringify(setup.models),
     LLAMA_SUITE_URL_MAP: JSON.stringify({
       'moe_shakespeare15M.gguf': setup.models.stories15mMoeLora,
+      // test_speculative's draft model
+      'stories15M-q4_0.gguf': setup.models.stories15m,
       // test_slot_save's two pictures (hub URLs): two different vendored images
       '91_cat.png': join(VENDOR, 'tools', 'mtmd', 'test-1.jpeg'),
       '11_truck.png': join(VENDOR, 'media', 'llama1-logo.png'),

@@ -48,7 +48,7 @@ export function propsBody(service: InferenceService, sleeping: boolean): unknown
       id: 0,
       id_task: -1,
       n_ctx: service.info.nCtxSlot,
-      speculative: false,
+      speculative: service.info.speculative,
       is_processing: false,
       params: { ...generationSettings(buildTaskSpec(service, {}, new Int32Array(0)), {}), cache_prompt: true },
     },
@@ -93,14 +93,19 @@ export function metricsText(report: MetricsReport, counters: RequestCounters): s
   metric('tokens_predicted_seconds_total', 'counter', 'Total time spent generating tokens', m.predictedMs / 1000);
   metric('n_decode_total', 'counter', 'Total number of llama_decode() calls, excluding speculative decoding and multimodal decoding', m.decodeCalls);
   metric('n_tokens_max', 'counter', 'Largest observed sequence length (prompt + generation)', m.nTokensMax);
-  metric('spec_decode_num_draft_tokens_total', 'counter', 'Speculative: Total draft tokens generated', 0);
-  metric('spec_decode_num_accepted_tokens_total', 'counter', 'Speculative: Total draft tokens accepted by the target model', 0);
-  metric('spec_decode_num_drafts_total', 'counter', 'Speculative: Total speculative decoding verification steps', 0);
+  metric('spec_decode_num_draft_tokens_total', 'counter', 'Speculative: Total draft tokens generated', m.draftTokens ?? 0);
+  metric('spec_decode_num_accepted_tokens_total', 'counter', 'Speculative: Total draft tokens accepted by the target model', m.draftAccepted ?? 0);
+  metric('spec_decode_num_drafts_total', 'counter', 'Speculative: Total speculative decoding verification steps', m.draftSteps ?? 0);
   metric('prompt_tokens_seconds', 'gauge', 'Average prompt throughput in tokens/s', report.promptRate);
   metric('predicted_tokens_seconds', 'gauge', 'Average generation throughput in tokens/s', report.predictedRate);
   metric('requests_processing', 'gauge', 'Number of requests processing', m.busySlots);
   metric('requests_deferred', 'gauge', 'Number of requests deferred', m.queued);
   metric('n_busy_slots_per_decode', 'gauge', 'Average number of busy slots per llama_decode() call', m.decodeCalls > 0 ? m.busySlotDecodes / m.decodeCalls : 0);
+  if (m.acceptedPerPos && (m.draftSteps ?? 0) > 0) {
+    // llama-server's labeled counter: one series per draft position.
+    lines.push('# HELP llamacpp:spec_decode_num_accepted_tokens_per_pos_total Accepted tokens per draft position', '# TYPE llamacpp:spec_decode_num_accepted_tokens_per_pos_total counter');
+    m.acceptedPerPos.forEach((n, i) => lines.push(`llamacpp:spec_decode_num_accepted_tokens_per_pos_total{position="${i}"} ${n}`));
+  }
   metric('context_shifts_total', 'counter', 'Times a full slot dropped old tokens to go on generating (--context-shift).', m.contextShifts);
   metric('requests_total', 'counter', 'HTTP requests that use the model (read-only endpoints are not counted).', counters.requests);
   metric('requests_failed_total', 'counter', 'Of those, requests answered with an error status.', counters.errors);

@@ -12,15 +12,21 @@ export interface Timings {
   predicted_ms: number;
   predicted_per_token_ms: number;
   predicted_per_second: number;
+  /** Speculative decoding, when the task drafted: drafted tokens and those accepted (llama-server's names). */
+  draft_n?: number;
+  draft_n_accepted?: number;
 }
 
 /**
  * As llama-server's slot stats: generation speed counts decode steps, one fewer than the tokens,
  * since the first token comes from the logits of the prompt's last batch.
  */
-export function timings(o: Pick<CompletionOutcome, 'nPrompt' | 'nCached' | 'nPredicted' | 'tPromptMs' | 'tPredictMs'>): Timings {
+export function timings(
+  o: Pick<CompletionOutcome, 'nPrompt' | 'nCached' | 'nPredicted' | 'tPromptMs' | 'tPredictMs'> & Partial<Pick<CompletionOutcome, 'nDraft' | 'nDraftAccepted'>>,
+): Timings {
   const promptN = o.nPrompt - o.nCached;
   const steps = Math.max(0, o.nPredicted - 1);
+  const draft = o.nDraft ? { draft_n: o.nDraft, draft_n_accepted: o.nDraftAccepted ?? 0 } : {};
   return {
     cache_n: o.nCached,
     prompt_n: promptN,
@@ -31,6 +37,7 @@ export function timings(o: Pick<CompletionOutcome, 'nPrompt' | 'nCached' | 'nPre
     predicted_ms: o.tPredictMs,
     predicted_per_token_ms: steps > 0 ? o.tPredictMs / steps : 0,
     predicted_per_second: o.tPredictMs > 0 ? (1000 / o.tPredictMs) * steps : 0,
+    ...draft,
   };
 }
 

@@ -37,6 +37,9 @@ export interface CompletionOutcome {
   tPromptMs: number;
   tPredictMs: number;
   slot: number;
+  /** Speculative decoding: tokens drafted for this task, and those accepted (0 without speculation). */
+  nDraft: number;
+  nDraftAccepted: number;
   /** Per generated token, when probabilities were requested. */
   probabilities: Array<{ token: number; prob: number; probs: TokenProbability[] }>;
 }
@@ -228,6 +231,8 @@ export class InferenceEngine {
             tPromptMs: event.tPromptMs,
             tPredictMs: event.tPredictMs,
             slot: event.slot,
+            nDraft: event.nDraft,
+            nDraftAccepted: event.nDraftAccepted,
             probabilities: task.probabilities,
           });
           break;

@@ -67,5 +67,19 @@ function add(a: Cumulative, b: Cumulative): Cumulative {
     decodeCalls: a.decodeCalls + b.decodeCalls,
     contextShifts: a.contextShifts + b.contextShifts,
     tasksDone: a.tasksDone + b.tasksDone,
+    ...speculative(a, b),
+  };
+}
+
+/** The speculative counters, summed; absent while neither side drafted (speculation off). */
+function speculative(a: Cumulative, b: Cumulative): Partial<Cumulative> {
+  if (a.draftSteps === undefined && b.draftSteps === undefined) return {};
+  const pa = a.acceptedPerPos ?? [];
+  const pb = b.acceptedPerPos ?? [];
+  return {
+    draftTokens: (a.draftTokens ?? 0) + (b.draftTokens ?? 0),
+    draftAccepted: (a.draftAccepted ?? 0) + (b.draftAccepted ?? 0),
+    draftSteps: (a.draftSteps ?? 0) + (b.draftSteps ?? 0),
+    acceptedPerPos: Array.from({ length: Math.max(pa.length, pb.length) }, (_, i) => (pa[i] ?? 0) + (pb[i] ?? 0)),
   };
 }
