@@ -18,6 +18,8 @@ import { handleResponses, handleResponsesInputTokens } from './handlers/response
 import { handleSlotAction } from './handlers/slot-actions.js';
 import { handleTextCompletions } from './handlers/text-completions.js';
 import { handleApplyTemplate, handleDetokenize, handleTokenize } from './handlers/tokenize.js';
+import { resumable } from './streams/resumable.js';
+import type { StreamSessions } from './streams/stream-sessions.js';
 
 /** Endpoints llama-server serves only when asked (--metrics, --props) or until told not to (--no-slots). */
 export interface RouteOptions {
@@ -27,6 +29,8 @@ export interface RouteOptions {
   props: boolean;
   /** --api-prefix: put before every path (e.g. "/llama"); "" for none. */
   apiPrefix?: string;
+  /** The stream sessions that generating requests with X-Conversation-Id tee into; none: the header is ignored. */
+  streams?: StreamSessions;
 }
 
 /** A switched-off endpoint answers 501 naming the flag that turns it on, as llama-server. */
@@ -40,17 +44,21 @@ function whenEnabled<I>(enabled: boolean, what: string, flag: string, handler: I
 export function inferenceRoutes(ctx: RouteContext, options: RouteOptions): Route[] {
   const prefix = options.apiPrefix ?? '';
   const route = <I>(method: Method, path: string, guard: Guard<I>, handler: InferenceHandler<I>): Route => inferenceRoute(ctx, method, prefix + path, guard, handler);
+  const streams = options.streams;
+  // The generating routes (llama-server's server_res_generator): resumable with X-Conversation-Id.
+  const gen = <I>(handler: InferenceHandler<I>): InferenceHandler<I> =>
+    streams ? (input, req) => resumable(streams, req, (view) => handler(input, view)) : handler;
   return [
     route('GET',  '/health',               publicAccess, handleHealth),
     route('GET',  '/v1/health',            publicAccess, handleHealth),
-    route('POST', '/completion',           apiKey,       handleCompletion),
-    route('POST', '/completions',          apiKey,       handleCompletion),
-    route('POST', '/infill',               apiKey,       handleInfill),
-    route('POST', '/v1/completions',       apiKey,       handleTextCompletions),
-    route('POST', '/v1/chat/completions',  apiKey,       handleChatCompletions),
-    route('POST', '/chat/completions',     apiKey,       handleChatCompletions),
-    route('POST', '/v1/responses',         apiKey,       handleResponses),
-    route('POST', '/responses',            apiKey,       handleResponses),
+    route('POST', '/completion',           apiKey,       gen(handleCompletion)),
+    route('POST', '/completions',          apiKey,       gen(handleCompletion)),
+    route('POST', '/infill',               apiKey,       gen(handleInfill)),
+    route('POST', '/v1/completions',       apiKey,       gen(handleTextCompletions)),
+    route('POST', '/v1/chat/completions',  apiKey,       gen(handleChatCompletions)),
+    route('POST', '/chat/completions',     apiKey,       gen(handleChatCompletions)),
+    route('POST', '/v1/responses',         apiKey,       gen(handleResponses)),
+    route('POST', '/responses',            apiKey,       gen(handleResponses)),
     route('GET',  '/v1/models',            apiKeyReadOnly, handleModels),
     route('GET',  '/models',               apiKeyReadOnly, handleModels),
     route('GET',  '/props',                apiKeyReadOnly, handleProps),
@@ -75,7 +83,7 @@ export function inferenceRoutes(ctx: RouteContext, options: RouteOptions): Route
     route('POST', '/responses/input_tokens',           apiKey, handleResponsesInputTokens),
     route('POST', '/v1/responses/input_tokens',        apiKey, handleResponsesInputTokens),
     // Anthropic's Messages API: every answer, errors included, in Anthropic's shape.
-    anthropicRoute(route('POST', '/v1/messages',              apiKey, handleAnthropicMessages)),
+    anthropicRoute(route('POST', '/v1/messages',              apiKey, gen(handleAnthropicMessages))),
     anthropicRoute(route('POST', '/v1/messages/count_tokens', apiKey, handleAnthropicCountTokens)),
   ];
 }

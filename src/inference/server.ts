@@ -12,6 +12,8 @@ import { LLAMA_SERVER_DEFAULTS, type GenerationDefaults } from './service/genera
 import { ApiKeys } from './access/api-key.js';
 import { readOnlyMount, type RouteContext } from './guards.js';
 import { inferenceRoutes } from './routes.js';
+import { streamRoutes } from './streams/stream-routes.js';
+import { StreamSessions } from './streams/stream-sessions.js';
 import { formatInferenceError } from './errors.js';
 import { DEFAULT_PREFILL_BUDGET, type RuntimeOptions } from './options.js';
 import { loadInferenceService, type ServiceLoadOptions } from './service/load.js';
@@ -177,8 +179,10 @@ export async function startInferenceServer(options: InferenceServerOptions): Pro
   const servePublicPath = Boolean(options.webui && options.publicPath);
   // As llama-server: an unknown tool or an unusable --tools-runtime fails the start.
   const tools = options.tools && options.tools.names.length > 0 ? await ToolsService.start(options.tools) : null;
+  const streams = new StreamSessions();
   const routes = [
-    ...inferenceRoutes(ctx, { metrics: options.metrics, slots: options.slots ?? true, props: options.props ?? false, apiPrefix }),
+    ...inferenceRoutes(ctx, { metrics: options.metrics, slots: options.slots ?? true, props: options.props ?? false, apiPrefix, streams }),
+    ...streamRoutes(readOnlyMount(ctx), streams, apiPrefix),
     ...corsProxyRoutes(readOnlyMount(ctx), { enabled: options.corsProxy ?? false, apiPrefix, timeoutSeconds: 600 }),
     ...toolsRoutes(readOnlyMount(ctx), tools, apiPrefix),
     ...(options.extraRoutes ?? []),
@@ -211,6 +215,7 @@ export async function startInferenceServer(options: InferenceServerOptions): Pro
     async close() {
       closed = true;
       http.close();
+      streams.close();
       await Promise.all([host.close(), tools?.close()]);
     },
   };

@@ -7,6 +7,8 @@ import type { HttpRequest, HttpResult } from '../../http/request.js';
 import { parseJson } from '../../http/validation.js';
 import { ErrorType, badRequest, inferenceError } from '../errors.js';
 import { modelNotFound, ModelRegistry, type ModelEntry, type ModelEvent } from './model-registry.js';
+import { CONVERSATION_HEADER } from '../streams/resumable.js';
+import type { ConversationOwners } from './conversation-owners.js';
 import { forward } from './proxy.js';
 
 export interface RouterSettings {
@@ -61,6 +63,26 @@ async function proxyTo(registry: ModelRegistry, req: HttpRequest, entry: ModelEn
   }
 }
 
+/** Never aborts: a conversation's request waits for its model even when its client left. */
+const NEVER = new AbortController().signal;
+
+/**
+ * A POST naming its conversation: its model is remembered before the load wait, so the stream
+ * routes find the child and a stop during the load cancels it (a 400, as llama-server). The
+ * client going away does not cancel it: the child's session must still get the generation.
+ */
+async function proxyConversation(registry: ModelRegistry, owners: ConversationOwners, req: HttpRequest, entry: ModelEntry, autoload: boolean): Promise<HttpResult | void> {
+  const conversationId = req.headers[CONVERSATION_HEADER]!;
+  const ticket = owners.remember(conversationId, entry.spec.name);
+  const { port, release } = await registry.use(entry, autoload || entry.status === 'sleeping', NEVER, true);
+  try {
+    if (!owners.alive(conversationId, ticket)) throw badRequest('request cancelled by a stop while the model was loading');
+    return await forward(req, port, entry.spec.name);
+  } finally {
+    release();
+  }
+}
+
 /** GET /models: every model with its state (llama-server's listing). */
 function modelListing(entry: ModelEntry, created: number): Record<string, unknown> {
   const status: Record<string, unknown> = { value: entry.status, args: entry.args, preset: entry.spec.presetIni };
@@ -89,7 +111,7 @@ function modelField(req: HttpRequest): string {
   return name;
 }
 
-export function routerHandlers(registry: ModelRegistry, settings: RouterSettings): RouterHandlers {
+export function routerHandlers(registry: ModelRegistry, settings: RouterSettings, owners: ConversationOwners): RouterHandlers {
   const proxyGet = (req: HttpRequest): Promise<HttpResult | void> => {
     const autoload = autoloadOf(req, settings);
     return proxyTo(registry, req, requestedModel(registry, req.query.get('model') ?? '', autoload), autoload, false);
@@ -98,7 +120,9 @@ export function routerHandlers(registry: ModelRegistry, settings: RouterSettings
     proxyGet,
     proxyPost: (req) => {
       const autoload = autoloadOf(req, settings);
-      return proxyTo(registry, req, requestedModel(registry, bodyModel(req), autoload), autoload, true);
+      const entry = requestedModel(registry, bodyModel(req), autoload);
+      if (req.headers[CONVERSATION_HEADER]) return proxyConversation(registry, owners, req, entry, autoload);
+      return proxyTo(registry, req, entry, autoload, true);
     },
     props: async (req) => {
       if (req.query.get('model')) return proxyGet(req);

@@ -50,6 +50,14 @@ export function forward(req: HttpRequest, port: number, model: string): Promise<
       reject(upstreamFailed(model, err));
     });
     upstream.on('response', (res) => {
+      // A client gone before the answer (a conversation's request is forwarded regardless):
+      // the child sees the disconnect.
+      if (req.signal.aborted) {
+        res.destroy();
+        settle();
+        resolve();
+        return;
+      }
       const relay = (res.headers['content-type'] ?? '').startsWith('text/event-stream') ? relayStream(req, res) : collect(res);
       relay.then((result) => {
         settle();

@@ -7,7 +7,9 @@ import { startHttpServer } from '../../http/server.js';
 import { ApiKeys } from '../access/api-key.js';
 import { formatInferenceError } from '../errors.js';
 import { chatPageRoutes } from '../web-ui.js';
+import { ConversationOwners } from './conversation-owners.js';
 import { routerHandlers } from './handlers.js';
+import { routerStreamHandlers } from './stream-handlers.js';
 import { ModelRegistry, type RegistryOptions } from './model-registry.js';
 import { routerRoutes, withKey, type RouterAccess } from './routes.js';
 import { corsProxyRoutes } from '../cors-proxy-routes.js';
@@ -56,7 +58,9 @@ export async function startRouterServer(options: RouterServerOptions): Promise<R
     log: options.log,
   });
   const closing = new AbortController();
-  const handlers = routerHandlers(registry, { autoload: options.autoload, buildInfo: options.buildInfo, closing: closing.signal });
+  const owners = new ConversationOwners();
+  const handlers = routerHandlers(registry, { autoload: options.autoload, buildInfo: options.buildInfo, closing: closing.signal }, owners);
+  const streams = routerStreamHandlers(registry, owners);
   const apiPrefix = options.apiPrefix ?? '';
   const access: RouterAccess = { keys: new ApiKeys(options.apiKeys), ...(options.acceptBearer ? { acceptBearer: options.acceptBearer } : {}) };
   const mount: Mount = (method, path, handler) => ({ method, path, handler: withKey(access, handler) });
@@ -68,6 +72,9 @@ export async function startRouterServer(options: RouterServerOptions): Promise<R
     ...(options.extraHosts ? { extraHosts: options.extraHosts } : {}),
     routes: [
       ...routerRoutes(handlers, access, apiPrefix),
+      mount('GET',    `${apiPrefix}/v1/stream`,         streams.replay),
+      mount('DELETE', `${apiPrefix}/v1/stream`,         streams.stop),
+      mount('POST',   `${apiPrefix}/v1/streams/lookup`, streams.lookup),
       ...corsProxyRoutes(mount, { enabled: options.corsProxy ?? false, apiPrefix, timeoutSeconds: 600 }),
       ...toolsRoutes(mount, tools, apiPrefix),
       ...(options.extraRoutes ?? []),
