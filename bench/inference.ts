@@ -280,7 +280,7 @@ export interface InferenceBenchOptions {
 export async function runInferenceBench(opts: InferenceBenchOptions = {}): Promise<InferenceBenchResult> {
   const t0 = Date.now();
   /** Past this point the remaining scenarios are skipped (reported as missing): the run stays bounded on a loaded machine. */
-  const deadline = t0 + (Number(process.env.BENCH_DEADLINE_S) || 600) * 1000;
+  const deadline = t0 + (Number(process.env.BENCH_DEADLINE_S) || 3600) * 1000;
   const threads = opts.threads ?? (Number(process.env.BENCH_THREADS) || availableParallelism());
   const rounds = opts.rounds ?? (Number(process.env.BENCH_ROUNDS) || 2);
   /** BENCH_ONLY=prompt,single: only these scenario ids (the others are reported as missing). */
