@@ -14,6 +14,7 @@ import { startServer, type ServerLaunch } from './servers.js';
 import { cpuMeter, waitForQuiet, type CpuUsage } from './cpu.js';
 import { EMBEDDING_PROFILE, RERANK_PROFILE } from './embedding-profiles.js';
 import { MIXED_PROFILE } from './mixed-profile.js';
+import { ROUTER_PROFILE } from './router-profile.js';
 import { SPEC_DRAFT_PROFILE, SPEC_NGRAM_PROFILE, SPEC_SELF_PROFILE } from './speculative-profiles.js';
 
 const run = promisify(execFile);
@@ -179,7 +180,7 @@ export const GENERATION_PROFILE: Profile = {
   scenarios: [singleStream, concurrent(8, 128, 128, 2), concurrent(32, 96, 64, 1), promptProcessing, tokenize],
 };
 
-export const PROFILES: Profile[] = [GENERATION_PROFILE, MIXED_PROFILE, EMBEDDING_PROFILE, RERANK_PROFILE, SPEC_DRAFT_PROFILE, SPEC_SELF_PROFILE, SPEC_NGRAM_PROFILE];
+export const PROFILES: Profile[] = [GENERATION_PROFILE, MIXED_PROFILE, EMBEDDING_PROFILE, RERANK_PROFILE, SPEC_DRAFT_PROFILE, SPEC_SELF_PROFILE, SPEC_NGRAM_PROFILE, ROUTER_PROFILE];
 
 // ---------------------------------------------------------------------------------------------
 // Build checks
@@ -345,7 +346,7 @@ export async function runInferenceBench(opts: InferenceBenchOptions = {}): Promi
       cpu['engine ceiling/llama-bench'] = contended('llama-bench', best.usage);
       progress(`llama-bench tg128: ${ceiling.decode.toFixed(1)} tok/s (median of ${ceiling.samples.map((s) => s.toFixed(1)).join(', ')}); tg128 @ d${ceiling.atDepth.depth}: ${ceiling.atDepth.decode.toFixed(1)} tok/s`);
     }
-    const common = ['-m', modelArg, ...profile.commonArgs(threads)];
+    const common = [...(profile.modelArgs ? profile.modelArgs(model) : ['-m', modelArg]), ...profile.commonArgs(threads)];
     const launches: ServerLaunch[] = [
       { id: 'ours', label: 'inference-server', command: process.execPath, args: [relative(REPO_ROOT, serverMain), ...common, ...profile.oursExtra, ...oursExtra] },
       { id: 'llama-server', label: 'llama-server', command: llamaServer, args: [...common, ...profile.referenceExtra.flatMap((e) => e.flags)] },

@@ -48,6 +48,8 @@ export interface Profile {
   id: string;
   /** Path of the model, generated on demand. */
   model(): Promise<string>;
+  /** The flags that name the model (default: -m PATH); router mode names it in a preset instead. */
+  modelArgs?(modelPath: string): string[];
   /** Flags given to both servers (model path excluded). */
   commonArgs(threads: number): string[];
   /** Extra flags for one server only, to make the two equivalent (with the reason). */

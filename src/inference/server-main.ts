@@ -6,8 +6,7 @@ import { logLevel, OWN_FLAGS, refusedOptions, routerOptions, serverOptions, spli
 import { createInferenceAuth, type InferenceAuth } from './access/auth-bridge.js';
 import { startInferenceServer } from './server.js';
 import { modelEntry } from './dialects/server-info.js';
-import { routerLink } from './router/child-link.js';
-import { startRouterServer } from './router/server.js';
+import { routerLink, spareCommandLine } from './router/child-link.js';
 import { checkRpcEndpoints, rpcArgument } from './rpc-servers.js';
 
 
@@ -98,6 +97,8 @@ async function runRouter(params: NativeServerParams, own: OwnFlags): Promise<num
   const auth = await startAuth(own, options.host, options.port);
   // The children run this same program (node, its flags and this script) with their model's flags.
   const command = [process.execPath, ...process.execArgv, process.argv[1]!];
+  // Imported here: a model process (or a single-model server) does not load the router.
+  const { startRouterServer } = await import('./router/server.js');
   const server = await startRouterServer({
     ...options,
     command,
@@ -119,7 +120,9 @@ async function runRouter(params: NativeServerParams, own: OwnFlags): Promise<num
 
 async function main(): Promise<number> {
   try {
-    const { own, llama } = splitCommandLine(process.argv.slice(2));
+    // A router's spare model process gets its command line when the router needs it.
+    const argv = (await spareCommandLine()) ?? process.argv.slice(2);
+    const { own, llama } = splitCommandLine(argv);
     if (llama.some((a) => a === '-h' || a === '--help' || a === '--usage')) console.log(ownUsage() + '\n');
     // llama.cpp's parser registers --rpc endpoints at once, and ggml ends the process on one it cannot reach.
     const rpc = rpcArgument(llama, process.env);

@@ -1,7 +1,7 @@
 // Router mode (inference-server without -m): a models directory with a chat model and a corrupt
 // GGUF, and a preset with an embedding model. Each model loads on demand in its own child
 // process and answers as the single-model server does; the corrupt one fails on its own.
-import { copyFileSync, mkdtempSync, openSync, readSync, closeSync, writeFileSync, rmSync } from 'node:fs';
+import { copyFileSync, mkdtempSync, openSync, readSync, readdirSync, readFileSync, closeSync, writeFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import t from 'tap';
@@ -31,10 +31,10 @@ writeFileSync(preset, `[embed]\nmodel = ${models.embedding}\nembeddings = true\n
 
 const CHILD = [process.execPath, '--import', join(REPO_ROOT, 'scripts', 'ts-loader.mjs'), join(REPO_ROOT, 'src', 'inference', 'server-main.ts')];
 
-async function startRouter(extra: string[], modelsMax = 0): Promise<{ router: RouterServer; base: string }> {
+async function startRouter(extra: string[], modelsMax = 0, spares = 0): Promise<{ router: RouterServer; base: string }> {
   const params = native.ServerParams.parse(['llama-server', '--models-dir', modelsDir, '--models-preset', preset, '-c', '512', '-np', '2', '-t', '1', ...extra]);
   const router = await startRouterServer({
-    host: '127.0.0.1', port: 0, apiKeys: [], maxBodyBytes: 1 << 20, autoload: true, modelsMax, buildInfo: 'b1-test',
+    host: '127.0.0.1', port: 0, apiKeys: [], maxBodyBytes: 1 << 20, autoload: true, modelsMax, spares, buildInfo: 'b1-test',
     readSpecs: () => params.routerModels(), command: CHILD, childArgs: [], log: () => {},
   });
   return { router, base: `http://127.0.0.1:${router.port}` };
@@ -60,6 +60,37 @@ const isAlive = (pid: number): boolean => {
     return false;
   }
 };
+
+/** Resident memory (bytes) of a process and all its descendants, from /proc. */
+function treeRss(root: number): number {
+  const children = new Map<number, number[]>();
+  for (const name of readdirSync('/proc')) {
+    if (!/^\d+$/.test(name)) continue;
+    try {
+      const stat = readFileSync(`/proc/${name}/stat`, 'utf8');
+      const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
+      children.set(ppid, [...(children.get(ppid) ?? []), Number(name)]);
+    } catch {
+      // gone meanwhile
+    }
+  }
+  const rss = (pid: number): number => {
+    try {
+      return Number(/VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1] ?? 0) * 1024;
+    } catch {
+      return 0;
+    }
+  };
+  const walk = (pid: number): number => rss(pid) + (children.get(pid) ?? []).reduce((sum, c) => sum + walk(c), 0);
+  return walk(root);
+}
+
+/**
+ * The bound on what an unloaded or sleeping model may leave behind: the router process and its
+ * children together hold at most this much more than before the model was loaded (the model's
+ * process has exited; what remains is the router's own heap from proxying).
+ */
+const RSS_BOUND = 32 * 1024 * 1024;
 
 async function statusOf(base: string, id: string): Promise<Record<string, unknown>> {
   const list = (await (await fetch(`${base}/models`)).json()) as { data: Array<{ id: string; status: Record<string, unknown> }> };
@@ -136,6 +167,7 @@ t.test('bad input to the router is a clear 4xx', async (t) => {
 t.test('concurrent first requests load the model once; unload ends its process', async (t) => {
   const { router, base } = await startRouter([]);
   t.teardown(() => router.close());
+  const rssBefore = treeRss(process.pid);
   let spawns = 0;
   router.registry.on('event', (e) => { if (e.model === 'chat' && e.event === 'model_status') spawns++; });
   const answers = await Promise.all([1, 2, 3].map(() => postJson(`${base}/completion`, { ...COMPLETION, model: 'chat' })));
@@ -146,10 +178,14 @@ t.test('concurrent first requests load the model once; unload ends its process',
   const reader = sse.body!.getReader();
   const pid = router.registry.find('chat')!.process!.pid!;
   t.ok(isAlive(pid));
+  const modelRss = treeRss(pid);
+  t.ok(modelRss > RSS_BOUND, `the loaded model's process holds ${(modelRss / 2 ** 20).toFixed(0)} MiB`);
   const unloaded = nextEvent(router, (e) => e.model === 'chat' && e.data?.['status'] === 'unloaded');
   t.same((await postJson(`${base}/models/unload`, { model: 'chat' })).body, { success: true });
   await unloaded;
   t.notOk(isAlive(pid), 'the child process has exited');
+  const rssAfter = treeRss(process.pid);
+  t.ok(rssAfter - rssBefore < RSS_BOUND, `after unload the router and its children hold ${((rssAfter - rssBefore) / 2 ** 20).toFixed(1)} MiB more than before the load (bound ${RSS_BOUND / 2 ** 20} MiB)`);
   let text = '';
   while (!text.includes('"unloaded"')) text += new TextDecoder().decode((await reader.read()).value);
   await reader.cancel();
@@ -175,10 +211,13 @@ t.test('--models-max 1: alternating requests swap the models and stay correct', 
 t.test('--sleep-idle-seconds: an idle model is unloaded (its process exits) and the next request loads it again', async (t) => {
   const { router, base } = await startRouter(['--sleep-idle-seconds', '1']);
   t.teardown(() => router.close());
+  const rssBefore = treeRss(process.pid);
   t.equal((await postJson(`${base}/completion`, { ...COMPLETION, model: 'chat' })).body.content, reference.completion);
   const pid = router.registry.find('chat')!.process!.pid!;
   await nextEvent(router, (e) => e.model === 'chat' && e.data?.['status'] === 'sleeping');
   t.notOk(isAlive(pid), 'the idle model\'s process has exited');
+  const rssAfter = treeRss(process.pid);
+  t.ok(rssAfter - rssBefore < RSS_BOUND, `asleep, the router and its children hold ${((rssAfter - rssBefore) / 2 ** 20).toFixed(1)} MiB more than before the load (bound ${RSS_BOUND / 2 ** 20} MiB)`);
   t.equal((await statusOf(base, 'chat')).value, 'sleeping');
   t.equal((await postJson(`${base}/completion`, { ...COMPLETION, model: 'chat' })).body.content, reference.completion);
   t.equal((await statusOf(base, 'chat')).value, 'loaded');
@@ -214,4 +253,21 @@ t.test('the router serves /tools and /cors-proxy itself, behind its key, as llam
   t.same(listed.map((tool: any) => tool.tool), ['read_file', 'get_info']);
   const proxy = await fetch(`${base}/cors-proxy?url=http://127.0.0.1:1/`, { headers: { authorization: 'Bearer k' } });
   t.equal(proxy.status, 403, 'without --ui-mcp-proxy, llama-server\'s 403');
+});
+
+t.test('a spare model process: a load takes it, it is replaced once the request is over, and close ends it', async (t) => {
+  const { router, base } = await startRouter([], 0, 1);
+  const [spare] = router.registry.sparePids;
+  t.ok(spare !== undefined && isAlive(spare), 'the router starts a spare at once');
+  t.equal((await postJson(`${base}/completion`, { ...COMPLETION, model: 'chat' })).body.content, reference.completion, 'greedy output equals the single-model server');
+  t.equal(router.registry.find('chat')!.process!.pid, spare, 'the model runs in the spare');
+  const [next] = router.registry.sparePids;
+  t.ok(next !== undefined && next !== spare && isAlive(next), 'a new spare replaces it');
+  const embedding = await postJson(`${base}/v1/embeddings`, { ...EMBED, model: 'embedder' });
+  t.same(embedding.body.data[0].embedding, reference.embedding, 'a spare takes the preset model\'s own command line');
+  t.equal(router.registry.find('embed')!.process!.pid, next);
+  await router.close();
+  t.notOk(isAlive(next!), 'close ends the model processes');
+  t.same(router.registry.sparePids, [], 'and the spares');
+  t.ok(router.registry.list().every((e) => e.process === null));
 });

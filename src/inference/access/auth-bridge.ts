@@ -4,7 +4,9 @@
 import { bearerToken } from '../../http/bearer.js';
 import { HttpError } from '../../http/errors.js';
 import type { Route } from '../../http/router.js';
-import { createAccessTokenGuard, createAuthService, readAuthServiceConfig, type AuthService, type AuthServiceConfig, type RoleName } from '../../auth/mount.js';
+// The auth service (postgres.js, jose, its schema) is imported only when a flag asks for it: a
+// server without --auth/--auth-app starts without loading it (router mode starts one per model).
+import type { AuthService, AuthServiceConfig, RoleName } from '../../auth/mount.js';
 import { ErrorType, inferenceError } from '../errors.js';
 
 export interface InferenceAuthOptions {
@@ -32,6 +34,8 @@ export interface InferenceAuth {
 }
 
 export async function createInferenceAuth(options: InferenceAuthOptions): Promise<InferenceAuth> {
+  if (!options.mount && !options.appSlug) return { routes: [], close: async () => {} };
+  const { createAccessTokenGuard, createAuthService, readAuthServiceConfig } = await import('../../auth/mount.js');
   let service: AuthService | null = null;
   if (options.mount) service = await createAuthService(options.config ?? readAuthServiceConfig(options.env, { issuer: options.selfUrl }));
   let acceptBearer: InferenceAuth['acceptBearer'];

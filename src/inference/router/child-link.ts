@@ -2,15 +2,21 @@
 // IPC channel, opened by the router when it spawns the child with ROUTER_CHILD_ENV set.
 //   child -> router  {type: "listening", port}   the port is open
 //                    {type: "ready", info}       the model is loaded; info is its /v1/models entry
-//   router -> child  {type: "exit"}              shut down (the router kills it after its stop timeout)
+//   router -> child  {type: "start", args}       (a spare only) serve the model of this command line
+//                    {type: "exit"}              shut down (the router kills it after its stop timeout)
+// A spare (ROUTER_SPARE_ENV also set) is a model process started ahead of need: Node, the server's
+// modules and the addon are loaded, and it waits for its command line, so that a model load
+// does not pay for process start-up.
 // A child whose router has gone (the channel closes) exits at once, as llama-server's children do
 // on EOF of their stdin.
 
 export const ROUTER_CHILD_ENV = 'INFERENCE_SERVER_ROUTER_CHILD';
+export const ROUTER_SPARE_ENV = 'INFERENCE_SERVER_ROUTER_SPARE';
 
 export type ChildMessage =
   | { type: 'listening'; port: number }
   | { type: 'ready'; info: Record<string, unknown> }
+  | { type: 'start'; args: string[] }
   | { type: 'exit' };
 
 export interface RouterLink {
@@ -32,4 +38,25 @@ export function routerLink(shutdown: () => void): RouterLink | null {
     listening: (port) => send({ type: 'listening', port }),
     ready: (info) => send({ type: 'ready', info }),
   };
+}
+
+/**
+ * In a spare: resolves with the command line the router sends (the process exits if the router
+ * goes first). Elsewhere: null.
+ */
+export function spareCommandLine(): Promise<string[]> | null {
+  if (process.env[ROUTER_CHILD_ENV] !== '1' || process.env[ROUTER_SPARE_ENV] !== '1' || !process.send) return null;
+  delete process.env[ROUTER_SPARE_ENV];
+  return new Promise((resolve) => {
+    const gone = (): void => process.exit(0);
+    const onMessage = (message: ChildMessage): void => {
+      if (message.type === 'exit') process.exit(0);
+      if (message.type !== 'start') return;
+      process.off('message', onMessage);
+      process.off('disconnect', gone);
+      resolve(message.args);
+    };
+    process.on('message', onMessage);
+    process.on('disconnect', gone);
+  });
 }

@@ -3,10 +3,11 @@
 // when its model is ready (child-link.ts); the router asks it to exit the same way and kills it
 // when it does not within the model's stop timeout. Its output is forwarded, line by line, with
 // the model's name in front; the last lines are kept for the error of a failed load.
+// A spare (ModelProcess.spare) is started without a model and given its command line by start().
 import { spawn, type ChildProcess } from 'node:child_process';
 import { EventEmitter } from 'node:events';
 import { createInterface } from 'node:readline';
-import { ROUTER_CHILD_ENV, type ChildMessage } from './child-link.js';
+import { ROUTER_CHILD_ENV, ROUTER_SPARE_ENV, type ChildMessage } from './child-link.js';
 
 /** What the router learns from a child. */
 export interface ModelProcessEvents {
@@ -21,7 +22,8 @@ export interface ModelProcessEvents {
 export interface ModelProcessOptions {
   /** The program and the arguments before the model's (e.g. node and the server's entry). */
   command: readonly string[];
-  args: readonly string[];
+  /** The model's command line; null starts a spare, which waits for start(). */
+  args: readonly string[] | null;
   /** Receives each output line of the child. */
   log: (line: string) => void;
 }
@@ -33,6 +35,7 @@ export class ModelProcess extends EventEmitter<ModelProcessEvents> {
   private readonly child: ChildProcess;
   private killTimer: NodeJS.Timeout | null = null;
   private readonly lastLines: string[] = [];
+  private log: (line: string) => void;
   /** Resolves with the exit code once the process has ended. */
   readonly exited: Promise<number>;
   exitCode: number | null = null;
@@ -40,16 +43,18 @@ export class ModelProcess extends EventEmitter<ModelProcessEvents> {
 
   constructor(options: ModelProcessOptions) {
     super();
+    this.log = options.log;
     const [program, ...pre] = options.command;
-    this.child = spawn(program!, [...pre, ...options.args], {
-      env: { ...process.env, [ROUTER_CHILD_ENV]: '1' },
+    const spare = options.args === null ? { [ROUTER_SPARE_ENV]: '1' } : {};
+    this.child = spawn(program!, [...pre, ...(options.args ?? [])], {
+      env: { ...process.env, [ROUTER_CHILD_ENV]: '1', ...spare },
       stdio: ['ignore', 'pipe', 'pipe', 'ipc'],
     });
     for (const stream of [this.child.stdout!, this.child.stderr!]) {
       createInterface({ input: stream }).on('line', (line) => {
         this.lastLines.push(line);
         if (this.lastLines.length > KEPT_LINES) this.lastLines.shift();
-        options.log(line);
+        this.log(line);
       });
     }
     this.child.on('message', (message: ChildMessage) => this.onMessage(message));
@@ -65,6 +70,14 @@ export class ModelProcess extends EventEmitter<ModelProcessEvents> {
       // Spawning itself failed (no such program): never started.
       this.child.on('error', () => done(127));
     });
+  }
+
+  /** A spare, started: null when it has exited or lost its channel (start a new process instead). */
+  start(args: readonly string[], log: (line: string) => void): this | null {
+    if (!this.alive || !this.child.connected) return null;
+    this.log = log;
+    this.child.send({ type: 'start', args: [...args] } satisfies ChildMessage, () => {});
+    return this;
   }
 
   get pid(): number | undefined {

@@ -57,6 +57,12 @@ export interface RegistryOptions {
   command: readonly string[];
   /** Arguments of this server's own given to every child (e.g. --max-body-bytes). */
   childArgs: readonly string[];
+  /**
+   * Spare model processes kept started (Node, the server and the addon loaded, no model): a load
+   * takes one instead of starting a process, and a new one is started once the model is ready.
+   * Default 0.
+   */
+  spares?: number;
   /** A child that is not ready within this long is killed and its load fails. */
   loadTimeoutMs: number;
   /** LLAMA_SERVER_DEBUG_FAKE_TIMING: 2 s more per load and per proxied request, as llama-server (its tests rely on it). */
@@ -71,6 +77,7 @@ export class ModelRegistry extends EventEmitter<{ event: [ModelEvent] }> {
   /** Woken on every state change; waiters re-check their condition. */
   private readonly changes = new EventEmitter();
   private readonly queue: LoadQueue;
+  private readonly spares: ModelProcess[] = [];
   private closed = false;
 
   constructor(private readonly options: RegistryOptions) {
@@ -80,6 +87,12 @@ export class ModelRegistry extends EventEmitter<{ event: [ModelEvent] }> {
     checkModelNames(specs);
     for (const spec of specs) this.entries.set(spec.name, newEntry(spec));
     this.queue = new LoadQueue(this.places());
+    this.refillSpares();
+  }
+
+  /** The spares' process ids, oldest first. */
+  get sparePids(): number[] {
+    return this.spares.map((s) => s.pid!);
   }
 
   get modelsMax(): number {
@@ -185,6 +198,9 @@ export class ModelRegistry extends EventEmitter<{ event: [ModelEvent] }> {
       if (entry.inFlight === 0) {
         this.queue.tick();
         this.startIdleTimer(entry);
+        // A spare taken by this model's load is replaced once its requests are over, not while
+        // its first ones run.
+        this.refillSpares();
       }
     };
   }
@@ -264,7 +280,33 @@ export class ModelRegistry extends EventEmitter<{ event: [ModelEvent] }> {
       if (entry.status === 'loading') entry.process!.kill();
       this.stop(entry);
     }
-    await Promise.all(running.map((e) => e.process?.exited));
+    const spares = this.spares.splice(0);
+    for (const spare of spares) spare.kill();
+    await Promise.all([...running.map((e) => e.process?.exited), ...spares.map((s) => s.exited)]);
+  }
+
+  /** Starts spares up to the configured number. */
+  private refillSpares(): void {
+    while (!this.closed && this.spares.length < (this.options.spares ?? 0)) {
+      const spare = new ModelProcess({ command: this.options.command, args: null, log: (line) => this.options.log(`[spare] ${line}`) });
+      this.spares.push(spare);
+      // A spare that dies waiting is dropped; the next load starts a process of its own.
+      spare.on('exit', (code) => {
+        const i = this.spares.indexOf(spare);
+        if (i < 0) return;
+        this.spares.splice(i, 1);
+        this.options.log(`router: a spare model process exited with code ${code}`);
+      });
+    }
+  }
+
+  /** A started process for the model's command line: a spare when one is waiting. */
+  private startProcess(args: readonly string[], log: (line: string) => void): ModelProcess {
+    for (let spare = this.spares.shift(); spare; spare = this.spares.shift()) {
+      const started = spare.start(args, log);
+      if (started) return started;
+    }
+    return new ModelProcess({ command: this.options.command, args, log });
   }
 
   private async claimedLoad(entry: ModelEntry): Promise<boolean> {
@@ -288,7 +330,7 @@ export class ModelRegistry extends EventEmitter<{ event: [ModelEvent] }> {
   private spawn(entry: ModelEntry): void {
     const name = entry.spec.name;
     const args = [...entry.spec.args, ...this.options.childArgs, '--host', '127.0.0.1', '--port', '0', '--alias', name];
-    const proc = new ModelProcess({ command: this.options.command, args, log: (line) => this.options.log(`[${name}] ${line}`) });
+    const proc = this.startProcess(args, (line) => this.options.log(`[${name}] ${line}`));
     Object.assign(entry, { process: proc, stopping: false, sleepOnExit: false, exitCode: 0, failure: null, info: null, lastUsed: Date.now() });
     entry.args = [...this.options.command, ...args];
     entry.status = 'loading';
@@ -329,6 +371,7 @@ export class ModelRegistry extends EventEmitter<{ event: [ModelEvent] }> {
     entry.sleepOnExit = false;
     this.setStatus(entry, status, status === 'unloaded' ? { exit_code: code } : {});
     this.queue.tick();
+    this.refillSpares();
   }
 
   private setStatus(entry: ModelEntry, status: ModelStatus, data: Record<string, unknown> = {}): void {

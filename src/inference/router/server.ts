@@ -51,6 +51,7 @@ export async function startRouterServer(options: RouterServerOptions): Promise<R
   const registry = new ModelRegistry({
     readSpecs: options.readSpecs,
     modelsMax: options.modelsMax,
+    ...(options.spares !== undefined ? { spares: options.spares } : {}),
     command: options.command,
     childArgs: options.childArgs,
     loadTimeoutMs: options.loadTimeoutMs ?? 600_000,
