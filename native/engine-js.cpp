@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <exception>
+#include <thread>
 
 #include "common.h"
 #include "engine.h"
@@ -21,6 +23,26 @@ Napi::FunctionReference Engine::constructor;
 
 // ---------------------------------------------------------------------------------------------
 // Creation: the context is allocated on a worker thread.
+
+// ggml's CPU backend computes a graph on an OpenMP team whose master is the calling thread, and
+// libgomp keeps that team's threads for the master until the master exits. A decode on the
+// long-lived libuv worker (the speculation check decodes two tokens) would leave an idle team
+// behind; with more OpenMP threads than CPUs libgomp stops spinning at barriers for every team,
+// the engine thread's included (measured: speculative decoding 25-35% slower on 2 cores). Such
+// work runs on a thread of its own that exits at once and takes its team with it.
+template <typename Fn>
+static void on_own_thread(Fn && fn) {
+    std::exception_ptr error;
+    std::thread worker([&] {
+        try {
+            fn();
+        } catch (...) {
+            error = std::current_exception();
+        }
+    });
+    worker.join();
+    if (error) std::rethrow_exception(error);
+}
 
 class EngineCreateWorker : public ModelWorker {
 public:
@@ -81,7 +103,9 @@ public:
             if (params_.server && !params_.server->control_vectors.empty()) apply_control_vectors(*params_.server);
             if (params_.server && !params_.embeddings) {
                 try {
-                    spec_ = Speculation::create(*params_.server, model_->get(), ctx_, params_.n_parallel, params_.n_threads, params_.n_threads_batch);
+                    on_own_thread([&] {
+                        spec_ = Speculation::create(*params_.server, model_->get(), ctx_, params_.n_parallel, params_.n_threads, params_.n_threads_batch);
+                    });
                 } catch (const Refusal & r) {
                     fail(r.code, r.message);
                 }
