@@ -16,7 +16,7 @@ export const OWN_FLAGS = [
   { names: ['--media-allow-remote'], kind: 'bool', key: 'mediaAllowRemote', help: 'fetch http(s) image URLs in chat messages (default: only data URLs)' },
   { names: ['--prefill-budget'], kind: 'int', key: 'prefillBudget', help: 'chunked prefill: most tokens a step decodes while any slot is generating (its tokens first, prompt chunks fill the rest); shorter stalls of running streams against slower long prompts; 0 = no budget, prompts fill -b as in llama-server (default ' + DEFAULT_PREFILL_BUDGET + ')' },
   { names: ['--layer-window'], kind: 'string', key: 'layerWindow', choices: ['auto'], help: '"auto": as many layers on the GPU as its free memory holds (-ngl auto)' },
-  { names: ['--models-spare'], kind: 'int', key: 'modelsSpare', help: 'router mode: model processes kept started without a model (Node and the addon loaded, about 60 MB each), so that loading a model skips process start-up (default 1; 0 = none)' },
+  { names: ['--models-spare'], kind: 'int', key: 'modelsSpare', help: 'router mode: model processes kept started without a model (Node and the addon loaded, about 75 MB each), so that loading a model skips process start-up (default 1; 0 = none)' },
   { names: ['--auth'], kind: 'bool', key: 'auth', help: 'mount the authentication service on this port (configured by the AUTH_* variables, see docs/auth-service.md)' },
   { names: ['--auth-app'], kind: 'string', key: 'authApp', help: 'also accept access tokens of this auth-service app (slug) where an API key is accepted' },
   { names: ['--auth-role'], kind: 'string', key: 'authRole', choices: ROLE_NAMES, help: 'with --auth-app: least role required in the token (viewer, staff, admin, owner)' },
