@@ -201,7 +201,7 @@ function staleSources(srcDir: string, distDir: string): string[] {
 
 /** Compiles src/ to dist/ (tsc) when a source of the inference server is newer than its output. */
 function ensureDist(progress: (m: string) => void): string {
-  const main = join(REPO_ROOT, 'dist/inference/server-main.js');
+  const main = join(REPO_ROOT, 'dist/inference/inference-server.cjs');
   const stale = ['inference', 'http', 'native'].flatMap((d) => staleSources(join(REPO_ROOT, 'src', d), join(REPO_ROOT, 'dist', d)));
   if (stale.length > 0) {
     progress(`compiling src/ to dist/ (tsc): ${stale.length} stale file(s), e.g. ${stale[0]}`);
