@@ -771,5 +771,23 @@ function findAddon(): string {
 
 const require = createRequire(import.meta.url);
 
+/**
+ * Loads the addon; a shared library it needs and this machine lacks (a CUDA build's runtime
+ * libraries, say) fails here with the loader's message, which is passed on with what to do.
+ */
+export function loadAddon(path: string): NativeAddon {
+  try {
+    return require(path) as NativeAddon;
+  } catch (err) {
+    const message = (err as Error).message;
+    const missing = /(lib[\w.+-]+\.so[\w.]*): cannot open shared object file/.exec(message)?.[1];
+    if (!missing) throw err;
+    const gpu = /^lib(cuda|cublas|nvidia|nvrtc)/.test(missing)
+      ? ' The addon was built for NVIDIA GPUs (GGML_CUDA=ON): install the CUDA runtime it was built with (libcudart, libcublas), or rebuild it for the CPU with `npm run build:addon`.'
+      : '';
+    throw new Error(`cannot load the native addon ${path}: it needs ${missing}, which this machine does not have.${gpu}`, { cause: err });
+  }
+}
+
 /** The loaded addon (loaded once, on first import). */
-export const native: NativeAddon = require(findAddon()) as NativeAddon;
+export const native: NativeAddon = loadAddon(findAddon());
