@@ -8,4 +8,8 @@
 // saturated either way; fewer pool threads contend less with it). UV_THREADPOOL_SIZE, when set,
 // wins.
 process.env.UV_THREADPOOL_SIZE ??= String(require('node:os').availableParallelism());
-void import('./server-main.js');
+import('./server-main.js').catch((err: Error) => {
+  // A failure before main runs (the addon cannot load): its message alone, as main's own errors.
+  console.error(`inference-server: ${err.message}`);
+  process.exit(1);
+});
