@@ -9,7 +9,8 @@ import { REPO_ROOT } from '../test/helpers/reference.js';
 import { BenchError, httpJson, median, streamCompletion } from './load.js';
 import type { Profile, Scenario, ScenarioContext } from './scenario.js';
 
-const ROUTER = { model: 'bench', reps: 4, predict: 8, unloadLimitMs: 30_000 };
+/** thinkMs: the pause after an unload before the next cold start (a user switching models). */
+const ROUTER = { model: 'bench', reps: 4, predict: 8, unloadLimitMs: 30_000, thinkMs: 1500 };
 
 /** Resolves once GET /models lists the model as unloaded (bounded). */
 async function unloaded(ctx: ScenarioContext): Promise<void> {
@@ -29,7 +30,7 @@ const coldStart: Scenario = {
   id: 'router-cold',
   title: 'router: first token from an unloaded model',
   timeoutSeconds: 300,
-  description: `router mode (no -m; --models-preset naming the bench model as "${ROUTER.model}"), 1 client: POST /completion naming the unloaded model, ${ROUTER.predict} tokens streamed; time to the first token, client-side (child process start, model load, prompt, first token); then POST /models/unload and wait until GET /models says unloaded; median of ${ROUTER.reps} cold starts. Warm TTFT: the same request once the model is loaded (info).`,
+  description: `router mode (no -m; --models-preset naming the bench model as "${ROUTER.model}"), 1 client: POST /completion naming the unloaded model, ${ROUTER.predict} tokens streamed; time to the first token, client-side (child process start, model load, prompt, first token); then POST /models/unload, wait until GET /models says unloaded, and pause ${ROUTER.thinkMs / 1000} s; median of ${ROUTER.reps} cold starts. Warm TTFT: the same request once the model is loaded (info).`,
   metrics: [
     { key: 'cold', label: 'cold-start time to first token', unit: 'ms', kind: 'latency' },
     { key: 'warm', label: 'time to first token, model loaded', unit: 'ms', kind: 'info' },
@@ -42,6 +43,7 @@ const coldStart: Scenario = {
       cold.push((await streamCompletion(ctx.base, '/completion', body)).firstTokenMs);
       warm.push((await streamCompletion(ctx.base, '/completion', body)).firstTokenMs);
       await unloaded(ctx);
+      await new Promise((r) => setTimeout(r, ROUTER.thinkMs));
     }
     return { cold: median(cold), warm: median(warm) };
   },

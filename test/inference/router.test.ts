@@ -2,6 +2,7 @@
 // GGUF, and a preset with an embedding model. Each model loads on demand in its own child
 // process and answers as the single-model server does; the corrupt one fails on its own.
 import { copyFileSync, mkdtempSync, openSync, readSync, readdirSync, readFileSync, closeSync, writeFileSync, rmSync } from 'node:fs';
+import { once } from 'node:events';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import t from 'tap';
@@ -257,12 +258,15 @@ t.test('the router serves /tools and /cors-proxy itself, behind its key, as llam
 
 t.test('a spare model process: a load takes it, it is replaced once the request is over, and close ends it', async (t) => {
   const { router, base } = await startRouter([], 0, 1);
+  const replaced = once(router.registry, 'spare');
   const [spare] = router.registry.sparePids;
   t.ok(spare !== undefined && isAlive(spare), 'the router starts a spare at once');
   t.equal((await postJson(`${base}/completion`, { ...COMPLETION, model: 'chat' })).body.content, reference.completion, 'greedy output equals the single-model server');
   t.equal(router.registry.find('chat')!.process!.pid, spare, 'the model runs in the spare');
-  const [next] = router.registry.sparePids;
-  t.ok(next !== undefined && next !== spare && isAlive(next), 'a new spare replaces it');
+  t.same(router.registry.sparePids, [], 'the spare is not replaced while the new model serves its first requests');
+  const [next] = (await replaced) as [number];
+  t.ok(next !== spare && isAlive(next), 'a new spare replaces it once the router is idle');
+  t.same(router.registry.sparePids, [next]);
   const embedding = await postJson(`${base}/v1/embeddings`, { ...EMBED, model: 'embedder' });
   t.same(embedding.body.data[0].embedding, reference.embedding, 'a spare takes the preset model\'s own command line');
   t.equal(router.registry.find('embed')!.process!.pid, next);

@@ -72,12 +72,16 @@ export interface RegistryOptions {
 
 export const modelNotFound = (name: string) => badRequest(`model '${name}' not found`);
 
-export class ModelRegistry extends EventEmitter<{ event: [ModelEvent] }> {
+/** A spare is started once no model has had a request in flight or a load under way for this long. */
+const SPARE_REFILL_IDLE_MS = 500;
+
+export class ModelRegistry extends EventEmitter<{ event: [ModelEvent]; spare: [pid: number] }> {
   private readonly entries = new Map<string, ModelEntry>();
   /** Woken on every state change; waiters re-check their condition. */
   private readonly changes = new EventEmitter();
   private readonly queue: LoadQueue;
   private readonly spares: ModelProcess[] = [];
+  private refillTimer: NodeJS.Timeout | null = null;
   private closed = false;
 
   constructor(private readonly options: RegistryOptions) {
@@ -198,9 +202,7 @@ export class ModelRegistry extends EventEmitter<{ event: [ModelEvent] }> {
       if (entry.inFlight === 0) {
         this.queue.tick();
         this.startIdleTimer(entry);
-        // A spare taken by this model's load is replaced once its requests are over, not while
-        // its first ones run.
-        this.refillSpares();
+        this.scheduleRefill();
       }
     };
   }
@@ -280,16 +282,35 @@ export class ModelRegistry extends EventEmitter<{ event: [ModelEvent] }> {
       if (entry.status === 'loading') entry.process!.kill();
       this.stop(entry);
     }
+    if (this.refillTimer) clearTimeout(this.refillTimer);
     const spares = this.spares.splice(0);
     for (const spare of spares) spare.kill();
     await Promise.all([...running.map((e) => e.process?.exited), ...spares.map((s) => s.exited)]);
   }
 
-  /** Starts spares up to the configured number. */
+  /**
+   * A spare taken by a load is replaced once the router is idle (no request in flight, no load
+   * under way, for SPARE_REFILL_IDLE_MS): starting one costs a CPU core for about 200 ms, which
+   * would otherwise slow the new model's first requests.
+   */
+  private scheduleRefill(): void {
+    if (this.closed || this.spares.length >= (this.options.spares ?? 0)) return;
+    if (this.refillTimer) clearTimeout(this.refillTimer);
+    this.refillTimer = setTimeout(() => {
+      this.refillTimer = null;
+      const busy = this.list().some((e) => e.inFlight > 0 || e.status === 'loading');
+      if (busy) this.scheduleRefill();
+      else this.refillSpares();
+    }, SPARE_REFILL_IDLE_MS);
+    this.refillTimer.unref();
+  }
+
+  /** Starts spares up to the configured number at once. */
   private refillSpares(): void {
     while (!this.closed && this.spares.length < (this.options.spares ?? 0)) {
       const spare = new ModelProcess({ command: this.options.command, args: null, log: (line) => this.options.log(`[spare] ${line}`) });
       this.spares.push(spare);
+      this.emit('spare', spare.pid!);
       // A spare that dies waiting is dropped; the next load starts a process of its own.
       spare.on('exit', (code) => {
         const i = this.spares.indexOf(spare);
@@ -371,7 +392,7 @@ export class ModelRegistry extends EventEmitter<{ event: [ModelEvent] }> {
     entry.sleepOnExit = false;
     this.setStatus(entry, status, status === 'unloaded' ? { exit_code: code } : {});
     this.queue.tick();
-    this.refillSpares();
+    this.scheduleRefill();
   }
 
   private setStatus(entry: ModelEntry, status: ModelStatus, data: Record<string, unknown> = {}): void {
