@@ -138,6 +138,7 @@ public:
         p.Set("nCtxSlotMax", params_.n_ctx_slot_max);
         p.Set("backendSampling", params_.backend_sampling);
         p.Set("prefillBudget", params_.prefill_budget);
+        p.Set("prefillBudgetMs", params_.prefill_budget_ms);
         p.Set("loras", loras_.IsEmpty() ? Napi::Array::New(env) : loras_.Value());
         if (!vision_.IsEmpty()) p.Set("vision", vision_.Value());
         if (spec_) p.Set("speculation", Napi::External<Speculation>::New(env, spec_.release()));
@@ -193,6 +194,14 @@ Napi::Value Engine::create(const Napi::CallbackInfo & info) {
             throw_coded(env, ErrorCode::INVALID_ARGUMENT, "params.prefillBudget must be an integer >= 0 (0: no budget)");
         }
         p.prefill_budget = static_cast<int32_t>(d);
+    }
+    if (!o.Get("prefillBudgetMs").IsUndefined()) {
+        Napi::Value v = o.Get("prefillBudgetMs");
+        const double d = v.IsNumber() ? v.As<Napi::Number>().DoubleValue() : -1;
+        if (!(d >= 0 && d <= 3600000)) {
+            throw_coded(env, ErrorCode::INVALID_ARGUMENT, "params.prefillBudgetMs must be a number of milliseconds from 0 (no time target) to 3600000");
+        }
+        p.prefill_budget_ms = d;
     }
     if (o.Get("serverParams").IsObject()) p.server = std::make_shared<common_params>(ServerParams::from_js(env, o.Get("serverParams")).params());
     auto * worker = new EngineCreateWorker(env, model, model_obj, info[2].As<Napi::Function>(), p);
@@ -262,6 +271,7 @@ Engine::Engine(const Napi::CallbackInfo & info) : Napi::ObjectWrap<Engine>(info)
     // As llama-server: the cache holds at least a context's worth of tokens.
     if (params_.prompt_cache_mib != 0) prompt_cache_ = std::make_unique<PromptCache>(params_.prompt_cache_mib, llama_n_ctx(ctx_));
     params_.prefill_budget = read_i32(p, "prefillBudget", params_.prefill_budget);
+    if (p.Get("prefillBudgetMs").IsNumber()) params_.prefill_budget_ms = p.Get("prefillBudgetMs").As<Napi::Number>().DoubleValue();
     n_ctx_seq_ = static_cast<int32_t>(llama_n_ctx_seq(ctx_));
     // --kv-unified-per-slot caps each slot below its share of the pool, as llama-server's n_ctx_slot().
     const int32_t slot_max = read_i32(p, "nCtxSlotMax", 0);
@@ -628,6 +638,7 @@ Napi::Value Engine::js_info(const Napi::CallbackInfo & info) {
     m.Set("nBatch", params_.n_batch);
     m.Set("nUbatch", ctx_ ? llama_n_ubatch(ctx_) : 0);
     m.Set("prefillBudget", params_.prefill_budget);
+    m.Set("prefillBudgetMs", params_.prefill_budget_ms);
     m.Set("nThreads", ctx_ ? llama_n_threads(ctx_) : 0);
     m.Set("nThreadsBatch", ctx_ ? llama_n_threads_batch(ctx_) : 0);
     m.Set("embeddings", embeddings_);

@@ -277,6 +277,7 @@ bool Engine::decode_batch() {
 
         const int32_t ret = decode_group(group);
         if (ret == 0) {
+            step_cost_.observe(n_generating, batch_.n_tokens - n_generating, static_cast<double>(last_decode_us_));
             for (auto & s : slots_) {
                 if (s.busy() && s.task->return_progress && s.n_prompt_done != s.n_progress_sent) emit_progress(s);
             }
@@ -326,14 +327,25 @@ int32_t Engine::add_generating_tokens(const LoraGroup & group) {
 
 // How many prompt tokens a step may add after `n_generating` generating tokens (chunked prefill,
 // as vLLM's token budget): with nothing generating, what n_batch leaves (a lone prompt goes in
-// n_batch-sized chunks, as in llama-server); otherwise the step stays within prefill_budget
-// tokens, yet prompts get at least half of it however many slots generate, so they never starve.
+// n_batch-sized chunks, as in llama-server). Otherwise the smaller of two shares:
+// - prefill_budget: the step stays within that many tokens, yet prompts get at least half of it
+//   however many slots generate, so they never starve;
+// - prefill_budget_ms: the prompt tokens that the recent steps' costs say fit beside the
+//   generating tokens in that time (at least a quarter of n_ubatch), so that the generating slots'
+//   next token is not held back much longer than that, whatever the model, machine or cache size.
 // The share never exceeds what n_batch leaves.
 int32_t Engine::prompt_share(int32_t n_generating) const {
     const int32_t room = static_cast<int32_t>(params_.n_batch) - n_generating;
+    if (n_generating == 0) return room;
+    int32_t share = room;
     const int32_t budget = params_.prefill_budget;
-    if (n_generating == 0 || budget <= 0) return room;
-    return std::min(room, std::max(budget - n_generating, budget / 2));
+    if (budget > 0) share = std::min(share, std::max(budget - n_generating, budget / 2));
+    if (params_.prefill_budget_ms > 0) {
+        const int32_t fits = step_cost_.prompt_tokens_within(params_.prefill_budget_ms * 1000, n_generating);
+        const int32_t floor = std::max<int32_t>(1, static_cast<int32_t>(llama_n_ubatch(ctx_)) / 4);
+        if (fits >= 0) share = std::min(share, std::max(fits, floor));
+    }
+    return std::max(share, 0);
 }
 
 // Prompt tokens of the group's prompting slots, up to `budget`, in arrival order (so an early
@@ -385,8 +397,14 @@ int32_t Engine::decode_group(const LoraGroup & group) {
         llama_set_adapters_lora(ctx_, lora_handles_.data(), lora_handles_.size(), const_cast<float *>(group.scales.data()));
         applied_lora_ = group.scales;
     }
+    const int64_t t_start = now_us();
     const int32_t ret = llama_decode(ctx_, batch_);
     counters_.decode_calls++;
+    if (ret == 0) {
+        // Timed until the results are ready: a GPU backend returns before it has computed them.
+        llama_synchronize(ctx_);
+        last_decode_us_ = now_us() - t_start;
+    }
     for (const auto & s : slots_) {
         if (s.busy()) counters_.busy_slot_decodes++;
         if (s.cache.size() > counters_.n_tokens_max) counters_.n_tokens_max = s.cache.size();

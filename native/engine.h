@@ -6,7 +6,7 @@
 // grammar parsing) and queues them from the JS thread once all are ready. The engine thread
 // owns the context, the batch and every Slot: each iteration it admits queued tasks into idle
 // slots, builds ONE batch from all busy slots (one token per generating slot first, then prompt
-// chunks: up to n_batch when nothing generates, within prefill_budget while something does),
+// chunks: up to n_batch when nothing generates, within the prefill budget while something does),
 // decodes once, samples each slot whose logits are ready, and queues events. Events reach JS in
 // bundles
 // through one ThreadSafeFunction (at most one pending call at a time).
@@ -30,6 +30,7 @@
 #include "slot-action.h"
 #include "slot.h"
 #include "speculation.h"
+#include "step-cost.h"
 #include "task-parse.h"
 #include "task.h"
 
@@ -61,6 +62,11 @@ struct EngineParams {
     // generating slots by one chunk per step instead of a whole n_batch. 0: no budget (prompts
     // fill n_batch, as llama-server). With nothing generating, prompts always fill n_batch.
     int32_t prefill_budget = 512;
+    // Chunked prefill's time target (ms): while any slot is generating, a step carries no more
+    // prompt tokens than StepCost says fit in this long beside the generating tokens (at least
+    // a quarter of n_ubatch, so prompts never starve). 0: no time target. Applies together with
+    // prefill_budget: the smaller share wins.
+    double prefill_budget_ms = 1000;
     // llama-server's parsed command line, when given: its context flags (KV cache types, SWA,
     // RoPE/YaRN, offload) apply as there; the fields above still decide what they name.
     std::shared_ptr<common_params> server;
@@ -193,6 +199,8 @@ private:
     llama_context * ctx_ = nullptr;
     // Speculative decoding (--spec-type, -md); null when off. Freed before ctx_ (its draft context reads ctx_).
     std::unique_ptr<Speculation> spec_;
+    StepCost step_cost_;        // learnt from every decoded step; sizes prompt shares (prefill_budget_ms)
+    int64_t last_decode_us_ = 0; // how long decode_group's llama_decode took
     // Persistent CPU threadpools (with llama-server's polling), attached to the context: without
     // them ggml starts and joins its worker threads on every decode.
     std::unique_ptr<common_threadpools> threadpools_;

@@ -74,6 +74,13 @@ export function resolveRuntime(flags: ParsedFlags<typeof MODEL_FLAGS>, gpuAvaila
  */
 export const DEFAULT_PREFILL_BUDGET = 512;
 
+/**
+ * Chunked prefill's default time target (--prefill-budget-ms): while streams generate, a step
+ * carries the prompt tokens that fit in about this long beside their tokens, so a running stream's
+ * next token waits about a second at most for someone else's prompt, on any machine or model.
+ */
+export const DEFAULT_PREFILL_BUDGET_MS = 1000;
+
 /** Default context: the model's training context, capped at 8192 tokens to bound KV memory. */
 export const DEFAULT_CTX_CAP = 8192;
 

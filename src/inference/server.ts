@@ -15,7 +15,7 @@ import { inferenceRoutes } from './routes.js';
 import { streamRoutes } from './streams/stream-routes.js';
 import { StreamSessions } from './streams/stream-sessions.js';
 import { formatInferenceError } from './errors.js';
-import { DEFAULT_PREFILL_BUDGET, type RuntimeOptions } from './options.js';
+import { DEFAULT_PREFILL_BUDGET, DEFAULT_PREFILL_BUDGET_MS, type RuntimeOptions } from './options.js';
 import { loadInferenceService, type ServiceLoadOptions } from './service/load.js';
 import type { InferenceService } from './service/service.js';
 import { ServiceHost } from './service/host.js';
@@ -41,6 +41,8 @@ export interface InferenceServerOptions {
   backendSampling?: boolean;
   /** --prefill-budget: tokens per step while any slot is generating (chunked prefill); 0 = none. Default 512. */
   prefillBudget?: number;
+  /** --prefill-budget-ms: chunked prefill's time target per step while any slot is generating; 0 = none. Default 1000. */
+  prefillBudgetMs?: number;
   /** One KV pool shared by the slots (default); false gives each slot n_ctx / parallel, as llama-server's --no-kv-unified. */
   kvUnified?: boolean;
   alias?: string;
@@ -144,6 +146,7 @@ function serviceLoadOptions(options: InferenceServerOptions): ServiceLoadOptions
     slotContextMax: options.slotContextMax ?? 0,
     backendSampling: options.backendSampling ?? false,
     prefillBudget: options.prefillBudget ?? DEFAULT_PREFILL_BUDGET,
+    prefillBudgetMs: options.prefillBudgetMs ?? DEFAULT_PREFILL_BUDGET_MS,
     kvUnified: options.kvUnified ?? true,
     alias: options.alias,
     nPredict: options.nPredict,

@@ -366,6 +366,13 @@ export interface EngineParams {
    * (prompts fill nBatch, as llama-server). With nothing generating prompts fill nBatch. Default 512.
    */
   prefillBudget?: number;
+  /**
+   * Chunked prefill's time target in ms: while any slot is generating, a step carries no more prompt
+   * tokens than the recent steps' costs say fit beside the generating tokens in this long (at least
+   * a quarter of nUbatch); with prefillBudget, the smaller share wins. A number 0..3600000 (a
+   * fraction of a millisecond is allowed), 0 = no time target. Default 1000.
+   */
+  prefillBudgetMs?: number;
   /** LoRA adapters of this model that tasks may apply (task.loraScales indexes them). */
   loras?: NativeLoraAdapter[];
   /** A multimodal projector for this model: tasks may then carry images. */
@@ -567,6 +574,8 @@ export interface EngineInfo {
   nUbatch: number;
   /** The chunked-prefill budget (EngineParams.prefillBudget). */
   prefillBudget: number;
+  /** Chunked prefill's time target (EngineParams.prefillBudgetMs). */
+  prefillBudgetMs: number;
   nThreads: number;
   nThreadsBatch: number;
   embeddings: boolean;

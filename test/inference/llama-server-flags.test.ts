@@ -152,24 +152,35 @@ t.test('an option this server cannot honour fails at start-up naming why, exit 1
   t.match(out.stderr, /-hf: this server loads local files only/);
 });
 
-t.test('--prefill-budget reaches the engine; 512 when absent', async (t) => {
+t.test('--prefill-budget and --prefill-budget-ms reach the engine; 512 tokens and 1000 ms when absent', async (t) => {
   const values = parse('-m', models.chat).values();
   t.equal(serverOptions(values, splitCommandLine(['--prefill-budget', '64']).own, false).prefillBudget, 64);
   t.equal(serverOptions(values, splitCommandLine(['--prefill-budget=0']).own, false).prefillBudget, 0, '0: no budget');
   t.equal(serverOptions(values, {}, false).prefillBudget, 512);
-  const server = await startInferenceServer({ ...serverOptions(values, { prefillBudget: 64 }, false), host: '127.0.0.1', port: 0, runtime: { ...serverOptions(values, {}, false).runtime, ctxSize: 512 } });
+  t.equal(serverOptions(values, splitCommandLine(['--prefill-budget-ms', '250']).own, false).prefillBudgetMs, 250);
+  t.equal(serverOptions(values, splitCommandLine(['--prefill-budget-ms=0']).own, false).prefillBudgetMs, 0, '0: no time target');
+  t.equal(serverOptions(values, {}, false).prefillBudgetMs, 1000);
+  const own = splitCommandLine(['--prefill-budget', '64', '--prefill-budget-ms', '250']).own;
+  const server = await startInferenceServer({ ...serverOptions(values, own, false), host: '127.0.0.1', port: 0, runtime: { ...serverOptions(values, {}, false).runtime, ctxSize: 512 } });
   t.teardown(() => server.close());
   const service = await server.ready;
   t.equal(service.engine.native.info().prefillBudget, 64);
+  t.equal(service.engine.native.info().prefillBudgetMs, 250);
 });
 
-t.test('a bad --prefill-budget fails at start-up with a clear message, exit 1', async (t) => {
+t.test('a bad --prefill-budget or --prefill-budget-ms fails at start-up with a clear message, exit 1', async (t) => {
   const negative = await runServer(['-m', models.chat, '--prefill-budget', '-1']);
   t.equal(negative.code, 1);
   t.match(negative.stderr, /--prefill-budget: expected 0 \(no budget\) or a positive number of tokens, got -1/);
   const text = await runServer(['-m', models.chat, '--prefill-budget', 'lots']);
   t.equal(text.code, 1);
   t.match(text.stderr, /--prefill-budget: expected an integer, got "lots"/);
+  const time = await runServer(['-m', models.chat, '--prefill-budget-ms', '-5']);
+  t.equal(time.code, 1);
+  t.match(time.stderr, /--prefill-budget-ms: expected 0 \(no time target\) or a number of milliseconds up to 3600000, got -5/);
+  const huge = await runServer(['-m', models.chat, '--prefill-budget-ms', '3600001']);
+  t.equal(huge.code, 1);
+  t.match(huge.stderr, /--prefill-budget-ms: expected 0 \(no time target\) or a number of milliseconds up to 3600000, got 3600001/);
 });
 
 t.test('--help prints our options and then llama-server\'s, exit 0', async (t) => {

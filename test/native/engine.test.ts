@@ -160,16 +160,20 @@ const LONG_PROMPT = Array.from({ length: 40 }, (_, i) => `line ${i} of a long do
 
 /**
  * Two streams generate; once both have produced a token, a long prompt is submitted. Returns each
- * task's tokens and how many stream tokens arrived after the long prompt's first token.
+ * task's tokens, how many stream tokens arrived while the long prompt was submitted but had no
+ * token yet, and how many after its first token.
  */
-async function streamsThenLongPrompt(e: InferenceEngine, streamPredict: number): Promise<{ tokens: number[][]; streamTokensAfterLongFirst: number; longPrompt: number }> {
+async function streamsThenLongPrompt(e: InferenceEngine, streamPredict: number): Promise<{ tokens: number[][]; streamTokensDuringLongPrompt: number; streamTokensAfterLongFirst: number; longPrompt: number }> {
   let started = 0;
+  let submitted = false;
   let longFirst = false;
+  let during = 0;
   let after = 0;
   let release!: () => void;
   const bothStarted = new Promise<void>((r) => (release = r));
   const onStreamToken = (n: { first: boolean }) => () => {
     if (longFirst) after++;
+    else if (submitted) during++;
     if (n.first) {
       n.first = false;
       if (++started === 2) release();
@@ -180,9 +184,10 @@ async function streamsThenLongPrompt(e: InferenceEngine, streamPredict: number):
     e.run(greedy('Second prompt here', streamPredict, { cachePrompt: false }), { onToken: onStreamToken({ first: true }) }),
   ];
   await bothStarted;
+  submitted = true;
   const long = e.run(greedy(LONG_PROMPT, 8, { cachePrompt: false }), { onToken: () => { longFirst = true; } });
   const results = await Promise.all([...streams, long]);
-  return { tokens: results.map((r) => [...r.tokens]), streamTokensAfterLongFirst: after, longPrompt: results[2]!.nPrompt };
+  return { tokens: results.map((r) => [...r.tokens]), streamTokensDuringLongPrompt: during, streamTokensAfterLongFirst: after, longPrompt: results[2]!.nPrompt };
 }
 
 t.test('chunked prefill: greedy output with a small budget and a prompt arriving mid-stream equals each task alone', async (t) => {
@@ -202,15 +207,41 @@ t.test('chunked prefill: greedy output with a small budget and a prompt arriving
   t.equal(together.streamTokensAfterLongFirst, 0, 'the streams kept generating while the long prompt was fed');
 });
 
+// The time target (EngineParams.prefillBudgetMs): a step carries the prompt tokens that the recent
+// steps' costs say fit in that time beside the generating tokens, at least a quarter of nUbatch.
+// A target of one microsecond leaves room for no prompt token on any machine, so every step
+// carries exactly that quarter: 16 tokens with nUbatch 64. The streams outlast the prompt, so every
+// chunk has the same shape (two stream tokens, 16 prompt tokens) whenever the prompt arrives.
+t.test('chunked prefill by time: with a target nothing fits in, a prompt arriving mid-stream goes in quarter-ubatch chunks; greedy output equals each task alone', async (t) => {
+  const timed = await InferenceEngine.create(model, { nCtx: 2048, nParallel: 3, nUbatch: 64, prefillBudget: 0, prefillBudgetMs: 0.001 });
+  t.teardown(() => timed.dispose());
+  t.equal(timed.native.info().prefillBudgetMs, 0.001);
+  t.equal(timed.native.info().prefillBudget, 0, 'no token budget: the time target alone splits the prompt');
+  const alone = [
+    await timed.run(greedy('First prompt', 60, { cachePrompt: false })),
+    await timed.run(greedy('Second prompt here', 60, { cachePrompt: false })),
+    await timed.run(greedy(LONG_PROMPT, 8, { cachePrompt: false })),
+  ].map((r) => [...r.tokens]);
+  const together = await streamsThenLongPrompt(timed, 60);
+  t.ok(together.longPrompt > 300, `the long prompt has ${together.longPrompt} tokens`);
+  t.same(together.tokens, alone, 'streams and the chunked prompt give the tokens they give alone');
+  // ceil(longPrompt / 16) steps before its first token, each with one token of each stream (give
+  // or take the steps between the submission and the prompt's admission, and the last one).
+  const steps = Math.ceil(together.longPrompt / 16);
+  const during = together.streamTokensDuringLongPrompt;
+  t.ok(during >= 2 * (steps - 1) && during <= 2 * (steps + 3), `${during} stream tokens while the prompt was fed in ${steps} chunks of 16`);
+  t.ok(together.streamTokensAfterLongFirst > 0, 'the streams outlasted the prompt');
+});
+
 t.test('without a budget (0) a prompt arriving mid-stream goes in one n_batch step, stalling the streams', async (t) => {
-  const whole = await InferenceEngine.create(model, { nCtx: 2048, nParallel: 3, prefillBudget: 0 });
+  const whole = await InferenceEngine.create(model, { nCtx: 2048, nParallel: 3, prefillBudget: 0, prefillBudgetMs: 0 });
   t.teardown(() => whole.dispose());
   const together = await streamsThenLongPrompt(whole, 40);
   t.ok(together.streamTokensAfterLongFirst > 40, `${together.streamTokensAfterLongFirst} stream tokens came after the long prompt's first token`);
 });
 
-t.test('alone, a prompt fills n_batch whatever the budget (no slowdown of prompt processing)', async (t) => {
-  const chunked = await InferenceEngine.create(model, { nCtx: 2048, nParallel: 3, prefillBudget: 8 });
+t.test('alone, a prompt fills n_batch whatever the budget or time target (no slowdown of prompt processing)', async (t) => {
+  const chunked = await InferenceEngine.create(model, { nCtx: 2048, nParallel: 3, prefillBudget: 8, prefillBudgetMs: 0.001 });
   t.teardown(() => chunked.dispose());
   const before = chunked.native.metrics().decodeCalls;
   const out = await chunked.run(greedy(LONG_PROMPT, 1, { cachePrompt: false }));
@@ -223,4 +254,12 @@ t.test('the prefill budget is validated', async (t) => {
     await t.rejects(InferenceEngine.create(model, { nCtx: 1024, nParallel: 1, prefillBudget: bad as number }),
       { code: 'INVALID_ARGUMENT', message: 'params.prefillBudget must be an integer >= 0 (0: no budget)' }, `prefillBudget ${String(bad)}`);
   }
+  for (const bad of [-1, 3_600_001, Number.NaN, Number.POSITIVE_INFINITY, 'soon']) {
+    await t.rejects(InferenceEngine.create(model, { nCtx: 1024, nParallel: 1, prefillBudgetMs: bad as number }),
+      { code: 'INVALID_ARGUMENT', message: 'params.prefillBudgetMs must be a number of milliseconds from 0 (no time target) to 3600000' }, `prefillBudgetMs ${String(bad)}`);
+  }
+  const defaults = await InferenceEngine.create(model, { nCtx: 1024, nParallel: 1 });
+  t.teardown(() => defaults.dispose());
+  t.equal(defaults.native.info().prefillBudget, 512, 'token budget by default');
+  t.equal(defaults.native.info().prefillBudgetMs, 1000, 'time target by default');
 });

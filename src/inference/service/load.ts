@@ -25,6 +25,8 @@ export interface ServiceLoadOptions {
   backendSampling: boolean;
   /** Chunked prefill budget (EngineParams.prefillBudget). */
   prefillBudget: number;
+  /** Chunked prefill's time target (EngineParams.prefillBudgetMs). */
+  prefillBudgetMs: number;
   kvUnified: boolean;
   alias?: string;
   nPredict: number;
@@ -103,6 +105,7 @@ export function loadInferenceService(options: ServiceLoadOptions, onProgress: (p
         nCtxSlotMax: options.slotContextMax,
         backendSampling: options.backendSampling,
         prefillBudget: options.prefillBudget,
+        prefillBudgetMs: options.prefillBudgetMs,
       });
       return new InferenceService(model, vision, engine, {
         modelPath: runtime.model,
