@@ -8,6 +8,7 @@ import { LLAMA_SERVER_FLAGS } from './llama-server-flags.js';
 import { DEFAULT_PREFILL_BUDGET, DEFAULT_PREFILL_BUDGET_MS, type RuntimeOptions } from './options.js';
 import type { InferenceServerOptions } from './server.js';
 import type { RouterServerOptions } from './router/server.js';
+import type { TransportOptions } from './transport.js';
 import type { GenerationDefaults } from './service/generation.js';
 
 /** Flags of this server that llama-server does not have. */
@@ -150,8 +151,8 @@ function tlsOptions(v: ServerParamValues): { tls?: { keyFile: string; certFile: 
   return { tls: { keyFile: v.sslKeyFile, certFile: v.sslCertFile } };
 }
 
-/** The HTTP transport's options: TLS, port sharing, timeouts, pings, static files, the CORS proxy, the agent tools. */
-function transportOptions(v: ServerParamValues): Pick<InferenceServerOptions, 'tls' | 'reusePort' | 'timeoutSeconds' | 'ssePingIntervalSeconds' | 'publicPath' | 'corsProxy' | 'tools'> {
+/** The HTTP transport's options: TLS, port sharing, timeouts, pings, static files, the CORS proxy, the agent tools (single-model and router mode alike). */
+function transportOptions(v: ServerParamValues): TransportOptions & Pick<InferenceServerOptions, 'corsProxy' | 'tools'> {
   return {
     ...tlsOptions(v),
     reusePort: v.reusePort,
@@ -268,7 +269,6 @@ export function routerOptions(v: ServerParamValues, own: OwnFlags): Omit<RouterS
     modelsMax: v.modelsMax,
     spares: own.modelsSpare ?? 1,
     childArgs: childArgs(own),
-    corsProxy: v.uiMcpProxy,
-    tools: { names: v.serverTools, runtime: v.serverToolsRuntime },
+    ...transportOptions(v),
   };
 }

@@ -110,7 +110,7 @@ async function runRouter(params: NativeServerParams, own: OwnFlags): Promise<num
     log: (line) => say(line),
   });
   const names = server.registry.list().map((e) => e.spec.name);
-  say(`inference-server: router listening on http://${options.host}:${server.port}, ${names.length} models: ${names.join(', ') || '(none)'}`);
+  say(`inference-server: router listening on ${options.tls ? 'https' : 'http'}://${options.host}:${server.port}, ${names.length} models: ${names.join(', ') || '(none)'}`);
   onSignals(() => {
     say('inference-server: shutting down');
     Promise.all([server.close(), auth.close()]).then(() => process.exit(0), () => process.exit(1));

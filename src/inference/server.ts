@@ -3,7 +3,6 @@
 import type { Route } from '../http/router.js';
 import { DEFAULT_CORS, type CorsPolicy } from '../http/cors.js';
 import { startHttpServer } from '../http/server.js';
-import { openStaticDirectory } from '../http/static-directory.js';
 import { corsProxyRoutes } from './cors-proxy-routes.js';
 import { ToolsService, type ToolsOptions } from './tools/tools-service.js';
 import { toolsRoutes } from './tools/tools-routes.js';
@@ -20,9 +19,9 @@ import { loadInferenceService, type ServiceLoadOptions } from './service/load.js
 import type { InferenceService } from './service/service.js';
 import { ServiceHost } from './service/host.js';
 import type { ChatSettings } from './service/chat-prompt.js';
-import { chatPageRoutes } from './web-ui.js';
+import { webTransport, type TransportOptions } from './transport.js';
 
-export interface InferenceServerOptions {
+export interface InferenceServerOptions extends TransportOptions {
   runtime: RuntimeOptions;
   host: string;
   port: number;
@@ -104,16 +103,6 @@ export interface InferenceServerOptions {
   acceptBearer?: (authorization: string | undefined) => Promise<boolean>;
   /** Serve the chat page at GET / (inference-server does unless --no-webui). */
   webui?: boolean;
-  /** --ssl-key-file, --ssl-cert-file: HTTPS. */
-  tls?: { keyFile: string; certFile: string };
-  /** --reuse-port: SO_REUSEPORT; without it a second server on the port fails to start. */
-  reusePort?: boolean;
-  /** -to/--timeout in seconds: llama-server's read/write timeout on a connection (0 none; default none). */
-  timeoutSeconds?: number;
-  /** --sse-ping-interval in seconds (default 30, as llama-server; <= 0 never). */
-  ssePingIntervalSeconds?: number;
-  /** --path: serve this directory's files at the root (instead of the chat page). */
-  publicPath?: string;
   /** --log-prompts-dir: each completion request's prompt is written to a file in this directory. */
   promptsLogDir?: string;
   /** --ui-mcp-proxy: GET/POST /cors-proxy forward to the URL given (403 without it, as llama-server). */
@@ -179,7 +168,6 @@ export async function startInferenceServer(options: InferenceServerOptions): Pro
   const host = new ServiceHost((onProgress) => loadInferenceService(loadOptions, onProgress, () => closed), (options.sleepIdleSeconds ?? -1) * 1000, options.onProgress);
   const ctx: RouteContext = { host, keys: new ApiKeys(options.apiKeys), acceptBearer: options.acceptBearer };
   const apiPrefix = options.apiPrefix ?? '';
-  const servePublicPath = Boolean(options.webui && options.publicPath);
   // As llama-server: an unknown tool or an unusable --tools-runtime fails the start.
   const tools = options.tools && options.tools.names.length > 0 ? await ToolsService.start(options.tools) : null;
   const streams = new StreamSessions();
@@ -189,24 +177,18 @@ export async function startInferenceServer(options: InferenceServerOptions): Pro
     ...corsProxyRoutes(readOnlyMount(ctx), { enabled: options.corsProxy ?? false, apiPrefix, timeoutSeconds: 600 }),
     ...toolsRoutes(readOnlyMount(ctx), tools, apiPrefix),
     ...(options.extraRoutes ?? []),
-    ...(options.webui && !servePublicPath ? chatPageRoutes(apiPrefix) : []),
   ];
-  // As llama-server: --path replaces the built-in page, and only while the page is on (--ui).
-  const staticDirectory = servePublicPath ? await openStaticDirectory(options.publicPath!, `${apiPrefix}/`) : undefined;
+  const web = await webTransport({ ...options, apiPrefix });
 
   const http = await startHttpServer({
     host: options.host,
     port: options.port,
     ...(options.extraHosts ? { extraHosts: options.extraHosts } : {}),
-    routes,
+    routes: [...routes, ...web.pageRoutes],
     formatError: formatInferenceError,
     maxBodyBytes: options.maxBodyBytes,
     cors: options.cors ?? DEFAULT_CORS,
-    ...(options.tls ? { tls: options.tls } : {}),
-    reusePort: options.reusePort ?? false,
-    timeoutSeconds: options.timeoutSeconds ?? 0,
-    ssePingIntervalSeconds: options.ssePingIntervalSeconds ?? 30,
-    ...(staticDirectory ? { staticDirectory } : {}),
+    ...web.http,
     logError: (error, req) => log(`error: ${req.method} ${req.path}: ${error.message}${error.cause ? ` (${String((error.cause as Error).stack ?? error.cause)})` : ''}`),
   });
   const ready = host.start();

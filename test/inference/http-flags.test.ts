@@ -57,14 +57,19 @@ t.test('--path to a folder that does not exist fails at start, as llama-server',
   await t.rejects(startInferenceServer({ ...options('--path', missing), host: '127.0.0.1', port: 0 }), { message: `static assets path not found: ${missing}` });
 });
 
-t.test('--ssl-key-file with --ssl-cert-file serves HTTPS; one without the other is refused', async (t) => {
+/** A self-signed certificate for 127.0.0.1 and its key, in `dir`. */
+function selfSigned(): { keyFile: string; certFile: string } {
   const keyFile = join(dir, 'key.pem');
   const certFile = join(dir, 'cert.pem');
   execFileSync('openssl', ['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes', '-keyout', keyFile, '-out', certFile,
     '-days', '1', '-subj', '/CN=localhost', '-addext', 'subjectAltName=IP:127.0.0.1'], { stdio: 'ignore' });
-  const { server } = await start('--ssl-key-file', keyFile, '--ssl-cert-file', certFile);
-  const body = await new Promise<string>((resolve, reject) => {
-    const req = httpsRequest({ host: '127.0.0.1', port: server.port, path: '/health', ca: readFileSync(certFile), agent: false }, (res) => {
+  return { keyFile, certFile };
+}
+
+/** GET `path` over HTTPS trusting `certFile`: "<status> <body>". */
+function httpsGet(port: number, path: string, certFile: string): Promise<string> {
+  return new Promise<string>((resolve, reject) => {
+    const req = httpsRequest({ host: '127.0.0.1', port, path, ca: readFileSync(certFile), agent: false }, (res) => {
       let text = '';
       res.on('data', (c) => { text += c; });
       res.on('end', () => resolve(`${res.statusCode} ${text}`));
@@ -72,7 +77,12 @@ t.test('--ssl-key-file with --ssl-cert-file serves HTTPS; one without the other 
     req.on('error', reject);
     req.end();
   });
-  t.equal(body, '200 {"status":"ok"}');
+}
+
+t.test('--ssl-key-file with --ssl-cert-file serves HTTPS; one without the other is refused', async (t) => {
+  const { keyFile, certFile } = selfSigned();
+  const { server } = await start('--ssl-key-file', keyFile, '--ssl-cert-file', certFile);
+  t.equal(await httpsGet(server.port, '/health', certFile), '200 {"status":"ok"}');
   t.throws(() => options('--ssl-key-file', keyFile), new UsageError('--ssl-key-file needs --ssl-cert-file too: HTTPS takes both a key and its certificate'));
   t.throws(() => options('--ssl-cert-file', certFile), new UsageError('--ssl-cert-file needs --ssl-key-file too: HTTPS takes both a key and its certificate'));
 });
@@ -201,4 +211,28 @@ t.test('--tools, --tools-runtime and -ag are served: the tools, the runtime, the
   t.equal(options('-ag').cors?.origins, 'localhost', '-ag too');
   t.equal(options('--tools', 'all', '--cors-origins', 'https://a.example').cors?.origins, 'https://a.example', 'unless --cors-origins is given');
   t.equal(options().cors?.origins, '*', 'without tools the default stays "*"');
+});
+
+// Router mode (no -m): the flags apply to the router's own port, as in llama-server, whose router
+// and single-model server share one HTTP layer. (Its model processes get no --ssl-* flags: they
+// answer the router on the loopback, as llama-server's children do.)
+t.test('router mode: the transport flags apply to the router\'s port (HTTPS, --path, -to, --sse-ping-interval, --reuse-port)', async (t) => {
+  const { startRouterServer } = await import('../../src/inference/router/server.js');
+  const { routerOptions } = await import('../../src/inference/server-config.js');
+  const emptyModels = mkdtempSync(join(dir, 'models-'));
+  const routerArgs = (...argv: string[]) => native.ServerParams.parse(['llama-server', '--models-dir', emptyModels, ...argv]);
+  const d = routerOptions(routerArgs().values(), {});
+  t.same([d.timeoutSeconds, d.ssePingIntervalSeconds, d.reusePort, d.tls, d.publicPath], [3600, 30, false, undefined, undefined], 'llama-server\'s defaults');
+  const site = mkdtempSync(join(dir, 'router-site-'));
+  writeFileSync(join(site, 'index.html'), '<h1>router</h1>');
+  const { keyFile, certFile } = selfSigned();
+  const params = routerArgs('--ssl-key-file', keyFile, '--ssl-cert-file', certFile, '--path', site, '-to', '7', '--sse-ping-interval', '2', '--reuse-port');
+  const o = routerOptions(params.values(), {});
+  t.same([o.timeoutSeconds, o.ssePingIntervalSeconds, o.reusePort, o.tls, o.publicPath], [7, 2, true, { keyFile, certFile }, site]);
+  const router = await startRouterServer({ ...o, port: 0, buildInfo: 'b1-test', readSpecs: () => params.routerModels(), command: [process.execPath], log: () => {} });
+  t.teardown(() => router.close());
+  t.equal(await httpsGet(router.port, '/', certFile), '200 <h1>router</h1>', '--path\'s files over HTTPS');
+  t.equal(await httpsGet(router.port, '/models', certFile), '200 {"data":[],"object":"list"}', 'the router\'s API over HTTPS');
+  t.match(await httpsGet(router.port, '/webui/chat.js', certFile), /^404 /, 'not the built-in page');
+  await t.rejects(fetch(`http://127.0.0.1:${router.port}/models`), 'no plain HTTP');
 });

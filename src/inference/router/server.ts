@@ -6,7 +6,7 @@ import type { Route } from '../../http/router.js';
 import { startHttpServer } from '../../http/server.js';
 import { ApiKeys } from '../access/api-key.js';
 import { formatInferenceError } from '../errors.js';
-import { chatPageRoutes } from '../web-ui.js';
+import { webTransport, type TransportOptions } from '../transport.js';
 import { ConversationOwners } from './conversation-owners.js';
 import { routerHandlers } from './handlers.js';
 import { routerStreamHandlers } from './stream-handlers.js';
@@ -17,7 +17,7 @@ import type { Mount } from '../guards.js';
 import { toolsRoutes } from '../tools/tools-routes.js';
 import { ToolsService, type ToolsOptions } from '../tools/tools-service.js';
 
-export interface RouterServerOptions extends Omit<RegistryOptions, 'loadTimeoutMs' | 'fakeTiming'> {
+export interface RouterServerOptions extends Omit<RegistryOptions, 'loadTimeoutMs' | 'fakeTiming'>, TransportOptions {
   host: string;
   port: number;
   extraHosts?: string[];
@@ -67,6 +67,7 @@ export async function startRouterServer(options: RouterServerOptions): Promise<R
   const mount: Mount = (method, path, handler) => ({ method, path, handler: withKey(access, handler) });
   // As llama-server: an unknown tool or an unusable --tools-runtime fails the start.
   const tools = options.tools && options.tools.names.length > 0 ? await ToolsService.start(options.tools) : null;
+  const web = await webTransport({ ...options, apiPrefix });
   const http = await startHttpServer({
     host: options.host,
     port: options.port,
@@ -79,11 +80,12 @@ export async function startRouterServer(options: RouterServerOptions): Promise<R
       ...corsProxyRoutes(mount, { enabled: options.corsProxy ?? false, apiPrefix, timeoutSeconds: 600 }),
       ...toolsRoutes(mount, tools, apiPrefix),
       ...(options.extraRoutes ?? []),
-      ...(options.webui ? chatPageRoutes(apiPrefix) : []),
+      ...web.pageRoutes,
     ],
     formatError: formatInferenceError,
     maxBodyBytes: options.maxBodyBytes,
     cors: options.cors ?? DEFAULT_CORS,
+    ...web.http,
     logError: (error, req) => options.log(`error: ${req.method} ${req.path}: ${error.message}${error.cause ? ` (${String((error.cause as Error).stack ?? error.cause)})` : ''}`),
   });
   try {
