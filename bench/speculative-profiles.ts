@@ -50,9 +50,11 @@ function speculativeDecode(id: string, title: string): Scenario {
   };
 }
 
-// One slot, no web page; everything else as the generation profile's single stream.
-const common = (t: number): string[] => ['-c', '4096', '-np', '1', '-t', String(t), '-tb', String(t), '-b', '2048', '-ub', '512', '-fa', 'auto', '--no-webui'];
-const reference: Profile['referenceExtra'] = [{ flags: ['--cache-ram', '0'], why: 'no host-memory prompt cache (ours has none)' }];
+// One slot, no web page, no host-memory prompt cache on either server (--cache-ram 0: the rows
+// measure decoding, not saves and restores from RAM); everything else as the generation
+// profile's single stream.
+const common = (t: number): string[] => ['-c', '4096', '-np', '1', '-t', String(t), '-tb', String(t), '-b', '2048', '-ub', '512', '-fa', 'auto', '--no-webui', '--cache-ram', '0'];
+const reference: Profile['referenceExtra'] = [];
 const draftPath = join(DEFAULT_MODELS_DIR, `${BENCH_DRAFT_MODEL.name}.gguf`);
 const benchModel = async (): Promise<string> => {
   await ensureDraftModels({ bench: true });
