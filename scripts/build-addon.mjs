@@ -18,10 +18,8 @@ function flag(name) {
 const defines = ['GGML_CUDA', 'GGML_METAL'].map((name) => `--CD${name}=${flag(name)}`);
 // CUDA: the GPU architectures to compile for (e.g. 90 for H100); without it ggml compiles for the
 // GPU of the building machine, which fails where there is none.
-for (const name of ['CMAKE_CUDA_ARCHITECTURES']) {
-  const value = process.env[name] ?? process.env[`npm_config_${name.toLowerCase()}`];
-  if (value) defines.push(`--CD${name}=${value}`);
-}
+const cudaArchitectures = process.env.CMAKE_CUDA_ARCHITECTURES ?? process.env.npm_config_cmake_cuda_architectures;
+if (cudaArchitectures) defines.push(`--CDCMAKE_CUDA_ARCHITECTURES=${cudaArchitectures}`);
 // ADDON_CMAKE_DEFINES="NAME=VALUE ...": any other CMake cache entries, e.g. where CMake's
 // FindCUDAToolkit misses a distribution's layout (Debian's nvidia-cuda-toolkit: CUDAToolkit_INCLUDE_DIR=/usr/include).
 for (const entry of (process.env.ADDON_CMAKE_DEFINES ?? '').split(/\s+/).filter((e) => e.includes('='))) defines.push(`--CD${entry}`);
