@@ -11,7 +11,10 @@
 // keeps CLIENTS keep-alive HTTP/1.1 connections busy, one request in flight each, over raw
 // sockets so that the client costs little CPU; the kernel spreads the connections over the
 // service's workers. Each refresh client follows its own session: every answer's refresh token
-// is sent next.
+// is sent next. Each /auth/me client sends its one access token again and again, as an app does
+// for a user during the token's life, so the service's token cache answers after the first
+// request; the same load is measured again on a server with the cache off (every request
+// verifies a signature), for context.
 import { generateKeyPairSync, sign, type KeyObject } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import fs from 'node:fs/promises';
@@ -39,22 +42,18 @@ export async function runAuthBench(): Promise<BenchResult[]> {
   const dataDir = await fs.mkdtemp(path.join(os.tmpdir(), 'auth-bench-'));
   await fs.chmod(dataDir, 0o711); // as root, PostgreSQL runs as the postgres user
   const codes = new Map<string, string>();
-  const server = await startAuthWorkers({
-    host: '127.0.0.1',
-    port: 0,
-    workers: WORKERS,
-    service: {
-      dataDir,
-      keyDir: path.join(dataDir, 'keys'),
-      issuer: 'http://auth.bench',
-      adminKey: 'bench-admin-key-0123456789',
-      otpDelivery: { name: 'bench', send: async (m) => { codes.set(m.to, m.code); } },
-      otpLimits: { appHourly: 1_000_000 },
-      disposableDatabase: true,
-      databasePoolSize: workerPoolSize(WORKERS),
-      log: () => {},
-    },
-  });
+  const service = {
+    dataDir,
+    keyDir: path.join(dataDir, 'keys'),
+    issuer: 'http://auth.bench',
+    adminKey: 'bench-admin-key-0123456789',
+    otpDelivery: { name: 'bench', send: async (m: { to: string; code: string }) => { codes.set(m.to, m.code); } },
+    otpLimits: { appHourly: 1_000_000 },
+    disposableDatabase: true,
+    databasePoolSize: workerPoolSize(WORKERS),
+    log: () => {},
+  };
+  const server = await startAuthWorkers({ host: '127.0.0.1', port: 0, workers: WORKERS, service });
   try {
     const base = `http://127.0.0.1:${server.port}`;
     const app = await (await fetch(`${base}/admin/apps`, {
@@ -81,6 +80,11 @@ export async function runAuthBench(): Promise<BenchResult[]> {
     const rawVerify = await measureRawVerify(1);
     const rawVerifyConcurrent = await measureRawVerify(CLIENTS);
     const me = await runLoad({ port: server.port, kind: 'me', appId: app.id, appSecret: app.app_secret, tokens: sessions.map((s) => s.access_token) }, databasePids);
+    // The same load on a second server of the same database without the token cache: every
+    // request verifies its signature, as for tokens each seen once.
+    const uncached = await startAuthWorkers({ host: '127.0.0.1', port: 0, workers: WORKERS, service: { ...service, databaseUrl: server.service.databaseUrl, verifiedTokenCacheSize: 0 } });
+    const meUncached = await runLoad({ port: uncached.port, kind: 'me', appId: app.id, appSecret: app.app_secret, tokens: sessions.map((s) => s.access_token) }, databasePids)
+      .finally(() => uncached.close());
     return [
       { name: 'raw RS256 sign (node:crypto, sequential)', value: rawSign, unit: 'ops/s' },
       { name: `raw RS256 sign (node:crypto async, ${CLIENTS} in flight)`, value: rawSignConcurrent, unit: 'ops/s' },
@@ -88,17 +92,19 @@ export async function runAuthBench(): Promise<BenchResult[]> {
       { name: `raw RS256 verify (jose, ${CLIENTS} in flight)`, value: rawVerifyConcurrent, unit: 'ops/s' },
       { name: `POST /auth/refresh (${CLIENTS} clients, ${WORKERS} workers)`, value: refresh.rate, unit: 'req/s' },
       { name: `GET /auth/me (${CLIENTS} clients, ${WORKERS} workers)`, value: me.rate, unit: 'req/s' },
+      { name: 'GET /auth/me, token cache off (every request verifies)', value: meUncached.rate, unit: 'req/s' },
       { name: 'refresh / raw sign (sequential)', value: refresh.rate / rawSign, unit: 'ratio' },
       { name: 'refresh / raw sign (concurrent; target >= 0.5)', value: refresh.rate / rawSignConcurrent, unit: 'ratio' },
       { name: '/auth/me / raw verify (sequential)', value: me.rate / rawVerify, unit: 'ratio' },
       { name: '/auth/me / raw verify (concurrent; target >= 0.5)', value: me.rate / rawVerifyConcurrent, unit: 'ratio' },
+      { name: '/auth/me, token cache off / raw verify (concurrent)', value: meUncached.rate / rawVerifyConcurrent, unit: 'ratio' },
       { name: 'refresh: CPU per request, this process (service workers + load client)', value: refresh.cpu.process, unit: 'ms' },
       { name: 'refresh: CPU per request, PostgreSQL backends', value: refresh.cpu.database, unit: 'ms' },
       { name: `refresh: ceiling on ${os.availableParallelism()} cores at that CPU cost`, value: os.availableParallelism() * 1000 / (refresh.cpu.process + refresh.cpu.database), unit: 'req/s' },
       { name: '/auth/me: CPU per request, this process (service workers + load client)', value: me.cpu.process, unit: 'ms' },
       { name: `/auth/me: ceiling on ${os.availableParallelism()} cores at that CPU cost`, value: os.availableParallelism() * 1000 / (me.cpu.process + me.cpu.database), unit: 'req/s' },
       { name: 'refresh non-200 answers', value: refresh.failures, unit: 'count' },
-      { name: '/auth/me non-200 answers', value: me.failures, unit: 'count' },
+      { name: '/auth/me non-200 answers', value: me.failures + meUncached.failures, unit: 'count' },
     ];
   } finally {
     await server.close();

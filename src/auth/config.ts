@@ -5,7 +5,7 @@ import os from 'node:os';
 import { parseFlags, type FlagSpec } from '../cli/flags.js';
 import path from 'node:path';
 import type { Clock } from './clock.js';
-import type { OtpLimits } from './limits.js';
+import { VERIFIED_TOKEN_CACHE_ENTRIES, type OtpLimits } from './limits.js';
 import type { OtpDelivery, OtpDeliveryConfig } from './otp-delivery.js';
 
 export interface AuthServiceConfig {
@@ -35,6 +35,8 @@ export interface AuthServiceConfig {
   clock?: Clock;
   /** Start-up and error lines (default: stderr). */
   log?: (line: string) => void;
+  /** Access tokens whose verification each worker remembers (default VERIFIED_TOKEN_CACHE_ENTRIES; 0: none). */
+  verifiedTokenCacheSize?: number;
   /** See SigningKeyRingOptions.onRotated (set by auth-server's worker threads). */
   onSigningKeysRotated?: () => Promise<void>;
 }
@@ -65,6 +67,7 @@ const SETTINGS: ReadonlyArray<{ flag: string; env: string; help: string }> = [
   { flag: '--embedded-db-port', env: 'AUTH_EMBEDDED_DB_PORT', help: 'port of the embedded PostgreSQL (default: a free one)' },
   { flag: '--workers', env: 'AUTH_WORKERS', help: 'worker threads serving HTTP on the port (default: the number of cores)' },
   { flag: '--db-pool-size', env: 'AUTH_DB_POOL_SIZE', help: 'database connections per worker (default 80 / workers, from 2 to 10)' },
+  { flag: '--token-cache-size', env: 'AUTH_TOKEN_CACHE_SIZE', help: 'access tokens whose verification each worker remembers (default 10000; 0: none)' },
   { flag: '--admin-console', env: 'AUTH_ADMIN_CONSOLE', help: '1 serves the admin console page at /admin/ (default 0: off)' },
 ];
 
@@ -139,6 +142,7 @@ export function readAuthServiceConfig(vars: Record<string, string | undefined>, 
     otpLimits: vars.AUTH_OTP_APP_HOURLY_LIMIT ? { appHourly: integer(vars, 'AUTH_OTP_APP_HOURLY_LIMIT', 1000, 1, 1e9) } : undefined,
     embeddedDatabasePort: integer(vars, 'AUTH_EMBEDDED_DB_PORT', 0, 0, 65535),
     databasePoolSize: integer(vars, 'AUTH_DB_POOL_SIZE', defaults.databasePoolSize ?? 10, 1, 1000),
+    verifiedTokenCacheSize: integer(vars, 'AUTH_TOKEN_CACHE_SIZE', VERIFIED_TOKEN_CACHE_ENTRIES, 0, 10_000_000),
     ...(integer(vars, 'AUTH_ADMIN_CONSOLE', 0, 0, 1) === 1 ? { adminConsole: true } : {}),
   };
 }

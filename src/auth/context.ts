@@ -4,7 +4,9 @@ import type { Clock } from './clock.js';
 import type { Sql } from './db.js';
 import type { OtpLimits } from './limits.js';
 import type { OtpDelivery } from './otp-delivery.js';
+import type { AccessTokenClaims } from './tokens/access-token.js';
 import type { SigningKeyRing } from './tokens/signing-key-ring.js';
+import type { VerifiedTokenCache } from './tokens/verified-token-cache.js';
 
 export interface AuthContext {
   readonly sql: Sql;
@@ -14,6 +16,8 @@ export interface AuthContext {
   /** SHA-256 of the admin key, compared in constant time with the SHA-256 of X-Admin-Key. */
   readonly adminKeyHash: Buffer;
   readonly keys: SigningKeyRing;
+  /** Access tokens this worker has verified for GET /auth/me (issuer: this service, any app). */
+  readonly verifiedTokens: VerifiedTokenCache<AccessTokenClaims>;
   readonly otp: {
     readonly delivery: OtpDelivery;
     /** HMAC key of stored code hashes (derived from the master key). */

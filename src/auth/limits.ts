@@ -29,6 +29,12 @@ export const MAX_BODY_BYTES = 16 * 1024;
 /** Longest accepted secret, token or code string (anything longer is a validation error). */
 export const MAX_TOKEN_CHARS = 4096;
 
+/**
+ * Access tokens whose verification each worker remembers (VerifiedTokenCache), default. An entry
+ * holds the token string and its claims, about 1.5 KB: 10,000 entries are about 15 MB per worker.
+ */
+export const VERIFIED_TOKEN_CACHE_ENTRIES = 10_000;
+
 /** How often a process re-reads the signing keys (to see a rotation done by another instance). */
 export const KEY_RING_RELOAD_MS = 30 * 1000;
 /**

@@ -17,7 +17,7 @@ import type { AuthServiceConfig } from './config.js';
 import type { AuthContext } from './context.js';
 import { createDatabaseClient, type Sql } from './db.js';
 import { startEmbeddedPostgres, type EmbeddedPostgres } from './embedded-postgres.js';
-import { OTP_DEFAULT_LIMITS } from './limits.js';
+import { OTP_DEFAULT_LIMITS, VERIFIED_TOKEN_CACHE_ENTRIES } from './limits.js';
 import { adminConsoleRoutes } from './admin-console.js';
 import { applyMigrations } from './migrate.js';
 import { createOtpDelivery, type OtpDelivery } from './otp-delivery.js';
@@ -25,6 +25,7 @@ import { authRoutes } from './routes.js';
 import { hashAdminKey } from './service/credentials.js';
 import { loadMasterKey } from './tokens/master-key.js';
 import { SigningKeyRing } from './tokens/signing-key-ring.js';
+import { VerifiedTokenCache } from './tokens/verified-token-cache.js';
 
 export { readAuthServiceConfig, type AuthServiceConfig } from './config.js';
 export { formatAuthError } from './errors.js';
@@ -104,6 +105,8 @@ function checkConfig(config: AuthServiceConfig): void {
   if (config.adminKey.length < 16) throw new Error('the admin key must be at least 16 characters');
   new URL(config.issuer);
   if (!('send' in config.otpDelivery)) createOtpDelivery(config.otpDelivery);
+  const cacheSize = config.verifiedTokenCacheSize;
+  if (cacheSize !== undefined && !(Number.isInteger(cacheSize) && cacheSize >= 0)) throw new Error(`verifiedTokenCacheSize must be an integer >= 0, got ${cacheSize}`);
 }
 
 /** Loads the keys (creating missing signing keys) and builds the routes on an open pool. */
@@ -122,6 +125,7 @@ async function serviceOn(sql: Sql, databaseUrl: string, config: AuthServiceConfi
     issuer,
     adminKeyHash: hashAdminKey(config.adminKey),
     keys,
+    verifiedTokens: new VerifiedTokenCache(config.verifiedTokenCacheSize ?? VERIFIED_TOKEN_CACHE_ENTRIES),
     otp: { delivery, hashKey: masterKey.derive('otp-code-hash'), limits: { ...OTP_DEFAULT_LIMITS, ...config.otpLimits } },
     logError: (error: HttpError, request) => log(`${request.method} ${request.path} failed: ${describe(error)}`),
   };

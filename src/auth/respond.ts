@@ -49,6 +49,7 @@ export const bearer: Guard<{ claims: AccessTokenClaims }> = {
       getKey: (header) => verificationKey(ctx, header.kid),
       issuer: ctx.issuer,
       nowMs: ctx.clock.now(),
+      cache: ctx.verifiedTokens,
     }),
   }),
 };

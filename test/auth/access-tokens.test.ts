@@ -99,6 +99,14 @@ t.test('an expired token is 401 TOKEN_EXPIRED', async (t) => {
   await expectRejected(t, tokens.access_token, { error: { code: 'TOKEN_EXPIRED', message: 'The access token has expired' } });
 });
 
+t.test('a token accepted before (remembered by the worker) is refused once it expires, as on first sight', async (t) => {
+  t.equal((await h.me(tokens.access_token)).status, 200);
+  h.clock.advance(29 * 60_000);
+  t.equal((await h.me(tokens.access_token)).status, 200);
+  h.clock.advance(60_000 + 6000);
+  await expectRejected(t, tokens.access_token, { error: { code: 'TOKEN_EXPIRED', message: 'The access token has expired' } });
+});
+
 t.test('a token is accepted until it expires', async (t) => {
   h.clock.advance(29 * 60_000);
   t.equal((await h.me(tokens.access_token)).status, 200);

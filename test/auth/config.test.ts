@@ -26,6 +26,7 @@ t.test('defaults: 127.0.0.1:8081, ./.auth-data, keys inside it, log delivery, is
     otpDelivery: { kind: 'log' },
     otpLimits: undefined,
     embeddedDatabasePort: 0,
+    verifiedTokenCacheSize: 10_000,
   });
 });
 
@@ -34,7 +35,7 @@ t.test('environment variables configure everything', async (t) => {
     ...ENV, AUTH_HOST: '0.0.0.0', AUTH_PORT: '9000', DATABASE_URL: 'postgres://db/auth', AUTH_DATA_DIR: '/var/lib/auth',
     AUTH_KEY_DIR: '/etc/auth-keys', AUTH_OTP_DELIVERY: 'webhook', AUTH_OTP_WEBHOOK_URL: 'https://sms.test/send',
     AUTH_OTP_WEBHOOK_SECRET: 's3cret', AUTH_OTP_APP_HOURLY_LIMIT: '50', AUTH_EMBEDDED_DB_PORT: '5499', AUTH_DB_POOL_SIZE: '4',
-    AUTH_WORKERS: '3',
+    AUTH_WORKERS: '3', AUTH_TOKEN_CACHE_SIZE: '0',
   });
   if (options === 'help') throw new Error('unexpected help');
   t.equal(options.host, '0.0.0.0');
@@ -50,6 +51,7 @@ t.test('environment variables configure everything', async (t) => {
     otpLimits: { appHourly: 50 },
     embeddedDatabasePort: 5499,
     databasePoolSize: 4,
+    verifiedTokenCacheSize: 0,
   });
 });
 
@@ -91,6 +93,7 @@ t.test('bad input is refused with a message', async (t) => {
   t.throws(() => parseAuthServerArgs(['--port', '80a'], ENV), /AUTH_PORT must be an integer/);
   t.throws(() => parseAuthServerArgs(['--otp-delivery', 'carrier-pigeon'], ENV), /unknown OTP delivery "carrier-pigeon"/);
   t.throws(() => parseAuthServerArgs(['--otp-delivery', 'webhook'], ENV), /needs --otp-webhook-url/);
+  t.throws(() => parseAuthServerArgs(['--token-cache-size', '-1'], ENV), /AUTH_TOKEN_CACHE_SIZE must be an integer from 0 to 10000000, got "-1"/);
 });
 
 t.test('readAuthServiceConfig reads the same variables for a host such as inference-server', async (t) => {

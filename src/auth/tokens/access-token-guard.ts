@@ -9,12 +9,15 @@
 // rejects with an HttpError (src/http/errors.ts) whose status and code come from the auth error
 // catalog: 401 TOKEN_INVALID (missing/malformed header, bad signature, wrong iss/aud/app_id, ...),
 // 401 TOKEN_EXPIRED, or 403 INSUFFICIENT_ROLE. It never touches the database: revoking a session
-// does not invalidate access tokens already issued (spec section 1).
+// does not invalidate access tokens already issued (spec section 1). A token it accepted before
+// skips the signature check (VerifiedTokenCache) as long as its key resolves to the same object.
 import { createLocalJWKSet, createRemoteJWKSet, type JSONWebKeySet, type JWTVerifyGetKey } from 'jose';
 import type { Clock } from '../clock.js';
 import { authError } from '../errors.js';
+import { VERIFIED_TOKEN_CACHE_ENTRIES } from '../limits.js';
 import { isRoleName, ROLE_NAMES, ROLE_RANK, type RoleName } from '../roles.js';
 import { presentedAccessToken, verifyAccessToken, type AccessTokenClaims } from './access-token.js';
+import { VerifiedTokenCache } from './verified-token-cache.js';
 
 /** Where the guard finds the service's public keys. */
 export type AccessTokenKeys =
@@ -33,6 +36,8 @@ export interface AccessTokenGuardOptions {
   /** The auth service's issuer URL (the `iss` claim). */
   issuer: string;
   keys: AccessTokenKeys;
+  /** Access tokens whose verification the guard remembers (default VERIFIED_TOKEN_CACHE_ENTRIES; 0: none). */
+  cacheSize?: number;
   /** For tests; defaults to the system clock. */
   clock?: Clock;
 }
@@ -45,12 +50,14 @@ export function createAccessTokenGuard(options: AccessTokenGuardOptions): Access
   }
   const getKey = keyResolver(options.keys);
   const required = options.role === undefined ? 0 : ROLE_RANK[options.role];
+  const cache = new VerifiedTokenCache<AccessTokenClaims>(options.cacheSize ?? VERIFIED_TOKEN_CACHE_ENTRIES);
   return async (authorization) => {
     const claims = await verifyAccessToken(presentedAccessToken(authorization), {
       getKey,
       issuer: options.issuer,
       appSlug: options.appSlug,
       nowMs: options.clock?.now(),
+      cache,
     });
     if (required > 0 && !claims.roles.some((role) => ROLE_RANK[role] >= required)) {
       throw authError('INSUFFICIENT_ROLE', `This route requires the role "${options.role}" or higher`);

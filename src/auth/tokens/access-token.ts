@@ -3,12 +3,13 @@
 // uses jose with the algorithm pinned to RS256 and keys resolved only by kid, so `alg: none`,
 // HS256, and `jwk`/`jku`/`x5u` headers never pick the key.
 import { sign } from 'node:crypto';
-import { errors, jwtVerify, type JWTVerifyGetKey } from 'jose';
+import { errors, jwtVerify, type JWTHeaderParameters, type JWTVerifyGetKey } from 'jose';
 import { bearerToken } from '../../http/bearer.js';
 import { authError } from '../errors.js';
 import { ACCESS_TOKEN_TTL_SECONDS, MAX_TOKEN_CHARS } from '../limits.js';
 import { isRoleName, type RoleName } from '../roles.js';
 import type { SigningKey } from './signing-key-ring.js';
+import type { VerifiedToken, VerifiedTokenCache } from './verified-token-cache.js';
 
 export interface AccessTokenClaims {
   /** User UUID. */
@@ -63,6 +64,8 @@ export interface VerifyAccessTokenOptions {
   appSlug?: string;
   /** Verification instant (ms); defaults to the system clock. */
   nowMs?: number;
+  /** Tokens verified before with these same options (issuer, appSlug); see VerifiedTokenCache. */
+  cache?: VerifiedTokenCache<AccessTokenClaims>;
 }
 
 /** Allowed clock difference between the issuing and the verifying machine, in seconds. */
@@ -70,28 +73,38 @@ const CLOCK_TOLERANCE_SECONDS = 5;
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 
 /**
- * Verifies a compact JWS and returns its claims. Throws HttpError 401 TOKEN_EXPIRED when the
- * signature is good but `exp` has passed, and 401 TOKEN_INVALID for everything else (bad
- * signature, wrong algorithm, unknown kid, wrong iss/aud/app_id, not yet valid, bad claims).
+ * Verifies a compact JWS and returns its claims (a frozen object). Throws HttpError 401
+ * TOKEN_EXPIRED when the signature is good but `exp` has passed, and 401 TOKEN_INVALID for
+ * everything else (bad signature, wrong algorithm, unknown kid, wrong iss/aud/app_id, not yet
+ * valid, bad claims). With a cache, a token that passed before skips the signature and the
+ * time-independent checks, provided its key still resolves to the same key object.
  */
 export async function verifyAccessToken(token: string, options: VerifyAccessTokenOptions): Promise<AccessTokenClaims> {
   if (token.length > MAX_TOKEN_CHARS) throw authError('TOKEN_INVALID', 'Malformed access token');
   const nowMs = options.nowMs ?? Date.now();
-  let payload: Record<string, unknown>;
+  const cached = options.cache?.get(token);
+  if (cached) {
+    if (withinLifetime(cached.claims, nowMs) && await resolvesTo(options.getKey, cached, token)) return cached.claims;
+    // Stale (its key no longer resolves to the same object) or outside its lifetime: verified in
+    // full below, which refuses it with the right error or stores it again.
+    options.cache!.delete(token);
+  }
+  let key: unknown;
+  let verified: { payload: Record<string, unknown>; protectedHeader: JWTHeaderParameters };
   try {
-    ({ payload } = await jwtVerify(token, options.getKey, {
+    verified = await jwtVerify(token, async (header, input) => (key = await options.getKey(header, input)), {
       algorithms: ['RS256'],
       issuer: options.issuer,
       audience: options.appSlug,
       requiredClaims: ['sub', 'iat', 'exp', 'aud', 'iss'],
       currentDate: new Date(nowMs),
       clockTolerance: CLOCK_TOLERANCE_SECONDS,
-    }));
+    });
   } catch (error) {
     if (error instanceof errors.JWTExpired) throw authError('TOKEN_EXPIRED');
     throw authError('TOKEN_INVALID', 'Invalid access token', { cause: error });
   }
-  const claims = payload as Partial<AccessTokenClaims>;
+  const claims = verified.payload as Partial<AccessTokenClaims>;
   const wellFormed = typeof claims.sub === 'string' && UUID.test(claims.sub)
     && typeof claims.app_id === 'string' && claims.aud === claims.app_id
     && (options.appSlug === undefined || claims.app_id === options.appSlug)
@@ -99,7 +112,31 @@ export async function verifyAccessToken(token: string, options: VerifyAccessToke
     && (claims.tenant_id === null || (typeof claims.tenant_id === 'string' && UUID.test(claims.tenant_id)))
     && Array.isArray(claims.roles) && claims.roles.every(isRoleName);
   if (!wellFormed) throw authError('TOKEN_INVALID', 'Invalid access token');
-  return claims as AccessTokenClaims;
+  Object.freeze(claims.roles);
+  const frozen = Object.freeze(claims) as AccessTokenClaims;
+  options.cache?.set(token, { header: verified.protectedHeader, key, claims: frozen });
+  return frozen;
+}
+
+/** Whether the resolver still gives the key object that verified a cached token. */
+async function resolvesTo(getKey: JWTVerifyGetKey, cached: VerifiedToken<AccessTokenClaims>, token: string): Promise<boolean> {
+  const [encodedHeader, payload, signature] = token.split('.');
+  try {
+    return (await getKey(cached.header, { protected: encodedHeader, payload: payload!, signature: signature! })) === cached.key;
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * The checks of a verified token that depend on the time, as the full verification makes them
+ * (jose's exp and nbf, in whole seconds with the tolerance; ours on iat).
+ */
+function withinLifetime(claims: AccessTokenClaims & { nbf?: number }, nowMs: number): boolean {
+  const now = Math.floor(nowMs / 1000);
+  return claims.exp > now - CLOCK_TOLERANCE_SECONDS
+    && (claims.nbf === undefined || claims.nbf <= now + CLOCK_TOLERANCE_SECONDS)
+    && claims.iat <= nowMs / 1000 + CLOCK_TOLERANCE_SECONDS;
 }
 
 const COMPACT_JWS = /^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+$/;
