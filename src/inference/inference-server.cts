@@ -8,7 +8,28 @@
 // saturated either way; fewer pool threads contend less with it). UV_THREADPOOL_SIZE, when set,
 // wins.
 process.env.UV_THREADPOOL_SIZE ??= String(require('node:os').availableParallelism());
-import('./server-main.js').catch((err: Error) => {
+
+/**
+ * server-main as one bundle (dist/bundle/server-main.js, scripts/bundle.mjs) when it was built
+ * after the compiled dist/inference/server-main.js, else the compiled modules themselves (from
+ * src/ under ts-node, or after a `tsc` run without the bundle step). The bundle starts the server
+ * about 150 ms sooner: one file instead of ~320 for Node's module loader.
+ */
+function mainModule(): string {
+  const { statSync } = require('node:fs') as typeof import('node:fs');
+  const { join } = require('node:path') as typeof import('node:path');
+  const bundled = join(__dirname, '..', 'bundle', 'server-main.js');
+  try {
+    if (statSync(bundled).mtimeMs >= statSync(join(__dirname, 'server-main.js')).mtimeMs) {
+      return (require('node:url') as typeof import('node:url')).pathToFileURL(bundled).href;
+    }
+  } catch {
+    // no bundle, or no compiled server-main.js beside this file (running from src/)
+  }
+  return './server-main.js';
+}
+
+import(mainModule()).catch((err: Error) => {
   // A failure before main runs (the addon cannot load): its message alone, as main's own errors.
   console.error(`inference-server: ${err.message}`);
   process.exit(1);
