@@ -1,7 +1,8 @@
 #!/usr/bin/env node
 // The executable llama.cpp's server test suite starts as its server (LLAMA_SERVER_BIN_PATH) when
-// it runs against inference-server: it runs dist/inference/server-main.js in this process with
-// the suite's command line.
+// it runs against inference-server: it runs inference-server's entry point
+// (dist/inference/inference-server.cjs, so the bundle as the bin does) in this process with the
+// suite's command line. Nothing here uses libuv's thread pool before the entry sizes it.
 //
 // LLAMA_SUITE_MODE=strict passes every argument unchanged. LLAMA_SUITE_MODE=lenient rewrites each
 // llama-server flag that inference-server knows under another of its spellings (from
@@ -58,6 +59,6 @@ if (process.env.LLAMA_SUITE_SHIM_LOG) {
   const line = { test: process.env.LLAMA_SUITE_TEST_ID ?? null, mode, argv: args, ...result };
   appendFileSync(process.env.LLAMA_SUITE_SHIM_LOG, `${JSON.stringify(line)}\n`);
 }
-const main = join(root, 'dist', 'inference', 'server-main.js');
-process.argv = [process.argv[0], main, ...result.passed];
-await import(pathToFileURL(main).href);
+const entry = join(root, 'dist', 'inference', 'inference-server.cjs');
+process.argv = [process.argv[0], entry, ...result.passed];
+await import(pathToFileURL(entry).href);
