@@ -158,6 +158,22 @@ t.test('two slots generate concurrently with the same results as alone', async (
 // chunks within the budget, one chunk per step beside the generating slots' tokens.
 const LONG_PROMPT = Array.from({ length: 40 }, (_, i) => `line ${i} of a long document`).join('\n');
 
+/** The tasks of streamsThenLongPrompt: two streams of `streamPredict` tokens, then a long prompt. */
+function streamsThenLongPromptTasks(streamPredict: number) {
+  return [
+    greedy('First prompt', streamPredict, { cachePrompt: false }),
+    greedy('Second prompt here', streamPredict, { cachePrompt: false }),
+    greedy(LONG_PROMPT, 8, { cachePrompt: false }),
+  ];
+}
+
+/** The tokens of each task of streamsThenLongPrompt run alone, one after the other. */
+async function eachAlone(e: InferenceEngine, streamPredict: number): Promise<number[][]> {
+  const tokens: number[][] = [];
+  for (const task of streamsThenLongPromptTasks(streamPredict)) tokens.push([...(await e.run(task)).tokens]);
+  return tokens;
+}
+
 /**
  * Two streams generate; once both have produced a token, a long prompt is submitted. Returns each
  * task's tokens, how many stream tokens arrived while the long prompt was submitted but had no
@@ -179,13 +195,14 @@ async function streamsThenLongPrompt(e: InferenceEngine, streamPredict: number):
       if (++started === 2) release();
     }
   };
+  const [first, second, longTask] = streamsThenLongPromptTasks(streamPredict);
   const streams = [
-    e.run(greedy('First prompt', streamPredict, { cachePrompt: false }), { onToken: onStreamToken({ first: true }) }),
-    e.run(greedy('Second prompt here', streamPredict, { cachePrompt: false }), { onToken: onStreamToken({ first: true }) }),
+    e.run(first!, { onToken: onStreamToken({ first: true }) }),
+    e.run(second!, { onToken: onStreamToken({ first: true }) }),
   ];
   await bothStarted;
   submitted = true;
-  const long = e.run(greedy(LONG_PROMPT, 8, { cachePrompt: false }), { onToken: () => { longFirst = true; } });
+  const long = e.run(longTask!, { onToken: () => { longFirst = true; } });
   const results = await Promise.all([...streams, long]);
   return { tokens: results.map((r) => [...r.tokens]), streamTokensDuringLongPrompt: during, streamTokensAfterLongFirst: after, longPrompt: results[2]!.nPrompt };
 }
@@ -194,11 +211,7 @@ t.test('chunked prefill: greedy output with a small budget and a prompt arriving
   const chunked = await InferenceEngine.create(model, { nCtx: 2048, nParallel: 3, prefillBudget: 8 });
   t.teardown(() => chunked.dispose());
   t.equal(chunked.native.info().prefillBudget, 8);
-  const alone = [
-    await chunked.run(greedy('First prompt', 40, { cachePrompt: false })),
-    await chunked.run(greedy('Second prompt here', 40, { cachePrompt: false })),
-    await chunked.run(greedy(LONG_PROMPT, 8, { cachePrompt: false })),
-  ].map((r) => [...r.tokens]);
+  const alone = await eachAlone(chunked, 40);
   const together = await streamsThenLongPrompt(chunked, 40);
   t.ok(together.longPrompt > 200, `the long prompt has ${together.longPrompt} tokens`);
   t.same(together.tokens, alone, 'streams and the chunked prompt give the tokens they give alone');
@@ -217,11 +230,7 @@ t.test('chunked prefill by time: with a target nothing fits in, a prompt arrivin
   t.teardown(() => timed.dispose());
   t.equal(timed.native.info().prefillBudgetMs, 0.001);
   t.equal(timed.native.info().prefillBudget, 0, 'no token budget: the time target alone splits the prompt');
-  const alone = [
-    await timed.run(greedy('First prompt', 60, { cachePrompt: false })),
-    await timed.run(greedy('Second prompt here', 60, { cachePrompt: false })),
-    await timed.run(greedy(LONG_PROMPT, 8, { cachePrompt: false })),
-  ].map((r) => [...r.tokens]);
+  const alone = await eachAlone(timed, 60);
   const together = await streamsThenLongPrompt(timed, 60);
   t.ok(together.longPrompt > 300, `the long prompt has ${together.longPrompt} tokens`);
   t.same(together.tokens, alone, 'streams and the chunked prompt give the tokens they give alone');
