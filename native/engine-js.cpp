@@ -139,6 +139,7 @@ public:
         p.Set("backendSampling", params_.backend_sampling);
         p.Set("prefillBudget", params_.prefill_budget);
         p.Set("prefillBudgetMs", params_.prefill_budget_ms);
+        p.Set("overloadLifoMs", params_.overload_lifo_ms);
         p.Set("loras", loras_.IsEmpty() ? Napi::Array::New(env) : loras_.Value());
         if (!vision_.IsEmpty()) p.Set("vision", vision_.Value());
         if (spec_) p.Set("speculation", Napi::External<Speculation>::New(env, spec_.release()));
@@ -202,6 +203,14 @@ Napi::Value Engine::create(const Napi::CallbackInfo & info) {
             throw_coded(env, ErrorCode::INVALID_ARGUMENT, "params.prefillBudgetMs must be a number of milliseconds from 0 (no time target) to 3600000");
         }
         p.prefill_budget_ms = d;
+    }
+    if (!o.Get("overloadLifoMs").IsUndefined()) {
+        Napi::Value v = o.Get("overloadLifoMs");
+        const double d = v.IsNumber() ? v.As<Napi::Number>().DoubleValue() : -1;
+        if (!(d >= 0 && d <= 3600000)) {
+            throw_coded(env, ErrorCode::INVALID_ARGUMENT, "params.overloadLifoMs must be a number of milliseconds from 0 (always oldest first) to 3600000");
+        }
+        p.overload_lifo_ms = d;
     }
     if (o.Get("serverParams").IsObject()) p.server = std::make_shared<common_params>(ServerParams::from_js(env, o.Get("serverParams")).params());
     auto * worker = new EngineCreateWorker(env, model, model_obj, info[2].As<Napi::Function>(), p);
@@ -272,6 +281,7 @@ Engine::Engine(const Napi::CallbackInfo & info) : Napi::ObjectWrap<Engine>(info)
     if (params_.prompt_cache_mib != 0) prompt_cache_ = std::make_unique<PromptCache>(params_.prompt_cache_mib, llama_n_ctx(ctx_));
     params_.prefill_budget = read_i32(p, "prefillBudget", params_.prefill_budget);
     if (p.Get("prefillBudgetMs").IsNumber()) params_.prefill_budget_ms = p.Get("prefillBudgetMs").As<Napi::Number>().DoubleValue();
+    if (p.Get("overloadLifoMs").IsNumber()) params_.overload_lifo_ms = p.Get("overloadLifoMs").As<Napi::Number>().DoubleValue();
     n_ctx_seq_ = static_cast<int32_t>(llama_n_ctx_seq(ctx_));
     // --kv-unified-per-slot caps each slot below its share of the pool, as llama-server's n_ctx_slot().
     const int32_t slot_max = read_i32(p, "nCtxSlotMax", 0);
@@ -531,7 +541,11 @@ void Engine::enqueue(std::vector<std::unique_ptr<CompletionTask>> tasks) {
     }
     {
         std::lock_guard<std::mutex> lock(inbox_mutex_);
-        for (auto & t : tasks) inbox_.push_back(std::move(t));
+        const int64_t now = ggml_time_us();
+        for (auto & t : tasks) {
+            t->t_queued_us = now;
+            inbox_.push_back(std::move(t));
+        }
     }
     inbox_cv_.notify_one();
 }
@@ -639,6 +653,7 @@ Napi::Value Engine::js_info(const Napi::CallbackInfo & info) {
     m.Set("nUbatch", ctx_ ? llama_n_ubatch(ctx_) : 0);
     m.Set("prefillBudget", params_.prefill_budget);
     m.Set("prefillBudgetMs", params_.prefill_budget_ms);
+    m.Set("overloadLifoMs", params_.overload_lifo_ms);
     m.Set("nThreads", ctx_ ? llama_n_threads(ctx_) : 0);
     m.Set("nThreadsBatch", ctx_ ? llama_n_threads_batch(ctx_) : 0);
     m.Set("embeddings", embeddings_);

@@ -114,15 +114,23 @@ Slot * Engine::choose_slot(const CompletionTask & task) {
     return best ? best : lru;
 }
 
+// Gives free slots to waiting tasks (waiting_ is in arrival order): oldest first, or newest
+// first once the oldest has waited overload_lifo_ms (adaptive LIFO, as in Facebook's "Fail at
+// Scale": under overload a FIFO queue makes every client wait for the backlog; newest first
+// answers most of them at once and leaves the backlog's oldest to wait longer). Prompts then go
+// in by admission (add_prompt_tokens), so the order holds for tasks admitted together.
 void Engine::admit_waiting(int64_t now) {
-    for (auto it = waiting_.begin(); it != waiting_.end();) {
-        Slot * slot = choose_slot(**it);
+    if (waiting_.empty()) return;
+    const bool newest_first = params_.overload_lifo_ms > 0 && now - waiting_.front()->t_queued_us >= params_.overload_lifo_ms * 1000;
+    for (size_t skipped = 0; skipped < waiting_.size();) {
+        const size_t i = newest_first ? waiting_.size() - 1 - skipped : skipped;
+        Slot * slot = choose_slot(*waiting_[i]);
         if (!slot) {
-            ++it;
+            skipped++;
             continue;
         }
-        std::unique_ptr<CompletionTask> task = std::move(*it);
-        it = waiting_.erase(it);
+        std::unique_ptr<CompletionTask> task = std::move(waiting_[i]);
+        waiting_.erase(waiting_.begin() + static_cast<std::ptrdiff_t>(i));
         counters_.queued--;
         start_task(*slot, std::move(task), now);
     }
@@ -141,6 +149,7 @@ void Engine::start_task(Slot & slot, std::unique_ptr<CompletionTask> task, int64
         previous = slot.cache;
     }
     size_t keep = slot.assign(std::move(task), now);
+    slot.admission = ++admissions_;
     if (!previous.empty()) keep = reuse_cache_chunks(slot, previous, keep);
     if (!llama_memory_seq_rm(mem, slot.id, static_cast<llama_pos>(keep), -1)) {
         // Memory that cannot drop a suffix (recurrent models): start the sequence afresh.
@@ -348,14 +357,14 @@ int32_t Engine::prompt_share(int32_t n_generating) const {
     return std::max(share, 0);
 }
 
-// Prompt tokens of the group's prompting slots, up to `budget`, in arrival order (so an early
-// long prompt is not starved by later ones). An embedding input goes in whole or waits; a prompt
+// Prompt tokens of the group's prompting slots, up to `budget`, in admission order (so an early
+// long prompt is not starved by later ones; see admit_waiting). An embedding input goes in whole or waits; a prompt
 // stops before its next image (eval_media evaluates images on their own). A slot whose prompt
 // is complete gets its logits (i_batch) on its last token.
 void Engine::add_prompt_tokens(const LoraGroup & group, int32_t budget) {
     std::vector<Slot *> prompting;
     for (auto & s : slots_) if (s.state == SlotState::PROMPT && group.contains(s)) prompting.push_back(&s);
-    std::sort(prompting.begin(), prompting.end(), [](Slot * a, Slot * b) { return a->t_start_us < b->t_start_us; });
+    std::sort(prompting.begin(), prompting.end(), [](Slot * a, Slot * b) { return a->admission < b->admission; });
     for (Slot * s : prompting) {
         const auto & prompt = s->task->prompt;
         if (s->task->kind == TaskKind::EMBEDDING) {

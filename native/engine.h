@@ -5,11 +5,11 @@
 // inbox and the published summaries. submit() prepares tasks on a libuv worker (image decoding,
 // grammar parsing) and queues them from the JS thread once all are ready. The engine thread
 // owns the context, the batch and every Slot: each iteration it admits queued tasks into idle
-// slots, builds ONE batch from all busy slots (one token per generating slot first, then prompt
-// chunks: up to n_batch when nothing generates, within the prefill budget while something does),
-// decodes once, samples each slot whose logits are ready, and queues events. Events reach JS in
-// bundles
-// through one ThreadSafeFunction (at most one pending call at a time).
+// slots (oldest first; newest first under overload, see admit_waiting), builds ONE batch from all
+// busy slots (one token per generating slot first, then prompt chunks: up to n_batch when nothing
+// generates, within the prefill budget while something does), decodes once, samples each slot
+// whose logits are ready, and queues events. Events reach JS in bundles through one
+// ThreadSafeFunction (at most one pending call at a time).
 // Ownership: the engine keeps its Model's JS object alive until dispose() resolves.
 #include <napi.h>
 
@@ -67,6 +67,10 @@ struct EngineParams {
     // a quarter of n_ubatch, so prompts never starve). 0: no time target. Applies together with
     // prefill_budget: the smaller share wins.
     double prefill_budget_ms = 1000;
+    // Adaptive LIFO (ms): free slots go to waiting tasks oldest first, but once the oldest has
+    // waited this long (overload: requests arrive faster than they are served), newest first, so
+    // that most clients are answered promptly and the oldest wait longer. 0: always oldest first.
+    double overload_lifo_ms = 1000;
     // llama-server's parsed command line, when given: its context flags (KV cache types, SWA,
     // RoPE/YaRN, offload) apply as there; the fields above still decide what they name.
     std::shared_ptr<common_params> server;
@@ -196,6 +200,7 @@ private:
     Vision * vision_ = nullptr;
     Napi::ObjectReference vision_ref_;
     uint64_t step_counter_ = 0;
+    uint64_t admissions_ = 0;   // tasks given a slot so far (Slot::admission)
     llama_context * ctx_ = nullptr;
     // Speculative decoding (--spec-type, -md); null when off. Freed before ctx_ (its draft context reads ctx_).
     std::unique_ptr<Speculation> spec_;

@@ -26,6 +26,7 @@ struct MediaSpan {
 
 struct CompletionTask {
     int64_t id = 0;
+    int64_t t_queued_us = 0;       // when it entered the engine's inbox (how long it has waited for a slot)
     TaskKind kind = TaskKind::COMPLETION;  // EMBEDDING: the prompt is embedded, nothing generated
     std::vector<llama_token> prompt;
     int32_t n_predict = -1;        // -1: until EOS or the slot's context is full

@@ -81,6 +81,12 @@ export const DEFAULT_PREFILL_BUDGET = 512;
  */
 export const DEFAULT_PREFILL_BUDGET_MS = 1000;
 
+/**
+ * Adaptive LIFO's default threshold (--overload-lifo-ms): once the oldest request waiting for a
+ * slot has waited this long, free slots go to the newest waiting requests first.
+ */
+export const DEFAULT_OVERLOAD_LIFO_MS = 1000;
+
 /** Default context: the model's training context, capped at 8192 tokens to bound KV memory. */
 export const DEFAULT_CTX_CAP = 8192;
 

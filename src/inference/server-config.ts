@@ -5,7 +5,7 @@ import { ROLE_NAMES } from '../auth/roles.js';
 import { UsageError, parseFlags, type FlagSpec, type ParsedFlags } from '../cli/flags.js';
 import { PoolingType, type LogLevel, type PoolingName, type ReasoningFormat, type ServerParamValues } from '../native/binding.js';
 import { LLAMA_SERVER_FLAGS } from './llama-server-flags.js';
-import { DEFAULT_PREFILL_BUDGET, DEFAULT_PREFILL_BUDGET_MS, type RuntimeOptions } from './options.js';
+import { DEFAULT_OVERLOAD_LIFO_MS, DEFAULT_PREFILL_BUDGET, DEFAULT_PREFILL_BUDGET_MS, type RuntimeOptions } from './options.js';
 import type { InferenceServerOptions } from './server.js';
 import type { RouterServerOptions } from './router/server.js';
 import type { TransportOptions } from './transport.js';
@@ -17,6 +17,7 @@ export const OWN_FLAGS = [
   { names: ['--media-allow-remote'], kind: 'bool', key: 'mediaAllowRemote', help: 'fetch http(s) image URLs in chat messages (default: only data URLs)' },
   { names: ['--prefill-budget'], kind: 'int', key: 'prefillBudget', help: 'chunked prefill: most tokens a step decodes while any slot is generating (its tokens first, prompt chunks fill the rest); shorter stalls of running streams against slower long prompts; 0 = no budget, prompts fill -b as in llama-server (default ' + DEFAULT_PREFILL_BUDGET + ')' },
   { names: ['--prefill-budget-ms'], kind: 'int', key: 'prefillBudgetMs', help: 'chunked prefill: while any slot is generating, a step carries only the prompt tokens that the last steps\' costs say fit beside the generating tokens in this many ms (at least a quarter of -ub); with --prefill-budget, the smaller share wins; 0 = no time target (default ' + DEFAULT_PREFILL_BUDGET_MS + ')' },
+  { names: ['--overload-lifo-ms'], kind: 'int', key: 'overloadLifoMs', help: 'adaptive LIFO: requests wait for a free slot oldest first, but once the oldest has waited this many ms (overload), newest first: most clients get a prompt answer while the oldest wait longer; 0 = always oldest first (default ' + DEFAULT_OVERLOAD_LIFO_MS + ')' },
   { names: ['--layer-window'], kind: 'string', key: 'layerWindow', choices: ['auto'], help: '"auto": as many layers on the GPU as its free memory holds (-ngl auto)' },
   { names: ['--models-spare'], kind: 'int', key: 'modelsSpare', help: 'router mode: model processes kept started without a model (Node and the addon loaded, about 75 MB each), so that loading a model skips process start-up (default 1; 0 = none)' },
   { names: ['--auth'], kind: 'bool', key: 'auth', help: 'mount the authentication service on this port (configured by the AUTH_* variables, see docs/auth-service.md)' },
@@ -180,6 +181,13 @@ export function prefillBudgetMs(given: number | undefined): number {
   return given;
 }
 
+/** --overload-lifo-ms: an integer from 0 (always oldest first) to an hour, 1000 when absent. */
+export function overloadLifoMs(given: number | undefined): number {
+  if (given === undefined) return DEFAULT_OVERLOAD_LIFO_MS;
+  if (given < 0 || given > 3_600_000) throw new UsageError(`--overload-lifo-ms: expected 0 (always oldest first) or a number of milliseconds up to 3600000, got ${given}`);
+  return given;
+}
+
 /** The server's options from llama-server's parsed command line and our own flags. */
 export function serverOptions(v: ServerParamValues, own: OwnFlags, gpuAvailable: boolean): Omit<InferenceServerOptions, 'serverParams'> {
   const pooling = poolingName(v.poolingType);
@@ -199,6 +207,7 @@ export function serverOptions(v: ServerParamValues, own: OwnFlags, gpuAvailable:
     ...(v.kvUnifiedPerSlot > 0 ? { slotContextMax: v.kvUnifiedPerSlot } : {}),
     prefillBudget: prefillBudget(own.prefillBudget),
     prefillBudgetMs: prefillBudgetMs(own.prefillBudgetMs),
+    overloadLifoMs: overloadLifoMs(own.overloadLifoMs),
     // As llama-server: with -np left to its default the slots share one KV pool; with -np given,
     // each slot has n_ctx / np unless --kv-unified.
     kvUnified: v.nParallel < 0 ? true : v.kvUnified,

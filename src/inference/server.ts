@@ -14,7 +14,7 @@ import { inferenceRoutes } from './routes.js';
 import { streamRoutes } from './streams/stream-routes.js';
 import { StreamSessions } from './streams/stream-sessions.js';
 import { formatInferenceError } from './errors.js';
-import { DEFAULT_PREFILL_BUDGET, DEFAULT_PREFILL_BUDGET_MS, type RuntimeOptions } from './options.js';
+import { DEFAULT_OVERLOAD_LIFO_MS, DEFAULT_PREFILL_BUDGET, DEFAULT_PREFILL_BUDGET_MS, type RuntimeOptions } from './options.js';
 import { loadInferenceService, type ServiceLoadOptions } from './service/load.js';
 import type { InferenceService } from './service/service.js';
 import { ServiceHost } from './service/host.js';
@@ -42,6 +42,8 @@ export interface InferenceServerOptions extends TransportOptions {
   prefillBudget?: number;
   /** --prefill-budget-ms: chunked prefill's time target per step while any slot is generating; 0 = none. Default 1000. */
   prefillBudgetMs?: number;
+  /** --overload-lifo-ms: once the oldest request waiting for a slot has waited this long, the newest is served first; 0 = always oldest first. Default 1000. */
+  overloadLifoMs?: number;
   /** One KV pool shared by the slots (default); false gives each slot n_ctx / parallel, as llama-server's --no-kv-unified. */
   kvUnified?: boolean;
   alias?: string;
@@ -136,6 +138,7 @@ function serviceLoadOptions(options: InferenceServerOptions): ServiceLoadOptions
     backendSampling: options.backendSampling ?? false,
     prefillBudget: options.prefillBudget ?? DEFAULT_PREFILL_BUDGET,
     prefillBudgetMs: options.prefillBudgetMs ?? DEFAULT_PREFILL_BUDGET_MS,
+    overloadLifoMs: options.overloadLifoMs ?? DEFAULT_OVERLOAD_LIFO_MS,
     kvUnified: options.kvUnified ?? true,
     alias: options.alias,
     nPredict: options.nPredict,

@@ -373,6 +373,12 @@ export interface EngineParams {
    * fraction of a millisecond is allowed), 0 = no time target. Default 1000.
    */
   prefillBudgetMs?: number;
+  /**
+   * Adaptive LIFO in ms: free slots go to waiting tasks oldest first, but once the oldest has
+   * waited this long, newest first (prompts then go in by admission order). A number 0..3600000,
+   * 0 = always oldest first. Default 1000.
+   */
+  overloadLifoMs?: number;
   /** LoRA adapters of this model that tasks may apply (task.loraScales indexes them). */
   loras?: NativeLoraAdapter[];
   /** A multimodal projector for this model: tasks may then carry images. */
@@ -576,6 +582,8 @@ export interface EngineInfo {
   prefillBudget: number;
   /** Chunked prefill's time target (EngineParams.prefillBudgetMs). */
   prefillBudgetMs: number;
+  /** Adaptive LIFO's threshold (EngineParams.overloadLifoMs). */
+  overloadLifoMs: number;
   nThreads: number;
   nThreadsBatch: number;
   embeddings: boolean;

@@ -168,6 +168,21 @@ t.test('--prefill-budget and --prefill-budget-ms reach the engine; 512 tokens an
   t.equal(service.engine.native.info().prefillBudgetMs, 250);
 });
 
+t.test('--overload-lifo-ms reaches the engine; 1000 ms when absent; a bad value fails at start-up, exit 1', async (t) => {
+  const values = parse('-m', models.chat).values();
+  t.equal(serverOptions(values, splitCommandLine(['--overload-lifo-ms', '250']).own, false).overloadLifoMs, 250);
+  t.equal(serverOptions(values, splitCommandLine(['--overload-lifo-ms=0']).own, false).overloadLifoMs, 0, '0: always oldest first');
+  t.equal(serverOptions(values, {}, false).overloadLifoMs, 1000);
+  const own = splitCommandLine(['--overload-lifo-ms', '250']).own;
+  const server = await startInferenceServer({ ...serverOptions(values, own, false), host: '127.0.0.1', port: 0, runtime: { ...serverOptions(values, {}, false).runtime, ctxSize: 512 } });
+  t.teardown(() => server.close());
+  const service = await server.ready;
+  t.equal(service.engine.native.info().overloadLifoMs, 250);
+  const negative = await runServer(['-m', models.chat, '--overload-lifo-ms', '-5']);
+  t.equal(negative.code, 1);
+  t.match(negative.stderr, /--overload-lifo-ms: expected 0 \(always oldest first\) or a number of milliseconds up to 3600000, got -5/);
+});
+
 t.test('a bad --prefill-budget or --prefill-budget-ms fails at start-up with a clear message, exit 1', async (t) => {
   const negative = await runServer(['-m', models.chat, '--prefill-budget', '-1']);
   t.equal(negative.code, 1);

@@ -1,4 +1,4 @@
-import t from 'tap';
+import t, { type Test } from 'tap';
 import { native, type CompletionTaskSpec, type NativeModel } from '../../src/native/binding.js';
 import { InferenceEngine } from '../../src/inference/engine/engine.js';
 import { CHAT_TOKENS, ensureTestModels } from '../fixtures/models.js';
@@ -256,6 +256,58 @@ t.test('alone, a prompt fills n_batch whatever the budget or time target (no slo
   const out = await chunked.run(greedy(LONG_PROMPT, 1, { cachePrompt: false }));
   t.ok(out.nPrompt > 200);
   t.equal(chunked.native.metrics().decodeCalls - before, 1, 'one decode for the whole prompt');
+});
+
+// Adaptive LIFO (EngineParams.overloadLifoMs): tasks waiting for a slot get one oldest first, but
+// newest first once the oldest has waited the threshold; prompts then go in by admission order.
+// Two blockers of the same shape hold both slots and end in the same step, so the three waiting
+// tasks are admitted in one pass. nBatch 32 feeds each waiting ~100-token prompt over several
+// steps, one prompt after the other, so the order of their first tokens is the order they were
+// fed in; the third waits for one of the first two to end.
+async function firstTokenOrder(t: Test, overloadLifoMs: number): Promise<string[]> {
+  const e = await InferenceEngine.create(model, { nCtx: 2048, nParallel: 2, nBatch: 32, nUbatch: 32, overloadLifoMs });
+  try {
+    t.equal(e.native.info().overloadLifoMs, overloadLifoMs);
+    let release!: () => void;
+    const blocking = new Promise<void>((r) => (release = r));
+    let blockerTokens = 0;
+    const blockers = await e.submitAll([greedy('Blocker', 64, { cachePrompt: false }), greedy('Blocker', 64, { cachePrompt: false })], {
+      onToken: () => () => {
+        blockerTokens++;
+        release();
+      },
+    });
+    await blocking;
+    const order: string[] = [];
+    const names = ['A', 'B', 'C'];
+    const waiting = await e.submitAll(names.map((name) => greedy(`${name}: ${LONG_PROMPT.slice(0, 400)}`, 2, { cachePrompt: false })), {
+      onToken: (index) => () => { if (!order.includes(names[index]!)) order.push(names[index]!); },
+    });
+    t.ok(blockerTokens < 2 * 64, 'the three were queued while the blockers held both slots');
+    await Promise.all([...blockers, ...waiting]);
+    return order;
+  } finally {
+    await e.dispose();
+  }
+}
+
+t.test('adaptive LIFO: once the oldest waiting task has waited the threshold, free slots go to the newest first and their prompts go in newest first', async (t) => {
+  t.same(await firstTokenOrder(t, 0.001), ['C', 'B', 'A'], 'a microsecond threshold: every wait is overload');
+});
+
+t.test('adaptive LIFO off (0), or a threshold not reached: waiting tasks get slots and prompt steps oldest first', async (t) => {
+  t.same(await firstTokenOrder(t, 0), ['A', 'B', 'C'], '0: always oldest first');
+  t.same(await firstTokenOrder(t, 3_600_000), ['A', 'B', 'C'], 'an hour: not reached');
+});
+
+t.test('the adaptive LIFO threshold is validated; 1000 ms by default', async (t) => {
+  for (const bad of [-1, 3_600_001, Number.NaN, Number.POSITIVE_INFINITY, 'soon']) {
+    await t.rejects(InferenceEngine.create(model, { nCtx: 1024, nParallel: 1, overloadLifoMs: bad as number }),
+      { code: 'INVALID_ARGUMENT', message: 'params.overloadLifoMs must be a number of milliseconds from 0 (always oldest first) to 3600000' }, `overloadLifoMs ${String(bad)}`);
+  }
+  const defaults = await InferenceEngine.create(model, { nCtx: 1024, nParallel: 1 });
+  t.teardown(() => defaults.dispose());
+  t.equal(defaults.native.info().overloadLifoMs, 1000);
 });
 
 t.test('the prefill budget is validated', async (t) => {

@@ -27,6 +27,8 @@ export interface ServiceLoadOptions {
   prefillBudget: number;
   /** Chunked prefill's time target (EngineParams.prefillBudgetMs). */
   prefillBudgetMs: number;
+  /** Adaptive LIFO's threshold (EngineParams.overloadLifoMs). */
+  overloadLifoMs: number;
   kvUnified: boolean;
   alias?: string;
   nPredict: number;
@@ -106,6 +108,7 @@ export function loadInferenceService(options: ServiceLoadOptions, onProgress: (p
         backendSampling: options.backendSampling,
         prefillBudget: options.prefillBudget,
         prefillBudgetMs: options.prefillBudgetMs,
+        overloadLifoMs: options.overloadLifoMs,
       });
       return new InferenceService(model, vision, engine, {
         modelPath: runtime.model,
