@@ -17,6 +17,16 @@
 #include "model.h"
 #include "vision.h"
 
+// o[key], when given, into `out`: a number of milliseconds from 0 to an hour (a fraction allowed);
+// anything else throws INVALID_ARGUMENT with `message`.
+static void read_ms(Napi::Env env, Napi::Object o, const char * key, const char * message, double & out) {
+    Napi::Value v = o.Get(key);
+    if (v.IsUndefined()) return;
+    const double d = v.IsNumber() ? v.As<Napi::Number>().DoubleValue() : -1;
+    if (!(d >= 0 && d <= 3600000)) addon::throw_coded(env, addon::ErrorCode::INVALID_ARGUMENT, message);
+    out = d;
+}
+
 namespace addon {
 
 Napi::FunctionReference Engine::constructor;
@@ -196,22 +206,8 @@ Napi::Value Engine::create(const Napi::CallbackInfo & info) {
         }
         p.prefill_budget = static_cast<int32_t>(d);
     }
-    if (!o.Get("prefillBudgetMs").IsUndefined()) {
-        Napi::Value v = o.Get("prefillBudgetMs");
-        const double d = v.IsNumber() ? v.As<Napi::Number>().DoubleValue() : -1;
-        if (!(d >= 0 && d <= 3600000)) {
-            throw_coded(env, ErrorCode::INVALID_ARGUMENT, "params.prefillBudgetMs must be a number of milliseconds from 0 (no time target) to 3600000");
-        }
-        p.prefill_budget_ms = d;
-    }
-    if (!o.Get("overloadLifoMs").IsUndefined()) {
-        Napi::Value v = o.Get("overloadLifoMs");
-        const double d = v.IsNumber() ? v.As<Napi::Number>().DoubleValue() : -1;
-        if (!(d >= 0 && d <= 3600000)) {
-            throw_coded(env, ErrorCode::INVALID_ARGUMENT, "params.overloadLifoMs must be a number of milliseconds from 0 (always oldest first) to 3600000");
-        }
-        p.overload_lifo_ms = d;
-    }
+    read_ms(env, o, "prefillBudgetMs", "params.prefillBudgetMs must be a number of milliseconds from 0 (no time target) to 3600000", p.prefill_budget_ms);
+    read_ms(env, o, "overloadLifoMs", "params.overloadLifoMs must be a number of milliseconds from 0 (always oldest first) to 3600000", p.overload_lifo_ms);
     if (o.Get("serverParams").IsObject()) p.server = std::make_shared<common_params>(ServerParams::from_js(env, o.Get("serverParams")).params());
     auto * worker = new EngineCreateWorker(env, model, model_obj, info[2].As<Napi::Function>(), p);
     if (o.Get("loras").IsArray()) {
