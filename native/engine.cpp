@@ -358,9 +358,9 @@ int32_t Engine::prompt_share(int32_t n_generating) const {
 }
 
 // Prompt tokens of the group's prompting slots, up to `budget`, in admission order (so an early
-// long prompt is not starved by later ones; see admit_waiting). An embedding input goes in whole or waits; a prompt
-// stops before its next image (eval_media evaluates images on their own). A slot whose prompt
-// is complete gets its logits (i_batch) on its last token.
+// long prompt is not starved by later ones; see admit_waiting). An embedding input goes in whole
+// or waits; a prompt stops before its next image (eval_media evaluates images on their own). A
+// slot whose prompt is complete gets its logits (i_batch) on its last token.
 void Engine::add_prompt_tokens(const LoraGroup & group, int32_t budget) {
     std::vector<Slot *> prompting;
     for (auto & s : slots_) if (s.state == SlotState::PROMPT && group.contains(s)) prompting.push_back(&s);
