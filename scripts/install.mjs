@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 // `npm install` / `npm ci` for this package: fetch the pinned llama.cpp, build the addon,
-// compile the TypeScript, bundle inference-server and build the web pages. Each step is skipped or incremental when its inputs
-// are unchanged.
+// compile the TypeScript, bundle inference-server and build the web pages. Each step is skipped
+// or incremental when its inputs are unchanged.
 import { spawnSync } from 'node:child_process';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
