@@ -150,6 +150,7 @@ public:
         p.Set("prefillBudget", params_.prefill_budget);
         p.Set("prefillBudgetMs", params_.prefill_budget_ms);
         p.Set("overloadLifoMs", params_.overload_lifo_ms);
+        p.Set("slotPromptSimilarity", params_.slot_prompt_similarity);
         p.Set("loras", loras_.IsEmpty() ? Napi::Array::New(env) : loras_.Value());
         if (!vision_.IsEmpty()) p.Set("vision", vision_.Value());
         if (spec_) p.Set("speculation", Napi::External<Speculation>::New(env, spec_.release()));
@@ -209,6 +210,13 @@ Napi::Value Engine::create(const Napi::CallbackInfo & info) {
     read_ms(env, o, "prefillBudgetMs", "params.prefillBudgetMs must be a number of milliseconds from 0 (no time target) to 3600000", p.prefill_budget_ms);
     read_ms(env, o, "overloadLifoMs", "params.overloadLifoMs must be a number of milliseconds from 0 (always oldest first) to 3600000", p.overload_lifo_ms);
     if (o.Get("serverParams").IsObject()) p.server = std::make_shared<common_params>(ServerParams::from_js(env, o.Get("serverParams")).params());
+    if (p.server) p.slot_prompt_similarity = p.server->slot_prompt_similarity;
+    if (!o.Get("slotPromptSimilarity").IsUndefined()) {
+        Napi::Value v = o.Get("slotPromptSimilarity");
+        const double d = v.IsNumber() ? v.As<Napi::Number>().DoubleValue() : -1;
+        if (!(d >= 0 && d <= 1)) throw_coded(env, ErrorCode::INVALID_ARGUMENT, "params.slotPromptSimilarity must be a number from 0 (always the least recently used slot) to 1");
+        p.slot_prompt_similarity = d;
+    }
     auto * worker = new EngineCreateWorker(env, model, model_obj, info[2].As<Napi::Function>(), p);
     if (o.Get("loras").IsArray()) {
         Napi::Array loras = o.Get("loras").As<Napi::Array>();
@@ -278,6 +286,7 @@ Engine::Engine(const Napi::CallbackInfo & info) : Napi::ObjectWrap<Engine>(info)
     params_.prefill_budget = read_i32(p, "prefillBudget", params_.prefill_budget);
     if (p.Get("prefillBudgetMs").IsNumber()) params_.prefill_budget_ms = p.Get("prefillBudgetMs").As<Napi::Number>().DoubleValue();
     if (p.Get("overloadLifoMs").IsNumber()) params_.overload_lifo_ms = p.Get("overloadLifoMs").As<Napi::Number>().DoubleValue();
+    if (p.Get("slotPromptSimilarity").IsNumber()) params_.slot_prompt_similarity = p.Get("slotPromptSimilarity").As<Napi::Number>().DoubleValue();
     n_ctx_seq_ = static_cast<int32_t>(llama_n_ctx_seq(ctx_));
     // --kv-unified-per-slot caps each slot below its share of the pool, as llama-server's n_ctx_slot().
     const int32_t slot_max = read_i32(p, "nCtxSlotMax", 0);
@@ -650,6 +659,7 @@ Napi::Value Engine::js_info(const Napi::CallbackInfo & info) {
     m.Set("prefillBudget", params_.prefill_budget);
     m.Set("prefillBudgetMs", params_.prefill_budget_ms);
     m.Set("overloadLifoMs", params_.overload_lifo_ms);
+    m.Set("slotPromptSimilarity", params_.slot_prompt_similarity);
     m.Set("nThreads", ctx_ ? llama_n_threads(ctx_) : 0);
     m.Set("nThreadsBatch", ctx_ ? llama_n_threads_batch(ctx_) : 0);
     m.Set("embeddings", embeddings_);

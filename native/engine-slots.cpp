@@ -217,10 +217,12 @@ void Engine::restore_slot(Slot & slot, const SlotAction & action, SlotActionResu
     }
 }
 
+// Empties the slot's KV cells, and the draft model's copy of them.
 void Engine::clear_slot(Slot & slot) {
     llama_memory_seq_rm(llama_get_memory(ctx_), slot.id, -1, -1);
     slot.cache.clear();
     slot.cache_media.clear();
+    if (spec_) spec_->truncate(slot.id, 0);
 }
 
 }  // namespace addon

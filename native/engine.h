@@ -71,6 +71,10 @@ struct EngineParams {
     // waited this long (overload: requests arrive faster than they are served), newest first, so
     // that most clients are answered promptly and the oldest wait longer. 0: always oldest first.
     double overload_lifo_ms = 1000;
+    // llama-server's -sps: a task without id_slot goes to the idle slot whose cache holds the
+    // largest fraction of its prompt when that fraction exceeds this, else to the least recently
+    // used idle slot. 0: always the least recently used. From `server` when given.
+    double slot_prompt_similarity = 0.1;
     // llama-server's parsed command line, when given: its context flags (KV cache types, SWA,
     // RoPE/YaRN, offload) apply as there; the fields above still decide what they name.
     std::shared_ptr<common_params> server;

@@ -214,7 +214,7 @@ export const LLAMA_SERVER_FLAGS: Readonly<Record<string, FlagSupport>> = {
   '--chat-template-file': served,
   '--skip-chat-parsing': served,
   '--prefill-assistant': served,
-  '-sps': ignored('a request without id_slot takes the idle slot with the longest common prefix, whatever the similarity'),
+  '-sps': served,
   '--lora-init-without-apply': served,
   '--sleep-idle-seconds': served,
   '--log-disable': served,

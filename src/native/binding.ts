@@ -379,6 +379,12 @@ export interface EngineParams {
    * 0 = always oldest first. Default 1000.
    */
   overloadLifoMs?: number;
+  /**
+   * llama-server's -sps: a task without idSlot goes to the idle slot whose cache holds the largest
+   * fraction of its prompt when that fraction exceeds this, else to the least recently used idle
+   * slot. A number 0..1, 0 = always the least recently used. Default: serverParams' value, else 0.1.
+   */
+  slotPromptSimilarity?: number;
   /** LoRA adapters of this model that tasks may apply (task.loraScales indexes them). */
   loras?: NativeLoraAdapter[];
   /** A multimodal projector for this model: tasks may then carry images. */
@@ -584,6 +590,8 @@ export interface EngineInfo {
   prefillBudgetMs: number;
   /** Adaptive LIFO's threshold (EngineParams.overloadLifoMs). */
   overloadLifoMs: number;
+  /** Slot choice's similarity threshold (EngineParams.slotPromptSimilarity). */
+  slotPromptSimilarity: number;
   nThreads: number;
   nThreadsBatch: number;
   embeddings: boolean;

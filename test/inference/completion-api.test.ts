@@ -389,6 +389,8 @@ t.test('return_progress streams prompt_progress as llama-server: at the start, t
   t.ok(total > 128, `a prompt of ${total} tokens needs several batches of 64`);
   t.same(first.map((p) => p.processed), [0, ...Array.from({ length: Math.ceil(total / 64) }, (_, i) => Math.min(total, 64 * (i + 1)))], 'one report at the start, then one per batch');
   t.ok(first.every((p) => p.total === total && p.cache === 0));
+  const filling = await run('/completion', { prompt });
+  t.equal(filling[0].cache, 0, 'the first run (cache_prompt false) left nothing in the cache');
   const again = await run('/completion', { prompt });
   t.ok(again[0].cache > 0 && again[0].processed === again[0].cache, 'a cached prompt starts from its cache');
   t.equal(again.at(-1).processed, total);

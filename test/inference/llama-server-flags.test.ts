@@ -183,6 +183,16 @@ t.test('--overload-lifo-ms reaches the engine; 1000 ms when absent; a bad value 
   t.match(negative.stderr, /--overload-lifo-ms: expected 0 \(always oldest first\) or a number of milliseconds up to 3600000, got -5/);
 });
 
+t.test('-sps reaches the engine\'s slot choice; 0.1 when absent, as llama-server', async (t) => {
+  for (const [argv, want] of [[['-sps', '0.5'], 0.5], [['--slot-prompt-similarity', '0'], 0], [[], 0.1]] as const) {
+    const params = parse('-m', models.chat, '-c', '512', ...argv);
+    const server = await startInferenceServer({ ...serverOptions(params.values(), {}, false), serverParams: params, host: '127.0.0.1', port: 0 });
+    t.teardown(() => server.close());
+    const service = await server.ready;
+    t.ok(Math.abs(service.engine.native.info().slotPromptSimilarity - want) < 1e-6, `${argv.join(' ') || 'absent'}: ${want}`);
+  }
+});
+
 t.test('a bad --prefill-budget or --prefill-budget-ms fails at start-up with a clear message, exit 1', async (t) => {
   const negative = await runServer(['-m', models.chat, '--prefill-budget', '-1']);
   t.equal(negative.code, 1);

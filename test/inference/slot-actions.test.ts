@@ -87,7 +87,7 @@ t.test('erase empties the slot: the same prompt is evaluated in full again', asy
 t.test('an action on a busy slot waits for its task to end, as llama-server defers it', async (t) => {
   const res = await fetch(`${base}/completion`, {
     method: 'POST',
-    body: JSON.stringify({ prompt: PROMPT, id_slot: 0, cache_prompt: false, temperature: 0, n_predict: 48, ignore_eos: true, stream: true }),
+    body: JSON.stringify({ prompt: PROMPT, id_slot: 0, temperature: 0, n_predict: 48, ignore_eos: true, stream: true }),
   });
   const reader = res.body!.getReader();
   await reader.read(); // the task is running: its first chunk has arrived
@@ -97,7 +97,7 @@ t.test('an action on a busy slot waits for its task to end, as llama-server defe
   const last = text.split('\n\n').filter((b) => b.startsWith('data: ')).map((b) => JSON.parse(b.slice(6))).at(-1);
   const saved = await saving;
   t.equal(saved.status, 200);
-  t.equal(saved.body.n_saved, last.timings.prompt_n + last.timings.predicted_n - 1, 'saved after the task ended, with everything it generated');
+  t.equal(saved.body.n_saved, last.timings.cache_n + last.timings.prompt_n + last.timings.predicted_n - 1, 'saved after the task ended, with everything it generated');
 });
 
 t.test('filenames llama-server refuses are 400 "Invalid filename", and nothing is written', async (t) => {

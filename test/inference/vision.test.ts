@@ -79,6 +79,7 @@ t.test('the prompt cache reuses an image only when the same image is at the same
   t.equal(again.body.tokens_cached, again.body.tokens_evaluated - 1, 'all but the last prompt token reused, the image included');
   t.equal(again.body.content, first.body.content);
   t.equal(again.body.content, (await run(red, 'Look: <__media__> and say', false)).body.content, 'same answer as without the cache');
+  t.equal((await run(red, 'Look: <__media__> and say')).body.tokens_cached, 0, 'the run without the cache left the slot empty');
 
   const longer = await run(red, 'Look: <__media__> and say it again, slowly');
   t.ok(longer.body.tokens_cached > 64, `the image is reused when only the text after it changes (${longer.body.tokens_cached} cached)`);

@@ -95,9 +95,60 @@ t.test('reports tokens evaluated, tokens cached and timings', async (t) => {
   t.equal(first.nCached, 0);
   t.ok(first.tPromptMs > 0);
   t.ok(first.tPredictMs > 0);
-  const second = await engine.run(greedy(text + ' and more', 4, { idSlot: 1 }));
-  t.equal(second.nCached, prompt(text).length, 'the common prefix came from the slot cache');
-  t.equal(second.slot, 1);
+  const second = await engine.run(greedy(text, 4, { idSlot: 1 }));
+  t.equal(second.nCached, 0, 'a task that did not use the prompt cache left nothing in it');
+  const third = await engine.run(greedy(text + ' and more', 4, { idSlot: 1 }));
+  t.equal(third.nCached, prompt(text).length, 'the common prefix came from the slot cache');
+  t.equal(third.slot, 1);
+});
+
+t.test('a task with cache_prompt false frees its KV cells when it ends; one with the cache keeps them', async (t) => {
+  const text = 'Cells of a task that opted out of the prompt cache are not kept';
+  const kept = await engine.run(greedy(text, 4, { idSlot: 0 }));
+  t.equal(engine.native.slots()[0]!.nCache, kept.nPrompt + kept.nPredicted - 1, 'cache_prompt true: prompt and generated tokens (the last one never decoded) stay');
+  const freed = await engine.run(greedy(text, 4, { idSlot: 0, cachePrompt: false }));
+  t.equal(freed.nCached, 0);
+  t.equal(engine.native.slots()[0]!.nCache, 0, 'cache_prompt false: the slot is empty');
+});
+
+// Three slots; A's prompt fills slot 0, B's slot 1 (their only common token, BOS, is under a tenth
+// of either prompt), then A's prompt continued arrives while slot 2 has never been used.
+async function slotChoices(t: Test, slotPromptSimilarity?: number): Promise<{ continued: number; freedSlot: number; slots: number[] }> {
+  const e = await InferenceEngine.create(model, { nCtx: 1024, nParallel: 3, ...(slotPromptSimilarity === undefined ? {} : { slotPromptSimilarity }) });
+  t.teardown(() => e.dispose());
+  const a = 'Alpha is the first prompt of this test and it is long enough for a share';
+  const b = 'Bravo comes second and has nothing in common with the first one at all';
+  t.ok(1 / prompt(a).length < 0.1 && 1 / prompt(b).length < 0.1, 'premise: one common token is under a tenth of each prompt');
+  const first = await e.run(greedy(a, 2));
+  const second = await e.run(greedy(b, 2));
+  const continued = await e.run(greedy(a + ' and then some more', 2));
+  // A task that does not use the cache still goes where its prompt is, and empties that slot.
+  const opted = await e.run(greedy(b, 2, { cachePrompt: false }));
+  return { continued: continued.slot, freedSlot: opted.slot, slots: [first.slot, second.slot, ...e.native.slots().map((s) => s.nCache)] };
+}
+
+t.test('slot choice (-sps): the idle slot holding the largest share of the prompt above slotPromptSimilarity (0.1 by default), else the least recently used', async (t) => {
+  const { continued, freedSlot, slots } = await slotChoices(t);
+  t.same(slots.slice(0, 2), [0, 1], 'A and B: least recently used (never used) slots');
+  t.equal(continued, 0, 'A continued: the slot holding A, not the never-used slot 2');
+  t.equal(freedSlot, 1, 'B again without the cache: the slot holding B');
+  t.equal(slots[3], 0, 'that slot is empty afterwards');
+});
+
+t.test('slot choice with slotPromptSimilarity 0: always the least recently used idle slot', async (t) => {
+  const { continued, freedSlot } = await slotChoices(t, 0);
+  t.equal(continued, 2, 'A continued: the never-used slot 2');
+  t.equal(freedSlot, 0, 'B: slot 0, used longest ago');
+});
+
+t.test('slotPromptSimilarity is validated; 0.1 by default', async (t) => {
+  for (const bad of [-0.1, 1.5, Number.NaN, 'half']) {
+    await t.rejects(InferenceEngine.create(model, { nCtx: 1024, nParallel: 1, slotPromptSimilarity: bad as number }),
+      { code: 'INVALID_ARGUMENT', message: 'params.slotPromptSimilarity must be a number from 0 (always the least recently used slot) to 1' }, `slotPromptSimilarity ${String(bad)}`);
+  }
+  const defaults = await InferenceEngine.create(model, { nCtx: 1024, nParallel: 1 });
+  t.teardown(() => defaults.dispose());
+  t.ok(Math.abs(defaults.native.info().slotPromptSimilarity - 0.1) < 1e-9);
 });
 
 t.test('cancelling a running task frees its slot and emits nothing more', async (t) => {
