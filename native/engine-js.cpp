@@ -17,15 +17,17 @@
 #include "model.h"
 #include "vision.h"
 
-// o[key], when given, into `out`: a number of milliseconds from 0 to an hour (a fraction allowed);
-// anything else throws INVALID_ARGUMENT with `message`.
-static void read_ms(Napi::Env env, Napi::Object o, const char * key, const char * message, double & out) {
+// o[key], when given, into `out`: a number from 0 to `max` (a fraction allowed); anything else
+// throws INVALID_ARGUMENT with `message`.
+static void read_in_range(Napi::Env env, Napi::Object o, const char * key, double max, const char * message, double & out) {
     Napi::Value v = o.Get(key);
     if (v.IsUndefined()) return;
     const double d = v.IsNumber() ? v.As<Napi::Number>().DoubleValue() : -1;
-    if (!(d >= 0 && d <= 3600000)) addon::throw_coded(env, addon::ErrorCode::INVALID_ARGUMENT, message);
+    if (!(d >= 0 && d <= max)) addon::throw_coded(env, addon::ErrorCode::INVALID_ARGUMENT, message);
     out = d;
 }
+
+static constexpr double HOUR_MS = 3600000;
 
 namespace addon {
 
@@ -207,16 +209,11 @@ Napi::Value Engine::create(const Napi::CallbackInfo & info) {
         }
         p.prefill_budget = static_cast<int32_t>(d);
     }
-    read_ms(env, o, "prefillBudgetMs", "params.prefillBudgetMs must be a number of milliseconds from 0 (no time target) to 3600000", p.prefill_budget_ms);
-    read_ms(env, o, "overloadLifoMs", "params.overloadLifoMs must be a number of milliseconds from 0 (always oldest first) to 3600000", p.overload_lifo_ms);
+    read_in_range(env, o, "prefillBudgetMs", HOUR_MS, "params.prefillBudgetMs must be a number of milliseconds from 0 (no time target) to 3600000", p.prefill_budget_ms);
+    read_in_range(env, o, "overloadLifoMs", HOUR_MS, "params.overloadLifoMs must be a number of milliseconds from 0 (always oldest first) to 3600000", p.overload_lifo_ms);
     if (o.Get("serverParams").IsObject()) p.server = std::make_shared<common_params>(ServerParams::from_js(env, o.Get("serverParams")).params());
     if (p.server) p.slot_prompt_similarity = p.server->slot_prompt_similarity;
-    if (!o.Get("slotPromptSimilarity").IsUndefined()) {
-        Napi::Value v = o.Get("slotPromptSimilarity");
-        const double d = v.IsNumber() ? v.As<Napi::Number>().DoubleValue() : -1;
-        if (!(d >= 0 && d <= 1)) throw_coded(env, ErrorCode::INVALID_ARGUMENT, "params.slotPromptSimilarity must be a number from 0 (always the least recently used slot) to 1");
-        p.slot_prompt_similarity = d;
-    }
+    read_in_range(env, o, "slotPromptSimilarity", 1, "params.slotPromptSimilarity must be a number from 0 (always the least recently used slot) to 1", p.slot_prompt_similarity);
     auto * worker = new EngineCreateWorker(env, model, model_obj, info[2].As<Napi::Function>(), p);
     if (o.Get("loras").IsArray()) {
         Napi::Array loras = o.Get("loras").As<Napi::Array>();
@@ -284,9 +281,9 @@ Engine::Engine(const Napi::CallbackInfo & info) : Napi::ObjectWrap<Engine>(info)
     // As llama-server: the cache holds at least a context's worth of tokens.
     if (params_.prompt_cache_mib != 0) prompt_cache_ = std::make_unique<PromptCache>(params_.prompt_cache_mib, llama_n_ctx(ctx_));
     params_.prefill_budget = read_i32(p, "prefillBudget", params_.prefill_budget);
-    if (p.Get("prefillBudgetMs").IsNumber()) params_.prefill_budget_ms = p.Get("prefillBudgetMs").As<Napi::Number>().DoubleValue();
-    if (p.Get("overloadLifoMs").IsNumber()) params_.overload_lifo_ms = p.Get("overloadLifoMs").As<Napi::Number>().DoubleValue();
-    if (p.Get("slotPromptSimilarity").IsNumber()) params_.slot_prompt_similarity = p.Get("slotPromptSimilarity").As<Napi::Number>().DoubleValue();
+    params_.prefill_budget_ms = read_f64(p, "prefillBudgetMs", params_.prefill_budget_ms);
+    params_.overload_lifo_ms = read_f64(p, "overloadLifoMs", params_.overload_lifo_ms);
+    params_.slot_prompt_similarity = read_f64(p, "slotPromptSimilarity", params_.slot_prompt_similarity);
     n_ctx_seq_ = static_cast<int32_t>(llama_n_ctx_seq(ctx_));
     // --kv-unified-per-slot caps each slot below its share of the pool, as llama-server's n_ctx_slot().
     const int32_t slot_max = read_i32(p, "nCtxSlotMax", 0);

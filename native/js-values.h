@@ -17,4 +17,9 @@ inline int32_t read_i32(Napi::Object o, const char * key, int32_t fallback) {
     return v.IsNumber() ? v.As<Napi::Number>().Int32Value() : fallback;
 }
 
+inline double read_f64(Napi::Object o, const char * key, double fallback) {
+    Napi::Value v = o.Get(key);
+    return v.IsNumber() ? v.As<Napi::Number>().DoubleValue() : fallback;
+}
+
 }  // namespace addon
