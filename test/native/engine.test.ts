@@ -217,19 +217,39 @@ const LONG_PROMPT = Array.from({ length: 40 }, (_, i) => `line ${i} of a long do
  * prefill); this test is about how the prompt is split, not where its cells lie.
  */
 function streamsThenLongPromptTasks(streamPredict: number) {
+  const withTopTwo = { nProbs: 2, sampling: { temperature: 0, nProbs: 2 } };
   return [
-    greedy('First prompt', streamPredict),
-    greedy('Second prompt here', streamPredict),
-    greedy(LONG_PROMPT, 8, { cachePrompt: false }),
+    greedy('First prompt', streamPredict, withTopTwo),
+    greedy('Second prompt here', streamPredict, withTopTwo),
+    greedy(LONG_PROMPT, 8, { ...withTopTwo, cachePrompt: false }),
   ];
 }
 
-/** The tokens of each task of streamsThenLongPrompt run alone, one after the other. */
-async function eachAlone(e: InferenceEngine, streamPredict: number): Promise<number[][]> {
-  const tokens: number[][] = [];
-  for (const task of streamsThenLongPromptTasks(streamPredict)) tokens.push([...(await e.run(task)).tokens]);
-  return tokens;
+/**
+ * A greedy pick whose two best candidates are closer than this in log-probability is a near tie:
+ * the same arithmetic split otherwise (other batch shapes, other cells) rounds differently, by
+ * about 1e-3 here, and may pick the other (README, chunked prefill). The test model's
+ * distributions are flat, so its runs have such ties every few dozen tokens.
+ */
+const NEAR_TIE = 0.01;
+
+/**
+ * The tokens of each task of streamsThenLongPrompt run alone, one after the other, up to the first
+ * near tie: those any split of the work must reproduce exactly.
+ */
+async function eachAloneUpToNearTie(t: Test, e: InferenceEngine, streamPredict: number): Promise<number[][]> {
+  const decided: number[][] = [];
+  for (const task of streamsThenLongPromptTasks(streamPredict)) {
+    const out = await e.run(task);
+    const tie = out.probabilities.findIndex((p) => Math.log(p.probs[0]!.p / p.probs[1]!.p) < NEAR_TIE);
+    decided.push(out.tokens.slice(0, tie < 0 ? out.tokens.length : tie));
+  }
+  t.ok(decided.every((tokens) => tokens.length >= 4), `each task has at least 4 tokens before a near tie (${decided.map((d) => d.length).join(', ')})`);
+  return decided;
 }
+
+/** Each task's tokens cut to the length of its counterpart in `decided`. */
+const cutTo = (tokens: number[][], decided: number[][]) => tokens.map((x, i) => x.slice(0, decided[i]!.length));
 
 /**
  * Two streams generate; once both have produced a token, a long prompt is submitted. Returns each
@@ -268,10 +288,10 @@ t.test('chunked prefill: greedy output with a small budget and a prompt arriving
   const chunked = await InferenceEngine.create(model, { nCtx: 2048, nParallel: 3, prefillBudget: 8 });
   t.teardown(() => chunked.dispose());
   t.equal(chunked.native.info().prefillBudget, 8);
-  const alone = await eachAlone(chunked, 40);
+  const alone = await eachAloneUpToNearTie(t, chunked, 40);
   const together = await streamsThenLongPrompt(chunked, 40);
   t.ok(together.longPrompt > 200, `the long prompt has ${together.longPrompt} tokens`);
-  t.same(together.tokens, alone, 'streams and the chunked prompt give the tokens they give alone');
+  t.same(cutTo(together.tokens, alone), alone, 'streams and the chunked prompt give the tokens they give alone, up to the first near tie');
   // Budget 8 with two slots generating: at most 6 prompt tokens per step, so the prompt needs
   // more steps than the streams have tokens left, and they finish before its first token.
   t.equal(together.streamTokensAfterLongFirst, 0, 'the streams kept generating while the long prompt was fed');
@@ -287,10 +307,10 @@ t.test('chunked prefill by time: with a target nothing fits in, a prompt arrivin
   t.teardown(() => timed.dispose());
   t.equal(timed.native.info().prefillBudgetMs, 0.001);
   t.equal(timed.native.info().prefillBudget, 0, 'no token budget: the time target alone splits the prompt');
-  const alone = await eachAlone(timed, 60);
+  const alone = await eachAloneUpToNearTie(t, timed, 60);
   const together = await streamsThenLongPrompt(timed, 60);
   t.ok(together.longPrompt > 300, `the long prompt has ${together.longPrompt} tokens`);
-  t.same(together.tokens, alone, 'streams and the chunked prompt give the tokens they give alone');
+  t.same(cutTo(together.tokens, alone), alone, 'streams and the chunked prompt give the tokens they give alone, up to the first near tie');
   // ceil(longPrompt / 16) steps before its first token, each with one token of each stream (give
   // or take the steps between the submission and the prompt's admission, and the last one).
   const steps = Math.ceil(together.longPrompt / 16);
