@@ -59,6 +59,11 @@ t.test('GET /v1/models lists the loaded model with its metadata', async (t) => {
   t.same(m.meta, { vocab_type: 'bpe', n_vocab: 49154, n_ctx: 2048, n_ctx_train: 4096, n_embd: 64, n_params: 6365760, size: m.meta.size, architecture: 'llama' });
   t.same([m.aliases, m.tags], [['chatty'], []], 'as the vendored llama-server: the -a names and --tags');
   t.ok(m.meta.size > 0);
+  t.same(body.models, [{
+    name: 'chatty', model: 'chatty', modified_at: '', size: '', digest: '', type: 'model', description: '', tags: [''],
+    capabilities: ['completion'], parameters: '',
+    details: { parent_model: '', format: 'gguf', family: '', families: [''], parameter_size: '', quantization_level: '' },
+  }], 'the Ollama-style half, as llama-server; no projector, so no multimodal capability');
 });
 
 t.test('GET /props: model path, chat template, defaults, modalities, slots', async (t) => {

@@ -25,6 +25,13 @@ t.test('/props reports vision', async (t) => {
   t.same(props.modalities, { vision: true, audio: false });
 });
 
+t.test('/models and /v1/models list the multimodal capability with a projector, as llama-server', async (t) => {
+  for (const path of ['/models', '/v1/models']) {
+    const body = await (await fetch(`${vision.base}${path}`)).json();
+    t.same(body.models[0].capabilities, ['completion', 'multimodal'], path);
+  }
+});
+
 t.test('a PNG data URL passes through the projector and changes the output', async (t) => {
   const text = await postJson(`${vision.base}/v1/chat/completions`, { messages: [{ role: 'user', content: 'What is in the picture?' }], max_tokens: 8, temperature: 0 });
   const a = await ask(dataUrl(red));

@@ -34,7 +34,13 @@ export function modelsBody(service: InferenceService): unknown {
     object: 'list',
     data: [modelEntry(service)],
     // llama-server also answers in the Ollama-style shape; clients of either read their half.
-    models: [{ name: service.alias, model: service.alias, type: 'model', capabilities: ['completion'] }],
+    // Its placeholders (no modification time, size or digest) are kept, so that the shape matches.
+    models: [{
+      name: service.alias, model: service.alias, modified_at: '', size: '', digest: '', type: 'model', description: '', tags: [''],
+      capabilities: service.vision ? ['completion', 'multimodal'] : ['completion'],
+      parameters: '',
+      details: { parent_model: '', format: 'gguf', family: '', families: [''], parameter_size: '', quantization_level: '' },
+    }],
   };
 }
 
