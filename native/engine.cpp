@@ -367,34 +367,38 @@ int32_t Engine::prompt_share(int32_t n_generating) const {
     return std::max(share, 0);
 }
 
+// Where the text of a prompt fed up to `done` stops: at its next image, or its end.
+static size_t text_end(const CompletionTask & task, size_t done) {
+    for (const auto & span : task.media) {
+        if (span.start >= done) return span.start;
+    }
+    return task.prompt.size();
+}
+
 // Prompt tokens of the group's prompting slots, up to `budget`, in admission order (so an early
-// long prompt is not starved by later ones; see admit_waiting). An embedding input goes in whole
-// or waits; a prompt stops before its next image (eval_media evaluates images on their own). A
-// slot whose prompt is complete gets its logits (i_batch) on its last token.
+// long prompt is not starved by later ones; see admit_waiting). An embedding input's text goes in
+// whole or waits (each run of text between its images, with images); a prompt stops before its
+// next image (eval_media evaluates images on their own). A slot whose prompt is complete gets its
+// logits (i_batch) on its last token.
 void Engine::add_prompt_tokens(const LoraGroup & group, int32_t budget) {
     std::vector<Slot *> prompting;
     for (auto & s : slots_) if (s.state == SlotState::PROMPT && group.contains(s)) prompting.push_back(&s);
     std::sort(prompting.begin(), prompting.end(), [](Slot * a, Slot * b) { return a->admission < b->admission; });
     for (Slot * s : prompting) {
         const auto & prompt = s->task->prompt;
+        const size_t stop_at = text_end(*s->task, s->n_prompt_done);
         if (s->task->kind == TaskKind::EMBEDDING) {
-            // i_batch marks the input's first token: every token is an output.
-            if (static_cast<int32_t>(prompt.size()) > budget) continue;
-            s->i_batch = batch_.n_tokens;
-            for (llama_token t : prompt) {
-                common_batch_add(batch_, t, static_cast<llama_pos>(s->cache.size()), {s->id}, true);
-                s->cache.push_back(t);
+            // Every token is an output; i_batch marks the first token of the input's last run of
+            // text, whose outputs are its embedding (finish_embedding).
+            const int32_t n = static_cast<int32_t>(stop_at - s->n_prompt_done);
+            if (n > budget) continue;
+            if (stop_at == prompt.size()) s->i_batch = batch_.n_tokens;
+            for (; s->n_prompt_done < stop_at; s->n_prompt_done++) {
+                common_batch_add(batch_, prompt[s->n_prompt_done], static_cast<llama_pos>(s->cache.size()), {s->id}, true);
+                s->cache.push_back(prompt[s->n_prompt_done]);
             }
-            s->n_prompt_done = prompt.size();
-            budget -= static_cast<int32_t>(prompt.size());
+            budget -= n;
             continue;
-        }
-        size_t stop_at = prompt.size();
-        for (const auto & span : s->task->media) {
-            if (span.start >= s->n_prompt_done) {
-                stop_at = span.start;
-                break;
-            }
         }
         while (budget > 0 && s->n_prompt_done < stop_at) {
             common_batch_add(batch_, prompt[s->n_prompt_done], static_cast<llama_pos>(s->cache.size()), {s->id}, false);
@@ -646,13 +650,18 @@ bool Engine::shift_context(Slot & s) {
     return true;
 }
 
+// The embedding of an input is read from its last decode, as llama-server reads it: with images,
+// that is the text after the last image (attending to everything before it); pooled over those
+// tokens, or one vector per token with pooling none.
 void Engine::finish_embedding(Slot & s, int32_t first) {
     const int64_t t = now_us();
     EngineEvent ev;
     ev.kind = EngineEvent::Kind::EMBEDDING;
     ev.task_id = s.task->id;
     ev.n_prompt = static_cast<int32_t>(s.task->prompt.size());
-    const int32_t n = static_cast<int32_t>(s.task->prompt.size());
+    const auto & media = s.task->media;
+    const size_t last_run = media.empty() ? 0 : media.back().start + media.back().n_pos;
+    const int32_t n = static_cast<int32_t>(s.task->prompt.size() - last_run);
     if (pooling_ == LLAMA_POOLING_TYPE_NONE) {
         ev.embedding.reserve(static_cast<size_t>(n) * n_embd_out_);
         for (int32_t i = 0; i < n; i++) {
@@ -668,7 +677,7 @@ void Engine::finish_embedding(Slot & s, int32_t first) {
         else ev.embedding.assign(n_embd_out_, 0.0f);
         ev.n_vectors = 1;
     }
-    counters_.prompt_tokens += n;
+    counters_.prompt_tokens += s.task->prompt.size();
     counters_.prompt_us += t - s.t_start_us;
     counters_.tasks_done++;
     emit(std::move(ev));

@@ -363,7 +363,7 @@ t.test('an array of prompts may hold llama-server\'s prompt objects (text withou
   t.equal(res.body[0].content, res.body[1].content, 'the tokens and the text give the same completion');
   const withImages = await completion({ prompt: ['a', { prompt_string: 'b <__media__>', multimodal_data: ['AAAA'] }] });
   t.equal(withImages.status, 400);
-  t.match(withImages.body.error.message, /images are only accepted in a single prompt/);
+  t.same(withImages.body.error.message, 'multimodal_data needs a multimodal projector: start the server with -mm', 'with images, on a server without a projector');
 });
 
 t.test('ignore_eos bans every end-of-generation token, listed in generation_settings.logit_bias as llama-server does', async (t) => {

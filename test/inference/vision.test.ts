@@ -67,6 +67,56 @@ t.test('/completion accepts llama-server multimodal_data', async (t) => {
   t.match(mismatch.body.error.message, /number of images/);
 });
 
+t.test('an array of prompts may hold prompts with images, at /completion and /v1/completions, as llama-server', async (t) => {
+  const withRed = { prompt_string: 'Look: <__media__> and say', multimodal_data: [red.toString('base64')] };
+  const alone = await postJson(`${vision.base}/completion`, { prompt: withRed, n_predict: 4, temperature: 0 });
+  const text = await postJson(`${vision.base}/completion`, { prompt: 'Look: and say', n_predict: 4, temperature: 0 });
+  const both = await postJson(`${vision.base}/completion`, { prompt: [withRed, 'Look: and say'], n_predict: 4, temperature: 0 });
+  t.equal(both.status, 200);
+  t.same(both.body.map((r: any) => [r.index, r.content, r.tokens_evaluated]), [
+    [0, alone.body.content, alone.body.tokens_evaluated],
+    [1, text.body.content, text.body.tokens_evaluated],
+  ], 'each prompt answered as alone, in order');
+  const openai = await postJson(`${vision.base}/v1/completions`, { prompt: [withRed], max_tokens: 4, temperature: 0 });
+  t.equal(openai.status, 200);
+  t.equal(openai.body.choices[0].text, alone.body.content);
+  const bad = await postJson(`${vision.base}/completion`, { prompt: ['fine', { prompt_string: 'two markers <__media__> <__media__>', multimodal_data: [red.toString('base64')] }] });
+  t.equal(bad.status, 400);
+  t.match(bad.body.error.message, /number of images \(1\) does not match the number of media markers/);
+  const notBase64Image = await postJson(`${vision.base}/completion`, { prompt: [{ prompt_string: 'x <__media__>', multimodal_data: [''] }] });
+  t.equal(notBase64Image.status, 400);
+  t.same([notBase64Image.body.error.field, notBase64Image.body.error.message], ['prompt[0].multimodal_data[0]', 'Invalid field "prompt[0].multimodal_data[0]": the image is empty']);
+});
+
+t.test('embeddings of prompts with images: stable, changed by the image, read from the text after it (as llama-server)', async (t) => {
+  const embedding = await startTestServer(models.chat, { mmproj: models.mmproj, embedding: true, pooling: 'mean', ctxSize: 2048 });
+  t.teardown(embedding.close);
+  const image = (png: Buffer) => ({ prompt_string: 'What is this: <__media__>\n', multimodal_data: [png.toString('base64')] });
+  const res = await postJson(`${embedding.base}/embeddings`, { content: [image(red), image(red), { prompt_string: 'What is this: <__media__>\n' }, image(blue)] });
+  t.equal(res.status, 200);
+  const vectors = res.body.map((r: any) => r.embedding[0]);
+  t.same(res.body.map((r: any) => r.index), [0, 1, 2, 3]);
+  t.same(vectors[1], vectors[0], 'the same image and text give the same vector');
+  t.not(JSON.stringify(vectors[2]), JSON.stringify(vectors[0]), 'without the image the vector differs');
+  t.not(JSON.stringify(vectors[3]), JSON.stringify(vectors[0]), 'another image gives another vector');
+  const openai = await postJson(`${embedding.base}/v1/embeddings`, { input: [image(red)] });
+  t.equal(openai.status, 200);
+  const norm = Math.hypot(...vectors[0]);
+  t.same(openai.body.data[0].embedding.map((x: number) => Math.round(x * 1e5)), vectors[0].map((x: number) => Math.round((x / norm) * 1e5)), '/v1/embeddings: the same vector, normalised');
+  t.ok(openai.body.usage.prompt_tokens > 64, 'usage counts the image\'s positions');
+  const mismatch = await postJson(`${embedding.base}/embeddings`, { content: [{ prompt_string: 'What is this:\n', multimodal_data: [red.toString('base64')] }] });
+  t.equal(mismatch.status, 400);
+  t.match(mismatch.body.error.message, /number of images \(1\) does not match/);
+
+  // Pooling none: one vector per token of the text after the image (llama-server's last decode).
+  const perToken = await startTestServer(models.chat, { mmproj: models.mmproj, embedding: true, pooling: 'none', ctxSize: 2048 });
+  t.teardown(perToken.close);
+  const tail = (await postJson(`${perToken.base}/tokenize`, { content: ' tail of the prompt', add_special: false })).body.tokens;
+  const none = await postJson(`${perToken.base}/embeddings`, { content: [{ prompt_string: 'What is this: <__media__> tail of the prompt', multimodal_data: [red.toString('base64')] }] });
+  t.equal(none.status, 200);
+  t.equal(none.body[0].embedding.length, tail.length, `${tail.length} vectors, one per token after the image`);
+});
+
 t.test('streamed /completion chunks with an image report the prompt tokens, images included', async (t) => {
   const body = { prompt: 'Look: <__media__> and say', multimodal_data: [red.toString('base64')], n_predict: 4, temperature: 0 };
   const whole = await postJson(`${vision.base}/completion`, body);

@@ -57,6 +57,9 @@ export interface EmbeddingOutcome {
   nPrompt: number;
 }
 
+/** An embedding input: its tokens, or text with one media marker per image and the images' bytes. */
+export type EmbeddingInput = Int32Array | { text: string; media: Uint8Array[] };
+
 interface PendingEmbedding {
   resolve(outcome: EmbeddingOutcome): void;
   reject(error: Error): void;
@@ -164,9 +167,11 @@ export class InferenceEngine {
    * the NativeError of a refused input, EngineTaskError when the engine fails one, or the
    * signal's reason.
    */
-  async embedAll(prompts: Int32Array[], signal?: AbortSignal): Promise<EmbeddingOutcome[]> {
+  async embedAll(inputs: EmbeddingInput[], signal?: AbortSignal): Promise<EmbeddingOutcome[]> {
     if (signal?.aborted) throw signal.reason ?? new Error('aborted');
-    const { ids, queued } = this.engine.submit(prompts.map((prompt) => ({ kind: 'embedding' as const, prompt })));
+    const { ids, queued } = this.engine.submit(inputs.map((input) => (input instanceof Int32Array
+      ? { kind: 'embedding' as const, prompt: input }
+      : { kind: 'embedding' as const, prompt: new Int32Array(0), promptText: input.text, media: input.media })));
     const outcomes = ids.map((id) => new Promise<EmbeddingOutcome>((resolve, reject) => this.embeddings.set(id, { resolve, reject })));
     const onAbort = (): void => {
       for (const id of ids) {

@@ -5,10 +5,9 @@ import { completionChunk, completionResponse, generationSettings, type NativeFor
 import { progressTimings, StreamTimer } from '../dialects/timings.js';
 import type { CompletionTaskSpec } from '../../native/binding.js';
 import { buildTaskSpec, type GenerationRequest } from '../service/generation.js';
-import { decodeDataUrl } from '../service/media.js';
 import { choiceCount, perChoice } from '../service/choices.js';
 import { badRequest } from '../errors.js';
-import { splitPrompts, tokenizePrompt, type PromptInput } from '../service/prompt-input.js';
+import { checkProjector, isMediaPrompt, splitPrompts, tokenizePrompt, type PromptInput } from '../service/prompt-input.js';
 import { BODY_OPTIONS, CompletionBody } from '../schemas.js';
 import type { InferenceService } from '../service/service.js';
 import { streamTasks } from './streaming.js';
@@ -17,21 +16,23 @@ const Body = compileBody(CompletionBody, BODY_OPTIONS);
 
 export async function handleCompletion(service: InferenceService, req: HttpRequest): Promise<HttpResult | void> {
   const body = Body.parse(req);
-  const multimodal = typeof body.prompt === 'object' && !Array.isArray(body.prompt) ? body.prompt : null;
-  const images = multimodal?.multimodal_data ?? body.multimodal_data;
-  // llama-server's multimodal prompt object without images is a plain text prompt.
-  const prompt = multimodal && !images ? multimodal.prompt_string : body.prompt;
-  if (images) {
-    if (typeof prompt !== 'string' && !multimodal) throw badRequest('Invalid field "prompt": with multimodal_data the prompt must be text with media markers', { field: 'prompt' });
-    const text = multimodal ? multimodal.prompt_string : (prompt as string);
-    if (!service.vision) throw badRequest('multimodal_data needs a multimodal projector: start the server with -mm', { field: 'multimodal_data' });
-    const media = images.map((b64, i) => decodeDataUrl(`data:;base64,${b64}`, `multimodal_data[${i}]`));
-    const spec = { ...buildTaskSpec(service, body, new Int32Array(0)), promptText: text, media };
-    return answerCompletions(req, service, body, [spec]);
+  let prompt: PromptInput = body.prompt;
+  if (body.multimodal_data) {
+    // llama-server's top-level images, for a text prompt (or a prompt object without its own).
+    if (typeof prompt !== 'string' && Array.isArray(prompt)) throw badRequest('Invalid field "prompt": with multimodal_data the prompt must be text with media markers', { field: 'prompt' });
+    const text = typeof prompt === 'string' ? prompt : prompt.prompt_string;
+    prompt = { prompt_string: text, multimodal_data: (typeof prompt === 'object' && prompt.multimodal_data) || body.multimodal_data };
   }
-  const prompts = await Promise.all(splitPrompts(prompt as PromptInput).map((p) => tokenizePrompt(service.model, service.vocabSize, p)));
-  prompts.forEach((p) => service.checkPromptFits(p));
-  return answerCompletions(req, service, body, prompts.map((p) => buildTaskSpec(service, body, p)));
+  const prompts = splitPrompts(prompt);
+  checkProjector(prompts, service.vision !== null);
+  const specs = await Promise.all(prompts.map(async (p) => {
+    // A prompt with images is tokenized by the engine, which also checks that it fits.
+    if (isMediaPrompt(p)) return { ...buildTaskSpec(service, body, new Int32Array(0)), promptText: p.text, media: p.media };
+    const tokens = await tokenizePrompt(service.model, service.vocabSize, p);
+    service.checkPromptFits(tokens);
+    return buildTaskSpec(service, body, tokens);
+  }));
+  return answerCompletions(req, service, body, specs);
 }
 
 /** A task's prompt as llama-server reports it: its tokens as text, special tokens written out. */

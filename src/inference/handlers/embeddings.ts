@@ -7,7 +7,8 @@ import { PoolingType } from '../../native/binding.js';
 import { base64Floats, normalize, rerankPrompt, rows } from '../service/embedding.js';
 import { badRequest, ErrorType, inferenceError } from '../errors.js';
 import { inputTooLarge } from '../engine/native-errors.js';
-import { splitPrompts, tokenizePrompt, type PromptInput } from '../service/prompt-input.js';
+import { checkProjector, isMediaPrompt, splitPrompts, tokenizePrompt, type PromptInput } from '../service/prompt-input.js';
+import type { EmbeddingInput } from '../engine/engine.js';
 import { BODY_OPTIONS, NativeEmbeddingBody, OpenAIEmbeddingBody, RerankBody } from '../schemas.js';
 import type { InferenceService } from '../service/service.js';
 
@@ -19,19 +20,23 @@ const Rerank = compileBody(RerankBody, BODY_OPTIONS);
 /**
  * The inputs of a request, tokenized as llama-server tokenizes completion prompts (on worker
  * threads). An input longer than a physical batch cannot be embedded (500, llama-server's
- * message); one that fills the slot's context is a 400.
+ * message); one that fills the slot's context is a 400. An input with images is tokenized by the
+ * engine, which checks the same limits.
  */
-async function inputs(service: InferenceService, input: PromptInput, field: string): Promise<Int32Array[]> {
-  const tokenized = await Promise.all(splitPrompts(input).map((p) => tokenizePrompt(service.model, service.vocabSize, p)));
-  for (const [i, tokens] of tokenized.entries()) {
+async function inputs(service: InferenceService, input: PromptInput, field: string): Promise<EmbeddingInput[]> {
+  const prompts = splitPrompts(input);
+  checkProjector(prompts, service.vision !== null);
+  return Promise.all(prompts.map(async (p, i) => {
+    if (isMediaPrompt(p)) return p;
+    const tokens = await tokenizePrompt(service.model, service.vocabSize, p);
     if (tokens.length === 0) throw badRequest(`Invalid field "${field}": input ${i} is empty`, { field });
     // Checked here before the context, in llama-server's order (the engine would refuse it too).
     if (tokens.length > service.info.nUbatch) throw inputTooLarge(tokens.length, service.info.nUbatch);
     if (tokens.length > service.info.nCtxSlot) {
       throw inferenceError(ErrorType.EXCEED_CONTEXT, `input (${tokens.length} tokens) is larger than the max context size (${service.info.nCtxSlot} tokens). skipping`, { n_prompt_tokens: tokens.length, n_ctx: service.info.nCtxSlot });
     }
-  }
-  return tokenized;
+    return tokens;
+  }));
 }
 
 /** Embeddings need an engine in embedding mode (--embedding), and not a reranker's. */
@@ -49,7 +54,7 @@ export async function handleOpenAIEmbeddings(service: InferenceService, req: Htt
   }
   const prompts = await inputs(service, body.input, 'input');
   const outcomes = await service.embed(prompts, req.signal);
-  const tokens = prompts.reduce((n, p) => n + p.length, 0);
+  const tokens = outcomes.reduce((n, o) => n + o.nPrompt, 0);
   return {
     body: {
       object: 'list',

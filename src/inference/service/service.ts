@@ -1,7 +1,7 @@
 // InferenceService: the loaded model and its engine, with what the routes need to know about
 // them. Exists only while the model is loaded; routes reach it through the ServiceHost.
 import { isNativeError, type CompletionTaskSpec, type EngineInfo, type ModelMetadata, type NativeModel, type NativeVision } from '../../native/binding.js';
-import { EngineTaskError, InferenceEngine, type CompletionOutcome, type EmbeddingOutcome, type GeneratedToken } from '../engine/engine.js';
+import { EngineTaskError, InferenceEngine, type CompletionOutcome, type EmbeddingInput, type EmbeddingOutcome, type GeneratedToken } from '../engine/engine.js';
 import { nativeErrorToHttp } from '../engine/native-errors.js';
 import { ErrorType, inferenceError } from '../errors.js';
 import type { GenerationContext, GenerationDefaults } from './generation.js';
@@ -144,9 +144,9 @@ export class InferenceService implements GenerationContext {
   }
 
   /** Embeds tokenized inputs together (embedding mode only). */
-  async embed(prompts: Int32Array[], signal: AbortSignal): Promise<EmbeddingOutcome[]> {
+  async embed(inputs: EmbeddingInput[], signal: AbortSignal): Promise<EmbeddingOutcome[]> {
     try {
-      return await this.engine.embedAll(prompts, signal);
+      return await this.engine.embedAll(inputs, signal);
     } catch (err) {
       throw this.taskError(err, signal);
     }
