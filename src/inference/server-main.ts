@@ -6,7 +6,8 @@ import { logLevel, OWN_FLAGS, refusedOptions, routerOptions, serverOptions, spli
 import { createInferenceAuth, type InferenceAuth } from './access/auth-bridge.js';
 import { startInferenceServer } from './server.js';
 import { modelEntry } from './dialects/server-info.js';
-import { routerLink, spareCommandLine } from './router/child-link.js';
+import { ROUTER_CHILD_ENV, routerLink, spareCommandLine } from './router/child-link.js';
+import { vertexSettings, type VertexSettings } from './vertex-predict.js';
 import { checkRpcEndpoints, rpcArgument } from './rpc-servers.js';
 
 
@@ -54,9 +55,21 @@ function onSignals(shutdown: () => void): void {
   process.once('SIGTERM', shutdown);
 }
 
+/**
+ * AIP_MODE=PREDICTION (Vertex AI): the prediction routes, and AIP_HTTP_PORT in place of --port, as
+ * llama-server. Not in a router's model process: the router serves the protocol on its own port.
+ */
+function withVertex<O extends { port: number; vertex?: VertexSettings }>(options: O): O {
+  if (process.env[ROUTER_CHILD_ENV] === '1') return options;
+  const vertex = vertexSettings(process.env);
+  if (!vertex) return options;
+  if (vertex.port !== options.port) say(`inference-server: Vertex AI prediction mode: listening on AIP_HTTP_PORT ${vertex.port} in place of port ${options.port}`, 'error');
+  return { ...options, port: vertex.port, vertex };
+}
+
 /** One model in this process; -1 once it serves (keep running), else the exit code. */
 async function runSingleModel(params: NativeServerParams, own: OwnFlags): Promise<number> {
-  const options = serverOptions(params.values(), own, native.systemInfo().supportsGpuOffload);
+  const options = withVertex(serverOptions(params.values(), own, native.systemInfo().supportsGpuOffload));
   const { host, port, runtime } = options;
   const auth = await startAuth(own, host, port);
   const server = await startInferenceServer({
@@ -93,7 +106,7 @@ async function runSingleModel(params: NativeServerParams, own: OwnFlags): Promis
 
 /** Router mode: many models, each in a child process; -1 once it listens. */
 async function runRouter(params: NativeServerParams, own: OwnFlags): Promise<number> {
-  const options = routerOptions(params.values(), own);
+  const options = withVertex(routerOptions(params.values(), own));
   const auth = await startAuth(own, options.host, options.port);
   // The children run this same program (node, its flags and this script) with their model's flags.
   const command = [process.execPath, ...process.execArgv, process.argv[1]!];

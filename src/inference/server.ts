@@ -19,7 +19,7 @@ import { loadInferenceService, type ServiceLoadOptions } from './service/load.js
 import type { InferenceService } from './service/service.js';
 import { ServiceHost } from './service/host.js';
 import type { ChatSettings } from './service/chat-prompt.js';
-import { webTransport, type TransportOptions } from './transport.js';
+import { webTransport, withVertexRoutes, type TransportOptions } from './transport.js';
 
 export interface InferenceServerOptions extends TransportOptions {
   runtime: RuntimeOptions;
@@ -187,7 +187,7 @@ export async function startInferenceServer(options: InferenceServerOptions): Pro
     host: options.host,
     port: options.port,
     ...(options.extraHosts ? { extraHosts: options.extraHosts } : {}),
-    routes: [...routes, ...web.pageRoutes],
+    routes: withVertexRoutes([...routes, ...web.pageRoutes], { ...options, apiPrefix }, readOnlyMount(ctx)),
     formatError: formatInferenceError,
     maxBodyBytes: options.maxBodyBytes,
     cors: options.cors ?? DEFAULT_CORS,

@@ -1,10 +1,12 @@
 // llama-server's transport flags (--ssl-key-file/--ssl-cert-file, --reuse-port, -to,
-// --sse-ping-interval, --path) and its web page, applied to whichever port this server answers
+// --sse-ping-interval, --path), its web page and Vertex AI's prediction protocol (AIP_MODE), applied to whichever port this server answers
 // on: one model's server or the router in front of many, as llama-server applies them in both.
 import type { Route } from '../http/router.js';
 import type { HttpServerOptions } from '../http/server.js';
 import { openStaticDirectory } from '../http/static-directory.js';
 import { chatPageRoutes } from './web-ui.js';
+import type { Mount } from './guards.js';
+import { vertexRoutes, type VertexSettings } from './vertex-predict.js';
 
 export interface TransportOptions {
   /** --ssl-key-file, --ssl-cert-file: HTTPS. */
@@ -17,6 +19,13 @@ export interface TransportOptions {
   ssePingIntervalSeconds?: number;
   /** --path: serve this directory's files at the root (instead of the chat page). */
   publicPath?: string;
+  /** AIP_MODE=PREDICTION: Vertex AI's prediction protocol (vertex-predict.ts). */
+  vertex?: VertexSettings;
+}
+
+/** The routes with Vertex AI's prediction routes added when the protocol is on; `mount` applies the server's access rule. */
+export function withVertexRoutes(routes: Route[], options: TransportOptions & { apiPrefix: string }, mount: Mount): Route[] {
+  return options.vertex ? [...routes, ...vertexRoutes(routes, options.vertex, options.apiPrefix, mount)] : routes;
 }
 
 type TransportHttpOptions = Pick<HttpServerOptions, 'tls' | 'reusePort' | 'timeoutSeconds' | 'ssePingIntervalSeconds' | 'staticDirectory'>;

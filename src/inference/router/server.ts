@@ -6,7 +6,7 @@ import type { Route } from '../../http/router.js';
 import { startHttpServer } from '../../http/server.js';
 import { ApiKeys } from '../access/api-key.js';
 import { formatInferenceError } from '../errors.js';
-import { webTransport, type TransportOptions } from '../transport.js';
+import { webTransport, withVertexRoutes, type TransportOptions } from '../transport.js';
 import { ConversationOwners } from './conversation-owners.js';
 import { routerHandlers } from './handlers.js';
 import { routerStreamHandlers } from './stream-handlers.js';
@@ -72,7 +72,7 @@ export async function startRouterServer(options: RouterServerOptions): Promise<R
     host: options.host,
     port: options.port,
     ...(options.extraHosts ? { extraHosts: options.extraHosts } : {}),
-    routes: [
+    routes: withVertexRoutes([
       ...routerRoutes(handlers, access, apiPrefix),
       mount('GET',    `${apiPrefix}/v1/stream`,         streams.replay),
       mount('DELETE', `${apiPrefix}/v1/stream`,         streams.stop),
@@ -81,7 +81,7 @@ export async function startRouterServer(options: RouterServerOptions): Promise<R
       ...toolsRoutes(mount, tools, apiPrefix),
       ...(options.extraRoutes ?? []),
       ...web.pageRoutes,
-    ],
+    ], { ...options, apiPrefix }, mount),
     formatError: formatInferenceError,
     maxBodyBytes: options.maxBodyBytes,
     cors: options.cors ?? DEFAULT_CORS,
