@@ -254,6 +254,8 @@ Napi::Value ServerParams::js_values(const Napi::CallbackInfo & info) {
     o.Set("uiMcpProxy", p.ui_mcp_proxy);
     o.Set("serverTools", strings(env, p.server_tools));
     o.Set("serverToolsRuntime", p.server_tools_runtime);
+    o.Set("mcpServersConfig", p.mcp_servers_config);
+    o.Set("mcpServersJson", p.mcp_servers_json);
     o.Set("corsOriginsExplicit", p.cors_origins_explicit);
     o.Set("webui", p.ui);
     o.Set("chatTemplate", p.chat_template);

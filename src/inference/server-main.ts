@@ -1,13 +1,15 @@
 #!/usr/bin/env node
 // inference-server: serves a GGUF model over HTTP (OpenAI-compatible and llama-server native APIs).
 import { usage, UsageError } from '../cli/flags.js';
-import { isNativeError, native, type NativeServerParams } from '../native/binding.js';
+import { isNativeError, native, type NativeServerParams, type ServerParamValues } from '../native/binding.js';
 import { logLevel, OWN_FLAGS, refusedOptions, routerOptions, serverOptions, splitCommandLine, usesCommonLog, type OwnFlags } from './server-config.js';
 import { createInferenceAuth, type InferenceAuth } from './access/auth-bridge.js';
 import { startInferenceServer } from './server.js';
 import { modelEntry } from './dialects/server-info.js';
 import { ROUTER_CHILD_ENV, routerLink, spareCommandLine } from './router/child-link.js';
 import { vertexSettings, type VertexSettings } from './vertex-predict.js';
+import { readMcpServerConfigs } from './tools/mcp-config.js';
+import type { ToolsOptions } from './tools/tools-service.js';
 import { checkRpcEndpoints, rpcArgument } from './rpc-servers.js';
 
 
@@ -56,20 +58,24 @@ function onSignals(shutdown: () => void): void {
 }
 
 /**
- * AIP_MODE=PREDICTION (Vertex AI): the prediction routes, and AIP_HTTP_PORT in place of --port, as
- * llama-server. Not in a router's model process: the router serves the protocol on its own port.
+ * What this process serves besides its flags' routes, as llama-server: Vertex AI's protocol
+ * (AIP_MODE=PREDICTION, on AIP_HTTP_PORT in place of --port) and the MCP servers' tools
+ * (--mcp-servers-config, --mcp-servers-json; a file that cannot be read or JSON that does not
+ * parse fails the start). A router's model process serves neither: the router does.
  */
-function withVertex<O extends { port: number; vertex?: VertexSettings }>(options: O): O {
+function withProcessExtras<O extends { port: number; vertex?: VertexSettings; tools?: ToolsOptions }>(options: O, v: ServerParamValues): O {
   if (process.env[ROUTER_CHILD_ENV] === '1') return options;
+  const mcp = readMcpServerConfigs(v.mcpServersConfig, v.mcpServersJson, (warning) => say(`inference-server: ${warning}`, 'error'));
+  const tools = options.tools ? { ...options.tools, mcp } : { names: [], runtime: '', mcp };
   const vertex = vertexSettings(process.env);
-  if (!vertex) return options;
+  if (!vertex) return { ...options, tools };
   if (vertex.port !== options.port) say(`inference-server: Vertex AI prediction mode: listening on AIP_HTTP_PORT ${vertex.port} in place of port ${options.port}`, 'error');
-  return { ...options, port: vertex.port, vertex };
+  return { ...options, tools, port: vertex.port, vertex };
 }
 
 /** One model in this process; -1 once it serves (keep running), else the exit code. */
 async function runSingleModel(params: NativeServerParams, own: OwnFlags): Promise<number> {
-  const options = withVertex(serverOptions(params.values(), own, native.systemInfo().supportsGpuOffload));
+  const options = withProcessExtras(serverOptions(params.values(), own, native.systemInfo().supportsGpuOffload), params.values());
   const { host, port, runtime } = options;
   const auth = await startAuth(own, host, port);
   const server = await startInferenceServer({
@@ -106,7 +112,7 @@ async function runSingleModel(params: NativeServerParams, own: OwnFlags): Promis
 
 /** Router mode: many models, each in a child process; -1 once it listens. */
 async function runRouter(params: NativeServerParams, own: OwnFlags): Promise<number> {
-  const options = withVertex(routerOptions(params.values(), own));
+  const options = withProcessExtras(routerOptions(params.values(), own), params.values());
   const auth = await startAuth(own, options.host, options.port);
   // The children run this same program (node, its flags and this script) with their model's flags.
   const command = [process.execPath, ...process.execArgv, process.argv[1]!];

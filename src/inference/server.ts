@@ -172,7 +172,7 @@ export async function startInferenceServer(options: InferenceServerOptions): Pro
   const ctx: RouteContext = { host, keys: new ApiKeys(options.apiKeys), acceptBearer: options.acceptBearer };
   const apiPrefix = options.apiPrefix ?? '';
   // As llama-server: an unknown tool or an unusable --tools-runtime fails the start.
-  const tools = options.tools && options.tools.names.length > 0 ? await ToolsService.start(options.tools) : null;
+  const tools = ToolsService.wanted(options.tools) ? await ToolsService.start(options.tools, log) : null;
   const streams = new StreamSessions();
   const routes = [
     ...inferenceRoutes(ctx, { metrics: options.metrics, slots: options.slots ?? true, props: options.props ?? false, apiPrefix, streams }),

@@ -703,7 +703,7 @@ export interface ServerParamValues {
   corsOrigins: string; corsMethods: string; corsHeaders: string; corsCredentials: boolean;
   timeoutRead: number; timeoutWrite: number; publicPath: string; webui: boolean;
   sslKeyFile: string; sslCertFile: string; ssePingInterval: number; promptsLogDir: string;
-  uiMcpProxy: boolean; serverTools: string[]; serverToolsRuntime: string; corsOriginsExplicit: boolean;
+  uiMcpProxy: boolean; serverTools: string[]; serverToolsRuntime: string; mcpServersConfig: string; mcpServersJson: string; corsOriginsExplicit: boolean;
   chatTemplate: string; useJinja: boolean; skipChatParsing: boolean; enableChatTemplate: boolean; chatTemplateKwargs: Record<string, string>;
   reasoningFormat: string; enableReasoning: number; prefillAssistant: boolean; sleepIdleSeconds: number;
   mediaPath: string; verbosity: number; logJson: boolean; embedding: boolean; poolingType: number; embdNormalize: number; antiprompt: string[]; spmInfill: boolean;

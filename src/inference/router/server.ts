@@ -66,7 +66,7 @@ export async function startRouterServer(options: RouterServerOptions): Promise<R
   const access: RouterAccess = { keys: new ApiKeys(options.apiKeys), ...(options.acceptBearer ? { acceptBearer: options.acceptBearer } : {}) };
   const mount: Mount = (method, path, handler) => ({ method, path, handler: withKey(access, handler) });
   // As llama-server: an unknown tool or an unusable --tools-runtime fails the start.
-  const tools = options.tools && options.tools.names.length > 0 ? await ToolsService.start(options.tools) : null;
+  const tools = ToolsService.wanted(options.tools) ? await ToolsService.start(options.tools, options.log) : null;
   const web = await webTransport({ ...options, apiPrefix });
   const http = await startHttpServer({
     host: options.host,

@@ -26,6 +26,8 @@ export interface ToolStream {
 
 export interface ServerTool {
   readonly name: string;
+  /** GET /tools' "type": "server" for the built-in tools (the default), "mcp" for an MCP server's. */
+  readonly type?: 'server' | 'mcp';
   readonly displayName: string;
   readonly permissionWrite: boolean;
   /** The tool can stream its output (POST /tools with "stream": true). */
@@ -43,7 +45,7 @@ export function describeTool(tool: ServerTool): JsonObject {
   return {
     display_name: tool.displayName,
     tool: tool.name,
-    type: 'server',
+    type: tool.type ?? 'server',
     permissions: { write: tool.permissionWrite },
     uses_cwd: tool.usesCwd,
     definition: tool.definition(),
