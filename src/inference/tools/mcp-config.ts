@@ -20,11 +20,9 @@ export interface McpServerConfig {
 /** llama-server's per-call limit when the config gives none. */
 export const DEFAULT_MCP_TIMEOUT_MS = 30_000;
 
-export class McpConfigError extends Error {}
-
 type Warn = (message: string) => void;
 
-/** The servers of both sources, the file's first; throws McpConfigError as llama-server fails its start. */
+/** The servers of both sources, the file's first; throws (llama-server's message) where llama-server fails its start. */
 export function readMcpServerConfigs(file: string, json: string, warn: Warn): McpServerConfig[] {
   const configs: McpServerConfig[] = [];
   const append = (text: string): void => {
@@ -40,7 +38,7 @@ export function readMcpServerConfigs(file: string, json: string, warn: Warn): Mc
     try {
       text = readFileSync(file, 'utf8');
     } catch {
-      throw new McpConfigError(`failed to open MCP config file: ${file}`);
+      throw new Error(`failed to open MCP config file: ${file}`);
     }
     append(text);
   }
@@ -53,7 +51,7 @@ function parseMcpServers(text: string, warn: Warn): McpServerConfig[] {
   try {
     root = JSON.parse(text);
   } catch (err) {
-    throw new McpConfigError(`failed to parse MCP config JSON: ${(err as Error).message}`);
+    throw new Error(`failed to parse MCP config JSON: ${(err as Error).message}`);
   }
   const servers = isObject(root) ? root['mcpServers'] : undefined;
   if (!isObject(servers)) return [];
@@ -63,7 +61,7 @@ function parseMcpServers(text: string, warn: Warn): McpServerConfig[] {
     const field = <T>(key: string, check: (v: unknown) => v is T, fallback: T): T => {
       const value = entry[key];
       if (value === undefined) return fallback;
-      if (!check(value)) throw new McpConfigError(`failed to parse MCP config JSON: mcpServers.${name}.${key} has the wrong type`);
+      if (!check(value)) throw new Error(`failed to parse MCP config JSON: mcpServers.${name}.${key} has the wrong type`);
       return value;
     };
     const command = field('command', isString, '');
