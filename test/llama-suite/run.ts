@@ -39,16 +39,13 @@ for (const signal of ['SIGINT', 'SIGTERM'] as const) {
   });
 }
 
-/**
- * The files run by default: the 15 of issue 8 (drop-in), then those of the agent API (issue 9),
- * router mode and sleep (issue 13), the built-in tools and speculative decoding. The heaviest
- * first, so the pool ends with short runs.
- */
+/** The files run by default: every file of the suite, the heaviest first, so the pool ends with short runs. */
 export const TARGET_FILES = [
-  'test_router', 'test_completion', 'test_chat_completion', 'test_speculative', 'test_slot_save', 'test_embedding',
-  'test_security', 'test_template', 'test_compat_anthropic', 'test_rerank', 'test_metrics', 'test_basic', 'test_ctx_shift',
-  'test_lora', 'test_infill', 'test_tokenize', 'test_stream', 'test_ignore_eos', 'test_sleep', 'test_tools_builtin',
-  'test_tool_call', 'test_compat_oai_responses',
+  'test_router', 'test_completion', 'test_chat_completion', 'test_mcp_servers', 'test_speculative', 'test_slot_save',
+  'test_embedding', 'test_security', 'test_template', 'test_compat_anthropic', 'test_rerank', 'test_metrics', 'test_basic',
+  'test_ctx_shift', 'test_vision_api', 'test_lora', 'test_infill', 'test_tokenize', 'test_stream', 'test_ignore_eos',
+  'test_sleep', 'test_tools_builtin', 'test_tool_call', 'test_compat_oai_responses', 'test_proxy', 'test_compat_gcp',
+  'test_kv_keep_only_active',
 ] as const;
 
 const ALL_TARGETS: Target[] = ['llama-server', 'ours', 'ours-lenient'];
