@@ -805,9 +805,11 @@ void Engine::deliver(Napi::Env env, Napi::Function callback) {
     if (batch.empty()) return;
     Napi::Array out = Napi::Array::New(env, batch.size());
     for (size_t i = 0; i < batch.size(); i++) out.Set(static_cast<uint32_t>(i), event_to_js(env, batch[i]));
-    // Tasks that ended are no longer active (cancelled ones were removed by cancel()).
+    // Tasks that ended are no longer active (cancelled ones were removed by cancel()). A token or
+    // a progress report does not end its task: it stays cancellable and keeps the event loop alive.
     for (const auto & e : batch) {
-        if (e.kind != EngineEvent::Kind::TOKEN && js_active_.count(e.task_id)) track_active(e.task_id, false);
+        const bool ends = e.kind == EngineEvent::Kind::DONE || e.kind == EngineEvent::Kind::ERROR || e.kind == EngineEvent::Kind::EMBEDDING;
+        if (ends && js_active_.count(e.task_id)) track_active(e.task_id, false);
     }
     callback.Call({out});
 }
