@@ -9,6 +9,10 @@ import { join } from 'node:path';
 import t from 'tap';
 import type { Route } from '../../src/http/router.js';
 import { MAX_INSTANCES, requestFormatOf, vertexRoutes, vertexSettings } from '../../src/inference/vertex-predict.js';
+import { startRouterServer } from '../../src/inference/router/server.js';
+import { native } from '../../src/native/binding.js';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { ensureTestModels } from '../fixtures/models.js';
 import { postJson, startTestServer } from '../helpers/inference-server.js';
 import { REPO_ROOT } from '../helpers/reference.js';
@@ -142,4 +146,36 @@ t.test('inference-server with AIP_MODE=PREDICTION listens on AIP_HTTP_PORT in pl
   const res = await postJson(`http://127.0.0.1:${port}/predict`, { instances: [{ '@requestFormat': 'tokenize', content: 'hi' }] });
   t.equal(res.status, 200);
   t.ok(Array.isArray(res.body.predictions[0].tokens));
+});
+
+t.test('router mode: the router serves the protocol, and its model processes ignore AIP_*', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'vertex-router-'));
+  const preset = join(dir, 'preset.ini');
+  writeFileSync(preset, `[chat]\nmodel = ${models.chat}\n`);
+  const params = native.ServerParams.parse(['llama-server', '--models-preset', preset, '-c', '512', '-np', '1', '-t', '1']);
+  const router = await startRouterServer({
+    host: '127.0.0.1', port: 0, apiKeys: [], maxBodyBytes: 1 << 20, autoload: true, modelsMax: 0, spares: 0, buildInfo: 'b1-test',
+    readSpecs: () => params.routerModels(), childArgs: [], log: () => {}, vertex,
+    command: [process.execPath, '--import', join(REPO_ROOT, 'scripts', 'ts-loader.mjs'), join(REPO_ROOT, 'src', 'inference', 'server-main.ts')],
+  });
+  t.teardown(() => router.close());
+  // A model process that took AIP_HTTP_PORT would try the router's own port, fail, and the instance with it.
+  const saved = { mode: process.env['AIP_MODE'], port: process.env['AIP_HTTP_PORT'] };
+  process.env['AIP_MODE'] = 'PREDICTION';
+  process.env['AIP_HTTP_PORT'] = String(router.port);
+  t.teardown(() => {
+    for (const [key, value] of [['AIP_MODE', saved.mode], ['AIP_HTTP_PORT', saved.port]] as const) {
+      if (value === undefined) delete process.env[key];
+      else process.env[key] = value;
+    }
+  });
+  const res = await postJson(`http://127.0.0.1:${router.port}/predict`, { instances: [
+    { '@requestFormat': 'chatCompletions', model: 'chat', max_tokens: 2, messages: [{ role: 'user', content: 'Hi' }] },
+    { '@requestFormat': 'models' },
+  ] });
+  t.equal(res.status, 200);
+  const [chat, list] = res.body.predictions;
+  t.equal(chat.object, 'chat.completion', JSON.stringify(chat));
+  t.equal(chat.model, 'chat');
+  t.ok(list.data.some((m: { id: string }) => m.id === 'chat'), 'GET /models through its alias');
 });

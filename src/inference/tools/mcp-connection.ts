@@ -51,6 +51,7 @@ export class McpConnection {
     });
     // A server that exits closes the transport; writes to it afterwards fail quietly.
     child.stdin.on('error', () => {});
+    child.on('error', () => this.shut('transport closed'));
     child.on('exit', () => this.shut('transport closed'));
   }
 
