@@ -34,6 +34,7 @@ function experimentalFeatures(options: ReturnType<typeof serverOptions>): string
     ...(options.corsProxy ? ['MCP proxy (experimental)'] : []),
     ...(options.tools && options.tools.names.length > 0 ? ['server tools (experimental)'] : []),
     ...(options.tools && options.tools.names.length > 0 && options.tools.runtime !== '' ? ['tools runtime (experimental)'] : []),
+    ...((options.tools?.mcp?.length ?? 0) > 0 ? ['MCP servers (experimental)'] : []),
   ];
 }
 

@@ -180,3 +180,23 @@ t.test('inference-server: --mcp-servers-json that does not parse, or a config fi
     t.match(stderr, message);
   }
 });
+
+t.test('inference-server --mcp-servers-json: llama.cpp\'s parser takes the flag, the tools are served, the start warns as llama-server', async (t) => {
+  const json = JSON.stringify({ mcpServers: { echo: { command: process.execPath, args: [FIXTURE] } } });
+  const child = spawn(process.execPath, ['--import', join(REPO_ROOT, 'scripts', 'ts-loader.mjs'), join(REPO_ROOT, 'src', 'inference', 'server-main.ts'),
+    '-m', models.chat, '-c', '256', '--port', '0', '--no-ui', '--mcp-servers-json', json], { cwd: REPO_ROOT });
+  t.teardown(() => child.kill('SIGKILL'));
+  let stderr = '';
+  await new Promise<void>((resolve, reject) => {
+    child.stderr.on('data', (d) => {
+      stderr += d;
+      if (/model ready/.test(stderr)) resolve();
+    });
+    child.on('exit', (code) => reject(new Error(`exited ${code}: ${stderr}`)));
+  });
+  t.match(stderr, "MCP warmup: 'echo' discovered 9 tools");
+  t.match(stderr, /security: MCP servers \(experimental\) enabled/);
+  const port = /listening on http:\/\/127\.0\.0\.1:(\d+)/.exec(stderr)![1];
+  const called = await postJson(`http://127.0.0.1:${port}/tools`, { tool: 'echo_echo', params: { message: 'through the flag' } });
+  t.same(called.body, { plain_text_response: 'echo: through the flag' });
+});
