@@ -146,6 +146,7 @@ public:
         p.Set("contextShift", params_.ctx_shift);
         p.Set("promptCacheMib", params_.prompt_cache_mib);
         p.Set("cacheIdleSlots", params_.cache_idle_slots);
+        p.Set("kvUnified", params_.kv_unified);
         p.Set("special", params_.special);
         p.Set("nCtxSlotMax", params_.n_ctx_slot_max);
         p.Set("backendSampling", params_.backend_sampling);
@@ -277,9 +278,12 @@ Engine::Engine(const Napi::CallbackInfo & info) : Napi::ObjectWrap<Engine>(info)
     params_.ctx_shift = p.Get("contextShift").ToBoolean();
     params_.prompt_cache_mib = read_i32(p, "promptCacheMib", 0);
     params_.cache_idle_slots = p.Get("cacheIdleSlots").ToBoolean();
+    if (p.Get("kvUnified").IsBoolean()) params_.kv_unified = p.Get("kvUnified").As<Napi::Boolean>();
     params_.special = p.Get("special").ToBoolean();
     // As llama-server: the cache holds at least a context's worth of tokens.
     if (params_.prompt_cache_mib != 0) prompt_cache_ = std::make_unique<PromptCache>(params_.prompt_cache_mib, llama_n_ctx(ctx_));
+    // llama-server's debug line (its test suite looks for the tag) when idle slots go to the cache.
+    if (prompt_cache_ && params_.cache_idle_slots) log_debug("srv    load_model: __TEST_TAG_CACHE_IDLE_SLOTS_ENABLED__\n");
     params_.prefill_budget = read_i32(p, "prefillBudget", params_.prefill_budget);
     params_.prefill_budget_ms = read_f64(p, "prefillBudgetMs", params_.prefill_budget_ms);
     params_.overload_lifo_ms = read_f64(p, "overloadLifoMs", params_.overload_lifo_ms);

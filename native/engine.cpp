@@ -7,6 +7,7 @@
 
 #include "common.h"
 #include "engine.h"
+#include "log.h"
 #include "mtmd-helper.h"
 #include "vision.h"
 
@@ -138,6 +139,23 @@ void Engine::admit_waiting(int64_t now) {
         waiting_.erase(waiting_.begin() + static_cast<std::ptrdiff_t>(i));
         counters_.queued--;
         start_task(*slot, std::move(task), now);
+        if (prompt_cache_ && params_.cache_idle_slots) cache_idle_slots();
+    }
+}
+
+// --cache-idle-slots with --cache-ram, as llama-server when a task starts: every idle slot's cache
+// goes to the prompt cache (a later prompt that shares it gets it back from there), and with a
+// unified KV pool its cells are freed, so that the pool's used span, which every step's attention
+// covers, holds only what running tasks need. A slot holding images keeps its cache (it cannot be
+// saved without them).
+void Engine::cache_idle_slots() {
+    for (auto & s : slots_) {
+        if (s.busy() || s.cache.empty() || !s.cache_media.empty()) continue;
+        if (prompt_cache_->save(ctx_, s.id, s.cache, s.cache_lora)) {
+            log_debug("slot " + std::to_string(s.id) + ": __TEST_TAG_CACHE_IDLE_SLOT__\n");
+            prompt_cache_->trim();
+        }
+        if (params_.kv_unified) clear_slot(s);
     }
 }
 
@@ -202,6 +220,7 @@ void Engine::release_slot(Slot & slot, int64_t now) {
 // goes to the prompt cache and the cached prompt that serves `task` best, if any beats what the
 // slot holds, comes back into it. Slots holding images are not saved (their cache needs the images).
 void Engine::swap_cached_prompt(Slot & slot, const CompletionTask & task) {
+    log_debug("srv  get_availabl: updating prompt cache\n");
     const bool same_lora = slot.cache_lora == task.lora_scales;
     const size_t lcp = same_lora ? common_prefix_length(slot.cache, task.prompt) : 0;
     if (!slot.cache.empty() && 2 * lcp >= slot.cache.size()) return;

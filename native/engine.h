@@ -167,6 +167,7 @@ private:
     int32_t decode_group(const LoraGroup & group);
     bool relieve_kv_pressure(int32_t & prompt_budget, int32_t n_generating);
     bool drop_idle_caches(const Slot * except);
+    void cache_idle_slots();
     void fail_busy_slots(const std::string & message);
     void eval_media();
     void handle_sampled(Slot & slot, llama_token token);

@@ -63,6 +63,10 @@ bool log_write(const std::string & name, const std::string & text) {
     return true;
 }
 
+void log_debug(const std::string & text) {
+    on_log(GGML_LOG_LEVEL_DEBUG, text.c_str(), nullptr);
+}
+
 void log_install() {
     g_min_level = level_from_env();
     llama_log_set(on_log, nullptr);

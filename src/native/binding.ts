@@ -356,7 +356,7 @@ export interface EngineParams {
   backendSampling?: boolean;
   /** --cache-ram: MiB of host memory for saved prompt states (-1 no limit, 0 or absent: off). */
   promptCacheMib?: number;
-  /** --cache-idle-slots: idle slots' caches dropped under KV pressure are saved to the prompt cache first (default true). */
+  /** --cache-idle-slots (with promptCacheMib): when a task starts, idle slots' caches go to the prompt cache and, with kvUnified, leave the KV pool; those dropped under KV pressure go there first too. */
   cacheIdleSlots?: boolean;
   /** -sp / --special: generated special tokens keep their text (as llama-server's --special). */
   special?: boolean;

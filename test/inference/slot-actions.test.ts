@@ -72,13 +72,16 @@ t.test('a plain token list (older llama-servers) restores too', async (t) => {
 });
 
 t.test('erase empties the slot: the same prompt is evaluated in full again', async (t) => {
-  t.equal((await completion(1)).status, 200);
-  const cached = (await completion(1)).body;
+  // A prompt of its own: the earlier tests' prompts are in the --cache-ram prompt cache (idle slots
+  // go there when a task starts), which erase leaves alone, as llama-server's does.
+  const prompt = 'Erase me: a prompt that no other test sends';
+  t.equal((await completion(1, prompt)).status, 200);
+  const cached = (await completion(1, prompt)).body;
   t.ok(cached.tokens_cached > 0);
   const erased = await action(1, 'erase');
   t.equal(erased.status, 200);
   t.same(erased.body, { id_slot: 1, n_erased: cached.timings.prompt_n + cached.timings.cache_n + cached.timings.predicted_n - 1 });
-  const after = await completion(1);
+  const after = await completion(1, prompt);
   t.equal(after.body.tokens_cached, 0);
   t.same((await action(1, 'erase')).body, { id_slot: 1, n_erased: after.body.timings.prompt_n + after.body.timings.predicted_n - 1 });
   t.same((await action(1, 'erase')).body, { id_slot: 1, n_erased: 0 }, 'erasing an empty slot erases nothing');

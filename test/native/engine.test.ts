@@ -141,6 +141,35 @@ t.test('slot choice with slotPromptSimilarity 0: always the least recently used 
   t.equal(freedSlot, 0, 'B: slot 0, used longest ago');
 });
 
+// --cache-idle-slots with --cache-ram, as llama-server: when a task starts, every idle slot's cache
+// goes to the prompt cache, and with a unified KV pool its cells are freed; the prompt comes back
+// from the cache when it is sent again.
+async function idleSlotAfterAnotherStarts(t: Test, params: { cacheIdleSlots: boolean; kvUnified: boolean }) {
+  const e = await InferenceEngine.create(model, { nCtx: 1024, nParallel: 2, promptCacheMib: 64, ...params });
+  try {
+    const first = await e.run(greedy(LONG_PROMPT.slice(0, 300), 4, { idSlot: 0 }));
+    await e.run(greedy('Another prompt entirely', 4, { idSlot: 1 }));
+    const idleCells = e.native.slots()[0]!.nCache;
+    const again = await e.run(greedy(LONG_PROMPT.slice(0, 300), 4, { idSlot: 0 }));
+    t.same(again.tokens, first.tokens, 'the same greedy answer');
+    return { idleCells, cached: again.nCached, nPrompt: first.nPrompt, kept: first.nPrompt + first.nPredicted - 1 };
+  } finally {
+    await e.dispose();
+  }
+}
+
+t.test('a task that starts sends idle slots to the prompt cache; with a unified pool their cells are freed', async (t) => {
+  const unified = await idleSlotAfterAnotherStarts(t, { cacheIdleSlots: true, kvUnified: true });
+  t.equal(unified.idleCells, 0, 'the idle slot was emptied when the other task started');
+  t.equal(unified.cached, unified.nPrompt - 1, 'its prompt came back from the prompt cache');
+  const separate = await idleSlotAfterAnotherStarts(t, { cacheIdleSlots: true, kvUnified: false });
+  t.equal(separate.idleCells, separate.kept, 'without a unified pool the slot keeps its cells (freeing them gains no room)');
+  t.equal(separate.cached, separate.nPrompt - 1);
+  const off = await idleSlotAfterAnotherStarts(t, { cacheIdleSlots: false, kvUnified: true });
+  t.equal(off.idleCells, off.kept, 'cacheIdleSlots false: idle slots keep their cells');
+  t.equal(off.cached, off.nPrompt - 1, 'and serve the prompt from there');
+});
+
 t.test('slotPromptSimilarity is validated; 0.1 by default', async (t) => {
   for (const bad of [-0.1, 1.5, Number.NaN, 'half']) {
     await t.rejects(InferenceEngine.create(model, { nCtx: 1024, nParallel: 1, slotPromptSimilarity: bad as number }),
