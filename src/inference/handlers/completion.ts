@@ -7,7 +7,7 @@ import type { CompletionTaskSpec } from '../../native/binding.js';
 import { buildTaskSpec, type GenerationRequest } from '../service/generation.js';
 import { choiceCount, perChoice } from '../service/choices.js';
 import { badRequest } from '../errors.js';
-import { checkProjector, isMediaPrompt, splitPrompts, tokenizePrompt, type PromptInput } from '../service/prompt-input.js';
+import { checkProjector, splitPrompts, taskPrompt, type PromptInput } from '../service/prompt-input.js';
 import { BODY_OPTIONS, CompletionBody } from '../schemas.js';
 import type { InferenceService } from '../service/service.js';
 import { streamTasks } from './streaming.js';
@@ -26,11 +26,9 @@ export async function handleCompletion(service: InferenceService, req: HttpReque
   const prompts = splitPrompts(prompt);
   checkProjector(prompts, service.vision !== null);
   const specs = await Promise.all(prompts.map(async (p) => {
-    // A prompt with images is tokenized by the engine, which also checks that it fits.
-    if (isMediaPrompt(p)) return { ...buildTaskSpec(service, body, new Int32Array(0)), promptText: p.text, media: p.media };
-    const tokens = await tokenizePrompt(service.model, service.vocabSize, p);
-    service.checkPromptFits(tokens);
-    return buildTaskSpec(service, body, tokens);
+    const fields = await taskPrompt(service.model, service.vocabSize, p);
+    if (!fields.media) service.checkPromptFits(fields.prompt);
+    return { ...buildTaskSpec(service, body, fields.prompt), ...fields };
   }));
   return answerCompletions(req, service, body, specs);
 }

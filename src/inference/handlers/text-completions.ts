@@ -6,7 +6,7 @@ import { completionId, finishReason, systemFingerprint, textLogprobs, tokenProba
 import { BODY_OPTIONS, OpenAICompletionBody } from '../schemas.js';
 import { choiceCount, perChoice } from '../service/choices.js';
 import { buildTaskSpec } from '../service/generation.js';
-import { checkProjector, isMediaPrompt, splitPrompts, tokenizePrompt } from '../service/prompt-input.js';
+import { checkProjector, splitPrompts, taskPrompt } from '../service/prompt-input.js';
 import type { InferenceService } from '../service/service.js';
 import { progressTimings, StreamTimer, type Timings } from '../dialects/timings.js';
 import { streamTasks } from './streaming.js';
@@ -19,21 +19,18 @@ export async function handleTextCompletions(service: InferenceService, req: Http
   const prompts = splitPrompts(body.prompt);
   if (prompts.length !== 1) throw badRequest('Invalid field "prompt": one prompt per request (text, tokens or a prompt object)', { field: 'prompt' });
   checkProjector(prompts, service.vision !== null);
-  const only = prompts[0]!;
-  // A prompt with images is tokenized by the engine, which also checks that it fits.
-  const media = isMediaPrompt(only) ? { promptText: only.text, media: only.media } : null;
-  const tokens = media ? new Int32Array(0) : await tokenizePrompt(service.model, service.vocabSize, only as string | Array<string | number>);
-  if (!media) service.checkPromptFits(tokens);
+  const fields = await taskPrompt(service.model, service.vocabSize, prompts[0]!);
+  if (!fields.media) service.checkPromptFits(fields.prompt);
   if ((body.logprobs ?? 0) < 0 || (body.logprobs ?? 0) > 5) throw badRequest('Invalid field "logprobs": must be between 0 and 5', { field: 'logprobs' });
   // OpenAI's logprobs (0..5 alternatives), or llama-server's n_probs.
   const wantLogprobs = (body.logprobs !== undefined && body.logprobs !== null) || (body.n_probs ?? 0) > 0;
   const top = body.logprobs ?? body.n_probs ?? 0;
   const spec = {
-    ...buildTaskSpec(service, body, tokens, {
+    ...buildTaskSpec(service, body, fields.prompt, {
       nPredict: body.max_tokens ?? body.n_predict ?? undefined,
       ...(wantLogprobs ? { nProbs: Math.max(1, top) } : {}),
     }),
-    ...media,
+    ...fields,
   };
   const specs = perChoice(spec, n);
   const piece = (t: number): Uint8Array => service.model.tokenPiece(t, false);

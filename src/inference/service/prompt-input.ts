@@ -59,6 +59,15 @@ export function splitPrompts(prompt: PromptInput): Prompt[] {
 }
 
 /**
+ * A task's prompt fields for one prompt: its tokens, or, with images, no tokens and the text and
+ * images, which the engine tokenizes (and checks against the context) when the task is submitted.
+ */
+export async function taskPrompt(model: NativeModel, vocabSize: number, prompt: Prompt): Promise<{ prompt: Int32Array; promptText?: string; media?: Uint8Array[] }> {
+  if (isMediaPrompt(prompt)) return { prompt: new Int32Array(0), promptText: prompt.text, media: prompt.media };
+  return { prompt: await tokenizePrompt(model, vocabSize, prompt) };
+}
+
+/**
  * Tokenizes one prompt. Text is tokenized with the model's special tokens added (BOS) and
  * special-token text parsed, as llama-server does; token ids are checked against the vocabulary.
  * Text is tokenized on a worker thread.
