@@ -188,6 +188,11 @@ export function overloadLifoMs(given: number | undefined): number {
   return given;
 }
 
+/** llama-server's start-up warning when --cache-idle-slots (on by default) meets --cache-ram 0; serverOptions then turns it off. */
+export function cacheIdleSlotsWarning(v: ServerParamValues): string | null {
+  return v.cacheIdleSlots && v.cacheRamMib === 0 ? '--cache-idle-slots requires --cache-ram, disabling' : null;
+}
+
 /** The server's options from llama-server's parsed command line and our own flags. */
 export function serverOptions(v: ServerParamValues, own: OwnFlags, gpuAvailable: boolean): Omit<InferenceServerOptions, 'serverParams'> {
   const pooling = poolingName(v.poolingType);
@@ -201,7 +206,8 @@ export function serverOptions(v: ServerParamValues, own: OwnFlags, gpuAvailable:
     parallel: v.nParallel > 0 ? v.nParallel : 4,
     contextShift: v.ctxShift,
     promptCacheMib: v.cacheRamMib,
-    cacheIdleSlots: v.cacheIdleSlots,
+    // As llama-server: idle slots go to the prompt cache only when there is one (cacheIdleSlotsWarning).
+    cacheIdleSlots: v.cacheIdleSlots && v.cacheRamMib !== 0,
     special: v.special,
     backendSampling: v.sampling.backendSampling,
     ...(v.kvUnifiedPerSlot > 0 ? { slotContextMax: v.kvUnifiedPerSlot } : {}),

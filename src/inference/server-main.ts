@@ -2,7 +2,7 @@
 // inference-server: serves a GGUF model over HTTP (OpenAI-compatible and llama-server native APIs).
 import { usage, UsageError } from '../cli/flags.js';
 import { isNativeError, native, type NativeServerParams, type ServerParamValues } from '../native/binding.js';
-import { logLevel, OWN_FLAGS, refusedOptions, routerOptions, serverOptions, splitCommandLine, usesCommonLog, type OwnFlags } from './server-config.js';
+import { cacheIdleSlotsWarning, logLevel, OWN_FLAGS, refusedOptions, routerOptions, serverOptions, splitCommandLine, usesCommonLog, type OwnFlags } from './server-config.js';
 import { createInferenceAuth, type InferenceAuth } from './access/auth-bridge.js';
 import { startInferenceServer } from './server.js';
 import { modelEntry } from './dialects/server-info.js';
@@ -86,6 +86,8 @@ async function runSingleModel(params: NativeServerParams, own: OwnFlags): Promis
     ...(auth.acceptBearer ? { acceptBearer: auth.acceptBearer } : {}),
     log: (line) => say(line),
   });
+  const idleSlots = cacheIdleSlotsWarning(params.values());
+  if (idleSlots) say(`inference-server: ${idleSlots}`, 'error');
   const risky = experimentalFeatures(options);
   if (risky.length > 0) say(`inference-server: security: ${risky.join(', ')} enabled - do not expose to untrusted environments`, 'error');
   say(`inference-server: listening on ${options.tls ? 'https' : 'http'}://${host}:${server.port} (backend ${native.systemInfo().backend}), loading ${runtime.model}`);

@@ -183,6 +183,16 @@ t.test('--overload-lifo-ms reaches the engine; 1000 ms when absent; a bad value 
   t.match(negative.stderr, /--overload-lifo-ms: expected 0 \(always oldest first\) or a number of milliseconds up to 3600000, got -5/);
 });
 
+t.test('--cache-idle-slots needs a prompt cache: with --cache-ram 0 it is turned off with llama-server\'s warning', async (t) => {
+  t.equal(serverOptions(parse('-m', models.chat).values(), {}, false).cacheIdleSlots, true, 'on by default (--cache-ram 8192)');
+  t.equal(serverOptions(parse('-m', models.chat, '--no-cache-idle-slots').values(), {}, false).cacheIdleSlots, false);
+  t.equal(serverOptions(parse('-m', models.chat, '--cache-ram', '0').values(), {}, false).cacheIdleSlots, false);
+  const off = await runServer(['-m', models.chat, '-c', '512', '--port', '0', '--cache-ram', '0'], /model ready/);
+  t.match(off.stderr, /--cache-idle-slots requires --cache-ram, disabling/);
+  const on = await runServer(['-m', models.chat, '-c', '512', '--port', '0'], /model ready/);
+  t.notMatch(on.stderr, /--cache-idle-slots requires/, 'no warning with the default prompt cache');
+});
+
 t.test('-sps reaches the engine\'s slot choice; 0.1 when absent, as llama-server', async (t) => {
   for (const [argv, want] of [[['-sps', '0.5'], 0.5], [['--slot-prompt-similarity', '0'], 0], [[], 0.1]] as const) {
     const params = parse('-m', models.chat, '-c', '512', ...argv);
