@@ -316,6 +316,17 @@ t.test('n_keep and n_discard are checked; generation_settings reports them', asy
   }
 });
 
+t.test('a request whose client left while it was being prepared starts no task', async (t) => {
+  const service = server.host.ready();
+  const before = service.engine.native.metrics();
+  const left = new AbortController();
+  left.abort();
+  await t.rejects(service.runAll([{ prompt: service.model.tokenize('never run', true, true), nPredict: 4 }], left.signal),
+    { status: 400, message: 'the client closed the connection' });
+  const after = service.engine.native.metrics();
+  t.same([after.tasksDone, after.promptTokens + after.cachedTokens], [before.tasksDone, before.promptTokens + before.cachedTokens], 'no task ran');
+});
+
 t.test('a client that disconnects frees its slot within a step', async (t) => {
   const engine = server.host.ready().engine.native;
   // The server cancels the task when it sees the disconnect: wait for that, not for a time.

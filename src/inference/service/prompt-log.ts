@@ -18,11 +18,12 @@ export function promptLogName(nowMs: number): string {
   return `${String(nowMs).padStart(12, '0')}.txt`;
 }
 
-export function logPrompts(dir: string, model: NativeModel, specs: readonly CompletionTaskSpec[]): void {
+/** Resolves once the file is written (or its failure reported): the caller then runs the tasks. */
+export async function logPrompts(dir: string, model: NativeModel, specs: readonly CompletionTaskSpec[]): Promise<void> {
   const texts = specs.map((spec) => promptText(model, spec));
   const content = texts.length === 1 ? texts[0]! : JSON.stringify(texts, null, 2);
   const file = join(dir, promptLogName(Date.now()));
-  writeFile(file, content).catch((err: unknown) => {
+  await writeFile(file, content).catch((err: unknown) => {
     console.error(`inference-server: failed to create ${file}: ${(err as Error).message}`);
   });
 }

@@ -102,10 +102,12 @@ export class InferenceService implements GenerationContext {
       throw inferenceError(ErrorType.NOT_SUPPORTED, 'This server does not support completions. Start it without `--embedding` or `--rerank`');
     }
     for (const spec of specs) if (!spec.media) this.checkPromptFits(spec.prompt);
-    if (this.settings.promptsLogDir) logPrompts(this.settings.promptsLogDir, this.model, specs);
+    if (this.settings.promptsLogDir) await logPrompts(this.settings.promptsLogDir, this.model, specs);
     const group = new AbortController();
     const cancelGroup = (): void => group.abort(signal.reason);
     signal.addEventListener('abort', cancelGroup, { once: true });
+    // A client that left while this request was being prepared (its prompts tokenized or logged) gets no task.
+    if (signal.aborted) cancelGroup();
     let started: Array<Promise<CompletionOutcome>>;
     try {
       started = await this.engine.submitAll(specs, { signal: group.signal, onToken });
