@@ -206,8 +206,8 @@ export function serverOptions(v: ServerParamValues, own: OwnFlags, gpuAvailable:
     parallel: v.nParallel > 0 ? v.nParallel : 4,
     contextShift: v.ctxShift,
     promptCacheMib: v.cacheRamMib,
-    // As llama-server: idle slots go to the prompt cache only when there is one (cacheIdleSlotsWarning).
-    cacheIdleSlots: v.cacheIdleSlots && v.cacheRamMib !== 0,
+    // As llama-server: idle slots go to the prompt cache only when there is one.
+    cacheIdleSlots: v.cacheIdleSlots && cacheIdleSlotsWarning(v) === null,
     special: v.special,
     backendSampling: v.sampling.backendSampling,
     ...(v.kvUnifiedPerSlot > 0 ? { slotContextMax: v.kvUnifiedPerSlot } : {}),
