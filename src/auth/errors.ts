@@ -21,6 +21,9 @@ export const AUTH_ERRORS = {
   ADMIN_KEY_INVALID: { status: 401, message: 'The X-Admin-Key header is missing or wrong' },
   APP_NOT_FOUND: { status: 404, message: 'The app does not exist' },
   APP_SLUG_TAKEN: { status: 409, message: 'An app with this slug already exists' },
+  // The OAuth token endpoints (RFC 7009 revocation, RFC 7662 introspection); see OAUTH_ERROR_NAMES.
+  UNSUPPORTED_TOKEN_TYPE: { status: 400, message: 'Access tokens are not revocable; revoke the refresh token of the session' },
+  UNAUTHORIZED_CLIENT: { status: 400, message: 'The token was issued to another client' },
   // Raised by the shared HTTP layer (src/http) before or while reading the body.
   MALFORMED_JSON: { status: 400, message: 'The request body is not valid JSON' },
   UNSUPPORTED_MEDIA_TYPE: { status: 415, message: 'Send the body as application/json' },
@@ -54,6 +57,31 @@ export function toAuthError(thrown: unknown): HttpError {
 /** The body of every auth error response. */
 export function authErrorBody(error: HttpError): { error: { code: string; message: string } } {
   return { error: { code: error.code, message: error.message } };
+}
+
+/**
+ * The RFC 6749 (section 5.2) `error` value of each catalog code on the OAuth token endpoints,
+ * which answer `{"error": "<name>", "error_description": "<message>"}` as RFC 7009 and RFC 7662
+ * require. Wrong client credentials are `invalid_client`, anything wrong with the request is
+ * `invalid_request`; a code without an RFC name keeps its catalog status and is sent lower-case.
+ */
+const OAUTH_ERROR_NAMES: Partial<Record<AuthErrorCode, string>> = {
+  TOKEN_INVALID: 'invalid_client',
+  VALIDATION_ERROR: 'invalid_request',
+  MALFORMED_JSON: 'invalid_request',
+  UNSUPPORTED_MEDIA_TYPE: 'invalid_request',
+  BODY_TOO_LARGE: 'invalid_request',
+  UNSUPPORTED_TOKEN_TYPE: 'unsupported_token_type',
+  UNAUTHORIZED_CLIENT: 'unauthorized_client',
+  INTERNAL: 'server_error',
+};
+
+/** Status and body of a catalog error on an OAuth endpoint (RFC 6749 section 5.2). */
+export function oauthErrorResponse(error: HttpError): { status: number; body: { error: string; error_description: string } } {
+  const name = OAUTH_ERROR_NAMES[error.code as AuthErrorCode] ?? error.code.toLowerCase();
+  // RFC 6749: a request refused for its form (even 413/415 at the HTTP level) is 400 invalid_request.
+  const status = name === 'invalid_request' ? 400 : error.status;
+  return { status, body: { error: name, error_description: error.message } };
 }
 
 /** ErrorFormatter for startHttpServer: errors raised outside auth handlers (404, 405, 413). */

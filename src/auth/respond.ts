@@ -10,8 +10,9 @@ import type { HttpRequest, HttpResult } from '../http/request.js';
 import type { Method, Route } from '../http/router.js';
 import { compileBody } from '../http/validation.js';
 import type { AuthContext } from './context.js';
-import { authError, authErrorBody, toAuthError } from './errors.js';
+import { authError, authErrorBody, oauthErrorResponse, toAuthError } from './errors.js';
 import { MAX_BODY_BYTES } from './limits.js';
+import { parseOAuthTokenRequest, type OAuthTokenRequest } from './oauth-request.js';
 import { authenticateApp, checkAdminKey, presentedCredentials, type AuthenticatedApp, type PresentedCredentials } from './service/credentials.js';
 import { presentedAccessToken, verifyAccessToken, type AccessTokenClaims } from './tokens/access-token.js';
 
@@ -21,6 +22,8 @@ export const NO_STORE: Readonly<Record<string, string>> = { 'Cache-Control': 'no
 /** Authenticates a request and produces the handler's input; throws catalog errors. */
 export interface Guard<I> {
   readonly name: string;
+  /** `oauth`: errors are answered in the RFC 6749 shape (oauthErrorResponse) instead of the catalog's. */
+  readonly errorFormat?: 'oauth';
   authenticate(ctx: AuthContext, req: HttpRequest): Promise<I>;
 }
 
@@ -87,6 +90,21 @@ export function appSecretInQuery<S extends TSchema>(schema: S): Guard<{ credenti
   };
 }
 
+/**
+ * The OAuth client of RFC 6749 section 2.3.1, i.e. the app, authenticated by Basic credentials
+ * or client_id and client_secret in the form body; the form's token parameters. Errors are
+ * answered as RFC 6749 section 5.2 says (`invalid_client` 401 with WWW-Authenticate,
+ * `invalid_request` 400, ...).
+ */
+export const oauthClient: Guard<{ app: AuthenticatedApp; request: OAuthTokenRequest }> = {
+  name: 'oauth-client',
+  errorFormat: 'oauth',
+  authenticate: async (ctx, req) => {
+    const request = parseOAuthTokenRequest(req);
+    return { app: await authenticateApp(ctx.sql, request.clientId, request.clientSecret), request };
+  },
+};
+
 /** One line of the route table: method, path, guard, handler. */
 export function authRoute<I>(ctx: AuthContext, method: Method, path: string, guard: Guard<I>, handler: AuthHandler<I>): Route {
   return {
@@ -98,17 +116,23 @@ export function authRoute<I>(ctx: AuthContext, method: Method, path: string, gua
         const result = await handler(ctx, await guard.authenticate(ctx, req), req);
         return { ...result, headers: { ...NO_STORE, ...result.headers } };
       } catch (thrown) {
-        return errorResult(ctx, thrown, req);
+        return errorResult(ctx, thrown, req, guard.errorFormat);
       }
     },
   };
 }
 
-function errorResult(ctx: AuthContext, thrown: unknown, req: HttpRequest): HttpResult {
+function errorResult(ctx: AuthContext, thrown: unknown, req: HttpRequest, format?: 'oauth'): HttpResult {
   const error: HttpError = toAuthError(thrown);
   if (error.status >= 500) ctx.logError(error, { method: req.method, path: req.path });
   const headers: Record<string, string> = { ...NO_STORE };
   if (error.code === 'RATE_LIMITED') headers['Retry-After'] = String(Math.ceil(ctx.otp.limits.resendIntervalMs / 1000));
+  if (format === 'oauth') {
+    const { status, body } = oauthErrorResponse(error);
+    // RFC 6749 section 5.2: a 401 invalid_client names the scheme the client may authenticate with.
+    if (status === 401) headers['WWW-Authenticate'] = 'Basic realm="auth-server", charset="UTF-8"';
+    return { status, headers, body };
+  }
   return { status: error.status, headers, body: authErrorBody(error) };
 }
 

@@ -4,15 +4,17 @@
 //   appSecretInQuery  the same credentials, verified by the handler's single statement (refresh)
 //   bearer     Authorization: Bearer <access token>
 //   adminKey   X-Admin-Key header
+//   oauthClient       the app as an OAuth client: Basic credentials or client_id + client_secret in a form body (RFC 6749 2.3.1)
 import type { Method, Route } from '../http/router.js';
 import type { AuthContext } from './context.js';
 import * as admin from './handlers/admin.js';
 import { handleOtpRequest, handleOtpVerify } from './handlers/login.js';
 import { handleMe } from './handlers/me.js';
+import { handleTokenIntrospection, handleTokenRevocation } from './handlers/oauth.js';
 import { handleRoleAssign, handleRoleRevoke } from './handlers/roles.js';
 import { handleRefresh, handleRevoke, handleRevokeUser } from './handlers/sessions.js';
 import { handleDiscovery, handleJwks } from './handlers/well-known.js';
-import { adminKey, appSecret, appSecretInQuery, authRoute, bearer, publicAccess, type AuthHandler, type Guard } from './respond.js';
+import { adminKey, appSecret, appSecretInQuery, authRoute, bearer, oauthClient, publicAccess, type AuthHandler, type Guard } from './respond.js';
 import { OtpRequestBody, OtpVerifyBody, RefreshBody, RevokeBody, RevokeUserBody, RoleAssignBody, RoleRevokeBody } from './schemas.js';
 
 export function authRoutes(ctx: AuthContext): Route[] {
@@ -26,6 +28,8 @@ export function authRoutes(ctx: AuthContext): Route[] {
     route('POST',   '/auth/roles/assign',                        appSecret(RoleAssignBody),       handleRoleAssign),
     route('POST',   '/auth/roles/revoke',                        appSecret(RoleRevokeBody),       handleRoleRevoke),
     route('GET',    '/auth/me',                                  bearer,                          handleMe),
+    route('POST',   '/oauth/revoke',                             oauthClient,                     handleTokenRevocation),
+    route('POST',   '/oauth/introspect',                         oauthClient,                     handleTokenIntrospection),
     route('POST',   '/admin/apps',                               adminKey,                        admin.handleCreateApp),
     route('GET',    '/admin/apps',                               adminKey,                        admin.handleListApps),
     route('GET',    '/admin/apps/:app_id',                       adminKey,                        admin.handleGetApp),

@@ -45,13 +45,17 @@ t.test('the JWKS lists the active public key, then the next one, with their kids
   t.same(stored.map((r) => ({ ...r })), [{ kid: active.kid, status: 'active' }, { kid: next.kid, status: 'next' }]);
 });
 
-t.test('the discovery document names the issuer and the jwks_uri', async (t) => {
+t.test('the discovery document names the issuer, the jwks_uri and the revocation and introspection endpoints', async (t) => {
   const reply = await h.get('/.well-known/openid-configuration');
   t.equal(reply.status, 200);
   t.same(reply.body, {
     issuer: 'http://auth.test',
     jwks_uri: 'http://auth.test/.well-known/jwks.json',
     id_token_signing_alg_values_supported: ['RS256'],
+    revocation_endpoint: 'http://auth.test/oauth/revoke',
+    revocation_endpoint_auth_methods_supported: ['client_secret_basic', 'client_secret_post'],
+    introspection_endpoint: 'http://auth.test/oauth/introspect',
+    introspection_endpoint_auth_methods_supported: ['client_secret_basic', 'client_secret_post'],
   });
 });
 

@@ -155,3 +155,33 @@ export async function revokeRefreshFamilies(sql: Queryable, revocation: {
   `;
   return revoked.filter((token) => token.active).length;
 }
+
+/** What introspection and revocation need to know of any refresh token, whichever app it belongs to. */
+export interface RefreshTokenStatus {
+  app_id: string;
+  user_id: string;
+  family_id: string;
+  issued_at: Date;
+  /** The token's own expiry (already capped at the session's end). */
+  expires_at: Date;
+  /** The family's live token: not rotated. */
+  is_current: boolean;
+  family_revoked_at: Date | null;
+  family_expires_at: Date;
+  user_deleted_at: Date | null;
+}
+
+/** The token with this hash, of any app, without locking anything; undefined when unknown. */
+export async function findRefreshTokenStatus(sql: Queryable, tokenHash: Buffer): Promise<RefreshTokenStatus | undefined> {
+  const [row] = await sql<RefreshTokenStatus[]>`
+    select f.app_id, f.user_id, f.id as family_id, t.issued_at, t.expires_at,
+      t.id = f.current_token_id as is_current,
+      f.revoked_at as family_revoked_at, f.expires_at as family_expires_at,
+      u.deleted_at as user_deleted_at
+    from refresh_tokens t
+    join refresh_families f on f.id = t.family_id
+    join users u on u.id = f.user_id
+    where t.token_hash = ${tokenHash}
+  `;
+  return row;
+}

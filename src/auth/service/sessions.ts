@@ -130,14 +130,22 @@ const NO_TOKEN_HASH = Buffer.alloc(32);
 /** POST /auth/revoke: revokes the token's family. Idempotent; 401 TOKEN_INVALID for a token this app never issued. */
 export async function revokeSession(ctx: AuthContext, app: AuthenticatedApp, presented: string): Promise<void> {
   const hash = hashRefreshToken(presented);
-  if (!hash) throw authError('TOKEN_INVALID', 'Invalid refresh token');
+  if (!hash || !(await revokeFamilyOfToken(ctx, app, hash))) throw authError('TOKEN_INVALID', 'Invalid refresh token');
+}
+
+/**
+ * Revokes the family of the refresh token with this hash, if this app issued it (any token of
+ * the family, rotated ones included, names it). Returns false when the app has no such token.
+ */
+export async function revokeFamilyOfToken(ctx: AuthContext, app: AuthenticatedApp, hash: Buffer): Promise<boolean> {
   const now = new Date(ctx.clock.now());
-  await ctx.sql.begin(async (tx) => {
+  return ctx.sql.begin(async (tx) => {
     const session = await lockRefreshSession(tx, hash, app.id);
-    if (!session) throw authError('TOKEN_INVALID', 'Invalid refresh token');
+    if (!session) return false;
     if (!session.revoked_at) {
       await revokeRefreshFamily(tx, { familyId: session.family_id, currentTokenId: session.current_token_id, now, reason: 'logout' });
     }
+    return true;
   });
 }
 
