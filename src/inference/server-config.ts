@@ -1,7 +1,7 @@
 // inference-server's command line: llama-server's own (parsed by llama.cpp's parser, see
 // ServerParams and llama-server-flags.ts) plus a few flags of ours, which are taken out first.
 // Pure functions from the parsed values to the server's options, so they can be tested alone.
-import { ROLE_NAMES } from '../auth/roles.js';
+import type { RoleName } from '../auth/mount.js';
 import { UsageError, parseFlags, type FlagSpec, type ParsedFlags } from '../cli/flags.js';
 import { PoolingType, type LogLevel, type PoolingName, type ReasoningFormat, type ServerParamValues } from '../native/binding.js';
 import { LLAMA_SERVER_FLAGS } from './llama-server-flags.js';
@@ -10,6 +10,14 @@ import type { InferenceServerOptions } from './server.js';
 import type { RouterServerOptions } from './router/server.js';
 import type { TransportOptions } from './transport.js';
 import type { GenerationDefaults } from './service/generation.js';
+
+/**
+ * The roles --auth-role takes, in the auth service's order. The compiler holds this list to the
+ * service's RoleName (every role, no other) instead of a value import of ROLE_NAMES: importing
+ * a value from src/auth/mount.ts would load the whole auth service (postgres.js, migrations,
+ * key ring) on every start, which access/auth-bridge.ts defers until --auth or --auth-app.
+ */
+const AUTH_ROLES = Object.keys({ owner: 0, admin: 0, staff: 0, viewer: 0 } satisfies Record<RoleName, 0>) as RoleName[];
 
 /** Flags of this server that llama-server does not have. */
 export const OWN_FLAGS = [
@@ -22,7 +30,7 @@ export const OWN_FLAGS = [
   { names: ['--models-spare'], kind: 'int', key: 'modelsSpare', help: 'router mode: model processes kept started without a model (Node and the addon loaded, about 75 MB each), so that loading a model skips process start-up (default 1; 0 = none)' },
   { names: ['--auth'], kind: 'bool', key: 'auth', help: 'mount the authentication service on this port (configured by the AUTH_* variables, see docs/auth-service.md)' },
   { names: ['--auth-app'], kind: 'string', key: 'authApp', help: 'also accept access tokens of this auth-service app (slug) where an API key is accepted' },
-  { names: ['--auth-role'], kind: 'string', key: 'authRole', choices: ROLE_NAMES, help: 'with --auth-app: least role required in the token (viewer, staff, admin, owner)' },
+  { names: ['--auth-role'], kind: 'string', key: 'authRole', choices: AUTH_ROLES, help: 'with --auth-app: least role required in the token (viewer, staff, admin, owner)' },
   { names: ['--auth-issuer'], kind: 'string', key: 'authIssuer', help: 'with --auth-app and no --auth: the issuer (iss) of the auth-server whose tokens are accepted' },
   { names: ['--auth-jwks-url'], kind: 'string', key: 'authJwksUrl', help: 'with --auth-issuer: where its JWKS is, if not <issuer>/.well-known/jwks.json' },
 ] as const satisfies readonly FlagSpec[];

@@ -16,9 +16,8 @@ import { StreamSessions } from './streams/stream-sessions.js';
 import { formatInferenceError } from './errors.js';
 import { DEFAULT_OVERLOAD_LIFO_MS, DEFAULT_PREFILL_BUDGET, DEFAULT_PREFILL_BUDGET_MS, type RuntimeOptions } from './options.js';
 import { loadInferenceService, type ServiceLoadOptions } from './service/load.js';
-import type { InferenceService } from './service/service.js';
+import type { ChatSettings, InferenceService } from './service/service.js';
 import { ServiceHost } from './service/host.js';
-import type { ChatSettings } from './service/chat-prompt.js';
 import { webTransport, withVertexRoutes, type TransportOptions } from './transport.js';
 
 export interface InferenceServerOptions extends TransportOptions {

@@ -3,8 +3,7 @@
 import type { EngineMetrics } from '../../native/binding.js';
 import { buildTaskSpec } from '../service/generation.js';
 import type { InferenceService } from '../service/service.js';
-import type { RequestCounters } from '../service/host.js';
-import type { MetricsReport } from '../service/metrics-ledger.js';
+import type { MetricsReport, RequestCounters } from '../service/metrics-ledger.js';
 import { generationSettings } from './llama-server.js';
 
 export function modelEntry(service: InferenceService): Record<string, unknown> {

@@ -17,22 +17,6 @@ export type ChatPromptRequest = Static<TObject<typeof ChatPromptFields>> & {
   grammar?: string;
 };
 
-/** The server's chat settings (llama-server's --reasoning-format, --reasoning, --prefill-assistant, --reasoning-budget). */
-export interface ChatSettings {
-  reasoningFormat: ReasoningFormat;
-  /** --reasoning on/off; undefined: the template decides. */
-  enableThinking: boolean | undefined;
-  prefillAssistant: boolean;
-  /** Tokens of thinking before the end tag is forced; -1 unlimited. */
-  reasoningBudget: number;
-  /** --reasoning-budget-message: text forced before the end tag when the budget runs out ('' none). */
-  reasoningBudgetMessage: string;
-  /** --no-jinja: llama.cpp's built-in templates by name. */
-  useJinja: boolean;
-  /** --skip-chat-parsing: the reply is all content, reasoning and tool calls included. */
-  skipChatParsing: boolean;
-}
-
 export interface RenderedChat {
   prompt: string;
   /** Encoded images, one per media marker in `prompt`. */

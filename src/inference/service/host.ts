@@ -11,14 +11,8 @@ import { EventEmitter } from 'node:events';
 import { metricsText, modelsBody, propsBody, slotsBody } from '../dialects/server-info.js';
 import { loadingModel } from '../errors.js';
 import type { ServiceLoad } from './load.js';
-import { MetricsLedger } from './metrics-ledger.js';
+import { MetricsLedger, type RequestCounters } from './metrics-ledger.js';
 import type { InferenceService } from './service.js';
-
-/** Requests counted for /metrics: every routed request, and those answered with an error. */
-export interface RequestCounters {
-  requests: number;
-  errors: number;
-}
 
 /** What the read-only endpoints show of a sleeping service, taken just before it slept. */
 export interface SleepSnapshot {

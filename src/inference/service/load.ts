@@ -3,12 +3,11 @@
 import { basename } from 'node:path';
 import { native, PoolingType, type NativeLoraAdapter, type NativeModel, type NativeServerParams, type NativeVision, type PoolingName } from '../../native/binding.js';
 import type { GenerationDefaults } from './generation.js';
-import type { ChatSettings } from './chat-prompt.js';
 import type { MediaPolicy } from './media.js';
 import { InferenceEngine } from '../engine/engine.js';
 import { contextSize, type RuntimeOptions } from '../options.js';
 import { LoraRegistry } from './lora-registry.js';
-import { InferenceService } from './service.js';
+import { InferenceService, type ChatSettings } from './service.js';
 
 export interface ServiceLoadOptions {
   runtime: RuntimeOptions;

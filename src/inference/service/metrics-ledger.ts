@@ -22,6 +22,12 @@ interface Throughput {
   predictedMs: number;
 }
 
+/** Requests counted for /metrics: every routed request, and those answered with an error. */
+export interface RequestCounters {
+  requests: number;
+  errors: number;
+}
+
 export interface MetricsReport {
   totals: EngineMetrics;
   /** tokens/s over the window since the previous scrape (0 when nothing ran). */

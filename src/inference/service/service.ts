@@ -1,14 +1,29 @@
 // InferenceService: the loaded model and its engine, with what the routes need to know about
 // them. Exists only while the model is loaded; routes reach it through the ServiceHost.
-import { isNativeError, type CompletionTaskSpec, type EngineInfo, type ModelMetadata, type NativeModel, type NativeVision } from '../../native/binding.js';
+import { isNativeError, type CompletionTaskSpec, type EngineInfo, type ModelMetadata, type NativeModel, type NativeVision, type ReasoningFormat } from '../../native/binding.js';
 import { EngineTaskError, InferenceEngine, type CompletionOutcome, type EmbeddingInput, type EmbeddingOutcome, type GeneratedToken } from '../engine/engine.js';
 import { nativeErrorToHttp } from '../engine/native-errors.js';
 import { ErrorType, inferenceError } from '../errors.js';
 import type { GenerationContext, GenerationDefaults } from './generation.js';
 import type { LoraRegistry } from './lora-registry.js';
-import type { ChatSettings } from './chat-prompt.js';
 import type { MediaPolicy } from './media.js';
 import { logPrompts } from './prompt-log.js';
+
+/** The server's chat settings (llama-server's --reasoning-format, --reasoning, --prefill-assistant, --reasoning-budget). */
+export interface ChatSettings {
+  reasoningFormat: ReasoningFormat;
+  /** --reasoning on/off; undefined: the template decides. */
+  enableThinking: boolean | undefined;
+  prefillAssistant: boolean;
+  /** Tokens of thinking before the end tag is forced; -1 unlimited. */
+  reasoningBudget: number;
+  /** --reasoning-budget-message: text forced before the end tag when the budget runs out ('' none). */
+  reasoningBudgetMessage: string;
+  /** --no-jinja: llama.cpp's built-in templates by name. */
+  useJinja: boolean;
+  /** --skip-chat-parsing: the reply is all content, reasoning and tool calls included. */
+  skipChatParsing: boolean;
+}
 
 export interface ServiceSettings {
   modelPath: string;
