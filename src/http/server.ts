@@ -9,7 +9,7 @@ import { corsHeaders, preflightHeaders, type CorsPolicy } from './cors.js';
 import { HttpError, HttpLayerCode, type ErrorFormatter } from './errors.js';
 import type { HttpRequest } from './request.js';
 import { ResponseWriter, type ResponseSettings } from './response-writer.js';
-import { Router, type Handler, type Route } from './router.js';
+import { Router, type Handler, type Route, type RouteMatch } from './router.js';
 import type { StaticDirectory } from './static-directory.js';
 
 export interface HttpServerOptions {
@@ -47,6 +47,12 @@ export interface HttpServerOptions {
   ssePingIntervalSeconds?: number;
   /** Files served for GET/HEAD paths no route answers (llama-server's --path). */
   staticDirectory?: StaticDirectory;
+  /**
+   * Runs before a request that nothing serves is answered 404 or 405, and throws the error to
+   * answer instead: llama-server checks its API key before routing, so a caller without the key
+   * cannot learn which paths exist.
+   */
+  admitUnrouted?: (headers: Readonly<Record<string, string>>) => Promise<void>;
 }
 
 export interface HttpServer {
@@ -139,12 +145,18 @@ function createApp(tls: HttpServerOptions['tls']): uWS.TemplatedApp {
   }
 }
 
-/** Answers a GET/HEAD from the static directory, or 404 when it has no such file. */
-async function serveStatic(dir: StaticDirectory, head: RequestHead, writer: ResponseWriter): Promise<void> {
+/** Answers a request no route serves: a file of the static directory (GET/HEAD), else 404 or 405 once `admit` lets it through. */
+async function answerUnrouted(match: Exclude<RouteMatch, { kind: 'found' }>, head: RequestHead, writer: ResponseWriter, options: HttpServerOptions): Promise<void> {
+  const { method, path } = head;
   try {
-    const result = await dir.lookup(head.path, head.headers['if-none-match']);
-    if (result) writer.writeResult(result);
-    else writer.writeError(new HttpError(404, HttpLayerCode.NOT_FOUND, `No route for ${head.method} ${head.path}`));
+    if (match.kind === 'not-found' && options.staticDirectory && (method === 'GET' || method === 'HEAD')) {
+      const result = await options.staticDirectory.lookup(path, head.headers['if-none-match']);
+      if (result) return writer.writeResult(result);
+    }
+    await options.admitUnrouted?.(head.headers);
+    writer.writeError(match.kind === 'not-found'
+      ? new HttpError(404, HttpLayerCode.NOT_FOUND, `No route for ${method} ${path}`)
+      : new HttpError(405, HttpLayerCode.METHOD_NOT_ALLOWED, `Method ${method} is not allowed on ${path}`, { allow: match.allowed.join(', ') }));
   } catch (thrown) {
     writer.writeError(thrown);
   }
@@ -178,14 +190,8 @@ export async function startHttpServer(options: HttpServerOptions): Promise<HttpS
     }
     // HEAD is routed as GET; the writer leaves the body out.
     const match = router.find(method === 'HEAD' ? 'GET' : method, path);
-    if (match.kind === 'not-found' && options.staticDirectory && (method === 'GET' || method === 'HEAD')) {
-      void serveStatic(options.staticDirectory, head, writer);
-      return;
-    }
     if (match.kind !== 'found') {
-      writer.writeError(match.kind === 'not-found'
-        ? new HttpError(404, HttpLayerCode.NOT_FOUND, `No route for ${method} ${path}`)
-        : new HttpError(405, HttpLayerCode.METHOD_NOT_ALLOWED, `Method ${method} is not allowed on ${path}`, { allow: match.allowed.join(', ') }));
+      void answerUnrouted(match, head, writer, options);
       return;
     }
     if (!METHODS_WITH_BODY.has(method)) {

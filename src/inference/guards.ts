@@ -34,7 +34,7 @@ export const publicAccess: Guard<ServiceHost> = {
 };
 
 /** An API key (--api-key) or, with --auth-app, an access token of that app; admits all without either. */
-async function checkKey(ctx: RouteContext, req: HttpRequest): Promise<void> {
+export async function checkKey(ctx: Pick<RouteContext, 'keys' | 'acceptBearer'>, req: Pick<HttpRequest, 'headers'>): Promise<void> {
   if (!ctx.keys.enabled && !ctx.acceptBearer) return;
   if (ctx.keys.enabled && ctx.keys.matches(presentedKey(req))) return;
   if (ctx.acceptBearer && (await ctx.acceptBearer(req.headers['authorization']))) return;

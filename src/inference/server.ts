@@ -9,7 +9,7 @@ import { toolsRoutes } from './tools/tools-routes.js';
 import type { NativeServerParams, PoolingName } from '../native/binding.js';
 import { LLAMA_SERVER_DEFAULTS, type GenerationDefaults } from './service/generation.js';
 import { ApiKeys } from './access/api-key.js';
-import { readOnlyMount, type RouteContext } from './guards.js';
+import { checkKey, readOnlyMount, type RouteContext } from './guards.js';
 import { inferenceRoutes } from './routes.js';
 import { streamRoutes } from './streams/stream-routes.js';
 import { StreamSessions } from './streams/stream-sessions.js';
@@ -190,6 +190,7 @@ export async function startInferenceServer(options: InferenceServerOptions): Pro
     formatError: formatInferenceError,
     maxBodyBytes: options.maxBodyBytes,
     cors: options.cors ?? DEFAULT_CORS,
+    admitUnrouted: (headers) => checkKey(ctx, { headers }),
     ...web.http,
     logError: (error, req) => log(`error: ${req.method} ${req.path}: ${error.message}${error.cause ? ` (${String((error.cause as Error).stack ?? error.cause)})` : ''}`),
   });

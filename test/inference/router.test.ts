@@ -254,6 +254,10 @@ t.test('the router serves /tools and /cors-proxy itself, behind its key, as llam
   t.same(listed.map((tool: any) => tool.tool), ['read_file', 'get_info']);
   const proxy = await fetch(`${base}/cors-proxy?url=http://127.0.0.1:1/`, { headers: { authorization: 'Bearer k' } });
   t.equal(proxy.status, 403, 'without --ui-mcp-proxy, llama-server\'s 403');
+  const unknown = await fetch(`${base}/no/such/route`, { method: 'POST', body: '{}' });
+  t.equal(unknown.status, 401, 'a path the router does not serve needs the key first, as llama-server');
+  t.same(await unknown.json(), { error: { code: 401, message: 'Invalid API Key', type: 'authentication_error' } });
+  t.equal((await fetch(`${base}/no/such/route`, { headers: { authorization: 'Bearer k' } })).status, 404, 'with the key: 404');
 });
 
 t.test('a spare model process: a load takes it, it is replaced once the request is over, and close ends it', async (t) => {

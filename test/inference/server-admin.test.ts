@@ -17,6 +17,18 @@ t.test('with --api-key every endpoint but health needs a key', async (t) => {
   }
 });
 
+t.test('with --api-key a path that is not served answers 401 before routing, as llama-server (no 404 or 405 tells which routes exist)', async (t) => {
+  for (const [method, path] of [['GET', '/no/such/route'], ['POST', '/v1/nothing'], ['DELETE', '/completion'], ['GET', '/tokenize'], ['PUT', '/v1/models']]) {
+    const res = await fetch(base + path, { method, body: method === 'GET' ? undefined : '{}' });
+    t.equal(res.status, 401, `${method} ${path} without a key`);
+    t.same(await res.json(), { error: { code: 401, message: 'Invalid API Key', type: 'authentication_error' } });
+  }
+  const missing = await fetch(`${base}/no/such/route`, { headers: auth });
+  t.equal(missing.status, 404, 'with the key, an unknown path is 404');
+  t.same(await missing.json(), { error: { code: 404, message: 'No route for GET /no/such/route', type: 'not_found_error' } });
+  t.equal((await fetch(`${base}/tokenize`, { headers: auth })).status, 405, 'with the key, a wrong method is 405');
+});
+
 t.test('a key is accepted as Bearer or X-Api-Key; a wrong or malformed one is not', async (t) => {
   t.equal((await fetch(`${base}/v1/models`, { headers: auth })).status, 200);
   t.equal((await fetch(`${base}/v1/models`, { headers: { authorization: 'Bearer secret-two' } })).status, 200, 'any configured key');

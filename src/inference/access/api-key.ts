@@ -7,7 +7,7 @@ import { ErrorType, inferenceError } from '../errors.js';
 
 const digest = (s: string): Buffer => createHash('sha256').update(s, 'utf8').digest();
 
-export function presentedKey(req: HttpRequest): string | undefined {
+export function presentedKey(req: Pick<HttpRequest, 'headers'>): string | undefined {
   // X-Api-Key counts only without an Authorization header.
   const auth = req.headers['authorization'];
   if (auth !== undefined) return bearerToken(auth) ?? undefined;

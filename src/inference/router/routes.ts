@@ -5,7 +5,8 @@
 //   here         answered by the router itself
 import type { HttpRequest, HttpResult } from '../../http/request.js';
 import type { Handler, Method, Route } from '../../http/router.js';
-import { invalidApiKey, presentedKey, type ApiKeys } from '../access/api-key.js';
+import type { ApiKeys } from '../access/api-key.js';
+import { checkKey } from '../guards.js';
 import type { RouterHandlers } from './handlers.js';
 
 export interface RouterAccess {
@@ -27,10 +28,7 @@ const FORWARDED_GETS = ['/metrics', '/slots', '/lora-adapters'] as const;
 
 export function withKey(access: RouterAccess, handler: Handler): Handler {
   return async (req: HttpRequest) => {
-    if (access.keys.enabled || access.acceptBearer) {
-      const ok = (access.keys.enabled && access.keys.matches(presentedKey(req))) || (await access.acceptBearer?.(req.headers['authorization']));
-      if (!ok) throw invalidApiKey();
-    }
+    await checkKey(access, req);
     return handler(req);
   };
 }

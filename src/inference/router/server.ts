@@ -13,7 +13,7 @@ import { routerStreamHandlers } from './stream-handlers.js';
 import { ModelRegistry, type RegistryOptions } from './model-registry.js';
 import { routerRoutes, withKey, type RouterAccess } from './routes.js';
 import { corsProxyRoutes } from '../cors-proxy-routes.js';
-import type { Mount } from '../guards.js';
+import { checkKey, type Mount } from '../guards.js';
 import { toolsRoutes } from '../tools/tools-routes.js';
 import { ToolsService, type ToolsOptions } from '../tools/tools-service.js';
 
@@ -85,6 +85,7 @@ export async function startRouterServer(options: RouterServerOptions): Promise<R
     formatError: formatInferenceError,
     maxBodyBytes: options.maxBodyBytes,
     cors: options.cors ?? DEFAULT_CORS,
+    admitUnrouted: (headers) => checkKey(access, { headers }),
     ...web.http,
     logError: (error, req) => options.log(`error: ${req.method} ${req.path}: ${error.message}${error.cause ? ` (${String((error.cause as Error).stack ?? error.cause)})` : ''}`),
   });
