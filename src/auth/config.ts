@@ -5,7 +5,7 @@ import os from 'node:os';
 import { parseFlags, type FlagSpec } from '../cli/flags.js';
 import path from 'node:path';
 import type { Clock } from './clock.js';
-import { VERIFIED_TOKEN_CACHE_ENTRIES, type OtpLimits } from './limits.js';
+import { AUDIT_RETENTION_DAYS, VERIFIED_TOKEN_CACHE_ENTRIES, type OtpLimits } from './limits.js';
 import type { OtpDelivery, OtpDeliveryConfig } from './otp-delivery.js';
 
 export interface AuthServiceConfig {
@@ -37,6 +37,10 @@ export interface AuthServiceConfig {
   log?: (line: string) => void;
   /** Access tokens whose verification each worker remembers (default VERIFIED_TOKEN_CACHE_ENTRIES; 0: none). */
   verifiedTokenCacheSize?: number;
+  /** Believe X-Forwarded-For for the client's IP address (audit trail, per-IP limits). Default false: the peer's address. */
+  trustProxy?: boolean;
+  /** Audit events older than this many days are deleted (hourly, by the instance's primary); 0 keeps them forever. Default 90. */
+  auditRetentionDays?: number;
   /** See SigningKeyRingOptions.onRotated (set by auth-server's worker threads). */
   onSigningKeysRotated?: () => Promise<void>;
 }
@@ -69,6 +73,8 @@ const SETTINGS: ReadonlyArray<{ flag: string; env: string; help: string }> = [
   { flag: '--db-pool-size', env: 'AUTH_DB_POOL_SIZE', help: 'database connections per worker (default 80 / workers, from 2 to 10)' },
   { flag: '--token-cache-size', env: 'AUTH_TOKEN_CACHE_SIZE', help: 'access tokens whose verification each worker remembers (default 10000; 0: none)' },
   { flag: '--admin-console', env: 'AUTH_ADMIN_CONSOLE', help: '1 serves the admin console page at /admin/ (default 0: off)' },
+  { flag: '--trust-proxy', env: 'AUTH_TRUST_PROXY', help: '1 takes the client IP from X-Forwarded-For (default 0: the peer address)' },
+  { flag: '--audit-retention-days', env: 'AUTH_AUDIT_RETENTION_DAYS', help: 'days audit events are kept (default 90; 0: forever)' },
 ];
 
 export const AUTH_SERVER_USAGE = [
@@ -144,6 +150,8 @@ export function readAuthServiceConfig(vars: Record<string, string | undefined>, 
     databasePoolSize: integer(vars, 'AUTH_DB_POOL_SIZE', defaults.databasePoolSize ?? 10, 1, 1000),
     verifiedTokenCacheSize: integer(vars, 'AUTH_TOKEN_CACHE_SIZE', VERIFIED_TOKEN_CACHE_ENTRIES, 0, 10_000_000),
     ...(integer(vars, 'AUTH_ADMIN_CONSOLE', 0, 0, 1) === 1 ? { adminConsole: true } : {}),
+    ...(integer(vars, 'AUTH_TRUST_PROXY', 0, 0, 1) === 1 ? { trustProxy: true } : {}),
+    ...(vars.AUTH_AUDIT_RETENTION_DAYS ? { auditRetentionDays: integer(vars, 'AUTH_AUDIT_RETENTION_DAYS', AUDIT_RETENTION_DAYS, 0, 100_000) } : {}),
   };
 }
 

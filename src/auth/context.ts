@@ -24,6 +24,8 @@ export interface AuthContext {
     readonly hashKey: Buffer;
     readonly limits: OtpLimits;
   };
+  /** Believe X-Forwarded-For for the client's address (audit trail, per-IP limits); see requestOrigin. */
+  readonly trustProxy: boolean;
   /** Receives 5xx errors with their causes; never shown to clients. */
   readonly logError: (error: HttpError, request: { method: string; path: string }) => void;
 }

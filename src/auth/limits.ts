@@ -35,6 +35,11 @@ export const MAX_TOKEN_CHARS = 4096;
  */
 export const VERIFIED_TOKEN_CACHE_ENTRIES = 10_000;
 
+/** Audit events are kept this many days by default (AUTH_AUDIT_RETENTION_DAYS; 0: forever). */
+export const AUDIT_RETENTION_DAYS = 90;
+/** How often the primary deletes audit events past their retention. */
+export const AUDIT_PURGE_INTERVAL_MS = 3600 * 1000;
+
 /** How often a process re-reads the signing keys (to see a rotation done by another instance). */
 export const KEY_RING_RELOAD_MS = 30 * 1000;
 /**

@@ -17,7 +17,9 @@ import type { AuthServiceConfig } from './config.js';
 import type { AuthContext } from './context.js';
 import { createDatabaseClient, type Sql } from './db.js';
 import { startEmbeddedPostgres, type EmbeddedPostgres } from './embedded-postgres.js';
-import { OTP_DEFAULT_LIMITS, VERIFIED_TOKEN_CACHE_ENTRIES } from './limits.js';
+import { AUDIT_PURGE_INTERVAL_MS, AUDIT_RETENTION_DAYS, OTP_DEFAULT_LIMITS, VERIFIED_TOKEN_CACHE_ENTRIES } from './limits.js';
+import { startPeriodic } from './periodic.js';
+import { purgeExpiredAuditEvents } from './service/audit.js';
 import { adminConsoleRoutes } from './admin-console.js';
 import { applyMigrations } from './migrate.js';
 import { createOtpDelivery, type OtpDelivery } from './otp-delivery.js';
@@ -74,7 +76,7 @@ export async function createAuthService(config: AuthServiceConfig): Promise<Auth
     sql = createDatabaseClient(databaseUrl, { max: config.databasePoolSize, applicationName: config.databaseApplicationName });
     const applied = await applyMigrations(sql);
     if (applied.length > 0) log(`applied migrations: ${applied.join(', ')}`);
-    return await serviceOn(sql, databaseUrl, config, embedded);
+    return await serviceOn(sql, databaseUrl, config, embedded, { primary: true });
   } catch (error) {
     await sql?.end({ timeout: 0 });
     await embedded?.stop();
@@ -91,7 +93,7 @@ export async function connectAuthService(config: AuthServiceConfig & { databaseU
   checkConfig(config);
   const sql = createDatabaseClient(config.databaseUrl, { max: config.databasePoolSize, applicationName: config.databaseApplicationName });
   try {
-    return await serviceOn(sql, config.databaseUrl, config, null);
+    return await serviceOn(sql, config.databaseUrl, config, null, { primary: false });
   } catch (error) {
     await sql.end({ timeout: 0 });
     throw error;
@@ -109,8 +111,12 @@ function checkConfig(config: AuthServiceConfig): void {
   if (cacheSize !== undefined && !(Number.isInteger(cacheSize) && cacheSize >= 0)) throw new Error(`verifiedTokenCacheSize must be an integer >= 0, got ${cacheSize}`);
 }
 
-/** Loads the keys (creating missing signing keys) and builds the routes on an open pool. */
-async function serviceOn(sql: Sql, databaseUrl: string, config: AuthServiceConfig, embedded: EmbeddedPostgres | null): Promise<AuthService> {
+/**
+ * Loads the keys (creating missing signing keys) and builds the routes on an open pool. The
+ * `primary` service of a process (createAuthService's) also runs the background work that one
+ * thread per instance does: the audit retention purge.
+ */
+async function serviceOn(sql: Sql, databaseUrl: string, config: AuthServiceConfig, embedded: EmbeddedPostgres | null, role: { primary: boolean }): Promise<AuthService> {
   const issuer = new URL(config.issuer).toString().replace(/\/+$/, '');
   const log = config.log ?? defaultLog;
   const delivery: OtpDelivery = 'send' in config.otpDelivery ? config.otpDelivery : createOtpDelivery(config.otpDelivery);
@@ -127,8 +133,16 @@ async function serviceOn(sql: Sql, databaseUrl: string, config: AuthServiceConfi
     keys,
     verifiedTokens: new VerifiedTokenCache(config.verifiedTokenCacheSize ?? VERIFIED_TOKEN_CACHE_ENTRIES),
     otp: { delivery, hashKey: masterKey.derive('otp-code-hash'), limits: { ...OTP_DEFAULT_LIMITS, ...config.otpLimits } },
+    trustProxy: config.trustProxy ?? false,
     logError: (error: HttpError, request) => log(`${request.method} ${request.path} failed: ${describe(error)}`),
   };
+  const retentionDays = config.auditRetentionDays ?? AUDIT_RETENTION_DAYS;
+  const purge = role.primary && retentionDays > 0
+    ? startPeriodic(AUDIT_PURGE_INTERVAL_MS, async () => {
+      const deleted = await purgeExpiredAuditEvents(sql, clock.now(), retentionDays * 24 * 3600 * 1000);
+      if (deleted > 0) log(`audit trail: deleted ${deleted} events older than ${retentionDays} days`);
+    }, (error) => log(`audit trail: the retention purge failed (retried in an hour): ${String(error)}`))
+    : null;
   let closing: Promise<void> | null = null;
   return {
     routes: [...authRoutes(ctx), ...(config.adminConsole ? adminConsoleRoutes() : [])],
@@ -146,6 +160,7 @@ async function serviceOn(sql: Sql, databaseUrl: string, config: AuthServiceConfi
     close() {
       closing ??= (async () => {
         keys.stop();
+        await purge?.stop();
         await sql.end({ timeout: 5 });
         await embedded?.stop();
       })();

@@ -9,10 +9,12 @@ import type { HttpError } from '../http/errors.js';
 import type { HttpRequest, HttpResult } from '../http/request.js';
 import type { Method, Route } from '../http/router.js';
 import { compileBody } from '../http/validation.js';
+import { requestOrigin } from './audit.js';
 import type { AuthContext } from './context.js';
 import { authError, authErrorBody, oauthErrorResponse, toAuthError } from './errors.js';
 import { MAX_BODY_BYTES } from './limits.js';
 import { parseOAuthTokenRequest, type OAuthTokenRequest } from './oauth-request.js';
+import { recordRejectedAdminKey } from './service/admin.js';
 import { authenticateApp, checkAdminKey, presentedCredentials, type AuthenticatedApp, type PresentedCredentials } from './service/credentials.js';
 import { presentedAccessToken, verifyAccessToken, type AccessTokenClaims } from './tokens/access-token.js';
 
@@ -39,7 +41,12 @@ export const publicAccess: Guard<Record<string, never>> = {
 export const adminKey: Guard<Record<string, never>> = {
   name: 'admin-key',
   authenticate: async (ctx, req) => {
-    checkAdminKey(ctx.adminKeyHash, req.headers['x-admin-key']);
+    try {
+      checkAdminKey(ctx.adminKeyHash, req.headers['x-admin-key']);
+    } catch (error) {
+      await recordRejectedAdminKey(ctx, requestOrigin(ctx, req), req);
+      throw error;
+    }
     return {};
   },
 };

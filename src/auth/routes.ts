@@ -42,6 +42,7 @@ export function authRoutes(ctx: AuthContext): Route[] {
     route('DELETE', '/admin/users/:user_id',                     adminKey,                        admin.handleDeleteUser),
     route('POST',   '/admin/users/:user_id/restore',             adminKey,                        admin.handleRestoreUser),
     route('POST',   '/admin/users/:user_id/revoke-sessions',     adminKey,                        admin.handleRevokeUserSessions),
+    route('GET',    '/admin/audit-events',                       adminKey,                        admin.handleListAuditEvents),
     route('GET',    '/admin/signing-keys',                       adminKey,                        admin.handleListSigningKeys),
     route('POST',   '/admin/signing-keys/rotate',                adminKey,                        admin.handleRotateSigningKey),
     route('GET',    '/.well-known/jwks.json',                    publicAccess,                    handleJwks),

@@ -35,7 +35,7 @@ t.test('environment variables configure everything', async (t) => {
     ...ENV, AUTH_HOST: '0.0.0.0', AUTH_PORT: '9000', DATABASE_URL: 'postgres://db/auth', AUTH_DATA_DIR: '/var/lib/auth',
     AUTH_KEY_DIR: '/etc/auth-keys', AUTH_OTP_DELIVERY: 'webhook', AUTH_OTP_WEBHOOK_URL: 'https://sms.test/send',
     AUTH_OTP_WEBHOOK_SECRET: 's3cret', AUTH_OTP_APP_HOURLY_LIMIT: '50', AUTH_EMBEDDED_DB_PORT: '5499', AUTH_DB_POOL_SIZE: '4',
-    AUTH_WORKERS: '3', AUTH_TOKEN_CACHE_SIZE: '0',
+    AUTH_WORKERS: '3', AUTH_TOKEN_CACHE_SIZE: '0', AUTH_TRUST_PROXY: '1', AUTH_AUDIT_RETENTION_DAYS: '30',
   });
   if (options === 'help') throw new Error('unexpected help');
   t.equal(options.host, '0.0.0.0');
@@ -52,6 +52,8 @@ t.test('environment variables configure everything', async (t) => {
     embeddedDatabasePort: 5499,
     databasePoolSize: 4,
     verifiedTokenCacheSize: 0,
+    trustProxy: true,
+    auditRetentionDays: 30,
   });
 });
 

@@ -306,7 +306,7 @@ t.test('a role revoked between the tenant check and the roles read of a committe
   };
   const key = await serviceSigningKey(h);
   const ctx = { sql: async () => [rotated], clock: h.clock, issuer: h.issuer, keys: { signingKey: () => key } } as unknown as AuthContext;
-  const session = await refreshSession(ctx, presentedCredentials(app.id, app.secret), tokens.refresh_token, requested);
+  const session = await refreshSession(ctx, presentedCredentials(app.id, app.secret), tokens.refresh_token, requested, { ip: '127.0.0.1', userAgent: null });
   t.match(session, { refresh_token: /^rt_/, user_id: tokens.user_id, token_type: 'Bearer' }, 'the rotated child is handed out, not lost to an error');
   t.match(claimsOf(session.access_token), { sub: tokens.user_id, tenant_id: other, roles: ['viewer'] }, 'the claims are those of the roles read');
 });

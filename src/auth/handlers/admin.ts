@@ -1,14 +1,18 @@
 // Admin routes (X-Admin-Key): apps, tenants, users, signing keys.
 import type { HttpRequest, HttpResult } from '../../http/request.js';
+import { isAuditEventType, requestOrigin } from '../audit.js';
 import { compileBody } from '../../http/validation.js';
 import type { AuthContext } from '../context.js';
 import { authError } from '../errors.js';
 import type { AppRow } from '../queries/apps.js';
+import type { AuditEventRow } from '../queries/audit-events.js';
 import type { SigningKeySummary } from '../queries/signing-keys.js';
 import type { TenantRow } from '../queries/tenants.js';
 import type { UserRow } from '../queries/users.js';
 import { CreateAppBody, CreateTenantBody } from '../schemas.js';
 import * as admin from '../service/admin.js';
+import { isUuid } from '../service/credentials.js';
+import { listAuditEvents } from '../service/audit.js';
 
 const createAppBody = compileBody(CreateAppBody);
 const createTenantBody = compileBody(CreateTenantBody);
@@ -16,7 +20,7 @@ type NoInput = Record<string, never>;
 
 /** POST /admin/apps → 201 `{id, slug, name, created_at, app_secret}`; the only time the secret is shown. */
 export async function handleCreateApp(ctx: AuthContext, _: NoInput, req: HttpRequest): Promise<HttpResult> {
-  const { app, secret } = await admin.createApp(ctx, createAppBody.parse(req));
+  const { app, secret } = await admin.createApp(ctx, createAppBody.parse(req), requestOrigin(ctx, req));
   return { status: 201, body: { ...appJson(app), app_secret: secret } };
 }
 
@@ -32,7 +36,7 @@ export async function handleGetApp(ctx: AuthContext, _: NoInput, req: HttpReques
 
 /** POST /admin/apps/:app_id/secret → 200 `{..app, app_secret}`; the previous secret stops working. */
 export async function handleRotateAppSecret(ctx: AuthContext, _: NoInput, req: HttpRequest): Promise<HttpResult> {
-  const { app, secret } = await admin.rotateAppSecret(ctx, req.params.app_id!);
+  const { app, secret } = await admin.rotateAppSecret(ctx, req.params.app_id!, requestOrigin(ctx, req));
   return { body: { ...appJson(app), app_secret: secret } };
 }
 
@@ -71,29 +75,64 @@ export async function handleFindUsers(ctx: AuthContext, _: NoInput, req: HttpReq
 /** POST /admin/users/:user_id/revoke-sessions → 200 `{user_id, sessions_revoked}`; the user stays active. */
 export async function handleRevokeUserSessions(ctx: AuthContext, _: NoInput, req: HttpRequest): Promise<HttpResult> {
   const userId = req.params.user_id!;
-  return { body: { user_id: userId, sessions_revoked: await admin.revokeUserSessions(ctx, userId) } };
+  return { body: { user_id: userId, sessions_revoked: await admin.revokeUserSessions(ctx, userId, requestOrigin(ctx, req)) } };
 }
 
 /** DELETE /admin/users/:user_id → 200 `{..user, sessions_revoked}`: soft delete. */
 export async function handleDeleteUser(ctx: AuthContext, _: NoInput, req: HttpRequest): Promise<HttpResult> {
-  const { user, sessionsRevoked } = await admin.softDeleteUser(ctx, req.params.user_id!);
+  const { user, sessionsRevoked } = await admin.softDeleteUser(ctx, req.params.user_id!, requestOrigin(ctx, req));
   return { body: { ...userJson(user), sessions_revoked: sessionsRevoked } };
 }
 
 /** POST /admin/users/:user_id/restore → 200 user. */
 export async function handleRestoreUser(ctx: AuthContext, _: NoInput, req: HttpRequest): Promise<HttpResult> {
-  return { body: userJson(await admin.restoreUser(ctx, req.params.user_id!)) };
+  return { body: userJson(await admin.restoreUser(ctx, req.params.user_id!, requestOrigin(ctx, req))) };
 }
 
 /** POST /admin/signing-keys/rotate → 200 `{kid, retired_kid}`. */
-export async function handleRotateSigningKey(ctx: AuthContext): Promise<HttpResult> {
-  const { kid, retiredKid } = await ctx.keys.rotate();
+export async function handleRotateSigningKey(ctx: AuthContext, _: NoInput, req: HttpRequest): Promise<HttpResult> {
+  const { kid, retiredKid } = await admin.rotateSigningKeys(ctx, requestOrigin(ctx, req));
   return { body: { kid, retired_kid: retiredKid } };
 }
 
 /** GET /admin/signing-keys → 200 `{keys: [{kid, status, created_at, retired_at}]}` (no key material). */
 export async function handleListSigningKeys(ctx: AuthContext): Promise<HttpResult> {
   return { body: { keys: (await admin.listSigningKeys(ctx)).map(signingKeyJson) } };
+}
+
+/**
+ * GET /admin/audit-events?app_id=&user_id=&type=&since=&until=&limit=100&cursor= → 200
+ * `{events: [...], next_cursor}`, newest first; `since` and `until` are ISO 8601 instants
+ * (since inclusive, until exclusive).
+ */
+export async function handleListAuditEvents(ctx: AuthContext, _: NoInput, req: HttpRequest): Promise<HttpResult> {
+  const type = req.query.get('type') ?? undefined;
+  if (type !== undefined && !isAuditEventType(type)) throw authError('VALIDATION_ERROR', `Invalid query parameter "type": unknown event type`);
+  const page = await listAuditEvents(ctx, {
+    appId: queryUuid(req, 'app_id'),
+    userId: queryUuid(req, 'user_id'),
+    type,
+    since: queryInstant(req, 'since'),
+    until: queryInstant(req, 'until'),
+    limit: queryInteger(req, 'limit', 100, 1, 1000),
+    cursor: req.query.get('cursor') ?? undefined,
+  });
+  return { body: { events: page.events.map(auditEventJson), next_cursor: page.nextCursor } };
+}
+
+function auditEventJson(event: AuditEventRow): Record<string, unknown> {
+  return {
+    id: event.id,
+    occurred_at: event.occurred_at.toISOString(),
+    type: event.type,
+    actor: event.actor,
+    app_id: event.app_id,
+    user_id: event.user_id,
+    family_id: event.family_id,
+    ip: event.ip,
+    user_agent: event.user_agent,
+    details: event.details,
+  };
 }
 
 function signingKeyJson(key: SigningKeySummary): Record<string, unknown> {
@@ -123,6 +162,23 @@ function userJson(user: UserRow): Record<string, unknown> {
     created_at: user.created_at.toISOString(),
     deleted_at: user.deleted_at?.toISOString() ?? null,
   };
+}
+
+function queryUuid(req: HttpRequest, name: string): string | undefined {
+  const raw = req.query.get(name);
+  if (raw === null) return undefined;
+  if (!isUuid(raw)) throw authError('VALIDATION_ERROR', `Invalid query parameter "${name}": expected a UUID`);
+  return raw.toLowerCase();
+}
+
+const ISO_INSTANT = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?(Z|[+-]\d{2}:\d{2})$/;
+
+function queryInstant(req: HttpRequest, name: string): Date | undefined {
+  const raw = req.query.get(name);
+  if (raw === null) return undefined;
+  const instant = ISO_INSTANT.test(raw) ? new Date(raw) : new Date(NaN);
+  if (Number.isNaN(instant.getTime())) throw authError('VALIDATION_ERROR', `Invalid query parameter "${name}": expected an ISO 8601 instant such as 2026-11-25T06:00:00Z`);
+  return instant;
 }
 
 function queryInteger(req: HttpRequest, name: string, fallback: number, min: number, max: number): number {

@@ -32,6 +32,7 @@ export async function insertRefreshFamily(sql: Queryable, family: {
 export interface LockedRefreshSession {
   token_id: string;
   family_id: string;
+  user_id: string;
   current_token_id: string;
   revoked_at: Date | null;
 }
@@ -44,7 +45,7 @@ export interface LockedRefreshSession {
  */
 export async function lockRefreshSession(sql: Queryable, tokenHash: Buffer, appId: string): Promise<LockedRefreshSession | undefined> {
   const [row] = await sql<LockedRefreshSession[]>`
-    select t.id as token_id, f.id as family_id, f.current_token_id, f.revoked_at
+    select t.id as token_id, f.id as family_id, f.user_id, f.current_token_id, f.revoked_at
     from refresh_tokens t
     join refresh_families f on f.id = t.family_id
     where t.token_hash = ${tokenHash} and f.app_id = ${appId}
@@ -69,7 +70,7 @@ export interface RotationResult {
 
 /**
  * Checks the app's credentials, then rotates the presented token or detects its reuse: one call
- * of the rotate_refresh_token function (migration 0009), i.e. one round trip and one transaction
+ * of the rotate_refresh_token function (migrations 0009 and 0012, which records the audit event), i.e. one round trip and one transaction
  * holding the family's row lock. On `reuse` the family and its live token are revoked and that
  * is committed; on `rotated` the child token is the family's new live token (expiring after
  * `childLifetimeMs`, capped at the session's end). Nothing is written on `invalid_credentials`.
@@ -77,13 +78,16 @@ export interface RotationResult {
 export async function rotateRefreshToken(sql: Queryable, rotation: {
   appId: string; secretHash: Buffer; tokenHash: Buffer; requestedTenantId: string | null;
   child: { id: string; hash: Buffer }; now: Date; childLifetimeMs: number;
+  /** Recorded with the audit event of a rotation or a reuse. */
+  origin: { ip: string; userAgent: string | null };
 }): Promise<RotationResult> {
   const [row] = await sql<RotationResult[]>`
     select outcome, app_slug, user_id, remembered_tenant_id, roles
     from rotate_refresh_token(
       ${rotation.appId}, ${rotation.secretHash}, ${rotation.tokenHash}, ${rotation.requestedTenantId},
       ${rotation.child.id}, ${rotation.child.hash}, ${rotation.now},
-      make_interval(secs => ${rotation.childLifetimeMs / 1000})
+      make_interval(secs => ${rotation.childLifetimeMs / 1000}),
+      ${rotation.origin.ip}, ${rotation.origin.userAgent}
     )
   `;
   return row!;

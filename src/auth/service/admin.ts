@@ -1,7 +1,9 @@
 // Administration behind X-Admin-Key: apps, tenants, user soft-delete, signing-key rotation.
+import type { RequestOrigin } from '../audit.js';
 import type { AuthContext } from '../context.js';
 import { isUniqueViolation } from '../db.js';
 import { authError } from '../errors.js';
+import { insertAuditEvent, type NewAuditEvent } from '../queries/audit-events.js';
 import { findApp, insertApp, listApps as selectApps, updateAppSecret, type AppRow } from '../queries/apps.js';
 import { findTenant, insertTenant, listTenants as selectTenants, type TenantRow } from '../queries/tenants.js';
 import { listSigningKeys as selectSigningKeys, type SigningKeySummary } from '../queries/signing-keys.js';
@@ -11,10 +13,15 @@ import { identifierOf } from './identity.js';
 import { revokeLiveFamilies } from './sessions.js';
 
 /** Creates an app; the secret is returned here and never again. 409 APP_SLUG_TAKEN. */
-export async function createApp(ctx: AuthContext, app: { slug: string; name: string }): Promise<{ app: AppRow; secret: string }> {
+export async function createApp(ctx: AuthContext, app: { slug: string; name: string }, origin: RequestOrigin): Promise<{ app: AppRow; secret: string }> {
   const { secret, hash } = generateAppSecret();
+  const now = new Date(ctx.clock.now());
   try {
-    const row = await insertApp(ctx.sql, { slug: app.slug, name: app.name, secretHash: hash, now: new Date(ctx.clock.now()) });
+    const row = await ctx.sql.begin(async (tx) => {
+      const inserted = await insertApp(tx, { slug: app.slug, name: app.name, secretHash: hash, now });
+      await insertAuditEvent(tx, { ...adminAudit(origin, now), type: 'app.created', appId: inserted.id, details: { slug: inserted.slug } });
+      return inserted;
+    });
     return { app: row, secret };
   } catch (error) {
     if (isUniqueViolation(error)) throw authError('APP_SLUG_TAKEN');
@@ -33,11 +40,16 @@ export function listApps(ctx: AuthContext): Promise<AppRow[]> {
 }
 
 /** Replaces the app's secret; the old one stops working at once. */
-export async function rotateAppSecret(ctx: AuthContext, appId: string): Promise<{ app: AppRow; secret: string }> {
+export async function rotateAppSecret(ctx: AuthContext, appId: string, origin: RequestOrigin): Promise<{ app: AppRow; secret: string }> {
+  if (!isUuid(appId)) throw authError('APP_NOT_FOUND');
   const { secret, hash } = generateAppSecret();
-  const app = isUuid(appId) ? await updateAppSecret(ctx.sql, appId, hash, new Date(ctx.clock.now())) : undefined;
-  if (!app) throw authError('APP_NOT_FOUND');
-  return { app, secret };
+  const now = new Date(ctx.clock.now());
+  return ctx.sql.begin(async (tx) => {
+    const app = await updateAppSecret(tx, appId, hash, now);
+    if (!app) throw authError('APP_NOT_FOUND');
+    await insertAuditEvent(tx, { ...adminAudit(origin, now), type: 'app.secret_rotated', appId: app.id });
+    return { app, secret };
+  });
 }
 
 /** Creates a tenant in an app found by getApp. */
@@ -74,12 +86,14 @@ export async function findUsers(ctx: AuthContext, query: { email?: string; phone
  * deleting the user: the next refresh of any of them is 401 TOKEN_REVOKED. Returns the count of
  * active sessions revoked.
  */
-export async function revokeUserSessions(ctx: AuthContext, userId: string): Promise<number> {
+export async function revokeUserSessions(ctx: AuthContext, userId: string, origin: RequestOrigin): Promise<number> {
   const now = new Date(ctx.clock.now());
   return ctx.sql.begin(async (tx) => {
     const user = isUuid(userId) ? await lockUser(tx, userId) : undefined;
     if (!user) throw authError('USER_NOT_FOUND', 'The user does not exist');
-    return revokeLiveFamilies(tx, userId, null, now, 'revoke_user');
+    const revoked = await revokeLiveFamilies(tx, userId, null, now, 'revoke_user');
+    await insertAuditEvent(tx, { ...adminAudit(origin, now), type: 'user.sessions_revoked', userId, details: { sessions_revoked: revoked } });
+    return revoked;
   });
 }
 
@@ -91,22 +105,51 @@ export function listSigningKeys(ctx: AuthContext): Promise<SigningKeySummary[]> 
  * Soft-deletes a user: deleted_at is set and every live session of the user, in every app, is
  * revoked. Roles and memberships are kept. Idempotent (deleting again keeps the first time).
  */
-export async function softDeleteUser(ctx: AuthContext, userId: string): Promise<{ user: UserRow; sessionsRevoked: number }> {
+export async function softDeleteUser(ctx: AuthContext, userId: string, origin: RequestOrigin): Promise<{ user: UserRow; sessionsRevoked: number }> {
   const now = new Date(ctx.clock.now());
   return ctx.sql.begin(async (tx) => {
     const user = isUuid(userId) ? await lockUser(tx, userId) : undefined;
     if (!user) throw authError('USER_NOT_FOUND', 'The user does not exist');
     const deleted = user.deleted_at ? user : (await setUserDeletedAt(tx, userId, now))!;
     const sessionsRevoked = await revokeLiveFamilies(tx, userId, null, now, 'user_deleted');
+    if (!user.deleted_at) {
+      await insertAuditEvent(tx, { ...adminAudit(origin, now), type: 'user.deleted', userId, details: { sessions_revoked: sessionsRevoked } });
+    }
     return { user: deleted, sessionsRevoked };
   });
 }
 
 /** Restores a soft-deleted user. Revoked sessions stay revoked: the user logs in again. Idempotent. */
-export async function restoreUser(ctx: AuthContext, userId: string): Promise<UserRow> {
+export async function restoreUser(ctx: AuthContext, userId: string, origin: RequestOrigin): Promise<UserRow> {
+  const now = new Date(ctx.clock.now());
   return ctx.sql.begin(async (tx) => {
     const user = isUuid(userId) ? await lockUser(tx, userId) : undefined;
     if (!user) throw authError('USER_NOT_FOUND', 'The user does not exist');
-    return user.deleted_at ? (await setUserDeletedAt(tx, userId, null))! : user;
+    if (!user.deleted_at) return user;
+    await insertAuditEvent(tx, { ...adminAudit(origin, now), type: 'user.restored', userId });
+    return (await setUserDeletedAt(tx, userId, null))!;
   });
+}
+
+/** Rotates the signing keys (SigningKeyRing.rotate), recording the rotation in its transaction. */
+export function rotateSigningKeys(ctx: AuthContext, origin: RequestOrigin): Promise<{ kid: string; retiredKid: string | null }> {
+  return ctx.keys.rotate(async (tx, rotated) => {
+    await insertAuditEvent(tx, {
+      ...adminAudit(origin, new Date(ctx.clock.now())), type: 'signing_key.rotated',
+      details: { kid: rotated.kid, retired_kid: rotated.retiredKid },
+    });
+  });
+}
+
+/** Records a request refused for its X-Admin-Key (no key, or a wrong one). */
+export async function recordRejectedAdminKey(ctx: AuthContext, origin: RequestOrigin, request: { method: string; path: string }): Promise<void> {
+  await insertAuditEvent(ctx.sql, {
+    type: 'admin.key_rejected', actor: 'anonymous', ip: origin.ip, userAgent: origin.userAgent,
+    details: { method: request.method, path: request.path }, now: new Date(ctx.clock.now()),
+  });
+}
+
+/** The audit fields of an admin action. */
+function adminAudit(origin: RequestOrigin, now: Date): Omit<NewAuditEvent, 'type'> {
+  return { actor: 'admin', ip: origin.ip, userAgent: origin.userAgent, now };
 }

@@ -1,9 +1,12 @@
 // Login by one-time code. Requesting a code never reveals whether the user exists (the answer
 // depends only on the throttles); verifying spends one attempt before comparing, so at most
 // OTP_MAX_ATTEMPTS guesses are ever compared against one code, however many arrive in parallel.
-import { createHmac, randomInt, timingSafeEqual } from 'node:crypto';
+import { createHmac, randomInt, randomUUID, timingSafeEqual } from 'node:crypto';
+import { HttpError } from '../../http/errors.js';
+import type { RequestOrigin } from '../audit.js';
 import type { AuthContext } from '../context.js';
 import { authError } from '../errors.js';
+import { insertAuditEvent } from '../queries/audit-events.js';
 import { OTP_MAX_ATTEMPTS, OTP_TTL_MS, OTP_WINDOW_MS } from '../limits.js';
 import { cancelOtpCode, consumeOtpCode, recordOtpAttempt, storeOtpCode, takeAppSendQuota, type OtpDestination } from '../queries/otp-codes.js';
 import { listRolesOfUser } from '../queries/roles.js';
@@ -16,7 +19,7 @@ import { chooseTenant, startSession, type SessionTokens } from './sessions.js';
  * hands it to the delivery. 429 RATE_LIMITED when the destination's or the app's send throttle
  * refuses; 502 OTP_DELIVERY_FAILED when the delivery fails (the code is then dropped).
  */
-export async function requestOtp(ctx: AuthContext, app: AuthenticatedApp, identifier: Identifier): Promise<void> {
+export async function requestOtp(ctx: AuthContext, app: AuthenticatedApp, identifier: Identifier, origin: RequestOrigin): Promise<void> {
   const code = randomInt(0, 1_000_000).toString().padStart(6, '0');
   const destination = destinationOf(app, identifier);
   const codeHash = hashOtpCode(ctx.otp.hashKey, destination, code);
@@ -35,11 +38,13 @@ export async function requestOtp(ctx: AuthContext, app: AuthenticatedApp, identi
     if (!stored) throw authError('RATE_LIMITED', 'A code was sent to this destination too recently; retry later');
     const withinQuota = await takeAppSendQuota(tx, { appId: app.id, now: new Date(nowMs), windowStartsAfter: new Date(nowMs - OTP_WINDOW_MS), appHourly: limits.appHourly });
     if (!withinQuota) throw authError('RATE_LIMITED', 'This app has sent too many codes this hour; retry later');
+    await insertAuditEvent(tx, { ...auditOf(app, identifier, origin, nowMs), type: 'otp.sent' });
   });
   try {
     await ctx.otp.delivery.send({ channel: identifier.channel, to: identifier.value, code, appId: app.id });
   } catch (error) {
     await cancelOtpCode(ctx.sql, { ...destination, codeHash });
+    await insertAuditEvent(ctx.sql, { ...auditOf(app, identifier, origin, ctx.clock.now()), type: 'otp.delivery_failed' });
     throw authError('OTP_DELIVERY_FAILED', undefined, { cause: error });
   }
 }
@@ -50,21 +55,44 @@ export async function requestOtp(ctx: AuthContext, app: AuthenticatedApp, identi
  * expired, used or burned code; 403 USER_DELETED; 404 TENANT_NOT_FOUND for a requested tenant
  * where the user has no role (the code then stays usable, its attempt counted).
  */
-export async function verifyOtp(ctx: AuthContext, app: AuthenticatedApp, identifier: Identifier, code: string, requestedTenant?: string | null): Promise<SessionTokens> {
+export async function verifyOtp(ctx: AuthContext, app: AuthenticatedApp, identifier: Identifier, code: string, requestedTenant: string | null | undefined, origin: RequestOrigin): Promise<SessionTokens> {
   const destination = destinationOf(app, identifier);
   const codeHash = hashOtpCode(ctx.otp.hashKey, destination, code);
   const nowMs = ctx.clock.now();
   const now = new Date(nowMs);
-  const stored = await recordOtpAttempt(ctx.sql, { ...destination, now, maxAttempts: OTP_MAX_ATTEMPTS });
-  if (!stored || !timingSafeEqual(stored, codeHash)) throw authError('OTP_INVALID');
-  return ctx.sql.begin(async (tx) => {
-    if (!(await consumeOtpCode(tx, { ...destination, codeHash }))) throw authError('OTP_INVALID');
-    const user = await findOrInsertUser(tx, identifier, now);
-    if (user.deleted_at) throw authError('USER_DELETED');
-    await upsertMembership(tx, app.id, user.id, now);
-    const tenant = chooseTenant(await listRolesOfUser(tx, app.id, user.id), requestedTenant, null);
-    return startSession(tx, ctx, { app, userId: user.id, tenant, nowMs });
-  });
+  const audit = auditOf(app, identifier, origin, nowMs);
+  try {
+    const stored = await recordOtpAttempt(ctx.sql, { ...destination, now, maxAttempts: OTP_MAX_ATTEMPTS });
+    if (!stored || !timingSafeEqual(stored, codeHash)) throw authError('OTP_INVALID');
+    return await ctx.sql.begin(async (tx) => {
+      if (!(await consumeOtpCode(tx, { ...destination, codeHash }))) throw authError('OTP_INVALID');
+      const user = await findOrInsertUser(tx, identifier, now);
+      if (user.deleted_at) throw authError('USER_DELETED');
+      await upsertMembership(tx, app.id, user.id, now);
+      const tenant = chooseTenant(await listRolesOfUser(tx, app.id, user.id), requestedTenant, null);
+      const familyId = randomUUID();
+      await insertAuditEvent(tx, { ...audit, type: 'login.succeeded', userId: user.id, familyId });
+      return startSession(tx, ctx, { app, userId: user.id, familyId, tenant, nowMs });
+    });
+  } catch (error) {
+    // The transaction rolled back: the failure is recorded on its own.
+    if (error instanceof HttpError && error.status < 500) {
+      await insertAuditEvent(ctx.sql, { ...audit, type: 'login.failed', details: { ...audit.details, reason: error.code } });
+    }
+    throw error;
+  }
+}
+
+/** The audit fields of a login step: the app acting, the address concerned. */
+function auditOf(app: AuthenticatedApp, identifier: Identifier, origin: RequestOrigin, nowMs: number) {
+  return {
+    actor: 'app' as const,
+    appId: app.id,
+    ip: origin.ip,
+    userAgent: origin.userAgent,
+    details: { channel: identifier.channel, destination: identifier.value },
+    now: new Date(nowMs),
+  };
 }
 
 function destinationOf(app: AuthenticatedApp, identifier: Identifier): OtpDestination {

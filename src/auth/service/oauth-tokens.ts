@@ -4,6 +4,7 @@
 // `rt_...` strings, access tokens compact JWS. Access tokens are stateless (verified without the
 // database, spec section 1), so they cannot be revoked one by one: revoking one is the RFC's
 // `unsupported_token_type`, and revoking its session's refresh token is how a client logs out.
+import type { RequestOrigin } from '../audit.js';
 import type { AuthContext } from '../context.js';
 import { authError } from '../errors.js';
 import { findRefreshTokenStatus } from '../queries/refresh-tokens.js';
@@ -24,10 +25,10 @@ export type Introspection = { active: false } | ({ active: true } & Record<strin
  * UNAUTHORIZED_CLIENT (section 2.1: the request is refused, the token stays valid), as Ory's
  * fosite answers; a live access token of this app is 400 UNSUPPORTED_TOKEN_TYPE (section 2.2.1).
  */
-export async function revokeToken(ctx: AuthContext, app: AuthenticatedApp, token: string): Promise<void> {
+export async function revokeToken(ctx: AuthContext, app: AuthenticatedApp, token: string, origin: RequestOrigin): Promise<void> {
   const hash = hashRefreshToken(token);
   if (hash) {
-    if (await revokeFamilyOfToken(ctx, app, hash)) return;
+    if (await revokeFamilyOfToken(ctx, app, hash, origin)) return;
     const other = await findRefreshTokenStatus(ctx.sql, hash);
     if (other && isLive(other, ctx.clock.now())) throw authError('UNAUTHORIZED_CLIENT');
     return;

@@ -4,10 +4,12 @@
 // one request can never be rotated by another: every refresh token issued for it was issued
 // before the revocation and is dead after it.
 import { randomUUID } from 'node:crypto';
+import type { RequestOrigin } from '../audit.js';
 import type { AuthContext } from '../context.js';
 import type { TransactionSql } from '../db.js';
 import { authError, type AuthErrorCode } from '../errors.js';
 import { ACCESS_TOKEN_TTL_SECONDS, REFRESH_TOKEN_TTL_MS, SESSION_LIFETIME_MS } from '../limits.js';
+import { insertAuditEvent } from '../queries/audit-events.js';
 import { findMember } from '../queries/users.js';
 import { insertRefreshFamily, lockLiveFamiliesOfUser, lockRefreshSession, revokeRefreshFamilies, revokeRefreshFamily, rotateRefreshToken, type RotationOutcome } from '../queries/refresh-tokens.js';
 import type { RoleRow } from '../queries/roles.js';
@@ -57,14 +59,14 @@ export function chooseTenant(roles: RoleRow[], requested: string | null | undefi
  * (absolute expiry now + 1 year) with its first token, and a signed access token.
  */
 export async function startSession(tx: TransactionSql, ctx: AuthContext, session: {
-  app: AuthenticatedApp; userId: string; tenant: TenantChoice; nowMs: number;
+  app: AuthenticatedApp; userId: string; familyId: string; tenant: TenantChoice; nowMs: number;
 }): Promise<SessionTokens> {
   const now = new Date(session.nowMs);
   const refresh = generateRefreshToken();
   const tokenId = randomUUID();
   const expiresAt = new Date(session.nowMs + SESSION_LIFETIME_MS);
   await insertRefreshFamily(tx, {
-    id: randomUUID(),
+    id: session.familyId,
     appId: session.app.id,
     userId: session.userId,
     tenantId: session.tenant.remembered,
@@ -94,7 +96,7 @@ const REFUSALS: Record<Exclude<RotationOutcome, 'rotated'>, [AuthErrorCode, stri
  * TOKEN_REVOKED), an expired token or session (401 TOKEN_INVALID), a soft-deleted user (403
  * USER_DELETED). The access token is signed after the commit with the roles read under the lock.
  */
-export async function refreshSession(ctx: AuthContext, credentials: PresentedCredentials, presented: string, requestedTenant?: string | null): Promise<SessionTokens> {
+export async function refreshSession(ctx: AuthContext, credentials: PresentedCredentials, presented: string, requestedTenant: string | null | undefined, origin: RequestOrigin): Promise<SessionTokens> {
   const hash = hashRefreshToken(presented);
   const nowMs = ctx.clock.now();
   const child = generateRefreshToken();
@@ -109,6 +111,7 @@ export async function refreshSession(ctx: AuthContext, credentials: PresentedCre
     child: { id: randomUUID(), hash: child.hash },
     now: new Date(nowMs),
     childLifetimeMs: REFRESH_TOKEN_TTL_MS,
+    origin,
   });
   if (result.outcome !== 'rotated') {
     const [code, message] = REFUSALS[result.outcome];
@@ -128,33 +131,42 @@ export async function refreshSession(ctx: AuthContext, credentials: PresentedCre
 const NO_TOKEN_HASH = Buffer.alloc(32);
 
 /** POST /auth/revoke: revokes the token's family. Idempotent; 401 TOKEN_INVALID for a token this app never issued. */
-export async function revokeSession(ctx: AuthContext, app: AuthenticatedApp, presented: string): Promise<void> {
+export async function revokeSession(ctx: AuthContext, app: AuthenticatedApp, presented: string, origin: RequestOrigin): Promise<void> {
   const hash = hashRefreshToken(presented);
-  if (!hash || !(await revokeFamilyOfToken(ctx, app, hash))) throw authError('TOKEN_INVALID', 'Invalid refresh token');
+  if (!hash || !(await revokeFamilyOfToken(ctx, app, hash, origin))) throw authError('TOKEN_INVALID', 'Invalid refresh token');
 }
 
 /**
  * Revokes the family of the refresh token with this hash, if this app issued it (any token of
  * the family, rotated ones included, names it). Returns false when the app has no such token.
  */
-export async function revokeFamilyOfToken(ctx: AuthContext, app: AuthenticatedApp, hash: Buffer): Promise<boolean> {
+export async function revokeFamilyOfToken(ctx: AuthContext, app: AuthenticatedApp, hash: Buffer, origin: RequestOrigin): Promise<boolean> {
   const now = new Date(ctx.clock.now());
   return ctx.sql.begin(async (tx) => {
     const session = await lockRefreshSession(tx, hash, app.id);
     if (!session) return false;
     if (!session.revoked_at) {
       await revokeRefreshFamily(tx, { familyId: session.family_id, currentTokenId: session.current_token_id, now, reason: 'logout' });
+      await insertAuditEvent(tx, {
+        type: 'session.revoked', actor: 'app', appId: app.id, userId: session.user_id, familyId: session.family_id,
+        ip: origin.ip, userAgent: origin.userAgent, now,
+      });
     }
     return true;
   });
 }
 
 /** POST /auth/revoke-user: revokes every family of the user in the app; returns how many were active. */
-export async function revokeUserSessions(ctx: AuthContext, app: AuthenticatedApp, userId: string): Promise<number> {
+export async function revokeUserSessions(ctx: AuthContext, app: AuthenticatedApp, userId: string, origin: RequestOrigin): Promise<number> {
   const now = new Date(ctx.clock.now());
   return ctx.sql.begin(async (tx) => {
     if (!(await findMember(tx, app.id, userId))) throw authError('USER_NOT_FOUND');
-    return revokeLiveFamilies(tx, userId, app.id, now, 'revoke_user');
+    const revoked = await revokeLiveFamilies(tx, userId, app.id, now, 'revoke_user');
+    await insertAuditEvent(tx, {
+      type: 'user.sessions_revoked', actor: 'app', appId: app.id, userId, ip: origin.ip, userAgent: origin.userAgent,
+      details: { sessions_revoked: revoked }, now,
+    });
+    return revoked;
   });
 }
 

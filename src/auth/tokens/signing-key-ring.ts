@@ -133,9 +133,10 @@ export class SigningKeyRing {
 
   /**
    * Retires the active key, makes the next key (already published) active, and creates a new
-   * next key; returns the kids of the new active key and of the retired one.
+   * next key; returns the kids of the new active key and of the retired one. `record` runs in
+   * the rotation's transaction, under the lock (the admin route writes the audit event there).
    */
-  async rotate(): Promise<{ kid: string; retiredKid: string | null }> {
+  async rotate(record?: (tx: TransactionSql, rotated: { kid: string; retiredKid: string | null }) => Promise<void>): Promise<{ kid: string; retiredKid: string | null }> {
     const standby = await this.generate();
     const rotated = await this.sql.begin(async (tx) => {
       await lockSigningKeys(tx);
@@ -143,7 +144,9 @@ export class SigningKeyRing {
       const activated = await activateNextSigningKey(tx);
       if (activated) await insertSigningKey(tx, standby, 'next');
       const { active } = await this.completeKeys(tx);
-      return { kid: active, retiredKid: retired ?? null };
+      const result = { kid: active, retiredKid: retired ?? null };
+      await record?.(tx, result);
+      return result;
     });
     await this.reload();
     await this.onRotated();
