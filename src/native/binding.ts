@@ -1,9 +1,9 @@
 // The only loader of the native addon, and the TypeScript declaration of its whole surface.
 // Everything here is implemented in native/ (one class per llama.cpp handle).
 import { createRequire } from 'node:module';
-import { existsSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { chooseAddon, currentHost, prebuiltPackageNames, sourceBuildPath } from './prebuilt.js';
 
 /** A token id of the model's vocabulary. */
 export type Token = number;
@@ -783,17 +783,6 @@ export interface NativeAddon {
   logWrite(level: Exclude<LogLevel, 'none'>, text: string): void;
 }
 
-function findAddon(): string {
-  const here = dirname(fileURLToPath(import.meta.url));
-  // src/native (ts-node) and dist/native (compiled) are both two levels below the package root.
-  const root = join(here, '..', '..');
-  const path = join(root, 'build', 'Release', 'llama_addon.node');
-  if (!existsSync(path)) {
-    throw new Error(`native addon not found at ${path}: run \`npm install\` (or \`npm run build:addon\`) to build it`);
-  }
-  return path;
-}
-
 const require = createRequire(import.meta.url);
 
 /**
@@ -814,5 +803,32 @@ export function loadAddon(path: string): NativeAddon {
   }
 }
 
+/**
+ * The source build or a prebuilt package (prebuilt.ts decides which may serve), the first that
+ * loads; one that does not is reported and the next one tried. Refused prebuilts are reported
+ * when there is no source build to use instead.
+ */
+function loadPackageAddon(): NativeAddon {
+  // src/native (ts-node) and dist/native (compiled) are both two levels below the package root.
+  const root = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
+  const { candidates, refused } = chooseAddon(root, currentHost(root), { verifyContents: false });
+  if (candidates[0]?.origin !== 'build') {
+    for (const { name, reason } of refused) console.error(`llama-auth-suite: prebuilt addon ${name} not used: ${reason}`);
+  }
+  const last = candidates.pop();
+  if (!last) {
+    throw new Error(`native addon not found: no source build at ${sourceBuildPath(root)} and no usable prebuilt package ` +
+      `(${prebuiltPackageNames(process.platform, process.arch).join(' or ')}): run \`npm install\` (or \`npm run build:addon\`) to build it`);
+  }
+  for (const { path, origin } of candidates) {
+    try {
+      return loadAddon(path);
+    } catch (err) {
+      console.error(`llama-auth-suite: the ${origin === 'build' ? 'source build' : `prebuilt addon ${origin}`} does not load (${(err as Error).message}); trying the next`);
+    }
+  }
+  return loadAddon(last.path);
+}
+
 /** The loaded addon (loaded once, on first import). */
-export const native: NativeAddon = loadAddon(findAddon());
+export const native: NativeAddon = loadPackageAddon();
