@@ -4,6 +4,7 @@
 // (seen here as npm_config_ggml_cuda), are passed to CMake. The build is incremental: with
 // nothing changed it only checks timestamps.
 import { spawnSync } from 'node:child_process';
+import { createRequire } from 'node:module';
 import { availableParallelism } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -23,7 +24,8 @@ if (cudaArchitectures) defines.push(`--CDCMAKE_CUDA_ARCHITECTURES=${cudaArchitec
 // ADDON_CMAKE_DEFINES="NAME=VALUE ...": any other CMake cache entries, e.g. where CMake's
 // FindCUDAToolkit misses a distribution's layout (Debian's nvidia-cuda-toolkit: CUDAToolkit_INCLUDE_DIR=/usr/include).
 for (const entry of (process.env.ADDON_CMAKE_DEFINES ?? '').split(/\s+/).filter((e) => e.includes('='))) defines.push(`--CD${entry}`);
-const cmakeJs = join(root, 'node_modules', 'cmake-js', 'bin', 'cmake-js');
+// Resolved as Node resolves packages: an installed package's dependencies may be hoisted beside it.
+const cmakeJs = createRequire(join(root, 'package.json')).resolve('cmake-js/bin/cmake-js');
 const args = [cmakeJs, 'build', '--directory', root, '--out', join(root, 'build'), '--config', 'Release',
   '--parallel', String(availableParallelism()), ...defines];
 const started = Date.now();
