@@ -7,6 +7,7 @@ import path from 'node:path';
 import type { Clock } from './clock.js';
 import { AUDIT_RETENTION_DAYS, VERIFIED_TOKEN_CACHE_ENTRIES, type OtpLimits } from './limits.js';
 import type { OtpDelivery, OtpDeliveryConfig } from './otp-delivery.js';
+import { parseRateLimits, type RateLimit, type RateLimitRule } from './rate-limits.js';
 
 export interface AuthServiceConfig {
   /** PostgreSQL >= 15. When absent, an embedded PostgreSQL runs with its data in `<dataDir>/postgres`. */
@@ -37,6 +38,8 @@ export interface AuthServiceConfig {
   log?: (line: string) => void;
   /** Access tokens whose verification each worker remembers (default VERIFIED_TOKEN_CACHE_ENTRIES; 0: none). */
   verifiedTokenCacheSize?: number;
+  /** Rate-limit rules that differ from RATE_LIMIT_RULES' defaults (AUTH_RATE_LIMITS). */
+  rateLimits?: Partial<Record<RateLimitRule, RateLimit>>;
   /** Believe X-Forwarded-For for the client's IP address (audit trail, per-IP limits). Default false: the peer's address. */
   trustProxy?: boolean;
   /** Audit events older than this many days are deleted (hourly, by the instance's primary); 0 keeps them forever. Default 90. */
@@ -74,6 +77,7 @@ const SETTINGS: ReadonlyArray<{ flag: string; env: string; help: string }> = [
   { flag: '--token-cache-size', env: 'AUTH_TOKEN_CACHE_SIZE', help: 'access tokens whose verification each worker remembers (default 10000; 0: none)' },
   { flag: '--admin-console', env: 'AUTH_ADMIN_CONSOLE', help: '1 serves the admin console page at /admin/ (default 0: off)' },
   { flag: '--trust-proxy', env: 'AUTH_TRUST_PROXY', help: '1 takes the client IP from X-Forwarded-For (default 0: the peer address)' },
+  { flag: '--rate-limits', env: 'AUTH_RATE_LIMITS', help: 'rule=hits/seconds,... replacing default rate limits (see docs)' },
   { flag: '--audit-retention-days', env: 'AUTH_AUDIT_RETENTION_DAYS', help: 'days audit events are kept (default 90; 0: forever)' },
 ];
 
@@ -151,6 +155,7 @@ export function readAuthServiceConfig(vars: Record<string, string | undefined>, 
     verifiedTokenCacheSize: integer(vars, 'AUTH_TOKEN_CACHE_SIZE', VERIFIED_TOKEN_CACHE_ENTRIES, 0, 10_000_000),
     ...(integer(vars, 'AUTH_ADMIN_CONSOLE', 0, 0, 1) === 1 ? { adminConsole: true } : {}),
     ...(integer(vars, 'AUTH_TRUST_PROXY', 0, 0, 1) === 1 ? { trustProxy: true } : {}),
+    ...(vars.AUTH_RATE_LIMITS ? { rateLimits: parseRateLimits(vars.AUTH_RATE_LIMITS) } : {}),
     ...(vars.AUTH_AUDIT_RETENTION_DAYS ? { auditRetentionDays: integer(vars, 'AUTH_AUDIT_RETENTION_DAYS', AUDIT_RETENTION_DAYS, 0, 100_000) } : {}),
   };
 }

@@ -4,6 +4,7 @@ import type { Clock } from './clock.js';
 import type { Sql } from './db.js';
 import type { OtpLimits } from './limits.js';
 import type { OtpDelivery } from './otp-delivery.js';
+import type { RateLimits } from './rate-limits.js';
 import type { AccessTokenClaims } from './tokens/access-token.js';
 import type { SigningKeyRing } from './tokens/signing-key-ring.js';
 import type { VerifiedTokenCache } from './tokens/verified-token-cache.js';
@@ -24,6 +25,8 @@ export interface AuthContext {
     readonly hashKey: Buffer;
     readonly limits: OtpLimits;
   };
+  /** The limits of every rate-limit rule (counters in PostgreSQL, shared by all instances). */
+  readonly rateLimits: RateLimits;
   /** Believe X-Forwarded-For for the client's address (audit trail, per-IP limits); see requestOrigin. */
   readonly trustProxy: boolean;
   /** Receives 5xx errors with their causes; never shown to clients. */

@@ -15,7 +15,7 @@ export const AUTH_ERRORS = {
   VALIDATION_ERROR: { status: 400, message: 'The request body is invalid' },
   // This service's decisions where the spec says "not shown".
   OTP_INVALID: { status: 401, message: 'The code is wrong, expired or used up' },
-  RATE_LIMITED: { status: 429, message: 'Too many codes requested; retry later' },
+  RATE_LIMITED: { status: 429, message: 'Too many requests; retry later' },
   OTP_DELIVERY_FAILED: { status: 502, message: 'The code could not be delivered; retry later' },
   INSUFFICIENT_ROLE: { status: 403, message: 'The token does not carry the required role' },
   ADMIN_KEY_INVALID: { status: 401, message: 'The X-Admin-Key header is missing or wrong' },

@@ -40,6 +40,9 @@ export const AUDIT_RETENTION_DAYS = 90;
 /** How often the primary deletes audit events past their retention. */
 export const AUDIT_PURGE_INTERVAL_MS = 3600 * 1000;
 
+/** How often the primary deletes rate-limit counters whose window has ended. */
+export const RATE_LIMIT_PURGE_INTERVAL_MS = 10 * 60 * 1000;
+
 /** How often a process re-reads the signing keys (to see a rotation done by another instance). */
 export const KEY_RING_RELOAD_MS = 30 * 1000;
 /**

@@ -17,7 +17,9 @@ import type { AuthServiceConfig } from './config.js';
 import type { AuthContext } from './context.js';
 import { createDatabaseClient, type Sql } from './db.js';
 import { startEmbeddedPostgres, type EmbeddedPostgres } from './embedded-postgres.js';
-import { AUDIT_PURGE_INTERVAL_MS, AUDIT_RETENTION_DAYS, OTP_DEFAULT_LIMITS, VERIFIED_TOKEN_CACHE_ENTRIES } from './limits.js';
+import { AUDIT_PURGE_INTERVAL_MS, AUDIT_RETENTION_DAYS, OTP_DEFAULT_LIMITS, RATE_LIMIT_PURGE_INTERVAL_MS, VERIFIED_TOKEN_CACHE_ENTRIES } from './limits.js';
+import { purgeEndedRateLimitWindows } from './queries/rate-limits.js';
+import { rateLimitsWith } from './rate-limits.js';
 import { startPeriodic } from './periodic.js';
 import { purgeExpiredAuditEvents } from './service/audit.js';
 import { adminConsoleRoutes } from './admin-console.js';
@@ -114,7 +116,7 @@ function checkConfig(config: AuthServiceConfig): void {
 /**
  * Loads the keys (creating missing signing keys) and builds the routes on an open pool. The
  * `primary` service of a process (createAuthService's) also runs the background work that one
- * thread per instance does: the audit retention purge.
+ * thread per instance does: the audit retention purge and the deletion of ended rate-limit windows.
  */
 async function serviceOn(sql: Sql, databaseUrl: string, config: AuthServiceConfig, embedded: EmbeddedPostgres | null, role: { primary: boolean }): Promise<AuthService> {
   const issuer = new URL(config.issuer).toString().replace(/\/+$/, '');
@@ -133,6 +135,7 @@ async function serviceOn(sql: Sql, databaseUrl: string, config: AuthServiceConfi
     keys,
     verifiedTokens: new VerifiedTokenCache(config.verifiedTokenCacheSize ?? VERIFIED_TOKEN_CACHE_ENTRIES),
     otp: { delivery, hashKey: masterKey.derive('otp-code-hash'), limits: { ...OTP_DEFAULT_LIMITS, ...config.otpLimits } },
+    rateLimits: rateLimitsWith(config.rateLimits),
     trustProxy: config.trustProxy ?? false,
     logError: (error: HttpError, request) => log(`${request.method} ${request.path} failed: ${describe(error)}`),
   };
@@ -142,6 +145,10 @@ async function serviceOn(sql: Sql, databaseUrl: string, config: AuthServiceConfi
       const deleted = await purgeExpiredAuditEvents(sql, clock.now(), retentionDays * 24 * 3600 * 1000);
       if (deleted > 0) log(`audit trail: deleted ${deleted} events older than ${retentionDays} days`);
     }, (error) => log(`audit trail: the retention purge failed (retried in an hour): ${String(error)}`))
+    : null;
+  const rateLimitPurge = role.primary
+    ? startPeriodic(RATE_LIMIT_PURGE_INTERVAL_MS, async () => { await purgeEndedRateLimitWindows(sql, new Date(clock.now())); },
+      (error) => log(`rate limits: deleting ended windows failed (retried later): ${String(error)}`))
     : null;
   let closing: Promise<void> | null = null;
   return {
@@ -161,6 +168,7 @@ async function serviceOn(sql: Sql, databaseUrl: string, config: AuthServiceConfi
       closing ??= (async () => {
         keys.stop();
         await purge?.stop();
+        await rateLimitPurge?.stop();
         await sql.end({ timeout: 5 });
         await embedded?.stop();
       })();

@@ -15,6 +15,7 @@ import { authError, authErrorBody, oauthErrorResponse, toAuthError } from './err
 import { MAX_BODY_BYTES } from './limits.js';
 import { parseOAuthTokenRequest, type OAuthTokenRequest } from './oauth-request.js';
 import { recordRejectedAdminKey } from './service/admin.js';
+import { countRateLimitHits, refuseIfBlocked } from './service/rate-limits.js';
 import { authenticateApp, checkAdminKey, presentedCredentials, type AuthenticatedApp, type PresentedCredentials } from './service/credentials.js';
 import { presentedAccessToken, verifyAccessToken, type AccessTokenClaims } from './tokens/access-token.js';
 
@@ -37,14 +38,23 @@ export const publicAccess: Guard<Record<string, never>> = {
   authenticate: async () => ({}),
 };
 
-/** `X-Admin-Key` equal to the configured admin key (constant-time). The body, if any, is the handler's to parse. */
+/**
+ * `X-Admin-Key` equal to the configured admin key (constant-time). The body, if any, is the
+ * handler's to parse. A wrong key is recorded and counted against the client's IP (rule
+ * admin_key_failure_ip); an IP at that limit is 429 before its key is compared.
+ */
 export const adminKey: Guard<Record<string, never>> = {
   name: 'admin-key',
   authenticate: async (ctx, req) => {
+    const origin = requestOrigin(ctx, req);
+    // An IP that sent too many wrong keys is refused before its key is even compared.
+    await refuseIfBlocked(ctx, 'admin_key_failure_ip', origin.ip);
     try {
       checkAdminKey(ctx.adminKeyHash, req.headers['x-admin-key']);
     } catch (error) {
-      await recordRejectedAdminKey(ctx, requestOrigin(ctx, req), req);
+      await recordRejectedAdminKey(ctx, origin, req);
+      // The answer is the 401 either way; the count decides the next requests.
+      await countRateLimitHits(ctx, [{ rule: 'admin_key_failure_ip', subject: origin.ip }]);
       throw error;
     }
     return {};
@@ -133,7 +143,11 @@ function errorResult(ctx: AuthContext, thrown: unknown, req: HttpRequest, format
   const error: HttpError = toAuthError(thrown);
   if (error.status >= 500) ctx.logError(error, { method: req.method, path: req.path });
   const headers: Record<string, string> = { ...NO_STORE };
-  if (error.code === 'RATE_LIMITED') headers['Retry-After'] = String(Math.ceil(ctx.otp.limits.resendIntervalMs / 1000));
+  if (error.code === 'RATE_LIMITED') {
+    // A rate-limit rule knows when its window ends; the OTP resend throttle waits one interval.
+    const retryAfter = error.details.retryAfterSeconds;
+    headers['Retry-After'] = String(typeof retryAfter === 'number' ? retryAfter : Math.ceil(ctx.otp.limits.resendIntervalMs / 1000));
+  }
   if (format === 'oauth') {
     const { status, body } = oauthErrorResponse(error);
     // RFC 6749 section 5.2: a 401 invalid_client names the scheme the client may authenticate with.

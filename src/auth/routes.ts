@@ -43,6 +43,8 @@ export function authRoutes(ctx: AuthContext): Route[] {
     route('POST',   '/admin/users/:user_id/restore',             adminKey,                        admin.handleRestoreUser),
     route('POST',   '/admin/users/:user_id/revoke-sessions',     adminKey,                        admin.handleRevokeUserSessions),
     route('GET',    '/admin/audit-events',                       adminKey,                        admin.handleListAuditEvents),
+    route('GET',    '/admin/rate-limits',                        adminKey,                        admin.handleListRateLimits),
+    route('DELETE', '/admin/rate-limits/blocks/:rule/:subject',  adminKey,                        admin.handleLiftRateLimitBlock),
     route('GET',    '/admin/signing-keys',                       adminKey,                        admin.handleListSigningKeys),
     route('POST',   '/admin/signing-keys/rotate',                adminKey,                        admin.handleRotateSigningKey),
     route('GET',    '/.well-known/jwks.json',                    publicAccess,                    handleJwks),

@@ -3,7 +3,9 @@
 import t from 'tap';
 import { ADMIN_KEY, startAuthHarness, type TestApp } from './fixtures/harness.js';
 
-const h = await startAuthHarness();
+// Every admin route is tried with wrong keys from one IP: the per-IP limit on wrong keys
+// (rate-limits.test.ts) is set above what this file sends.
+const h = await startAuthHarness({ rateLimits: { admin_key_failure_ip: { maxHits: 100_000, windowSeconds: 900 } } });
 t.teardown(() => h.close());
 
 let app: TestApp;

@@ -4,7 +4,9 @@ import { createHash, randomBytes, randomUUID } from 'node:crypto';
 import t from 'tap';
 import { startAuthHarness, statusCounts, type Reply, type TestApp, type Tokens } from './fixtures/harness.js';
 
-const h = await startAuthHarness();
+// The attempt budget of a code is what the guessing race tests; the per-address and per-IP
+// verification limits (rate-limits.test.ts) are set above what it sends.
+const h = await startAuthHarness({ rateLimits: { otp_verify_address: { maxHits: 100_000, windowSeconds: 3600 }, otp_verify_ip: { maxHits: 100_000, windowSeconds: 3600 } } });
 t.teardown(() => h.close());
 
 let app: TestApp;

@@ -4,6 +4,7 @@ import t from 'tap';
 import { startAuthHarness, type TestApp, type Tokens } from './fixtures/harness.js';
 import type { AuthContext } from '../../src/auth/context.js';
 import type { RotationResult } from '../../src/auth/queries/refresh-tokens.js';
+import { rateLimitsWith } from '../../src/auth/rate-limits.js';
 import { presentedCredentials } from '../../src/auth/service/credentials.js';
 import { refreshSession } from '../../src/auth/service/sessions.js';
 import { claimsOf, serviceSigningKey } from './fixtures/tokens.js';
@@ -305,7 +306,7 @@ t.test('a role revoked between the tenant check and the roles read of a committe
     roles: [{ tenant_id: other, role: 'viewer' }],
   };
   const key = await serviceSigningKey(h);
-  const ctx = { sql: async () => [rotated], clock: h.clock, issuer: h.issuer, keys: { signingKey: () => key } } as unknown as AuthContext;
+  const ctx = { sql: async () => [rotated], clock: h.clock, issuer: h.issuer, keys: { signingKey: () => key }, rateLimits: rateLimitsWith() } as unknown as AuthContext;
   const session = await refreshSession(ctx, presentedCredentials(app.id, app.secret), tokens.refresh_token, requested, { ip: '127.0.0.1', userAgent: null });
   t.match(session, { refresh_token: /^rt_/, user_id: tokens.user_id, token_type: 'Bearer' }, 'the rotated child is handed out, not lost to an error');
   t.match(claimsOf(session.access_token), { sub: tokens.user_id, tenant_id: other, roles: ['viewer'] }, 'the claims are those of the roles read');

@@ -13,6 +13,8 @@ import { CreateAppBody, CreateTenantBody } from '../schemas.js';
 import * as admin from '../service/admin.js';
 import { isUuid } from '../service/credentials.js';
 import { listAuditEvents } from '../service/audit.js';
+import { liftBlock, listBlocks } from '../service/rate-limits.js';
+import { isRateLimitRule } from '../rate-limits.js';
 
 const createAppBody = compileBody(CreateAppBody);
 const createTenantBody = compileBody(CreateTenantBody);
@@ -118,6 +120,26 @@ export async function handleListAuditEvents(ctx: AuthContext, _: NoInput, req: H
     cursor: req.query.get('cursor') ?? undefined,
   });
   return { body: { events: page.events.map(auditEventJson), next_cursor: page.nextCursor } };
+}
+
+/**
+ * GET /admin/rate-limits → 200 `{rules: {<rule>: {max_hits, window_seconds}}, blocks: [{rule,
+ * subject, hits, max_hits, blocked_until}]}`: the limits in force and every subject that is at
+ * its limit now (up to 1000, the longest block first).
+ */
+export async function handleListRateLimits(ctx: AuthContext): Promise<HttpResult> {
+  const rules = Object.fromEntries(Object.entries(ctx.rateLimits).map(([rule, limit]) => [rule, { max_hits: limit.maxHits, window_seconds: limit.windowSeconds }]));
+  const blocks = (await listBlocks(ctx)).map((block) => ({
+    rule: block.rule, subject: block.subject, hits: block.hits, max_hits: block.max_hits, blocked_until: block.window_ends_at.toISOString(),
+  }));
+  return { body: { rules, blocks } };
+}
+
+/** DELETE /admin/rate-limits/blocks/:rule/:subject → 200 `{rule, subject, lifted}`: the subject's counter starts over. */
+export async function handleLiftRateLimitBlock(ctx: AuthContext, _: NoInput, req: HttpRequest): Promise<HttpResult> {
+  const { rule, subject } = req.params as { rule: string; subject: string };
+  if (!isRateLimitRule(rule)) throw authError('VALIDATION_ERROR', `Unknown rate-limit rule "${rule}"`);
+  return { body: { rule, subject, lifted: await liftBlock(ctx, rule, subject) } };
 }
 
 function auditEventJson(event: AuditEventRow): Record<string, unknown> {

@@ -54,7 +54,7 @@ export async function lockRefreshSession(sql: Queryable, tokenHash: Buffer, appI
   return row;
 }
 
-export type RotationOutcome = 'invalid_credentials' | 'rotated' | 'not_found' | 'user_deleted' | 'reuse' | 'revoked' | 'expired' | 'tenant_not_found';
+export type RotationOutcome = 'invalid_credentials' | 'rotated' | 'not_found' | 'user_deleted' | 'reuse' | 'revoked' | 'expired' | 'tenant_not_found' | 'rate_limited';
 
 export interface RotationResult {
   outcome: RotationOutcome;
@@ -66,6 +66,8 @@ export interface RotationResult {
   remembered_tenant_id: string | null;
   /** The user's roles in the app, oldest assignment first (set when rotated). */
   roles: RoleRow[] | null;
+  /** Set when rate_limited: the end of the family's window. */
+  retry_at?: Date | null;
 }
 
 /**
@@ -80,14 +82,17 @@ export async function rotateRefreshToken(sql: Queryable, rotation: {
   child: { id: string; hash: Buffer }; now: Date; childLifetimeMs: number;
   /** Recorded with the audit event of a rotation or a reuse. */
   origin: { ip: string; userAgent: string | null };
+  /** The rule refresh_family: the family's rotations per window (rate_limited beyond). */
+  familyLimit: { maxHits: number; windowSeconds: number };
 }): Promise<RotationResult> {
   const [row] = await sql<RotationResult[]>`
-    select outcome, app_slug, user_id, remembered_tenant_id, roles
+    select outcome, app_slug, user_id, remembered_tenant_id, roles, retry_at
     from rotate_refresh_token(
       ${rotation.appId}, ${rotation.secretHash}, ${rotation.tokenHash}, ${rotation.requestedTenantId},
       ${rotation.child.id}, ${rotation.child.hash}, ${rotation.now},
       make_interval(secs => ${rotation.childLifetimeMs / 1000}),
-      ${rotation.origin.ip}, ${rotation.origin.userAgent}
+      ${rotation.origin.ip}, ${rotation.origin.userAgent},
+      ${rotation.familyLimit.maxHits}, make_interval(secs => ${rotation.familyLimit.windowSeconds})
     )
   `;
   return row!;

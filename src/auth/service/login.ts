@@ -10,6 +10,7 @@ import { insertAuditEvent } from '../queries/audit-events.js';
 import { OTP_MAX_ATTEMPTS, OTP_TTL_MS, OTP_WINDOW_MS } from '../limits.js';
 import { cancelOtpCode, consumeOtpCode, recordOtpAttempt, storeOtpCode, takeAppSendQuota, type OtpDestination } from '../queries/otp-codes.js';
 import { listRolesOfUser } from '../queries/roles.js';
+import { enforceRateLimits } from './rate-limits.js';
 import { findOrInsertUser, upsertMembership, type Identifier } from '../queries/users.js';
 import type { AuthenticatedApp } from './credentials.js';
 import { chooseTenant, startSession, type SessionTokens } from './sessions.js';
@@ -23,6 +24,10 @@ export async function requestOtp(ctx: AuthContext, app: AuthenticatedApp, identi
   const code = randomInt(0, 1_000_000).toString().padStart(6, '0');
   const destination = destinationOf(app, identifier);
   const codeHash = hashOtpCode(ctx.otp.hashKey, destination, code);
+  await enforceRateLimits(ctx, [
+    { rule: 'otp_request_address', subject: addressSubject(destination) },
+    { rule: 'otp_request_ip', subject: origin.ip },
+  ]);
   const nowMs = ctx.clock.now();
   const { limits } = ctx.otp;
   await ctx.sql.begin(async (tx) => {
@@ -61,6 +66,10 @@ export async function verifyOtp(ctx: AuthContext, app: AuthenticatedApp, identif
   const nowMs = ctx.clock.now();
   const now = new Date(nowMs);
   const audit = auditOf(app, identifier, origin, nowMs);
+  await enforceRateLimits(ctx, [
+    { rule: 'otp_verify_address', subject: addressSubject(destination) },
+    { rule: 'otp_verify_ip', subject: origin.ip },
+  ]);
   try {
     const stored = await recordOtpAttempt(ctx.sql, { ...destination, now, maxAttempts: OTP_MAX_ATTEMPTS });
     if (!stored || !timingSafeEqual(stored, codeHash)) throw authError('OTP_INVALID');
@@ -93,6 +102,11 @@ function auditOf(app: AuthenticatedApp, identifier: Identifier, origin: RequestO
     details: { channel: identifier.channel, destination: identifier.value },
     now: new Date(nowMs),
   };
+}
+
+/** The subject of the per-address rules: the address within its app. */
+function addressSubject(destination: OtpDestination): string {
+  return `${destination.appId}:${destination.channel}:${destination.destination}`;
 }
 
 function destinationOf(app: AuthenticatedApp, identifier: Identifier): OtpDestination {

@@ -10,6 +10,7 @@ import type { TransactionSql } from '../db.js';
 import { authError, type AuthErrorCode } from '../errors.js';
 import { ACCESS_TOKEN_TTL_SECONDS, REFRESH_TOKEN_TTL_MS, SESSION_LIFETIME_MS } from '../limits.js';
 import { insertAuditEvent } from '../queries/audit-events.js';
+import { takeAppRefreshRate } from '../queries/rate-limits.js';
 import { findMember } from '../queries/users.js';
 import { insertRefreshFamily, lockLiveFamiliesOfUser, lockRefreshSession, revokeRefreshFamilies, revokeRefreshFamily, rotateRefreshToken, type RotationOutcome } from '../queries/refresh-tokens.js';
 import type { RoleRow } from '../queries/roles.js';
@@ -17,6 +18,7 @@ import type { RoleName } from '../roles.js';
 import { signAccessToken } from '../tokens/access-token.js';
 import { generateRefreshToken, hashRefreshToken } from '../tokens/refresh-token.js';
 import type { AuthenticatedApp, PresentedCredentials } from './credentials.js';
+import { rateLimited } from './rate-limits.js';
 
 /** The body of a successful login or refresh. */
 export interface SessionTokens {
@@ -78,7 +80,7 @@ export async function startSession(tx: TransactionSql, ctx: AuthContext, session
 }
 
 /** The error answered for each refusal of rotate_refresh_token. */
-const REFUSALS: Record<Exclude<RotationOutcome, 'rotated'>, [AuthErrorCode, string?]> = {
+const REFUSALS: Record<Exclude<RotationOutcome, 'rotated' | 'rate_limited'>, [AuthErrorCode, string?]> = {
   invalid_credentials: ['TOKEN_INVALID', 'Invalid app credentials'],
   not_found: ['TOKEN_INVALID', 'Invalid refresh token'],
   user_deleted: ['USER_DELETED'],
@@ -101,6 +103,11 @@ export async function refreshSession(ctx: AuthContext, credentials: PresentedCre
   const nowMs = ctx.clock.now();
   const child = generateRefreshToken();
   const requested = requestedTenant ? requestedTenant.toLowerCase() : null;
+  // The app's rate in a statement of its own, which commits at once: the counter is one row
+  // per app, and holding its lock through the rotation's transaction would serialise the app.
+  const appLimit = ctx.rateLimits.refresh_app;
+  const appBlocked = await takeAppRefreshRate(ctx.sql, { ...credentials, ...appLimit, now: new Date(nowMs) });
+  if (appBlocked) throw rateLimited(appBlocked, nowMs);
   const result = await rotateRefreshToken(ctx.sql, {
     appId: credentials.appId,
     secretHash: credentials.secretHash,
@@ -112,7 +119,9 @@ export async function refreshSession(ctx: AuthContext, credentials: PresentedCre
     now: new Date(nowMs),
     childLifetimeMs: REFRESH_TOKEN_TTL_MS,
     origin,
+    familyLimit: ctx.rateLimits.refresh_family,
   });
+  if (result.outcome === 'rate_limited') throw rateLimited(result.retry_at!, nowMs);
   if (result.outcome !== 'rotated') {
     const [code, message] = REFUSALS[result.outcome];
     throw authError(code, message);
