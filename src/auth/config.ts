@@ -42,6 +42,14 @@ export interface AuthServiceConfig {
   rateLimits?: Partial<Record<RateLimitRule, RateLimit>>;
   /** Believe X-Forwarded-For for the client's IP address (audit trail, per-IP limits). Default false: the peer's address. */
   trustProxy?: boolean;
+  /** Whether this instance sends webhook deliveries (default true; false: another instance on the database does). */
+  webhookDispatch?: boolean;
+  /** Seconds to wait after each failed webhook attempt; after the last, the delivery is dead (default WEBHOOK_RETRY_DELAYS_SECONDS). */
+  webhookRetryDelaysSeconds?: number[];
+  /** How often the dispatcher looks for retries that came due (default 1000 ms). */
+  webhookPollMs?: number;
+  /** Per webhook attempt (default 15000 ms). */
+  webhookTimeoutMs?: number;
   /** Audit events older than this many days are deleted (hourly, by the instance's primary); 0 keeps them forever. Default 90. */
   auditRetentionDays?: number;
   /** See SigningKeyRingOptions.onRotated (set by auth-server's worker threads). */
@@ -78,6 +86,8 @@ const SETTINGS: ReadonlyArray<{ flag: string; env: string; help: string }> = [
   { flag: '--admin-console', env: 'AUTH_ADMIN_CONSOLE', help: '1 serves the admin console page at /admin/ (default 0: off)' },
   { flag: '--trust-proxy', env: 'AUTH_TRUST_PROXY', help: '1 takes the client IP from X-Forwarded-For (default 0: the peer address)' },
   { flag: '--rate-limits', env: 'AUTH_RATE_LIMITS', help: 'rule=hits/seconds,... replacing default rate limits (see docs)' },
+  { flag: '--webhook-dispatch', env: 'AUTH_WEBHOOK_DISPATCH', help: '0 leaves sending webhooks to other instances (default 1)' },
+  { flag: '--webhook-retry-delays', env: 'AUTH_WEBHOOK_RETRY_DELAYS', help: 'seconds between webhook attempts, comma-separated (default 5,300,1800,7200,18000,36000,36000)' },
   { flag: '--audit-retention-days', env: 'AUTH_AUDIT_RETENTION_DAYS', help: 'days audit events are kept (default 90; 0: forever)' },
 ];
 
@@ -156,8 +166,18 @@ export function readAuthServiceConfig(vars: Record<string, string | undefined>, 
     ...(integer(vars, 'AUTH_ADMIN_CONSOLE', 0, 0, 1) === 1 ? { adminConsole: true } : {}),
     ...(integer(vars, 'AUTH_TRUST_PROXY', 0, 0, 1) === 1 ? { trustProxy: true } : {}),
     ...(vars.AUTH_RATE_LIMITS ? { rateLimits: parseRateLimits(vars.AUTH_RATE_LIMITS) } : {}),
+    ...(integer(vars, 'AUTH_WEBHOOK_DISPATCH', 1, 0, 1) === 0 ? { webhookDispatch: false } : {}),
+    ...(vars.AUTH_WEBHOOK_RETRY_DELAYS ? { webhookRetryDelaysSeconds: retryDelays(vars.AUTH_WEBHOOK_RETRY_DELAYS) } : {}),
     ...(vars.AUTH_AUDIT_RETENTION_DAYS ? { auditRetentionDays: integer(vars, 'AUTH_AUDIT_RETENTION_DAYS', AUDIT_RETENTION_DAYS, 0, 100_000) } : {}),
   };
+}
+
+function retryDelays(text: string): number[] {
+  const delays = text.split(',').map((item) => item.trim());
+  if (delays.length > 20 || !delays.every((item) => /^\d{1,6}$/.test(item))) {
+    throw new Error(`AUTH_WEBHOOK_RETRY_DELAYS must be up to 20 comma-separated whole seconds, got "${text}"`);
+  }
+  return delays.map(Number);
 }
 
 function integer(vars: Record<string, string | undefined>, name: string, fallback: number, min: number, max: number): number {

@@ -25,6 +25,8 @@ export interface AuthContext {
     readonly hashKey: Buffer;
     readonly limits: OtpLimits;
   };
+  /** Seals and opens webhook endpoints' signing secrets (derived from the master key). */
+  readonly webhookSecretKey: Buffer;
   /** The limits of every rate-limit rule (counters in PostgreSQL, shared by all instances). */
   readonly rateLimits: RateLimits;
   /** Believe X-Forwarded-For for the client's address (audit trail, per-IP limits); see requestOrigin. */

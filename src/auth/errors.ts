@@ -21,6 +21,8 @@ export const AUTH_ERRORS = {
   ADMIN_KEY_INVALID: { status: 401, message: 'The X-Admin-Key header is missing or wrong' },
   APP_NOT_FOUND: { status: 404, message: 'The app does not exist' },
   APP_SLUG_TAKEN: { status: 409, message: 'An app with this slug already exists' },
+  WEBHOOK_NOT_FOUND: { status: 404, message: 'The app has no such webhook endpoint' },
+  WEBHOOK_DELIVERY_NOT_FOUND: { status: 404, message: 'The app has no such webhook delivery' },
   // The OAuth token endpoints (RFC 7009 revocation, RFC 7662 introspection); see OAUTH_ERROR_NAMES.
   UNSUPPORTED_TOKEN_TYPE: { status: 400, message: 'Access tokens are not revocable; revoke the refresh token of the session' },
   UNAUTHORIZED_CLIENT: { status: 400, message: 'The token was issued to another client' },

@@ -43,6 +43,15 @@ export const AUDIT_PURGE_INTERVAL_MS = 3600 * 1000;
 /** How often the primary deletes rate-limit counters whose window has ended. */
 export const RATE_LIMIT_PURGE_INTERVAL_MS = 10 * 60 * 1000;
 
+/**
+ * Seconds between webhook attempts: after the first fails, 5 s, then 5 min, 30 min, 2 h, 5 h,
+ * 10 h and 10 h (the schedule Standard Webhooks' reference service, Svix, uses): 8 attempts
+ * over about 27 hours, then the delivery is dead.
+ */
+export const WEBHOOK_RETRY_DELAYS_SECONDS = [5, 300, 1800, 7200, 18000, 36000, 36000];
+export const WEBHOOK_POLL_MS = 1000;
+export const WEBHOOK_TIMEOUT_MS = 15_000;
+
 /** How often a process re-reads the signing keys (to see a rotation done by another instance). */
 export const KEY_RING_RELOAD_MS = 30 * 1000;
 /**

@@ -17,7 +17,10 @@ import type { AuthServiceConfig } from './config.js';
 import type { AuthContext } from './context.js';
 import { createDatabaseClient, type Sql } from './db.js';
 import { startEmbeddedPostgres, type EmbeddedPostgres } from './embedded-postgres.js';
-import { AUDIT_PURGE_INTERVAL_MS, AUDIT_RETENTION_DAYS, OTP_DEFAULT_LIMITS, RATE_LIMIT_PURGE_INTERVAL_MS, VERIFIED_TOKEN_CACHE_ENTRIES } from './limits.js';
+import {
+  AUDIT_PURGE_INTERVAL_MS, AUDIT_RETENTION_DAYS, OTP_DEFAULT_LIMITS, RATE_LIMIT_PURGE_INTERVAL_MS, VERIFIED_TOKEN_CACHE_ENTRIES,
+  WEBHOOK_POLL_MS, WEBHOOK_RETRY_DELAYS_SECONDS, WEBHOOK_TIMEOUT_MS,
+} from './limits.js';
 import { purgeEndedRateLimitWindows } from './queries/rate-limits.js';
 import { rateLimitsWith } from './rate-limits.js';
 import { startPeriodic } from './periodic.js';
@@ -30,6 +33,7 @@ import { hashAdminKey } from './service/credentials.js';
 import { loadMasterKey } from './tokens/master-key.js';
 import { SigningKeyRing } from './tokens/signing-key-ring.js';
 import { VerifiedTokenCache } from './tokens/verified-token-cache.js';
+import { WebhookDispatcher } from './webhooks/dispatcher.js';
 
 export { readAuthServiceConfig, type AuthServiceConfig } from './config.js';
 export { formatAuthError } from './errors.js';
@@ -116,7 +120,8 @@ function checkConfig(config: AuthServiceConfig): void {
 /**
  * Loads the keys (creating missing signing keys) and builds the routes on an open pool. The
  * `primary` service of a process (createAuthService's) also runs the background work that one
- * thread per instance does: the audit retention purge and the deletion of ended rate-limit windows.
+ * thread per instance does: the webhook dispatcher, the audit retention purge and the deletion
+ * of ended rate-limit windows.
  */
 async function serviceOn(sql: Sql, databaseUrl: string, config: AuthServiceConfig, embedded: EmbeddedPostgres | null, role: { primary: boolean }): Promise<AuthService> {
   const issuer = new URL(config.issuer).toString().replace(/\/+$/, '');
@@ -136,9 +141,24 @@ async function serviceOn(sql: Sql, databaseUrl: string, config: AuthServiceConfi
     verifiedTokens: new VerifiedTokenCache(config.verifiedTokenCacheSize ?? VERIFIED_TOKEN_CACHE_ENTRIES),
     otp: { delivery, hashKey: masterKey.derive('otp-code-hash'), limits: { ...OTP_DEFAULT_LIMITS, ...config.otpLimits } },
     rateLimits: rateLimitsWith(config.rateLimits),
+    webhookSecretKey: masterKey.derive('webhook-secret-encryption'),
     trustProxy: config.trustProxy ?? false,
     logError: (error: HttpError, request) => log(`${request.method} ${request.path} failed: ${describe(error)}`),
   };
+  const dispatcher = role.primary && config.webhookDispatch !== false
+    ? new WebhookDispatcher({
+      sql, clock, secretKey: ctx.webhookSecretKey, log,
+      retryDelaysSeconds: config.webhookRetryDelaysSeconds ?? WEBHOOK_RETRY_DELAYS_SECONDS,
+      pollMs: config.webhookPollMs ?? WEBHOOK_POLL_MS,
+      timeoutMs: config.webhookTimeoutMs ?? WEBHOOK_TIMEOUT_MS,
+    })
+    : null;
+  try {
+    await dispatcher?.start();
+  } catch (error) {
+    keys.stop();
+    throw error;
+  }
   const retentionDays = config.auditRetentionDays ?? AUDIT_RETENTION_DAYS;
   const purge = role.primary && retentionDays > 0
     ? startPeriodic(AUDIT_PURGE_INTERVAL_MS, async () => {
@@ -167,6 +187,7 @@ async function serviceOn(sql: Sql, databaseUrl: string, config: AuthServiceConfi
     close() {
       closing ??= (async () => {
         keys.stop();
+        await dispatcher?.stop();
         await purge?.stop();
         await rateLimitPurge?.stop();
         await sql.end({ timeout: 5 });

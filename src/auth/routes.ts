@@ -13,6 +13,7 @@ import { handleMe } from './handlers/me.js';
 import { handleTokenIntrospection, handleTokenRevocation } from './handlers/oauth.js';
 import { handleRoleAssign, handleRoleRevoke } from './handlers/roles.js';
 import { handleRefresh, handleRevoke, handleRevokeUser } from './handlers/sessions.js';
+import * as webhooks from './handlers/webhooks.js';
 import { handleDiscovery, handleJwks } from './handlers/well-known.js';
 import { adminKey, appSecret, appSecretInQuery, authRoute, bearer, oauthClient, publicAccess, type AuthHandler, type Guard } from './respond.js';
 import { OtpRequestBody, OtpVerifyBody, RefreshBody, RevokeBody, RevokeUserBody, RoleAssignBody, RoleRevokeBody } from './schemas.js';
@@ -37,6 +38,11 @@ export function authRoutes(ctx: AuthContext): Route[] {
     route('POST',   '/admin/apps/:app_id/tenants',               adminKey,                        admin.handleCreateTenant),
     route('GET',    '/admin/apps/:app_id/tenants',               adminKey,                        admin.handleListTenants),
     route('GET',    '/admin/apps/:app_id/tenants/:tenant_id',    adminKey,                        admin.handleGetTenant),
+    route('POST',   '/admin/apps/:app_id/webhooks',              adminKey,                        webhooks.handleCreateWebhook),
+    route('GET',    '/admin/apps/:app_id/webhooks',              adminKey,                        webhooks.handleListWebhooks),
+    route('DELETE', '/admin/apps/:app_id/webhooks/:webhook_id',  adminKey,                        webhooks.handleDeleteWebhook),
+    route('GET',    '/admin/apps/:app_id/webhook-deliveries',    adminKey,                        webhooks.handleListDeliveries),
+    route('POST',   '/admin/apps/:app_id/webhook-deliveries/:delivery_id/redeliver', adminKey,    webhooks.handleRedeliver),
     route('GET',    '/admin/users',                              adminKey,                        admin.handleFindUsers),
     route('GET',    '/admin/users/:user_id',                     adminKey,                        admin.handleGetUser),
     route('DELETE', '/admin/users/:user_id',                     adminKey,                        admin.handleDeleteUser),

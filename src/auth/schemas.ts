@@ -66,5 +66,12 @@ export const CreateAppBody = Type.Object({
 }, strict);
 export type CreateAppBody = Static<typeof CreateAppBody>;
 
+export const CreateWebhookBody = Type.Object({
+  url: Type.String({ minLength: 8, maxLength: 2000, pattern: NO_CONTROL_CHARACTERS }),
+  /** Audit event types (service/webhooks.ts WEBHOOK_EVENT_TYPES). */
+  event_types: Type.Array(text(64), { minItems: 1, maxItems: 50 }),
+}, strict);
+export type CreateWebhookBody = Static<typeof CreateWebhookBody>;
+
 export const CreateTenantBody = Type.Object({ name: text(200) }, strict);
 export type CreateTenantBody = Static<typeof CreateTenantBody>;

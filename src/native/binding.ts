@@ -694,6 +694,8 @@ export interface ServerSamplingValues {
 /** The values of llama-server's common_params that this server reads (names as in TypeScript). */
 export interface ServerParamValues {
   model: string; mmproj: string; noMmproj: boolean; mmprojUseGpu: boolean; aliases: string[]; tags: string[];
+  /** -hf/-hfr repo[:quant], -hff file, -hft token (or HF_TOKEN), -mu URL, -mmu URL, --offline, -hfd repo[:quant], -md file. */
+  hfRepo: string; hfFile: string; hfToken: string; modelUrl: string; mmprojUrl: string; offline: boolean; draftHfRepo: string; draftModel: string;
   hosts: string[]; port: number; reusePort: boolean; apiKeys: string[]; apiPrefix: string;
   nParallel: number; nCtx: number; nBatch: number; nUbatch: number; nPredict: number; nKeep: number;
   threads: number; threadsBatch: number; threadsHttp: number; nGpuLayers: number; flashAttn: number; loadMode: number;

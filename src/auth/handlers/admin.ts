@@ -203,7 +203,7 @@ function queryInstant(req: HttpRequest, name: string): Date | undefined {
   return instant;
 }
 
-function queryInteger(req: HttpRequest, name: string, fallback: number, min: number, max: number): number {
+export function queryInteger(req: HttpRequest, name: string, fallback: number, min: number, max: number): number {
   const raw = req.query.get(name);
   if (raw === null) return fallback;
   const value = /^\d{1,10}$/.test(raw) ? Number(raw) : NaN;

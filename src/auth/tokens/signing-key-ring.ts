@@ -11,12 +11,13 @@
 // each instance re-reads the table every KEY_RING_RELOAD_MS and whenever it meets an unknown kid.
 // Within one auth-server, the rings of its worker threads reload together on a rotation
 // (SigningKeyRingOptions.onRotated).
-import { createCipheriv, createDecipheriv, createPrivateKey, generateKeyPair, randomBytes, type KeyObject } from 'node:crypto';
+import { createPrivateKey, generateKeyPair, type KeyObject } from 'node:crypto';
 import { promisify } from 'node:util';
 import { calculateJwkThumbprint, importJWK, type CryptoKey, type JWK } from 'jose';
 import type { Clock } from '../clock.js';
 import type { Sql, TransactionSql } from '../db.js';
 import { KEY_RING_RELOAD_MS, RETIRED_KEY_PUBLISH_MS } from '../limits.js';
+import { seal, unseal } from './sealed-box.js';
 import { activateNextSigningKey, findCurrentSigningKids, insertSigningKey, listPublishedSigningKeys, lockSigningKeys, retireActiveSigningKey, type SigningKeyRow } from '../queries/signing-keys.js';
 
 const generateRsaKeyPair = promisify(generateKeyPair);
@@ -202,7 +203,7 @@ export class SigningKeyRing {
   private async decode(row: SigningKeyRow): Promise<LoadedKey> {
     let der: Buffer;
     try {
-      der = decrypt(this.encryptionKey, row.private_key_ciphertext, row.kid);
+      der = unseal(this.encryptionKey, row.private_key_ciphertext, row.kid);
     } catch (error) {
       throw new Error(`cannot decrypt signing key ${row.kid}: the key directory's master.key is not the one that created it`, { cause: error });
     }
@@ -218,25 +219,6 @@ export class SigningKeyRing {
     const kid = await calculateJwkThumbprint({ kty: exported.kty, n: exported.n, e: exported.e });
     const publicJwk: JWK = { kty: 'RSA', n: exported.n, e: exported.e, kid, alg: 'RS256', use: 'sig' };
     const der = privateKey.export({ format: 'der', type: 'pkcs8' });
-    return { kid, publicJwk, privateKeyCiphertext: encrypt(this.encryptionKey, der, kid), now: new Date(this.clock.now()) };
+    return { kid, publicJwk, privateKeyCiphertext: seal(this.encryptionKey, der, kid), now: new Date(this.clock.now()) };
   }
-}
-
-const FORMAT_VERSION = 1;
-
-/** version(1) | iv(12) | tag(16) | ciphertext; the kid is authenticated as associated data. */
-function encrypt(key: Buffer, plaintext: Buffer, kid: string): Buffer {
-  const iv = randomBytes(12);
-  const cipher = createCipheriv('aes-256-gcm', key, iv);
-  cipher.setAAD(Buffer.from(kid));
-  const ciphertext = Buffer.concat([cipher.update(plaintext), cipher.final()]);
-  return Buffer.concat([Buffer.from([FORMAT_VERSION]), iv, cipher.getAuthTag(), ciphertext]);
-}
-
-function decrypt(key: Buffer, sealed: Buffer, kid: string): Buffer {
-  if (sealed[0] !== FORMAT_VERSION) throw new Error(`unknown private key format ${sealed[0]}`);
-  const decipher = createDecipheriv('aes-256-gcm', key, sealed.subarray(1, 13));
-  decipher.setAAD(Buffer.from(kid));
-  decipher.setAuthTag(sealed.subarray(13, 29));
-  return Buffer.concat([decipher.update(sealed.subarray(29)), decipher.final()]);
 }
