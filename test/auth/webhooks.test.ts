@@ -1,6 +1,7 @@
 // Webhooks for app backends: endpoints per app for chosen event types, messages signed as
 // Standard Webhooks says, written to the outbox in the change's transaction, retried with
 // backoff, dead after the last retry, redelivered by the admin.
+import { Webhook } from 'standardwebhooks';
 import t from 'tap';
 import { insertAuditEvent } from '../../src/auth/queries/audit-events.js';
 import { startAuthHarness, type TestApp, type Tokens } from './fixtures/harness.js';
@@ -46,6 +47,9 @@ t.test('an endpoint gets each subscribed event once, signed as Standard Webhooks
   t.ok(await until(async () => (await deliveryState()).state === 'delivered'));
   const [message] = receiver.received;
   t.ok(hasValidSignature(created.body.secret, message!), 'the signature verifies with the secret');
+  const headers = { 'webhook-id': String(message!.headers['webhook-id']), 'webhook-timestamp': String(message!.headers['webhook-timestamp']), 'webhook-signature': String(message!.headers['webhook-signature']) };
+  t.same(new Webhook(created.body.secret).verify(message!.body, headers), message!.json, 'the standardwebhooks reference library verifies it');
+  t.throws(() => new Webhook(created.body.secret).verify(message!.body.replace('1', '2'), headers), 'and refuses an altered body');
   t.match(message!.headers['webhook-id'], /^msg_[0-9a-f-]{36}$/);
   t.equal(message!.headers['webhook-timestamp'], String(Math.floor(h.clock.now() / 1000)));
   t.equal(message!.headers['content-type'], 'application/json');
