@@ -154,6 +154,7 @@ public:
         p.Set("prefillBudgetMs", params_.prefill_budget_ms);
         p.Set("overloadLifoMs", params_.overload_lifo_ms);
         p.Set("slotPromptSimilarity", params_.slot_prompt_similarity);
+        p.Set("prefixSharing", params_.prefix_sharing);
         p.Set("loras", loras_.IsEmpty() ? Napi::Array::New(env) : loras_.Value());
         if (!vision_.IsEmpty()) p.Set("vision", vision_.Value());
         if (spec_) p.Set("speculation", Napi::External<Speculation>::New(env, spec_.release()));
@@ -211,6 +212,10 @@ Napi::Value Engine::create(const Napi::CallbackInfo & info) {
         p.prefill_budget = static_cast<int32_t>(d);
     }
     read_in_range(env, o, "prefillBudgetMs", HOUR_MS, "params.prefillBudgetMs must be a number of milliseconds from 0 (no time target) to 3600000", p.prefill_budget_ms);
+    if (!o.Get("prefixSharing").IsUndefined()) {
+        if (!o.Get("prefixSharing").IsBoolean()) throw_coded(env, ErrorCode::INVALID_ARGUMENT, "params.prefixSharing must be a boolean");
+        p.prefix_sharing = o.Get("prefixSharing").As<Napi::Boolean>() ? 1 : 0;
+    }
     read_in_range(env, o, "overloadLifoMs", HOUR_MS, "params.overloadLifoMs must be a number of milliseconds from 0 (always oldest first) to 3600000", p.overload_lifo_ms);
     if (o.Get("serverParams").IsObject()) p.server = std::make_shared<common_params>(ServerParams::from_js(env, o.Get("serverParams")).params());
     if (p.server) p.slot_prompt_similarity = p.server->slot_prompt_similarity;
@@ -311,6 +316,14 @@ Engine::Engine(const Napi::CallbackInfo & info) : Napi::ObjectWrap<Engine>(info)
     }
     if (p.Get("speculation").IsExternal()) spec_.reset(p.Get("speculation").As<Napi::External<Speculation>>().Data());
     embeddings_ = p.Get("embeddings").ToBoolean();
+    {
+        // Cells can be shared when each holds one position's K/V for good: not recurrent states,
+        // not a sliding window that drops early positions.
+        const llama_model * m = model_->get();
+        const bool shareable = !llama_model_is_recurrent(m) && !llama_model_is_hybrid(m) && llama_model_n_swa(m) == 0;
+        const int32_t wanted = read_i32(p, "prefixSharing", -1);
+        sharing_ = !embeddings_ && shareable && (wanted < 0 ? params_.kv_unified : wanted > 0);
+    }
     pooling_ = llama_pooling_type(ctx_);
     n_embd_out_ = pooling_ == LLAMA_POOLING_TYPE_RANK ? static_cast<int32_t>(std::max<uint32_t>(1, llama_model_n_cls_out(model_->get())))
                                                       : llama_model_n_embd_out(model_->get());
@@ -626,6 +639,8 @@ Napi::Value Engine::js_metrics(const Napi::CallbackInfo & info) {
     Napi::Env env = info.Env();
     Napi::Object m = Napi::Object::New(env);
     m.Set("cachedTokens", static_cast<double>(counters_.cached_tokens.load()));
+    m.Set("sharedTokens", static_cast<double>(counters_.shared_tokens.load()));
+    m.Set("sharedJoins", static_cast<double>(counters_.shared_joins.load()));
     m.Set("busySlotDecodes", static_cast<double>(counters_.busy_slot_decodes.load()));
     m.Set("nTokensMax", static_cast<double>(counters_.n_tokens_max.load()));
     m.Set("promptTokens", static_cast<double>(counters_.prompt_tokens.load()));
@@ -661,6 +676,7 @@ Napi::Value Engine::js_info(const Napi::CallbackInfo & info) {
     m.Set("prefillBudgetMs", params_.prefill_budget_ms);
     m.Set("overloadLifoMs", params_.overload_lifo_ms);
     m.Set("slotPromptSimilarity", params_.slot_prompt_similarity);
+    m.Set("prefixSharing", sharing_);
     m.Set("nThreads", ctx_ ? llama_n_threads(ctx_) : 0);
     m.Set("nThreadsBatch", ctx_ ? llama_n_threads_batch(ctx_) : 0);
     m.Set("embeddings", embeddings_);

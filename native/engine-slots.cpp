@@ -222,6 +222,8 @@ void Engine::clear_slot(Slot & slot) {
     llama_memory_seq_rm(llama_get_memory(ctx_), slot.id, -1, -1);
     slot.cache.clear();
     slot.cache_media.clear();
+    slot.shared_len = 0;
+    slot.exact_end = SIZE_MAX;
     if (spec_) spec_->truncate(slot.id, 0);
 }
 

@@ -103,6 +103,9 @@ Slot * Engine::choose_slot(const CompletionTask & task) {
         Slot & s = slots_[task.id_slot];
         return s.busy() ? nullptr : &s;
     }
+    // With idle slots kept in the pool (no --cache-idle-slots), where a prompt goes decides what it
+    // destroys; with it they go to host memory at every start anyway, and llama-server's choice stands.
+    if (sharing_ && !(prompt_cache_ && params_.cache_idle_slots)) return choose_slot_sharing(task);
     Slot * best = nullptr;
     double best_similarity = 0;
     Slot * lru = nullptr;
@@ -161,7 +164,12 @@ void Engine::cache_idle_slots() {
 
 void Engine::start_task(Slot & slot, std::unique_ptr<CompletionTask> task, int64_t now) {
     llama_memory_t mem = llama_get_memory(ctx_);
-    if (prompt_cache_ && task->kind == TaskKind::COMPLETION && task->cache_prompt && task->media.empty()) swap_cached_prompt(slot, *task);
+    // With sharing, the host-memory prompt cache is asked only when it holds a longer prefix than
+    // the pool's cells: a prefix in the pool costs nothing, one from host memory a copy.
+    const bool use_ram = prompt_cache_ && task->kind == TaskKind::COMPLETION && task->cache_prompt && task->media.empty();
+    if (use_ram && (!sharing_ || prompt_cache_->longest_prefix(task->prompt, task->lora_scales) > longest_cached_prefix(slot, *task).n)) {
+        swap_cached_prompt(slot, *task);
+    }
     // K/V computed under other adapter scales cannot be reused.
     if (slot.cache_lora != task->lora_scales) {
         slot.cache.clear();
@@ -169,6 +177,8 @@ void Engine::start_task(Slot & slot, std::unique_ptr<CompletionTask> task, int64
     }
     std::vector<llama_token> previous;
     if (task->n_cache_reuse > 0 && task->cache_prompt && task->media.empty() && slot.cache_media.empty() && llama_memory_can_shift(mem)) {
+        // Moving cells that other sequences share would move them for those too.
+        unshare(slot);
         previous = slot.cache;
     }
     size_t keep = slot.assign(std::move(task), now);
@@ -181,6 +191,7 @@ void Engine::start_task(Slot & slot, std::unique_ptr<CompletionTask> task, int64
         slot.n_prompt_done = 0;
         slot.n_cached = 0;
     }
+    adopt_shared_prefix(slot, slot.cache.size());
     start_speculation(slot);
     // Penalty samplers see the prompt, as in llama-server.
     if (slot.task->sampler) {
@@ -208,6 +219,8 @@ void Engine::attach_backend_sampler(Slot & slot) {
 // pool that later batches' attention covers (a 512-token prompt's prefill was 20% slower after a
 // dozen such requests); this frees them for the next task instead (README, "cache_prompt").
 void Engine::release_slot(Slot & slot, int64_t now) {
+    // Slots waiting for this one's prefix take what it holds before its cells may go.
+    if (sharing_) settle_joins(&slot);
     if (slot.backend_sampler) {
         llama_set_sampler(ctx_, slot.id, nullptr);
         slot.backend_sampler = false;
@@ -269,6 +282,7 @@ size_t Engine::reuse_cache_chunks(Slot & slot, const std::vector<llama_token> & 
             continue;
         }
         const auto shift = static_cast<llama_pos>(head_p) - static_cast<llama_pos>(head_c);
+        slot.exact_end = std::min(slot.exact_end, head_p);  // moved K/V is not what a fresh computation gives
         llama_memory_seq_rm(mem, slot.id, static_cast<llama_pos>(head_p), static_cast<llama_pos>(head_c));
         llama_memory_seq_add(mem, slot.id, static_cast<llama_pos>(head_c), static_cast<llama_pos>(head_c + n_match), shift);
         slot.cache.insert(slot.cache.end(), prompt.begin() + head_p, prompt.begin() + head_p + n_match);
@@ -401,7 +415,7 @@ static size_t text_end(const CompletionTask & task, size_t done) {
 // logits (i_batch) on its last token.
 void Engine::add_prompt_tokens(const LoraGroup & group, int32_t budget) {
     std::vector<Slot *> prompting;
-    for (auto & s : slots_) if (s.state == SlotState::PROMPT && group.contains(s)) prompting.push_back(&s);
+    for (auto & s : slots_) if (s.state == SlotState::PROMPT && group.contains(s) && !s.joined()) prompting.push_back(&s);
     std::sort(prompting.begin(), prompting.end(), [](Slot * a, Slot * b) { return a->admission < b->admission; });
     for (Slot * s : prompting) {
         const auto & prompt = s->task->prompt;
@@ -464,7 +478,7 @@ int32_t Engine::decode_group(const LoraGroup & group) {
 // the most tokens (it fails: "Context size has been exceeded."). False when no busy slot is left.
 bool Engine::relieve_kv_pressure(int32_t & prompt_budget, int32_t n_generating) {
     llama_memory_t mem = llama_get_memory(ctx_);
-    if (drop_idle_caches(nullptr)) return true;
+    if (sharing_ ? evict_lru_idle() : drop_idle_caches(nullptr)) return true;
     if (batch_.n_tokens > n_generating && prompt_budget > 1) {
         prompt_budget /= 2;
         return true;
@@ -491,9 +505,7 @@ bool Engine::drop_idle_caches(const Slot * except) {
             prompt_cache_->save(ctx_, s.id, s.cache, s.cache_lora);
             prompt_cache_->trim();
         }
-        llama_memory_seq_rm(mem, s.id, -1, -1);
-        s.cache.clear();
-        s.forget_media_after(0);
+        clear_slot(s);
         freed = true;
     }
     return freed;
@@ -514,7 +526,7 @@ void Engine::fail_busy_slots(const std::string & message) {
 // around them goes through the shared batch.
 void Engine::eval_media() {
     for (auto & s : slots_) {
-        if (s.state != SlotState::PROMPT || s.task->media.empty()) continue;
+        if (s.state != SlotState::PROMPT || s.task->media.empty() || s.joined()) continue;
         for (const auto & span : s.task->media) {
             if (span.start != s.n_prompt_done) continue;
             llama_pos new_n_past = 0;
@@ -537,6 +549,7 @@ void Engine::eval_media() {
 
 void Engine::step() {
     if (!std::any_of(slots_.begin(), slots_.end(), [](const Slot & s) { return s.busy(); })) return;
+    if (sharing_) settle_joins(nullptr);
     if (vision_) eval_media();
     if (!decode_batch()) return;
     for (auto & s : slots_) {
@@ -660,8 +673,12 @@ bool Engine::shift_context(Slot & s) {
     const int32_t n_discard = std::clamp(task.n_discard > 0 ? task.n_discard : n_left / 2, 0, std::max(0, n_left - 1));
     if (n_discard == 0) return false;
     llama_memory_t mem = llama_get_memory(ctx_);
+    // Cells past the discarded run move: they must be this slot's alone.
+    if (s.shared_len > static_cast<size_t>(n_keep + n_discard) && !unshare(s)) return false;
     if (!llama_memory_seq_rm(mem, s.id, n_keep, n_keep + n_discard)) return false;
     llama_memory_seq_add(mem, s.id, n_keep + n_discard, n_past, -n_discard);
+    s.shared_len = std::min(s.shared_len, static_cast<size_t>(n_keep));
+    s.exact_end = std::min(s.exact_end, static_cast<size_t>(n_keep));
     if (spec_) spec_->shift(s.id, n_keep, n_discard, n_past);
     s.cache.erase(s.cache.begin() + n_keep, s.cache.begin() + n_keep + n_discard);
     s.truncated = true;

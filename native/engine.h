@@ -75,6 +75,13 @@ struct EngineParams {
     // largest fraction of its prompt when that fraction exceeds this, else to the least recently
     // used idle slot. 0: always the least recently used. From `server` when given.
     double slot_prompt_similarity = 0.1;
+    // Prefix sharing across slots (engine-sharing.cpp): a prompt starts from the longest prefix
+    // that any slot's cells hold (copied with llama_memory_seq_cp: in a unified pool the cells gain
+    // a sequence id, nothing is computed or copied), and waits for a prefix another slot is
+    // computing instead of computing it again. -1: on exactly when the pool is unified; 0 off;
+    // 1 on (without a unified pool a copy moves a whole stream's buffer). Never for embeddings or
+    // for models whose memory cannot share cells (recurrent, hybrid, sliding-window attention).
+    int32_t prefix_sharing = -1;
     // llama-server's parsed command line, when given: its context flags (KV cache types, SWA,
     // RoPE/YaRN, offload) apply as there; the fields above still decide what they name.
     std::shared_ptr<common_params> server;
@@ -96,6 +103,8 @@ struct EngineCounters {
     std::atomic<uint64_t> predicted_us{0};
     std::atomic<uint64_t> decode_calls{0};
     std::atomic<uint64_t> cached_tokens{0};     // prompt tokens reused from a slot's cache
+    std::atomic<uint64_t> shared_tokens{0};     // of those, tokens taken from another slot's cells (prefix sharing)
+    std::atomic<uint64_t> shared_joins{0};      // prompts that waited for another slot to compute their prefix
     std::atomic<uint64_t> busy_slot_decodes{0}; // busy slots summed over decode calls
     std::atomic<uint64_t> n_tokens_max{0};      // longest sequence seen in a slot (prompt + generation)
     std::atomic<uint64_t> context_shifts{0};
@@ -183,6 +192,19 @@ private:
     void fail(Slot & slot, const std::string & message);
     void emit(EngineEvent && event);
     void swap_cached_prompt(Slot & slot, const CompletionTask & task);
+    // engine thread, prefix sharing (engine-sharing.cpp)
+    struct PrefixSource {
+        Slot * slot = nullptr;
+        size_t n = 0;
+    };
+    size_t adopt_shared_prefix(Slot & slot, size_t keep);
+    PrefixSource longest_cached_prefix(const Slot & dst, const CompletionTask & task);
+    PrefixSource longest_pending_prefix(const Slot & dst, const CompletionTask & task);
+    void share_prefix(Slot & dst, Slot & src, size_t n);
+    void settle_joins(const Slot * ending);
+    bool unshare(Slot & slot);
+    bool evict_lru_idle();
+    Slot * choose_slot_sharing(const CompletionTask & task);
     void attach_backend_sampler(Slot & slot);
     void release_slot(Slot & slot, int64_t now_us);
     size_t reuse_cache_chunks(Slot & slot, const std::vector<llama_token> & previous, size_t keep);
@@ -219,6 +241,7 @@ private:
     EngineParams params_;
     int32_t n_ctx_seq_ = 0;
     bool embeddings_ = false;
+    bool sharing_ = false;    // prefix sharing in effect (EngineParams::prefix_sharing, decided at creation)
     enum llama_pooling_type pooling_ = LLAMA_POOLING_TYPE_NONE;
     int32_t n_embd_out_ = 0;
 

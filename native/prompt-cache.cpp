@@ -81,6 +81,14 @@ std::optional<std::vector<llama_token>> PromptCache::load(llama_context * ctx, i
     return tokens;
 }
 
+size_t PromptCache::longest_prefix(const std::vector<llama_token> & prompt, const std::vector<float> & lora) const {
+    size_t best = 0;
+    for (const auto & e : entries_) {
+        if (e.lora == lora) best = std::max(best, common_prefix_length(e.tokens, prompt));
+    }
+    return best;
+}
+
 void PromptCache::trim() {
     while (limit_bytes_ > 0 && !entries_.empty() && bytes() > limit_bytes_) entries_.pop_front();
     if (limit_tokens_ == 0) return;

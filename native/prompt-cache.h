@@ -32,6 +32,9 @@ public:
     std::optional<std::vector<llama_token>> load(llama_context * ctx, int32_t seq, const std::vector<llama_token> & prompt,
                                                  const std::vector<float> & lora, const std::vector<llama_token> & current, bool & failed);
 
+    // The longest common prefix of `prompt` with an entry computed under the same adapter scales.
+    size_t longest_prefix(const std::vector<llama_token> & prompt, const std::vector<float> & lora) const;
+
     // Evicts the oldest entries beyond the limits.
     void trim();
 

@@ -66,6 +66,12 @@ size_t Slot::assign(std::unique_ptr<CompletionTask> t, int64_t now_us) {
     }
     cache.resize(keep);
     forget_media_after(keep);
+    // The kept entries stay as exact as they were; everything past them is computed afresh.
+    if (exact_end >= keep) exact_end = SIZE_MAX;
+    shared_len = std::min(shared_len, keep);
+    join_slot = -1;
+    join_task = -1;
+    join_len = 0;
     n_prompt_done = keep;
     n_cached = static_cast<int32_t>(keep);
     state = SlotState::PROMPT;
@@ -156,6 +162,9 @@ std::string Slot::unsent() const {
 
 void Slot::release(int64_t now_us) {
     task.reset();
+    join_slot = -1;
+    join_task = -1;
+    join_len = 0;
     state = SlotState::IDLE;
     i_batch = -1;
     t_last_used_us = now_us;

@@ -1,6 +1,8 @@
 #pragma once
 // Slot: one sequence of the shared context (seq_id == slot id) and the task running in it.
 // Owned and touched only by the engine thread.
+#include <algorithm>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -39,6 +41,18 @@ struct Slot {
     int64_t t_last_used_us = 0;         // for least-recently-used slot choice
     uint64_t last_step = 0;             // engine step that last decoded this slot (fair LoRA groups)
     std::vector<float> cache_lora;      // adapter scales the cached K/V were computed with
+    // Prefix sharing (engine-sharing.cpp). `shared_len`: the leading positions whose cells other
+    // sequences may hold too (copied in from or out to another slot); a context shift or a
+    // --cache-reuse move of a position below it must first give the slot cells of its own, since
+    // moving a shared cell moves it for every sequence. `exact_end`: cache entries at and past it
+    // are not what computing them afresh gives (a context shift or --cache-reuse moved them), so
+    // they are never shared. `join_*`: while join_slot >= 0 the slot's prompt waits for slot
+    // join_slot (running task join_task) to compute its first join_len tokens, and then copies them.
+    size_t shared_len = 0;
+    size_t exact_end = SIZE_MAX;
+    int32_t join_slot = -1;
+    int64_t join_task = -1;
+    size_t join_len = 0;
     // Images in the cache: positions [start, start + n_pos) hold the embeddings of the image with
     // this hash. Entries past the cache's end, or over text, are stale and never match.
     // `chunk` (a copy of the image's chunk) lets a slot file carry the image.
@@ -46,6 +60,9 @@ struct Slot {
     std::vector<CachedMedia> cache_media;
 
     bool busy() const { return state != SlotState::IDLE; }
+    bool joined() const { return join_slot >= 0; }
+    // Cache entries that may be shared: the common prefix with a fresh computation.
+    size_t exact_len() const { return std::min(exact_end, cache.size()); }
 
     // Length of the prefix of `task`'s prompt already in this slot's cache: equal tokens, and
     // whole images that are the same image at the same position.

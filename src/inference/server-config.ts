@@ -25,6 +25,8 @@ export const OWN_FLAGS = [
   { names: ['--media-allow-remote'], kind: 'bool', key: 'mediaAllowRemote', help: 'fetch http(s) image URLs in chat messages (default: only data URLs)' },
   { names: ['--prefill-budget'], kind: 'int', key: 'prefillBudget', help: 'chunked prefill: most tokens a step decodes while any slot is generating (its tokens first, prompt chunks fill the rest); shorter stalls of running streams against slower long prompts; 0 = no budget, prompts fill -b as in llama-server (default ' + DEFAULT_PREFILL_BUDGET + ')' },
   { names: ['--prefill-budget-ms'], kind: 'int', key: 'prefillBudgetMs', help: 'chunked prefill: while any slot is generating, a step carries only the prompt tokens that the last steps\' costs say fit beside the generating tokens in this many ms (at least a quarter of -ub); with --prefill-budget, the smaller share wins; 0 = no time target (default ' + DEFAULT_PREFILL_BUDGET_MS + ')' },
+  { names: ['--prefix-sharing'], kind: 'bool', key: 'prefixSharing', help: 'prompts share prefixes across slots: a prompt starts from the longest prefix any slot\'s KV cells hold and waits for one another slot is computing, instead of computing it again (default: on with a unified KV pool, i.e. --kv-unified or -np not given; without one each share copies a slot\'s whole buffer)' },
+  { names: ['--no-prefix-sharing'], kind: 'bool', key: 'noPrefixSharing', help: 'turn prefix sharing across slots off (each slot reuses only its own cache, as llama-server)' },
   { names: ['--overload-lifo-ms'], kind: 'int', key: 'overloadLifoMs', help: 'adaptive LIFO: requests wait for a free slot oldest first, but once the oldest has waited this many ms (overload), newest first: most clients get a prompt answer while the oldest wait longer; 0 = always oldest first (default ' + DEFAULT_OVERLOAD_LIFO_MS + ')' },
   { names: ['--layer-window'], kind: 'string', key: 'layerWindow', choices: ['auto'], help: '"auto": as many layers on the GPU as its free memory holds (-ngl auto)' },
   { names: ['--models-spare'], kind: 'int', key: 'modelsSpare', help: 'router mode: model processes kept started without a model (Node and the addon loaded, about 75 MB each), so that loading a model skips process start-up (default 1; 0 = none)' },
@@ -201,6 +203,13 @@ export function cacheIdleSlotsWarning(v: ServerParamValues): string | null {
   return v.cacheIdleSlots && v.cacheRamMib === 0 ? '--cache-idle-slots requires --cache-ram, disabling' : null;
 }
 
+/** --prefix-sharing / --no-prefix-sharing (both given: a usage error); neither: the engine's default. */
+export function prefixSharingOption(own: OwnFlags): { prefixSharing?: boolean } {
+  if (own.prefixSharing && own.noPrefixSharing) throw new UsageError('--prefix-sharing and --no-prefix-sharing contradict each other');
+  if (own.noPrefixSharing) return { prefixSharing: false };
+  return own.prefixSharing ? { prefixSharing: true } : {};
+}
+
 /** The server's options from llama-server's parsed command line and our own flags. */
 export function serverOptions(v: ServerParamValues, own: OwnFlags, gpuAvailable: boolean): Omit<InferenceServerOptions, 'serverParams'> {
   const pooling = poolingName(v.poolingType);
@@ -225,6 +234,7 @@ export function serverOptions(v: ServerParamValues, own: OwnFlags, gpuAvailable:
     // As llama-server: with -np left to its default the slots share one KV pool; with -np given,
     // each slot has n_ctx / np unless --kv-unified.
     kvUnified: v.nParallel < 0 ? true : v.kvUnified,
+    ...prefixSharingOption(own),
     ...(v.aliases[0] !== undefined ? { alias: v.aliases[0], aliases: v.aliases } : {}),
     apiKeys: v.apiKeys,
     metrics: v.endpointMetrics,

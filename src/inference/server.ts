@@ -45,6 +45,8 @@ export interface InferenceServerOptions extends TransportOptions {
   overloadLifoMs?: number;
   /** One KV pool shared by the slots (default); false gives each slot n_ctx / parallel, as llama-server's --no-kv-unified. */
   kvUnified?: boolean;
+  /** --prefix-sharing / --no-prefix-sharing: prompts share prefixes across slots' KV cells; default on with a unified pool. */
+  prefixSharing?: boolean;
   alias?: string;
   apiKeys: string[];
   metrics: boolean;
@@ -139,6 +141,7 @@ function serviceLoadOptions(options: InferenceServerOptions): ServiceLoadOptions
     prefillBudgetMs: options.prefillBudgetMs ?? DEFAULT_PREFILL_BUDGET_MS,
     overloadLifoMs: options.overloadLifoMs ?? DEFAULT_OVERLOAD_LIFO_MS,
     kvUnified: options.kvUnified ?? true,
+    ...(options.prefixSharing !== undefined ? { prefixSharing: options.prefixSharing } : {}),
     alias: options.alias,
     nPredict: options.nPredict,
     embedding: options.embedding ?? false,

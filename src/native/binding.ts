@@ -374,6 +374,12 @@ export interface EngineParams {
    */
   prefillBudgetMs?: number;
   /**
+   * Prefix sharing across slots: a prompt starts from the longest prefix any slot's KV cells hold
+   * (no computation, no copy in a unified pool) and waits for a prefix another slot is computing.
+   * Default: on when kvUnified. Never for embeddings or for recurrent, hybrid or sliding-window models.
+   */
+  prefixSharing?: boolean;
+  /**
    * Adaptive LIFO in ms: free slots go to waiting tasks oldest first, but once the oldest has
    * waited this long, newest first (prompts then go in by admission order). A number 0..3600000,
    * 0 = always oldest first. Default 1000.
@@ -558,6 +564,10 @@ export interface EngineMetrics {
   promptTokens: number;
   /** Prompt tokens reused from a slot's cache. */
   cachedTokens: number;
+  /** Of those, tokens taken from another slot's cells (prefix sharing). */
+  sharedTokens: number;
+  /** Prompts that waited for another slot to compute their shared prefix. */
+  sharedJoins: number;
   /** Busy slots summed over decode calls (over decodeCalls: the average). */
   busySlotDecodes: number;
   /** The longest sequence a slot has held (prompt + generation). */
@@ -592,6 +602,8 @@ export interface EngineInfo {
   overloadLifoMs: number;
   /** Slot choice's similarity threshold (EngineParams.slotPromptSimilarity). */
   slotPromptSimilarity: number;
+  /** Prefix sharing across slots in effect (EngineParams.prefixSharing, and what the model's memory allows). */
+  prefixSharing: boolean;
   nThreads: number;
   nThreadsBatch: number;
   embeddings: boolean;

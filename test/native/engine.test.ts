@@ -114,7 +114,8 @@ t.test('a task with cache_prompt false frees its KV cells when it ends; one with
 // Three slots; A's prompt fills slot 0, B's slot 1 (their only common token, BOS, is under a tenth
 // of either prompt), then A's prompt continued arrives while slot 2 has never been used.
 async function slotChoices(t: Test, slotPromptSimilarity?: number): Promise<{ continued: number; freedSlot: number; slots: number[] }> {
-  const e = await InferenceEngine.create(model, { nCtx: 1024, nParallel: 3, ...(slotPromptSimilarity === undefined ? {} : { slotPromptSimilarity }) });
+  // llama-server's choice: without prefix sharing (with it and idle slots kept in the pool, the choice is the next test's).
+  const e = await InferenceEngine.create(model, { nCtx: 1024, nParallel: 3, prefixSharing: false, ...(slotPromptSimilarity === undefined ? {} : { slotPromptSimilarity }) });
   t.teardown(() => e.dispose());
   const a = 'Alpha is the first prompt of this test and it is long enough for a share';
   const b = 'Bravo comes second and has nothing in common with the first one at all';
@@ -139,6 +140,24 @@ t.test('slot choice with slotPromptSimilarity 0: always the least recently used 
   const { continued, freedSlot } = await slotChoices(t, 0);
   t.equal(continued, 2, 'A continued: the never-used slot 2');
   t.equal(freedSlot, 0, 'B: slot 0, used longest ago');
+});
+
+t.test('slot choice with prefix sharing and idle slots kept in the pool: the idle slot whose cache the prompt loses least of', async (t) => {
+  const e = await InferenceEngine.create(model, { nCtx: 1024, nParallel: 3 });
+  t.teardown(() => e.dispose());
+  t.equal(e.native.info().prefixSharing, true, 'on with the (default) unified pool');
+  const a = 'Alpha is the first prompt of this test and it is long enough for a share';
+  const b = 'Bravo comes second and has nothing in common with the first one at all';
+  const first = await e.run(greedy(a, 2));
+  const second = await e.run(greedy(b, 2));
+  t.same([first.slot, second.slot], [0, 1], 'A and B: empty slots');
+  const continued = await e.run(greedy(a + ' and then some more', 2));
+  t.equal(continued.slot, 2, 'A continued: the empty slot, which loses nothing');
+  t.equal(continued.nCached, prompt(a).length, "it took A's prompt from slot 0's cells");
+  t.equal(e.native.slots()[0]!.nCache, first.nPrompt + 1, 'slot 0 kept its cache');
+  const opted = await e.run(greedy(b, 2, { cachePrompt: false }));
+  t.equal(opted.slot, 1, "B again: the slot holding B (it loses only B's answer)");
+  t.equal(opted.nCached, 0, 'cache_prompt false: nothing reused, not even from another slot');
 });
 
 // --cache-idle-slots with --cache-ram, as llama-server: when a task starts, every idle slot's cache

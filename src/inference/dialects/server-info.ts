@@ -106,6 +106,9 @@ export function metricsText(report: MetricsReport, counters: RequestCounters): s
   metric('requests_processing', 'gauge', 'Number of requests processing', m.busySlots);
   metric('requests_deferred', 'gauge', 'Number of requests deferred', m.queued);
   metric('n_busy_slots_per_decode', 'gauge', 'Average number of busy slots per llama_decode() call', m.decodeCalls > 0 ? m.busySlotDecodes / m.decodeCalls : 0);
+  // Prefix sharing (this server's own): of the cached tokens, those taken from another slot's cells.
+  metric('prompt_tokens_shared_total', 'counter', 'Number of prompt tokens taken from another slot\'s KV cells (prefix sharing), included in prompt_tokens_cached_total', m.sharedTokens);
+  metric('prompt_shared_joins_total', 'counter', 'Number of prompts that waited for another slot to compute their shared prefix', m.sharedJoins);
   if (m.acceptedPerPos && (m.draftSteps ?? 0) > 0) {
     // llama-server's labeled counter: one series per draft position.
     lines.push('# HELP llamacpp:spec_decode_num_accepted_tokens_per_pos_total Accepted tokens per draft position', '# TYPE llamacpp:spec_decode_num_accepted_tokens_per_pos_total counter');

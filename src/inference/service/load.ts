@@ -29,6 +29,8 @@ export interface ServiceLoadOptions {
   /** Adaptive LIFO's threshold (EngineParams.overloadLifoMs). */
   overloadLifoMs: number;
   kvUnified: boolean;
+  /** Prefix sharing across slots (EngineParams.prefixSharing); undefined: the engine's default (on with a unified pool). */
+  prefixSharing?: boolean;
   alias?: string;
   nPredict: number;
   /** --embedding / --rerank: an engine that embeds (and refuses completions). */
@@ -108,6 +110,7 @@ export function loadInferenceService(options: ServiceLoadOptions, onProgress: (p
         prefillBudget: options.prefillBudget,
         prefillBudgetMs: options.prefillBudgetMs,
         overloadLifoMs: options.overloadLifoMs,
+        ...(options.prefixSharing !== undefined ? { prefixSharing: options.prefixSharing } : {}),
       });
       return new InferenceService(model, vision, engine, {
         modelPath: runtime.model,

@@ -10,7 +10,7 @@ import type { EngineMetrics } from '../../native/binding.js';
 type Cumulative = Omit<EngineMetrics, 'queued' | 'busySlots'>;
 
 const ZERO: Cumulative = {
-  promptTokens: 0, cachedTokens: 0, busySlotDecodes: 0, nTokensMax: 0, promptMs: 0,
+  promptTokens: 0, cachedTokens: 0, sharedTokens: 0, sharedJoins: 0, busySlotDecodes: 0, nTokensMax: 0, promptMs: 0,
   predictedTokens: 0, predictedMs: 0, decodeCalls: 0, contextShifts: 0, tasksDone: 0,
 };
 
@@ -65,6 +65,8 @@ function add(a: Cumulative, b: Cumulative): Cumulative {
   return {
     promptTokens: a.promptTokens + b.promptTokens,
     cachedTokens: a.cachedTokens + b.cachedTokens,
+    sharedTokens: a.sharedTokens + b.sharedTokens,
+    sharedJoins: a.sharedJoins + b.sharedJoins,
     busySlotDecodes: a.busySlotDecodes + b.busySlotDecodes,
     nTokensMax: Math.max(a.nTokensMax, b.nTokensMax),
     promptMs: a.promptMs + b.promptMs,
