@@ -51,10 +51,10 @@ export function uninstallGlobal(prefix, names) {
 }
 
 /**
- * Starts an installed bin and resolves with its base URL once a line matches `ready` (the URL
- * taken from that line); `stop()` ends it and waits for it.
+ * Starts an installed bin. `waitFor(pattern)` resolves with its next stderr line that matches
+ * (throwing, with what it printed, when it ends first); `stop()` ends it and waits for it.
  */
-export async function startBin(file, args, { env = process.env, cwd = ROOT, ready }) {
+export function startBin(file, args, { env = process.env, cwd = ROOT } = {}) {
   const child = spawn(file, args, { cwd, env, stdio: ['ignore', 'pipe', 'pipe'] });
   const exited = new Promise((resolve) => child.once('exit', resolve));
   const stop = async () => {
@@ -62,28 +62,33 @@ export async function startBin(file, args, { env = process.env, cwd = ROOT, read
     await exited;
   };
   const seen = [];
-  const lines = createInterface({ input: child.stderr });
   child.stdout.on('data', (chunk) => seen.push(String(chunk).trimEnd()));
-  for await (const line of lines) {
-    seen.push(line);
-    if (ready.test(line)) return { base: /https?:\/\/[\w.]+:\d+/.exec(line)[0], stop };
-  }
-  await stop();
-  throw new Error(`${file} ended before "${ready}":\n${seen.join('\n')}`);
+  const lines = createInterface({ input: child.stderr })[Symbol.asyncIterator]();
+  const waitFor = async (pattern) => {
+    for (let next = await lines.next(); !next.done; next = await lines.next()) {
+      seen.push(next.value);
+      if (pattern.test(next.value)) return next.value;
+    }
+    await stop();
+    throw new Error(`${file} ended before "${pattern}":\n${seen.join('\n')}`);
+  };
+  return { waitFor, stop };
 }
+
+const baseUrl = (line) => /https?:\/\/[\w.]+:\d+/.exec(line)[0];
 
 async function json(res) {
   return { status: res.status, body: await res.json() };
 }
 
-/** inference-server from the prefix: the health check once the model is loaded, then one completion. */
+/** inference-server from the prefix: the health check once it says the model is ready, then one completion. */
 export async function probeInferenceServer(prefix, model) {
-  const server = await startBin(join(prefix, 'bin', 'inference-server'), ['-m', model, '--port', '0', '-c', '512', '-np', '1'],
-    { ready: /^inference-server: listening on/ });
+  const server = startBin(join(prefix, 'bin', 'inference-server'), ['-m', model, '--port', '0', '-c', '512', '-np', '1']);
   try {
-    let health = await json(await fetch(`${server.base}/health`));
-    while (health.status === 503) health = await json(await fetch(`${server.base}/health`));
-    const completion = await json(await fetch(`${server.base}/completion`, {
+    const base = baseUrl(await server.waitFor(/^inference-server: listening on/));
+    await server.waitFor(/^inference-server: model ready/);
+    const health = await json(await fetch(`${base}/health`));
+    const completion = await json(await fetch(`${base}/completion`, {
       method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ prompt: 'Hello', n_predict: 4 }),
     }));
     return { health, completion };
@@ -98,11 +103,12 @@ export async function probeAuthServer(prefix, dataDir) {
   // As root, the embedded PostgreSQL runs as the postgres user, which must be able to enter it.
   chmodSync(dataDir, 0o711);
   const adminKey = 'packed-install-admin-key-0123456789';
-  const server = await startBin(join(prefix, 'bin', 'auth-server'), ['--port', '0', '--workers', '1'],
-    { cwd: dataDir, env: { ...process.env, AUTH_ADMIN_KEY: adminKey, AUTH_DATA_DIR: join(dataDir, 'data') }, ready: /\[auth-server\] listening on/ });
+  const server = startBin(join(prefix, 'bin', 'auth-server'), ['--port', '0', '--workers', '1'],
+    { cwd: dataDir, env: { ...process.env, AUTH_ADMIN_KEY: adminKey, AUTH_DATA_DIR: join(dataDir, 'data') } });
   try {
-    const jwks = await json(await fetch(`${server.base}/.well-known/jwks.json`));
-    const app = await json(await fetch(`${server.base}/admin/apps`, {
+    const base = baseUrl(await server.waitFor(/\[auth-server\] listening on/));
+    const jwks = await json(await fetch(`${base}/.well-known/jwks.json`));
+    const app = await json(await fetch(`${base}/admin/apps`, {
       method: 'POST', headers: { 'content-type': 'application/json', 'x-admin-key': adminKey }, body: JSON.stringify({ slug: 'shop', name: 'Shop' }),
     }));
     return { jwks, app };
