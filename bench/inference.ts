@@ -8,12 +8,13 @@ import { join, relative } from 'node:path';
 import { promisify } from 'node:util';
 import { ensureBenchModel } from '../test/fixtures/models.js';
 import { REPO_ROOT, referenceTool } from '../test/helpers/reference.js';
-import { BenchError, completionBody, httpJson, median, percentile, promptTokens, requestLoop, streamCompletion } from './load.js';
+import { BenchError, CACHE_MODE, completionBody, httpJson, median, percentile, promptTokens, requestLoop, streamCompletion, type CacheMode } from './load.js';
 import { ratioTarget, type Profile, type Row, type Scenario, type ScenarioContext } from './scenario.js';
 import { startServer, type ServerLaunch } from './servers.js';
 import { cpuMeter, waitForQuiet, type CpuUsage } from './cpu.js';
 import { EMBEDDING_PROFILE, RERANK_PROFILE } from './embedding-profiles.js';
 import { MIXED_PROFILE } from './mixed-profile.js';
+import { AGENT_PROFILE } from './agent-profile.js';
 import { ROUTER_PROFILE } from './router-profile.js';
 import { SPEC_DRAFT_PROFILE, SPEC_NGRAM_PROFILE, SPEC_SELF_PROFILE } from './speculative-profiles.js';
 
@@ -30,39 +31,39 @@ function checkPredicted(ctx: ScenarioContext, what: string, got: number, want: n
 
 const SINGLE = { prompt: 512, predict: 128, reps: 5 };
 
-const singleStream: Scenario = {
-  id: 'single',
-  title: 'single stream',
+const singleStream = (mode: CacheMode): Scenario => ({
+  id: `single${CACHE_MODE[mode].id}`,
+  title: `single stream${CACHE_MODE[mode].title}`,
   timeoutSeconds: 60,
-  description: `1 client, ${SINGLE.prompt}-token prompt (token ids), ${SINGLE.predict} generated, stream, ignore_eos, cache_prompt false; median of ${SINGLE.reps} runs after a warm-up. Decode = (n-1) tokens / (final event - first token event), client-side; TTFT = request start -> first token event.`,
+  description: `1 client, ${SINGLE.prompt}-token prompt (token ids), ${SINGLE.predict} generated, stream, ignore_eos, ${CACHE_MODE[mode].words}; median of ${SINGLE.reps} runs after a warm-up. Decode = (n-1) tokens / (final event - first token event), client-side; TTFT = request start -> first token event.`,
   metrics: [
     { key: 'decode', label: 'decode tokens/s', unit: 'tok/s', kind: 'throughput' },
     { key: 'ttft', label: 'time to first token', unit: 'ms', kind: 'latency' },
     { key: 'decodeServer', label: 'decode tokens/s (server timings)', unit: 'tok/s', kind: 'info' },
   ],
   async run(ctx) {
-    await streamCompletion(ctx.base, '/completion', completionBody(promptTokens(SINGLE.prompt, 1000), 16, 1));
+    await streamCompletion(ctx.base, '/completion', completionBody(promptTokens(SINGLE.prompt, 1000), 16, 1, mode));
     const decode: number[] = [];
     const ttft: number[] = [];
     const server: number[] = [];
     for (let i = 0; i < SINGLE.reps; i++) {
-      const r = await streamCompletion(ctx.base, '/completion', completionBody(promptTokens(SINGLE.prompt, 1001 + i), SINGLE.predict, 10 + i));
+      const r = await streamCompletion(ctx.base, '/completion', completionBody(promptTokens(SINGLE.prompt, 1001 + i), SINGLE.predict, 10 + i, mode));
       checkPredicted(ctx, 'single stream', r.predicted, SINGLE.predict);
-      if (r.promptN !== SINGLE.prompt) ctx.note(`${ctx.server}: single stream: prompt_n ${r.promptN}, expected ${SINGLE.prompt} (cache_prompt false)`);
+      if (r.promptN !== SINGLE.prompt) ctx.note(`${ctx.server}: single stream: prompt_n ${r.promptN}, expected ${SINGLE.prompt} (a different prompt each run)`);
       decode.push(((r.predicted - 1) * 1000) / (r.endAt - (r.startAt + r.firstTokenMs)));
       ttft.push(r.firstTokenMs);
       server.push(Number(r.timings.predicted_per_second));
     }
     return { decode: median(decode), ttft: median(ttft), decodeServer: median(server) };
   },
-};
+});
 
-function concurrent(clients: number, prompt: number, predict: number, waves: number): Scenario {
+function concurrent(clients: number, prompt: number, predict: number, waves: number, mode: CacheMode): Scenario {
   return {
-    id: `concurrent-${clients}`,
-    title: `${clients} concurrent streams`,
+    id: `concurrent-${clients}${CACHE_MODE[mode].id}`,
+    title: `${clients} concurrent streams${CACHE_MODE[mode].title}`,
     timeoutSeconds: 120,
-    description: `${clients} streaming clients started together, each a different ${prompt}-token prompt, ${predict} generated, ignore_eos, cache_prompt false; ${waves} wave${waves > 1 ? 's' : ''} after a short warm-up wave (16-token prompts, 8 generated). Aggregate = all generated tokens / wall time of the wave${waves > 1 ? 's' : ''}; TTFT percentiles over its ${clients * waves} requests.`,
+    description: `${clients} streaming clients started together, each a different ${prompt}-token prompt, ${predict} generated, ignore_eos, ${CACHE_MODE[mode].words}; ${waves} wave${waves > 1 ? 's' : ''} after a short warm-up wave (16-token prompts, 8 generated). Aggregate = all generated tokens / wall time of the wave${waves > 1 ? 's' : ''}; TTFT percentiles over its ${clients * waves} requests.`,
     metrics: [
       { key: 'aggregate', label: 'aggregate tokens/s', unit: 'tok/s', kind: 'throughput' },
       { key: 'ttftP50', label: 'TTFT p50', unit: 'ms', kind: 'latency' },
@@ -74,7 +75,7 @@ function concurrent(clients: number, prompt: number, predict: number, waves: num
         const t0 = performance.now();
         const results = await Promise.all(
           Array.from({ length: clients }, (_, i) =>
-            streamCompletion(ctx.base, '/completion', completionBody(promptTokens(promptLength, 100_000 * clients + 1000 * w + i), nPredict, 1000 * w + i)),
+            streamCompletion(ctx.base, '/completion', completionBody(promptTokens(promptLength, 100_000 * clients + 1000 * w + i), nPredict, 1000 * w + i, mode)),
           ),
         );
         const wall = Math.max(...results.map((r) => r.endAt)) - t0;
@@ -101,18 +102,18 @@ function concurrent(clients: number, prompt: number, predict: number, waves: num
 
 const PROMPT = { tokens: 2000, reps: 2 };
 
-const promptProcessing: Scenario = {
-  id: 'prompt',
-  title: 'prompt processing',
+const promptProcessing = (mode: CacheMode): Scenario => ({
+  id: `prompt${CACHE_MODE[mode].id}`,
+  title: `prompt processing${CACHE_MODE[mode].title}`,
   timeoutSeconds: 90,
-  description: `${PROMPT.tokens}-token prompt (token ids), n_predict 1, not streamed, cache_prompt false; median of ${PROMPT.reps} runs after a warm-up. Client-side = ${PROMPT.tokens} / whole request time.`,
+  description: `${PROMPT.tokens}-token prompt (token ids, a different one each run), n_predict 1, not streamed, ${CACHE_MODE[mode].words}; median of ${PROMPT.reps} runs after a warm-up. Client-side = ${PROMPT.tokens} / whole request time.`,
   metrics: [
     { key: 'pp', label: 'prompt tokens/s', unit: 'tok/s', kind: 'throughput' },
     { key: 'ppServer', label: 'prompt tokens/s (server timings)', unit: 'tok/s', kind: 'info' },
   ],
   async run(ctx) {
     const one = async (seed: number) => {
-      const body = completionBody(promptTokens(PROMPT.tokens, seed), 1, seed);
+      const body = completionBody(promptTokens(PROMPT.tokens, seed), 1, seed, mode);
       const res = await httpJson(ctx.base, 'POST', '/completion', body, 300_000);
       if (res.status !== 200 || !res.body?.timings) {
         throw new BenchError(`${ctx.server}: POST /completion (${PROMPT.tokens}-token prompt) answered ${res.status}`, res.text.slice(0, 2000));
@@ -126,7 +127,7 @@ const promptProcessing: Scenario = {
     for (let i = 0; i < PROMPT.reps; i++) runs.push(await one(2001 + i));
     return { pp: median(runs.map((r) => r.client)), ppServer: median(runs.map((r) => r.server)) };
   },
-};
+});
 
 const TOKENIZE = { connections: 64, seconds: 5, warmupSeconds: 1 };
 const TOKENIZE_TEXT = 'The quick brown fox jumps over the lazy dog. Benchmarks measure what a server does per request, not per token.';
@@ -177,10 +178,15 @@ export const GENERATION_PROFILE: Profile = {
   // complete in it) and then a second, so first tokens come in two groups. With 32 x 128 = 2 x 2048
   // the groups are 16 and 16 and the median falls on the boundary between them, so that p50 jumps
   // by a whole batch time (~2.5 s) with one request more or less in the first batch.
-  scenarios: [singleStream, concurrent(8, 128, 128, 2), concurrent(32, 96, 64, 1), promptProcessing, tokenize],
+  // Each row twice: with cache_prompt false (each task computes its prompt; ours frees its cells
+  // at the end) and with clients' defaults (no cache_prompt field: both servers keep idle slots' cells).
+  scenarios: [
+    ...(['no-cache', 'defaults'] as const).flatMap((mode) => [singleStream(mode), concurrent(8, 128, 128, 2, mode), concurrent(32, 96, 64, 1, mode), promptProcessing(mode)]),
+    tokenize,
+  ],
 };
 
-export const PROFILES: Profile[] = [GENERATION_PROFILE, MIXED_PROFILE, EMBEDDING_PROFILE, RERANK_PROFILE, SPEC_DRAFT_PROFILE, SPEC_SELF_PROFILE, SPEC_NGRAM_PROFILE, ROUTER_PROFILE];
+export const PROFILES: Profile[] = [GENERATION_PROFILE, AGENT_PROFILE, MIXED_PROFILE, EMBEDDING_PROFILE, RERANK_PROFILE, SPEC_DRAFT_PROFILE, SPEC_SELF_PROFILE, SPEC_NGRAM_PROFILE, ROUTER_PROFILE];
 
 // ---------------------------------------------------------------------------------------------
 // Build checks

@@ -32,10 +32,23 @@ export function promptTokens(n: number, seed: number, lo = 100, hi = 40000): num
 /** Identical sampling settings sent by every request (llama-server's defaults, spelled out). */
 const SAMPLING = { temperature: 0.8, top_k: 40, top_p: 0.95, min_p: 0.05 };
 
-/** A /completion body: token-id prompt, ignore_eos (exactly nPredict tokens), no prompt cache. */
-export function completionBody(prompt: number[], nPredict: number, seed: number): Record<string, unknown> {
-  return { prompt, n_predict: nPredict, ignore_eos: true, cache_prompt: false, seed, ...SAMPLING };
+/**
+ * How a scenario's requests treat the prompt cache: 'no-cache' sends cache_prompt: false (each
+ * task computes its whole prompt and, on ours, frees its cells when it ends); 'defaults' sends no
+ * cache_prompt field, as real clients do (the servers' default: prompt caching on).
+ */
+export type CacheMode = 'no-cache' | 'defaults';
+
+/** A /completion body: token-id prompt, ignore_eos (exactly nPredict tokens), cache_prompt false unless `mode` is 'defaults'. */
+export function completionBody(prompt: number[], nPredict: number, seed: number, mode: CacheMode = 'no-cache'): Record<string, unknown> {
+  return { prompt, n_predict: nPredict, ignore_eos: true, ...(mode === 'no-cache' ? { cache_prompt: false } : {}), seed, ...SAMPLING };
 }
+
+/** Scenario id and title suffixes, and the description's words, of a cache mode. */
+export const CACHE_MODE = {
+  'no-cache': { id: '', title: '', words: 'cache_prompt false' },
+  defaults: { id: '-default', title: " (clients' defaults)", words: 'no cache_prompt field (clients\' default: prompt caching on)' },
+} as const;
 
 // ---------------------------------------------------------------------------------------------
 // JSON requests
@@ -363,3 +376,84 @@ export function percentile(xs: readonly number[], p: number): number {
 }
 
 export const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+
+// ---------------------------------------------------------------------------------------------
+// Streaming chat completions (OpenAI format)
+
+export interface ChatStreamResult {
+  /** Client-side milliseconds from sending the request to the first chunk that carries text, reasoning or a tool call. */
+  firstTokenMs: number;
+  startAt: number;
+  /** Arrival (performance.now()) of the end of the stream. */
+  endAt: number;
+  /** From the last chunk's timings (both servers send them): prompt tokens evaluated and taken from a cache. */
+  promptTokens: number;
+  cachedTokens: number;
+}
+
+/**
+ * POSTs a chat body with stream: true to /v1/chat/completions. The first token is the first chunk
+ * whose delta carries content, reasoning or a tool call: a chunk with only the role (which one
+ * server sends at once and the other with the first token) does not count.
+ */
+export function streamChat(base: string, body: Record<string, unknown>, timeoutMs = 300_000): Promise<ChatStreamResult> {
+  return new Promise((resolve, reject) => {
+    const payload = Buffer.from(JSON.stringify({ ...body, stream: true }));
+    const startAt = performance.now();
+    let firstAt = -1;
+    let timings: Record<string, number> = {};
+    let buf = '';
+    const req = request(
+      `${base}/v1/chat/completions`,
+      { method: 'POST', agent, headers: { 'content-type': 'application/json', 'content-length': String(payload.length) }, timeout: timeoutMs },
+      (res) => {
+        res.setEncoding('utf8');
+        if (res.statusCode !== 200) {
+          let text = '';
+          res.on('data', (c: string) => (text += c));
+          res.on('end', () => reject(new BenchError(`POST /v1/chat/completions answered ${res.statusCode}`, text.slice(0, 2000))));
+          return;
+        }
+        res.on('data', (chunk: string) => {
+          const now = performance.now();
+          buf += chunk;
+          let sep: number;
+          while ((sep = buf.indexOf('\n\n')) >= 0) {
+            const block = buf.slice(0, sep);
+            buf = buf.slice(sep + 2);
+            for (const line of block.split('\n')) {
+              if (!line.startsWith('data:')) continue;
+              const data = line.slice(5).trim();
+              if (data === '[DONE]') continue;
+              let ev: any;
+              try {
+                ev = JSON.parse(data);
+              } catch {
+                reject(new BenchError('POST /v1/chat/completions: unparsable SSE event', data.slice(0, 2000)));
+                req.destroy();
+                return;
+              }
+              if (ev.error) {
+                reject(new BenchError('POST /v1/chat/completions streamed an error', data.slice(0, 2000)));
+                req.destroy();
+                return;
+              }
+              const delta = ev.choices?.[0]?.delta ?? {};
+              if (firstAt < 0 && (delta.content || delta.reasoning_content || delta.tool_calls?.length)) firstAt = now;
+              if (ev.timings) timings = ev.timings;
+            }
+          }
+        });
+        res.on('error', reject);
+        res.on('end', () => {
+          const endAt = performance.now();
+          if (firstAt < 0) firstAt = endAt;
+          resolve({ firstTokenMs: firstAt - startAt, startAt, endAt, promptTokens: Number(timings.prompt_n ?? NaN), cachedTokens: Number(timings.cache_n ?? NaN) });
+        });
+      },
+    );
+    req.on('timeout', () => req.destroy(new BenchError(`POST /v1/chat/completions: no answer within ${timeoutMs} ms`)));
+    req.on('error', reject);
+    req.end(payload);
+  });
+}

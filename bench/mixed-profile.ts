@@ -2,7 +2,7 @@
 // running stream sees when someone else's long prompt comes in (the gaps between its tokens), what
 // the newcomer sees (time to its first token), and the aggregate throughput, on both servers.
 import { ensureBenchModel } from '../test/fixtures/models.js';
-import { BenchError, completionBody, percentile, promptTokens, streamCompletion } from './load.js';
+import { BenchError, CACHE_MODE, completionBody, percentile, promptTokens, streamCompletion, type CacheMode } from './load.js';
 import type { Profile, Scenario, ScenarioContext } from './scenario.js';
 
 /**
@@ -59,10 +59,10 @@ function tokenTracker(trace: MixedTrace, window: Window, gaps: boolean): (at: nu
 }
 
 /** One stream: answers of streamPredict tokens back to back until `signal` aborts. */
-async function streamLoop(ctx: ScenarioContext, index: number, trace: MixedTrace, window: Window, started: () => void, signal: AbortSignal): Promise<void> {
+async function streamLoop(ctx: ScenarioContext, mode: CacheMode, index: number, trace: MixedTrace, window: Window, started: () => void, signal: AbortSignal): Promise<void> {
   let first = false;
   for (let n = 0; !signal.aborted; n++) {
-    const body = completionBody(promptTokens(MIXED.streamPrompt, 500_000 + 1000 * index + n), MIXED.streamPredict, 1000 * index + n);
+    const body = completionBody(promptTokens(MIXED.streamPrompt, 500_000 + 1000 * index + n), MIXED.streamPredict, 1000 * index + n, mode);
     const track = tokenTracker(trace, window, true);
     try {
       const r = await streamCompletion(ctx.base, '/completion', body, {
@@ -83,11 +83,11 @@ async function streamLoop(ctx: ScenarioContext, index: number, trace: MixedTrace
   }
 }
 
-const mixed: Scenario = {
-  id: 'mixed',
-  title: 'mixed load',
+const mixed = (mode: CacheMode): Scenario => ({
+  id: `mixed${CACHE_MODE[mode].id}`,
+  title: `mixed load${CACHE_MODE[mode].title}`,
   timeoutSeconds: 120 + 2 * 24 * SCALE,
-  description: `-np ${MIXED.parallel} -c ${MIXED.ctx}: ${MIXED.streams} streams each generating ${MIXED.streamPredict}-token answers (${MIXED.streamPrompt}-token prompts) back to back; once all stream, a ${MIXED.newcomerPrompt}-token prompt (${MIXED.newcomerPredict} generated) arrives every ${MIXED.everyMs / 1000} s for ${MIXED.windowMs / 1000} s (the window; streams are cut at its end)${SCALE !== 1 ? ` (BENCH_MIXED_SCALE=${SCALE})` : ''}. Gaps = client-side time between two consecutive token events of one stream answer, inside the window; time in gaps > ${MIXED.longGapMs} ms = the sum of those gaps per stream; TTFT = a newcomer's request start -> its first token event; aggregate = all tokens whose event arrived inside the window / the window.`,
+  description: `-np ${MIXED.parallel} -c ${MIXED.ctx}: ${MIXED.streams} streams each generating ${MIXED.streamPredict}-token answers (${MIXED.streamPrompt}-token prompts) back to back (${CACHE_MODE[mode].words}); once all stream, a ${MIXED.newcomerPrompt}-token prompt (${MIXED.newcomerPredict} generated) arrives every ${MIXED.everyMs / 1000} s for ${MIXED.windowMs / 1000} s (the window; streams are cut at its end)${SCALE !== 1 ? ` (BENCH_MIXED_SCALE=${SCALE})` : ''}. Gaps = client-side time between two consecutive token events of one stream answer, inside the window; time in gaps > ${MIXED.longGapMs} ms = the sum of those gaps per stream; TTFT = a newcomer's request start -> its first token event; aggregate = all tokens whose event arrived inside the window / the window.`,
   metrics: [
     { key: 'gapMax', label: 'streams: worst inter-token gap', unit: 'ms', kind: 'latency', targetRatio: 0.3 },
     { key: 'gapP99', label: 'streams: inter-token gap p99', unit: 'ms', kind: 'info' },
@@ -98,8 +98,8 @@ const mixed: Scenario = {
   ],
   async run(ctx) {
     // Warm-up: one short answer and one long prompt, alone.
-    await streamCompletion(ctx.base, '/completion', completionBody(promptTokens(16, 400_000), 8, 1));
-    await streamCompletion(ctx.base, '/completion', completionBody(promptTokens(MIXED.newcomerPrompt, 400_001), 1, 2));
+    await streamCompletion(ctx.base, '/completion', completionBody(promptTokens(16, 400_000), 8, 1, mode));
+    await streamCompletion(ctx.base, '/completion', completionBody(promptTokens(MIXED.newcomerPrompt, 400_001), 1, 2, mode));
 
     const trace: MixedTrace = { gaps: [], tokens: 0, ttft: [] };
     const window: Window = { from: Infinity, to: Infinity };
@@ -108,7 +108,7 @@ const mixed: Scenario = {
     let allStarted!: () => void;
     const streaming = new Promise<void>((r) => (allStarted = r));
     const loops = Array.from({ length: MIXED.streams }, (_, i) =>
-      streamLoop(ctx, i, trace, window, () => { if (++running === MIXED.streams) allStarted(); }, stop.signal));
+      streamLoop(ctx, mode, i, trace, window, () => { if (++running === MIXED.streams) allStarted(); }, stop.signal));
     const failed = Promise.race(loops.map((l) => l.then(() => new Promise<never>(() => undefined))));
     const startLimit = new Promise((r) => setTimeout(r, MIXED.startLimitMs));
     await Promise.race([streaming, startLimit, failed]);
@@ -120,7 +120,7 @@ const mixed: Scenario = {
     const newcomers = Array.from({ length: count }, async (_, k) => {
       await new Promise((r) => setTimeout(r, window.from + k * MIXED.everyMs - performance.now()));
       const track = tokenTracker(trace, window, false);
-      const r = await streamCompletion(ctx.base, '/completion', completionBody(promptTokens(MIXED.newcomerPrompt, 600_000 + k), MIXED.newcomerPredict, 5000 + k), { onEvent: track, timeoutMs: 300_000 });
+      const r = await streamCompletion(ctx.base, '/completion', completionBody(promptTokens(MIXED.newcomerPrompt, 600_000 + k), MIXED.newcomerPredict, 5000 + k, mode), { onEvent: track, timeoutMs: 300_000 });
       if (r.promptN !== MIXED.newcomerPrompt) ctx.note(`${ctx.server}: mixed: newcomer prompt_n ${r.promptN}, expected ${MIXED.newcomerPrompt}`);
       trace.ttft.push(r.firstTokenMs);
     });
@@ -139,7 +139,7 @@ const mixed: Scenario = {
       aggregate: (trace.tokens * 1000) / MIXED.windowMs,
     };
   },
-};
+});
 
 export const MIXED_PROFILE: Profile = {
   id: 'mixed',
@@ -149,5 +149,5 @@ export const MIXED_PROFILE: Profile = {
   commonArgs: (t) => ['-c', String(MIXED.ctx), '-np', String(MIXED.parallel), '-t', String(t), '-tb', String(t), '-b', '2048', '-ub', '512', '-fa', 'auto', '--kv-unified', '--no-webui', '--cache-ram', '0'],
   oursExtra: [],
   referenceExtra: [],
-  scenarios: [mixed],
+  scenarios: [mixed('no-cache'), mixed('defaults')],
 };

@@ -6,7 +6,9 @@
 // scenario runs on both servers that many times, alternating which goes first; figures are
 // medians), BENCH_DEADLINE_S (default 3600: later scenarios are skipped; the whole set takes about 25 minutes on 2 vCPUs), BENCH_SKIP_AUTH=1,
 // BENCH_SKIP_INFERENCE=1, BENCH_ONLY=id,... (inference scenarios by id: single, concurrent-8,
-// concurrent-32, prompt, tokenize, mixed, embeddings, rerank, spec-draft, spec-self, spec-ngram, router-cold; e.g.
+// concurrent-32, prompt, their clients'-defaults variants single-default, concurrent-8-default,
+// concurrent-32-default, prompt-default, then tokenize, agent-fleet, agent-loop, mixed,
+// mixed-default, embeddings, rerank, spec-draft, spec-self, spec-ngram, router-cold; e.g.
 // BENCH_ONLY=mixed npm run bench), BENCH_OURS_EXTRA="--flag value" (appended to ours' command line
 // only, e.g. --prefill-budget 0).
 import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
