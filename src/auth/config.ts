@@ -21,7 +21,7 @@ export interface AuthServiceConfig {
   /** Value of X-Admin-Key for the admin routes; at least 16 characters. */
   adminKey: string;
   /** A configured delivery, or any OtpDelivery (tests pass one that records codes). */
-  otpDelivery: OtpDeliveryConfig | OtpDelivery;
+  otpDelivery: OtpDeliveryConfig | OtpDeliveryConfig[] | OtpDelivery;
   otpLimits?: Partial<OtpLimits>;
   /** Port of the embedded PostgreSQL on 127.0.0.1; 0 or absent picks a free one. */
   embeddedDatabasePort?: number;
@@ -75,9 +75,21 @@ const SETTINGS: ReadonlyArray<{ flag: string; env: string; help: string }> = [
   { flag: '--key-dir', env: 'AUTH_KEY_DIR', help: 'directory of master.key (default <data-dir>/keys)' },
   { flag: '--issuer', env: 'AUTH_ISSUER', help: 'public base URL, the iss claim (default http://<host>:<port>)' },
   { flag: '--admin-key', env: 'AUTH_ADMIN_KEY', help: 'X-Admin-Key for the admin routes, >= 16 characters (required)' },
-  { flag: '--otp-delivery', env: 'AUTH_OTP_DELIVERY', help: 'log | webhook (default log; log is refused when NODE_ENV=production)' },
+  { flag: '--otp-delivery', env: 'AUTH_OTP_DELIVERY', help: 'log | webhook | smtp | sms, or several (smtp,sms): each channel uses the first that serves it (default log; log is refused when NODE_ENV=production)' },
   { flag: '--otp-webhook-url', env: 'AUTH_OTP_WEBHOOK_URL', help: 'URL receiving POST {channel, to, code, app_id}' },
   { flag: '--otp-webhook-secret', env: 'AUTH_OTP_WEBHOOK_SECRET', help: 'sent to the webhook as "Authorization: Bearer <secret>"' },
+  { flag: '--smtp-host', env: 'AUTH_SMTP_HOST', help: 'SMTP server for e-mailed codes' },
+  { flag: '--smtp-port', env: 'AUTH_SMTP_PORT', help: 'SMTP port (default 587)' },
+  { flag: '--smtp-tls', env: 'AUTH_SMTP_TLS', help: 'starttls (required; default) | implicit (default on port 465) | none' },
+  { flag: '--smtp-user', env: 'AUTH_SMTP_USER', help: 'SMTP AUTH user (none: no AUTH)' },
+  { flag: '--smtp-password', env: 'AUTH_SMTP_PASSWORD', help: 'SMTP AUTH password' },
+  { flag: '--smtp-from', env: 'AUTH_SMTP_FROM', help: 'sender of apps without their own, e.g. "Example <login@example.com>"' },
+  { flag: '--smtp-ca-file', env: 'AUTH_SMTP_CA_FILE', help: 'PEM CA of the SMTP server\'s certificate, when not a public one' },
+  { flag: '--sms-base-url', env: 'AUTH_SMS_BASE_URL', help: 'Twilio-compatible API base URL (default https://api.twilio.com)' },
+  { flag: '--sms-account-sid', env: 'AUTH_SMS_ACCOUNT_SID', help: 'SMS API account SID (Basic auth user)' },
+  { flag: '--sms-auth-token', env: 'AUTH_SMS_AUTH_TOKEN', help: 'SMS API auth token (Basic auth password)' },
+  { flag: '--sms-from', env: 'AUTH_SMS_FROM', help: 'sending phone number (E.164)' },
+  { flag: '--sms-messaging-service-sid', env: 'AUTH_SMS_MESSAGING_SERVICE_SID', help: 'messaging service instead of --sms-from' },
   { flag: '--otp-app-hourly-limit', env: 'AUTH_OTP_APP_HOURLY_LIMIT', help: 'codes per app per hour (default 1000)' },
   { flag: '--embedded-db-port', env: 'AUTH_EMBEDDED_DB_PORT', help: 'port of the embedded PostgreSQL (default: a free one)' },
   { flag: '--workers', env: 'AUTH_WORKERS', help: 'worker threads serving HTTP on the port (default: the number of cores)' },
@@ -142,16 +154,9 @@ export function readAuthServiceConfig(vars: Record<string, string | undefined>, 
   const adminKey = vars.AUTH_ADMIN_KEY;
   if (!adminKey) throw new Error('an admin key is required: set AUTH_ADMIN_KEY or --admin-key');
   const dataDir = path.resolve(vars.AUTH_DATA_DIR || '.auth-data');
-  const delivery = vars.AUTH_OTP_DELIVERY || 'log';
-  let otpDelivery: OtpDeliveryConfig;
-  if (delivery === 'log') {
-    otpDelivery = { kind: 'log' };
-  } else if (delivery === 'webhook') {
-    if (!vars.AUTH_OTP_WEBHOOK_URL) throw new Error('--otp-delivery webhook needs --otp-webhook-url (AUTH_OTP_WEBHOOK_URL)');
-    otpDelivery = { kind: 'webhook', url: vars.AUTH_OTP_WEBHOOK_URL, secret: vars.AUTH_OTP_WEBHOOK_SECRET || undefined };
-  } else {
-    throw new Error(`unknown OTP delivery "${delivery}": expected log or webhook`);
-  }
+  const kinds = (vars.AUTH_OTP_DELIVERY || 'log').split(',').map((kind) => kind.trim());
+  const deliveries = kinds.map((kind) => otpDeliveryConfig(kind, vars));
+  const otpDelivery = deliveries.length === 1 ? deliveries[0]! : deliveries;
   return {
     databaseUrl: vars.DATABASE_URL || undefined,
     dataDir,
@@ -170,6 +175,43 @@ export function readAuthServiceConfig(vars: Record<string, string | undefined>, 
     ...(vars.AUTH_WEBHOOK_RETRY_DELAYS ? { webhookRetryDelaysSeconds: retryDelays(vars.AUTH_WEBHOOK_RETRY_DELAYS) } : {}),
     ...(vars.AUTH_AUDIT_RETENTION_DAYS ? { auditRetentionDays: integer(vars, 'AUTH_AUDIT_RETENTION_DAYS', AUDIT_RETENTION_DAYS, 0, 100_000) } : {}),
   };
+}
+
+/** One kind of --otp-delivery with its settings; throws when one it needs is missing. */
+function otpDeliveryConfig(kind: string, vars: Record<string, string | undefined>): OtpDeliveryConfig {
+  const required = (name: string, flag: string): string => {
+    const value = vars[name];
+    if (!value) throw new Error(`--otp-delivery ${kind} needs ${flag} (${name})`);
+    return value;
+  };
+  switch (kind) {
+    case 'log':
+      return { kind: 'log' };
+    case 'webhook':
+      return { kind: 'webhook', url: required('AUTH_OTP_WEBHOOK_URL', '--otp-webhook-url'), secret: vars.AUTH_OTP_WEBHOOK_SECRET || undefined };
+    case 'smtp': {
+      const port = integer(vars, 'AUTH_SMTP_PORT', 587, 1, 65535);
+      const tls = vars.AUTH_SMTP_TLS || (port === 465 ? 'implicit' : 'starttls');
+      if (tls !== 'starttls' && tls !== 'implicit' && tls !== 'none') throw new Error(`AUTH_SMTP_TLS must be starttls, implicit or none, got "${tls}"`);
+      return {
+        kind: 'smtp', host: required('AUTH_SMTP_HOST', '--smtp-host'), port, tls,
+        ...(vars.AUTH_SMTP_USER ? { user: vars.AUTH_SMTP_USER, password: vars.AUTH_SMTP_PASSWORD ?? '' } : {}),
+        from: required('AUTH_SMTP_FROM', '--smtp-from'),
+        ...(vars.AUTH_SMTP_CA_FILE ? { caFile: vars.AUTH_SMTP_CA_FILE } : {}),
+      };
+    }
+    case 'sms':
+      if (!vars.AUTH_SMS_FROM === !vars.AUTH_SMS_MESSAGING_SERVICE_SID) throw new Error('--otp-delivery sms needs exactly one of --sms-from (AUTH_SMS_FROM) and --sms-messaging-service-sid (AUTH_SMS_MESSAGING_SERVICE_SID)');
+      return {
+        kind: 'sms',
+        ...(vars.AUTH_SMS_BASE_URL ? { baseUrl: vars.AUTH_SMS_BASE_URL } : {}),
+        accountSid: required('AUTH_SMS_ACCOUNT_SID', '--sms-account-sid'),
+        authToken: required('AUTH_SMS_AUTH_TOKEN', '--sms-auth-token'),
+        ...(vars.AUTH_SMS_FROM ? { from: vars.AUTH_SMS_FROM } : { messagingServiceSid: vars.AUTH_SMS_MESSAGING_SERVICE_SID! }),
+      };
+    default:
+      throw new Error(`unknown OTP delivery "${kind}": expected log, webhook, smtp or sms (several separated by commas)`);
+  }
 }
 
 function retryDelays(text: string): number[] {

@@ -24,6 +24,9 @@ export const OTP_DEFAULT_LIMITS = {
 export type OtpLimits = { resendIntervalMs: number; destinationHourly: number; appHourly: number };
 export const OTP_WINDOW_MS = 3600 * 1000;
 
+/** Waits before the second and third try of a code delivery that failed in a way that may pass. */
+export const OTP_DELIVERY_RETRY_DELAYS_MS = [250, 1000];
+
 /** Largest accepted request body of an auth route. */
 export const MAX_BODY_BYTES = 16 * 1024;
 /** Longest accepted secret, token or code string (anything longer is a validation error). */

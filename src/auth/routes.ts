@@ -38,6 +38,8 @@ export function authRoutes(ctx: AuthContext): Route[] {
     route('POST',   '/admin/apps/:app_id/tenants',               adminKey,                        admin.handleCreateTenant),
     route('GET',    '/admin/apps/:app_id/tenants',               adminKey,                        admin.handleListTenants),
     route('GET',    '/admin/apps/:app_id/tenants/:tenant_id',    adminKey,                        admin.handleGetTenant),
+    route('GET',    '/admin/apps/:app_id/message-templates',     adminKey,                        admin.handleGetMessageTemplates),
+    route('PUT',    '/admin/apps/:app_id/message-templates',     adminKey,                        admin.handlePutMessageTemplates),
     route('POST',   '/admin/apps/:app_id/webhooks',              adminKey,                        webhooks.handleCreateWebhook),
     route('GET',    '/admin/apps/:app_id/webhooks',              adminKey,                        webhooks.handleListWebhooks),
     route('DELETE', '/admin/apps/:app_id/webhooks/:webhook_id',  adminKey,                        webhooks.handleDeleteWebhook),

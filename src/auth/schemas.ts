@@ -73,5 +73,19 @@ export const CreateWebhookBody = Type.Object({
 }, strict);
 export type CreateWebhookBody = Static<typeof CreateWebhookBody>;
 
+/** Multi-line text: tabs and line breaks allowed, no other control character. */
+const MULTILINE = '^(?:[^\\x00-\\x08\\x0B\\x0C\\x0E-\\x1F\\x7F\\uD800-\\uDFFF]|[\\uD800-\\uDBFF][\\uDC00-\\uDFFF])*$';
+const nullable = <T extends TString>(schema: T) => Type.Optional(Type.Union([schema, Type.Null()]));
+
+/** An app's sender and texts for code messages; a missing or null field is the default. */
+export const MessageTemplatesBody = Type.Object({
+  /** `login@example.com` or `Example <login@example.com>` (checked by the service). */
+  email_from: nullable(text(320)),
+  email_subject: nullable(text(200)),
+  email_text: nullable(Type.String({ minLength: 1, maxLength: 4000, pattern: MULTILINE })),
+  sms_text: nullable(text(320)),
+}, strict);
+export type MessageTemplatesBody = Static<typeof MessageTemplatesBody>;
+
 export const CreateTenantBody = Type.Object({ name: text(200) }, strict);
 export type CreateTenantBody = Static<typeof CreateTenantBody>;

@@ -9,7 +9,8 @@ import type { AuditEventRow } from '../queries/audit-events.js';
 import type { SigningKeySummary } from '../queries/signing-keys.js';
 import type { TenantRow } from '../queries/tenants.js';
 import type { UserRow } from '../queries/users.js';
-import { CreateAppBody, CreateTenantBody } from '../schemas.js';
+import { CreateAppBody, CreateTenantBody, MessageTemplatesBody } from '../schemas.js';
+import { DEFAULT_TEMPLATE } from '../otp-templates.js';
 import * as admin from '../service/admin.js';
 import { isUuid } from '../service/credentials.js';
 import { listAuditEvents } from '../service/audit.js';
@@ -18,6 +19,7 @@ import { isRateLimitRule } from '../rate-limits.js';
 
 const createAppBody = compileBody(CreateAppBody);
 const createTenantBody = compileBody(CreateTenantBody);
+const messageTemplatesBody = compileBody(MessageTemplatesBody);
 type NoInput = Record<string, never>;
 
 /** POST /admin/apps → 201 `{id, slug, name, created_at, app_secret}`; the only time the secret is shown. */
@@ -40,6 +42,25 @@ export async function handleGetApp(ctx: AuthContext, _: NoInput, req: HttpReques
 export async function handleRotateAppSecret(ctx: AuthContext, _: NoInput, req: HttpRequest): Promise<HttpResult> {
   const { app, secret } = await admin.rotateAppSecret(ctx, req.params.app_id!, requestOrigin(ctx, req));
   return { body: { ...appJson(app), app_secret: secret } };
+}
+
+/** GET /admin/apps/:app_id/message-templates → 200 `{email_from, email_subject, email_text, sms_text, defaults}` (null: the default). */
+export async function handleGetMessageTemplates(ctx: AuthContext, _: NoInput, req: HttpRequest): Promise<HttpResult> {
+  return { body: { ...(await admin.getMessageTemplates(ctx, req.params.app_id!)), defaults: templateDefaultsJson() } };
+}
+
+/** PUT /admin/apps/:app_id/message-templates `{email_from?, email_subject?, email_text?, sms_text?}` → 200 the same shape; missing or null fields use the default. */
+export async function handlePutMessageTemplates(ctx: AuthContext, _: NoInput, req: HttpRequest): Promise<HttpResult> {
+  const app = await admin.getApp(ctx, req.params.app_id!); // 404 for a missing app before a 400 for its body
+  const body = messageTemplatesBody.parse(req);
+  const saved = await admin.setMessageTemplates(ctx, app.id, {
+    email_from: body.email_from ?? null, email_subject: body.email_subject ?? null, email_text: body.email_text ?? null, sms_text: body.sms_text ?? null,
+  });
+  return { body: { ...saved, defaults: templateDefaultsJson() } };
+}
+
+function templateDefaultsJson(): Record<string, string> {
+  return { email_subject: DEFAULT_TEMPLATE.emailSubject, email_text: DEFAULT_TEMPLATE.emailText, sms_text: DEFAULT_TEMPLATE.smsText };
 }
 
 /** POST /admin/apps/:app_id/tenants → 201 tenant (spec section 4). */

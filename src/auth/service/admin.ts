@@ -4,6 +4,7 @@ import type { AuthContext } from '../context.js';
 import { isUniqueViolation } from '../db.js';
 import { authError } from '../errors.js';
 import { insertAuditEvent, type NewAuditEvent } from '../queries/audit-events.js';
+import { findAppMessageTemplate, upsertAppMessageTemplate, type MessageTemplateRow } from '../queries/message-templates.js';
 import { findApp, insertApp, listApps as selectApps, updateAppSecret, type AppRow } from '../queries/apps.js';
 import { findTenant, insertTenant, listTenants as selectTenants, type TenantRow } from '../queries/tenants.js';
 import { listSigningKeys as selectSigningKeys, type SigningKeySummary } from '../queries/signing-keys.js';
@@ -139,6 +140,30 @@ export function rotateSigningKeys(ctx: AuthContext, origin: RequestOrigin): Prom
       details: { kid: rotated.kid, retired_kid: rotated.retiredKid },
     });
   });
+}
+
+const SENDER = /^(?:[^<>@"]{1,100} <[^\s<>@]+@[^\s<>@]+\.[^\s<>@]+>|[^\s<>@]+@[^\s<>@]+\.[^\s<>@]+)$/;
+
+/** The app's own message template fields (null where the default applies). */
+export async function getMessageTemplates(ctx: AuthContext, appId: string): Promise<MessageTemplateRow> {
+  const app = await getApp(ctx, appId);
+  const { name: _name, ...own } = await findAppMessageTemplate(ctx.sql, app.id);
+  return own;
+}
+
+/** Replaces the app's message template fields; 400 for a sender that is not an address, a text without {{code}}. */
+export async function setMessageTemplates(ctx: AuthContext, appId: string, template: MessageTemplateRow): Promise<MessageTemplateRow> {
+  const app = await getApp(ctx, appId);
+  if (template.email_from !== null && !SENDER.test(template.email_from)) {
+    throw authError('VALIDATION_ERROR', 'Invalid field "email_from": expected login@example.com or Example <login@example.com>', { details: { field: 'email_from' } });
+  }
+  for (const field of ['email_text', 'sms_text'] as const) {
+    if (template[field] !== null && !template[field]!.includes('{{code}}')) {
+      throw authError('VALIDATION_ERROR', `Invalid field "${field}": the text must contain {{code}}`, { details: { field } });
+    }
+  }
+  await upsertAppMessageTemplate(ctx.sql, app.id, template, new Date(ctx.clock.now()));
+  return template;
 }
 
 /** Records a request refused for its X-Admin-Key (no key, or a wrong one). */

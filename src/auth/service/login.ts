@@ -9,7 +9,9 @@ import { authError } from '../errors.js';
 import { insertAuditEvent } from '../queries/audit-events.js';
 import { OTP_MAX_ATTEMPTS, OTP_TTL_MS, OTP_WINDOW_MS } from '../limits.js';
 import { cancelOtpCode, consumeOtpCode, recordOtpAttempt, storeOtpCode, takeAppSendQuota, type OtpDestination } from '../queries/otp-codes.js';
+import { findAppMessageTemplate } from '../queries/message-templates.js';
 import { listRolesOfUser } from '../queries/roles.js';
+import { templateOf } from '../otp-templates.js';
 import { enforceRateLimits } from './rate-limits.js';
 import { findOrInsertUser, upsertMembership, type Identifier } from '../queries/users.js';
 import type { AuthenticatedApp } from './credentials.js';
@@ -30,7 +32,7 @@ export async function requestOtp(ctx: AuthContext, app: AuthenticatedApp, identi
   ]);
   const nowMs = ctx.clock.now();
   const { limits } = ctx.otp;
-  await ctx.sql.begin(async (tx) => {
+  const template = await ctx.sql.begin(async (tx) => {
     const stored = await storeOtpCode(tx, {
       ...destination,
       codeHash,
@@ -44,9 +46,11 @@ export async function requestOtp(ctx: AuthContext, app: AuthenticatedApp, identi
     const withinQuota = await takeAppSendQuota(tx, { appId: app.id, now: new Date(nowMs), windowStartsAfter: new Date(nowMs - OTP_WINDOW_MS), appHourly: limits.appHourly });
     if (!withinQuota) throw authError('RATE_LIMITED', 'This app has sent too many codes this hour; retry later');
     await insertAuditEvent(tx, { ...auditOf(app, identifier, origin, nowMs), type: 'otp.sent' });
+    const own = await findAppMessageTemplate(tx, app.id);
+    return templateOf(own.name, own);
   });
   try {
-    await ctx.otp.delivery.send({ channel: identifier.channel, to: identifier.value, code, appId: app.id });
+    await ctx.otp.delivery.send({ channel: identifier.channel, to: identifier.value, code, appId: app.id, template });
   } catch (error) {
     await cancelOtpCode(ctx.sql, { ...destination, codeHash });
     await insertAuditEvent(ctx.sql, { ...auditOf(app, identifier, origin, ctx.clock.now()), type: 'otp.delivery_failed' });

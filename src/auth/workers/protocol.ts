@@ -34,7 +34,7 @@ export interface WorkerSetup {
   port: number;
   service: WorkerServiceConfig;
   /** A configured delivery the worker builds itself, or 'primary' to relay each code to the primary. */
-  otpDelivery: OtpDeliveryConfig | 'primary';
+  otpDelivery: OtpDeliveryConfig | OtpDeliveryConfig[] | 'primary';
   /** The shared memory of a ManualClock, or null for the system clock. */
   clock: SharedArrayBuffer | null;
   maxBodyBytes: number;
