@@ -176,6 +176,14 @@ private:
 };
 
 // Engine.create(model, params, onEvents) -> Promise<Engine>
+// An optional boolean field: -1 absent, 0 false, 1 true; another type is INVALID_ARGUMENT.
+static int32_t read_optional_bool(Napi::Env env, Napi::Object o, const char * key) {
+    Napi::Value v = o.Get(key);
+    if (v.IsUndefined()) return -1;
+    if (!v.IsBoolean()) throw_coded(env, ErrorCode::INVALID_ARGUMENT, std::string("params.") + key + " must be a boolean");
+    return v.As<Napi::Boolean>() ? 1 : 0;
+}
+
 Napi::Value Engine::create(const Napi::CallbackInfo & info) {
     Napi::Env env = info.Env();
     if (info.Length() < 3 || !info[0].IsObject() || !info[1].IsObject() || !info[2].IsFunction()) {
@@ -212,10 +220,7 @@ Napi::Value Engine::create(const Napi::CallbackInfo & info) {
         p.prefill_budget = static_cast<int32_t>(d);
     }
     read_in_range(env, o, "prefillBudgetMs", HOUR_MS, "params.prefillBudgetMs must be a number of milliseconds from 0 (no time target) to 3600000", p.prefill_budget_ms);
-    if (!o.Get("prefixSharing").IsUndefined()) {
-        if (!o.Get("prefixSharing").IsBoolean()) throw_coded(env, ErrorCode::INVALID_ARGUMENT, "params.prefixSharing must be a boolean");
-        p.prefix_sharing = o.Get("prefixSharing").As<Napi::Boolean>() ? 1 : 0;
-    }
+    p.prefix_sharing = read_optional_bool(env, o, "prefixSharing");
     read_in_range(env, o, "overloadLifoMs", HOUR_MS, "params.overloadLifoMs must be a number of milliseconds from 0 (always oldest first) to 3600000", p.overload_lifo_ms);
     if (o.Get("serverParams").IsObject()) p.server = std::make_shared<common_params>(ServerParams::from_js(env, o.Get("serverParams")).params());
     if (p.server) p.slot_prompt_similarity = p.server->slot_prompt_similarity;
@@ -316,14 +321,7 @@ Engine::Engine(const Napi::CallbackInfo & info) : Napi::ObjectWrap<Engine>(info)
     }
     if (p.Get("speculation").IsExternal()) spec_.reset(p.Get("speculation").As<Napi::External<Speculation>>().Data());
     embeddings_ = p.Get("embeddings").ToBoolean();
-    {
-        // Cells can be shared when each holds one position's K/V for good: not recurrent states,
-        // not a sliding window that drops early positions.
-        const llama_model * m = model_->get();
-        const bool shareable = !llama_model_is_recurrent(m) && !llama_model_is_hybrid(m) && llama_model_n_swa(m) == 0;
-        const int32_t wanted = read_i32(p, "prefixSharing", -1);
-        sharing_ = !embeddings_ && shareable && (wanted < 0 ? params_.kv_unified : wanted > 0);
-    }
+    sharing_ = prefix_sharing_in_effect(read_i32(p, "prefixSharing", -1));
     pooling_ = llama_pooling_type(ctx_);
     n_embd_out_ = pooling_ == LLAMA_POOLING_TYPE_RANK ? static_cast<int32_t>(std::max<uint32_t>(1, llama_model_n_cls_out(model_->get())))
                                                       : llama_model_n_embd_out(model_->get());

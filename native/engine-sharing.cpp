@@ -18,6 +18,7 @@
 
 #include "engine.h"
 #include "log.h"
+#include "model.h"
 
 namespace addon {
 
@@ -49,6 +50,15 @@ static size_t task_common_prefix(const CompletionTask & a, const CompletionTask 
 static size_t shareable_limit(const CompletionTask & task) { return task.prompt.empty() ? 0 : task.prompt.size() - 1; }
 
 static bool may_share(const CompletionTask & task) { return task.kind == TaskKind::COMPLETION && task.cache_prompt; }
+
+// Whether prefix sharing applies (`wanted`: -1 the default, on exactly with a unified pool; 0 off;
+// 1 on). Cells can be shared when each holds one position's K/V for good: not recurrent states,
+// not a sliding window that drops early positions; and embeddings reuse nothing.
+bool Engine::prefix_sharing_in_effect(int32_t wanted) const {
+    const llama_model * m = model_->get();
+    const bool shareable = !llama_model_is_recurrent(m) && !llama_model_is_hybrid(m) && llama_model_n_swa(m) == 0;
+    return !embeddings_ && shareable && (wanted < 0 ? params_.kv_unified : wanted > 0);
+}
 
 // The longest exact prefix of `task`'s prompt that another slot's cells hold now.
 Engine::PrefixSource Engine::longest_cached_prefix(const Slot & dst, const CompletionTask & task) {

@@ -217,7 +217,7 @@ void Engine::attach_backend_sampler(Slot & slot) {
 // A task that did not use the prompt cache (cache_prompt false) leaves nothing in it either:
 // llama-server keeps such a task's cells, and every idle slot's cells widen the span of the KV
 // pool that later batches' attention covers (a 512-token prompt's prefill was 20% slower after a
-// dozen such requests); this frees them for the next task instead (README, "cache_prompt").
+// dozen such requests); this frees them for the next task instead (docs/llama-server-differences.md, "cache_prompt").
 void Engine::release_slot(Slot & slot, int64_t now) {
     // Slots waiting for this one's prefix take what it holds before its cells may go.
     if (sharing_) settle_joins(&slot);
@@ -330,6 +330,7 @@ bool Engine::decode_batch() {
         const int32_t ret = decode_group(group);
         if (ret == 0) {
             step_cost_.observe(n_generating, batch_.n_tokens - n_generating, static_cast<double>(last_decode_us_));
+            if (log_debug_enabled()) log_step(n_generating);
             for (auto & s : slots_) {
                 if (s.busy() && s.task->return_progress && s.n_prompt_done != s.n_progress_sent) emit_progress(s);
             }
@@ -346,6 +347,21 @@ bool Engine::decode_batch() {
         }
         if (!relieve_kv_pressure(prompt_budget, n_generating)) return false;
     }
+}
+
+// The step trace at --verbose: what the batch held (generating tokens, each prompting slot's
+// tokens) and how long its decode took, for profiling the scheduler.
+void Engine::log_step(int32_t n_generating) {
+    std::string line = "step " + std::to_string(step_counter_) + ": " + std::to_string(batch_.n_tokens) + " tokens (" + std::to_string(n_generating) + " generating";
+    for (const auto & s : slots_) {
+        if (s.state != SlotState::PROMPT || s.joined()) continue;
+        line += ", slot " + std::to_string(s.id) + " prompt " + std::to_string(s.n_prompt_done) + "/" + std::to_string(s.task->prompt.size());
+    }
+    int32_t joined = 0;
+    for (const auto & s : slots_) joined += s.joined() ? 1 : 0;
+    if (joined > 0) line += ", " + std::to_string(joined) + " joined";
+    line += "), decode " + std::to_string(last_decode_us_ / 1000.0) + " ms\n";
+    log_debug(line);
 }
 
 // Slots decoded together must share adapter scales: a step serves the group of the busy slot

@@ -174,6 +174,7 @@ private:
     int32_t prompt_share(int32_t n_generating) const;
     void add_prompt_tokens(const LoraGroup & group, int32_t budget);
     int32_t decode_group(const LoraGroup & group);
+    void log_step(int32_t n_generating);
     bool relieve_kv_pressure(int32_t & prompt_budget, int32_t n_generating);
     bool drop_idle_caches(const Slot * except);
     void cache_idle_slots();
@@ -197,6 +198,7 @@ private:
         Slot * slot = nullptr;
         size_t n = 0;
     };
+    bool prefix_sharing_in_effect(int32_t wanted) const;
     size_t adopt_shared_prefix(Slot & slot, size_t keep);
     PrefixSource longest_cached_prefix(const Slot & dst, const CompletionTask & task);
     PrefixSource longest_pending_prefix(const Slot & dst, const CompletionTask & task);

@@ -63,6 +63,8 @@ bool log_write(const std::string & name, const std::string & text) {
     return true;
 }
 
+bool log_debug_enabled() { return GGML_LOG_LEVEL_DEBUG >= g_min_level; }
+
 void log_debug(const std::string & text) {
     on_log(GGML_LOG_LEVEL_DEBUG, text.c_str(), nullptr);
 }

@@ -24,6 +24,8 @@ bool log_write(const std::string & level, const std::string & text);
 // A debug line of the addon's own (as llama-server's SRV_DBG): printed only at level "debug"
 // (--verbose), through the same route as llama.cpp's lines.
 void log_debug(const std::string & text);
+// Whether debug lines are printed now (so that a caller builds one only then).
+bool log_debug_enabled();
 
 // Clears, then returns, the error lines logged on the calling thread since the last call.
 void log_capture_begin();

@@ -269,7 +269,7 @@ const LONG_PROMPT = Array.from({ length: 40 }, (_, i) => `line ${i} of a long do
  * The tasks of streamsThenLongPrompt: two streams of `streamPredict` tokens, then a long prompt.
  * The streams keep their cells when they end (cachePrompt true): a cachePrompt-false stream would
  * free them while the long prompt is still being fed, its next chunks would fill those cells, out
- * of position order, and where two tokens are nearly tied that can flip one (README, chunked
+ * of position order, and where two tokens are nearly tied that can flip one (docs/options.md, chunked
  * prefill); this test is about how the prompt is split, not where its cells lie.
  */
 function streamsThenLongPromptTasks(streamPredict: number) {
@@ -284,7 +284,7 @@ function streamsThenLongPromptTasks(streamPredict: number) {
 /**
  * A greedy pick whose two best candidates are closer than this in log-probability is a near tie:
  * the same arithmetic split otherwise (other batch shapes, other cells) rounds differently, by
- * about 1e-3 here, and may pick the other (README, chunked prefill). The test model's
+ * about 1e-3 here, and may pick the other (docs/options.md, chunked prefill). The test model's
  * distributions are flat, so its runs have such ties every few dozen tokens.
  */
 const NEAR_TIE = 0.01;
