@@ -1,15 +1,18 @@
 // The admin console of auth-server in headless Chromium, on a real PostgreSQL: off unless
 // enabled, strict CSP, sign-in with the admin key (kept in memory only), apps with the secret
 // shown once and rotated, tenants, user lookup, soft-delete, restore and session revocation,
-// signing keys; each action checked through the admin API. Keyboard pass and 375 px.
+// signing keys, the audit trail, webhooks (dead letters and redelivery) and rate-limit blocks;
+// each action checked through the admin API. Keyboard pass and 375 px.
 import type { Dialog, Page } from 'puppeteer-core';
 import t from 'tap';
 import { ADMIN_KEY, startAuthHarness } from '../auth/fixtures/harness.js';
+import { hasValidSignature, startWebhookReceiver, until } from '../auth/fixtures/webhook-receiver.js';
 import { OTP_DEFAULT_LIMITS } from '../../src/auth/limits.js';
 import { assertPageBuilt, collectProblems, elementsPastViewport, launchBrowser, overflowsHorizontally, screenshot, tabOrder, unlabelledControls } from '../helpers/browser.js';
 
 assertPageBuilt('admin');
-const h = await startAuthHarness({ adminConsole: true });
+// No webhook retries: a failed delivery is dead at once, for the dead-letter test.
+const h = await startAuthHarness({ adminConsole: true, webhookPollMs: 20, webhookRetryDelaysSeconds: [] });
 t.teardown(() => h.close());
 const browser = await launchBrowser();
 t.teardown(() => browser.close());
@@ -250,5 +253,102 @@ t.test('at 375 px wide nothing overflows sideways', async (t) => {
   await screenshot(page, 'admin-375-top');
   await page.evaluate(() => document.getElementById('users-heading')!.scrollIntoView());
   await screenshot(page, 'admin-375-users');
+  t.same(problems, []);
+});
+
+t.test('audit trail: newest first as the API answers, filtered by type, older pages on demand', async (t) => {
+  const { page, problems } = await openConsole();
+  const app = await h.createApp('shop');
+  const tokens = await h.login(app, 'ann@example.com');
+  let refreshToken = tokens.refresh_token;
+  for (let i = 0; i < 55; i++) {
+    h.clock.advance(3000);
+    refreshToken = (await h.refresh(app, refreshToken)).body.refresh_token;
+  }
+  await signIn(page);
+  await page.waitForSelector('#audit-list li[data-event-id]');
+  const newest = await h.admin('GET', '/admin/audit-events?limit=50');
+  const ids = () => page.$$eval('#audit-list li[data-event-id]', (items) => items.map((li) => li.getAttribute('data-event-id')));
+  t.same(await ids(), newest.body.events.map((e: { id: string }) => e.id), 'the first page is the API\'s newest 50');
+  t.equal(await page.$eval('#more-audit', (e) => (e as HTMLElement).hidden), false);
+
+  await page.select('#audit-type', 'token.refreshed');
+  await page.type('#audit-user', tokens.user_id);
+  await page.click('#audit-filter button[type="submit"]');
+  // The list empties, then fills with the filtered page.
+  await page.waitForFunction(() => {
+    const items = [...document.querySelectorAll('#audit-list li')];
+    return items.length === 50 && items.every((li) => li.getAttribute('data-type') === 'token.refreshed');
+  });
+  await page.click('#more-audit');
+  await page.waitForFunction(() => document.querySelectorAll('#audit-list li[data-event-id]').length === 55);
+  const refreshed = await h.admin('GET', `/admin/audit-events?type=token.refreshed&user_id=${tokens.user_id}&limit=1000`);
+  t.same(await ids(), refreshed.body.events.map((e: { id: string }) => e.id), 'both pages together: every refresh once, newest first');
+  t.equal(await page.$eval('#more-audit', (e) => (e as HTMLElement).hidden), true, 'no older page');
+  t.match(await page.$eval('#audit-list li', (li) => li.textContent), /token\.refreshed.*IP127\.0\.0\.1/s);
+  await screenshot(page, 'admin-audit');
+
+  await page.type('#audit-since', 'yesterday');
+  await page.click('#audit-filter button[type="submit"]');
+  t.match(await notice(page, 'VALIDATION_ERROR'), 'VALIDATION_ERROR: Invalid query parameter "since"');
+  t.same(problems.filter((p) => !/status of 400/.test(p)), []);
+});
+
+t.test('webhooks: an endpoint added in the console, its failed delivery shown as a dead letter, redelivered', async (t) => {
+  const receiver = await startWebhookReceiver();
+  t.teardown(() => receiver.close());
+  receiver.status = 500;
+  const { page, problems } = await openConsole();
+  const app = await h.createApp('shop');
+  const tokens = await h.login(app, 'ann@example.com');
+  await signIn(page);
+  await page.click('button[aria-label="Webhooks of shop"]');
+  await page.waitForFunction(() => document.activeElement?.id === 'webhooks-heading');
+  await page.type('#webhook-url', receiver.url);
+  await page.click('#webhook-events input[value="session.revoked"]');
+  await page.click('#create-webhook button[type="submit"]');
+  await page.waitForSelector('#webhook-secret-box:not([hidden])');
+  const secret = await page.$eval('#webhook-secret-value', (e) => e.textContent ?? '');
+  t.match(secret, /^whsec_/);
+  const endpoints = await h.admin('GET', `/admin/apps/${app.id}/webhooks`);
+  t.same(endpoints.body.webhooks.map((w: { url: string; event_types: string[] }) => [w.url, w.event_types]), [[receiver.url, ['session.revoked']]]);
+  await page.waitForSelector(`#webhook-list li[data-webhook-id="${endpoints.body.webhooks[0].id}"]`);
+
+  await h.post('/auth/revoke', { ...h.credentials(app), refresh_token: tokens.refresh_token });
+  t.ok(await until(async () => (await h.admin('GET', `/admin/apps/${app.id}/webhook-deliveries?state=dead`)).body.deliveries.length === 1), 'the API shows it dead');
+  await page.select('#delivery-state', 'dead');
+  await page.waitForSelector('#delivery-list li[data-state="dead"]');
+  const dead = await page.$eval('#delivery-list li[data-state="dead"]', (li) => ({ id: li.getAttribute('data-delivery-id'), text: li.textContent }));
+  t.match(dead.text, /session\.revoked.*dead.*Attempts1.*Last answer500/s);
+  await screenshot(page, 'admin-webhook-dead');
+
+  receiver.status = 204;
+  await page.click(`#delivery-list li[data-delivery-id="${dead.id}"] button`);
+  t.match(await notice(page, 'Redelivering'), `Redelivering msg_${dead.id}.`);
+  t.ok(await until(async () => (await h.admin('GET', `/admin/apps/${app.id}/webhook-deliveries?state=delivered`)).body.deliveries.length === 1), 'the API shows it delivered');
+  t.equal(receiver.received.length, 2);
+  t.same(receiver.received.map((m) => m.headers['webhook-id']), [`msg_${dead.id}`, `msg_${dead.id}`], 'the same message id both times');
+  t.ok(hasValidSignature(secret, receiver.received[1]!), 'signed with the secret the console showed');
+  await page.select('#delivery-state', 'delivered');
+  await page.waitForSelector(`#delivery-list li[data-delivery-id="${dead.id}"][data-state="delivered"]`);
+  t.same(problems, []);
+});
+
+t.test('rate limits: a blocked address is listed with its rule and can be lifted', async (t) => {
+  const { page, problems, confirms } = await openConsole();
+  const app = await h.createApp('shop');
+  for (let i = 0; i < 10; i++) await h.post('/auth/otp/request', { ...h.credentials(app), email: 'ann@example.com' });
+  const subject = `${app.id}:email:ann@example.com`;
+  await signIn(page);
+  await page.waitForSelector('#block-list li[data-rule="otp_request_address"]');
+  t.equal(await page.$eval('#block-list li', (li) => li.getAttribute('data-subject')), subject);
+  t.match(await page.$eval('#limit-rules', (e) => e.textContent), /otp_request_address10 per 3600 s/);
+  await page.click('#block-list li button');
+  t.match(await notice(page, 'Lifted'), `Lifted the otp_request_address block of ${subject}.`);
+  t.match(confirms, [/Lift the otp_request_address block/]);
+  t.same((await h.admin('GET', '/admin/rate-limits')).body.blocks, [], 'the API shows no block');
+  await page.waitForFunction(() => document.querySelector('#block-list li')?.textContent === 'Nothing is blocked.');
+  h.clock.advance(60_000);
+  t.equal((await h.post('/auth/otp/request', { ...h.credentials(app), email: 'ann@example.com' })).status, 200, 'the address may ask again');
   t.same(problems, []);
 });

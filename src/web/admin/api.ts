@@ -5,6 +5,22 @@ export interface App { id: string; slug: string; name: string; created_at: strin
 export interface Tenant { id: string; app_id: string; name: string; created_at: string }
 export interface User { id: string; email: string | null; phone: string | null; created_at: string; deleted_at: string | null }
 export interface SigningKey { kid: string; status: 'active' | 'next' | 'retired'; created_at: string; retired_at: string | null }
+export interface AuditEvent {
+  id: string; occurred_at: string; type: string; actor: string; app_id: string | null; user_id: string | null;
+  family_id: string | null; ip: string | null; user_agent: string | null; details: Record<string, unknown>;
+}
+export interface AuditQuery { app_id?: string; user_id?: string; type?: string; since?: string; until?: string; cursor?: string; limit?: number }
+export interface RateLimitBlock { rule: string; subject: string; hits: number; max_hits: number; blocked_until: string }
+export interface RateLimitRule { max_hits: number; window_seconds: number }
+export interface WebhookEndpoint { id: string; app_id: string; url: string; event_types: string[]; created_at: string }
+export interface WebhookDelivery {
+  id: string; message_id: string; endpoint_id: string; event_type: string; state: 'pending' | 'delivered' | 'dead'; attempts: number;
+  created_at: string; next_attempt_at: string | null; last_attempt_at: string | null; last_status: number | null; last_error: string | null; delivered_at: string | null;
+}
+
+/** The audit event types (src/auth/audit.ts); an app's webhooks may subscribe to all but the last three. */
+export const AUDIT_EVENT_TYPES = ['login.succeeded', 'login.failed', 'otp.sent', 'otp.delivery_failed', 'token.refreshed', 'token.reuse_detected', 'session.revoked', 'user.sessions_revoked', 'role.assigned', 'role.revoked', 'user.deleted', 'user.restored', 'app.secret_rotated', 'app.created', 'signing_key.rotated', 'admin.key_rejected'];
+export const WEBHOOK_EVENT_TYPES = AUDIT_EVENT_TYPES.slice(0, -3);
 
 /** An error answer of the admin API, with its catalog code. */
 export class AdminError extends Error {
@@ -46,4 +62,17 @@ export const adminApi = {
   revokeSessions: (userId: string) => call<{ user_id: string; sessions_revoked: number }>('POST', `/admin/users/${id(userId)}/revoke-sessions`),
   listSigningKeys: () => call<{ keys: SigningKey[] }>('GET', '/admin/signing-keys').then((r) => r.keys),
   rotateSigningKey: () => call<{ kid: string; retired_kid: string }>('POST', '/admin/signing-keys/rotate'),
+  listAuditEvents: (query: AuditQuery) => {
+    const params = new URLSearchParams(Object.entries(query).filter(([, v]) => v !== undefined && v !== '').map(([k, v]) => [k, String(v)]));
+    return call<{ events: AuditEvent[]; next_cursor: string | null }>('GET', `/admin/audit-events?${params}`);
+  },
+  listRateLimits: () => call<{ rules: Record<string, RateLimitRule>; blocks: RateLimitBlock[] }>('GET', '/admin/rate-limits'),
+  liftBlock: (rule: string, subject: string) => call<{ lifted: boolean }>('DELETE', `/admin/rate-limits/blocks/${id(rule)}/${id(subject)}`),
+  listWebhooks: (appId: string) => call<{ webhooks: WebhookEndpoint[] }>('GET', `/admin/apps/${id(appId)}/webhooks`).then((r) => r.webhooks),
+  createWebhook: (appId: string, url: string, eventTypes: string[]) =>
+    call<WebhookEndpoint & { secret: string }>('POST', `/admin/apps/${id(appId)}/webhooks`, { url, event_types: eventTypes }),
+  deleteWebhook: (appId: string, webhookId: string) => call<{ deleted: boolean }>('DELETE', `/admin/apps/${id(appId)}/webhooks/${id(webhookId)}`),
+  listDeliveries: (appId: string, state: string) =>
+    call<{ deliveries: WebhookDelivery[] }>('GET', `/admin/apps/${id(appId)}/webhook-deliveries${state ? `?state=${id(state)}` : ''}`).then((r) => r.deliveries),
+  redeliver: (appId: string, deliveryId: string) => call<WebhookDelivery>('POST', `/admin/apps/${id(appId)}/webhook-deliveries/${id(deliveryId)}/redeliver`),
 };

@@ -2,6 +2,7 @@
 import { adminApi, type App, type Tenant } from './api.js';
 import { button, byId, el, facts, when } from './dom.js';
 import { notify, notifyError } from './notice.js';
+import { selectWebhookApp } from './webhooks.js';
 
 const TENANT_PAGE = 100;
 let selected: App | null = null;
@@ -18,6 +19,7 @@ function appItem(app: App): HTMLLIElement {
     facts([['Id', el('code', {}, app.id)], ['Created', when(app.created_at)], ['Secret rotated', when(app.secret_rotated_at)]]),
     el('div', { class: 'row' },
       button('Tenants', () => void selectApp(app), { 'aria-label': `Tenants of ${app.slug}` }),
+      button('Webhooks', () => void selectWebhookApp(app), { 'aria-label': `Webhooks of ${app.slug}` }),
       button('Rotate secret', () => void rotateSecret(app), { 'aria-label': `Rotate the secret of ${app.slug}` })));
 }
 

@@ -17,9 +17,9 @@ export function button(label: string, onClick: () => void, attrs: Record<string,
   return node;
 }
 
-/** `2026-11-23 06:21 UTC` from an ISO timestamp. */
-export function when(iso: string | null): string {
-  return iso ? `${iso.slice(0, 10)} ${iso.slice(11, 16)} UTC` : '–';
+/** `2026-11-23 06:21 UTC` (with `seconds`, `06:21:07`) from an ISO timestamp. */
+export function when(iso: string | null, seconds = false): string {
+  return iso ? `${iso.slice(0, 10)} ${iso.slice(11, seconds ? 19 : 16)} UTC` : '–';
 }
 
 /** A definition list of label → value pairs. */

@@ -1,12 +1,15 @@
-// The admin console: sign in with the admin key (checked with GET /admin/apps), then apps and
-// tenants, users and signing keys. Every action is one call of the admin API; a 401 at any
+// The admin console: sign in with the admin key (checked with GET /admin/apps), then apps with
+// their tenants and webhooks, users, signing keys, the audit trail and the rate-limit blocks. Every action is one call of the admin API; a 401 at any
 // point signs the console out.
 import { AdminError, setAdminKey } from './api.js';
 import { clearApps, loadApps, wireApps } from './apps.js';
+import { clearAudit, loadAudit, wireAudit } from './audit.js';
 import { byId } from './dom.js';
 import { loadKeys, wireKeys } from './keys.js';
+import { clearLimits, loadLimits, wireLimits } from './limits.js';
 import { notifyError, UNAUTHORIZED_EVENT } from './notice.js';
 import { clearUsers, wireUsers } from './users.js';
+import { clearWebhooks, wireWebhooks } from './webhooks.js';
 
 function showConsole(signedIn: boolean): void {
   byId('sign-in').hidden = signedIn;
@@ -19,6 +22,9 @@ function signOut(message?: string): void {
   setAdminKey(null);
   clearApps();
   clearUsers();
+  clearWebhooks();
+  clearAudit();
+  clearLimits();
   byId('key-list').replaceChildren();
   showConsole(false);
   byId('notice').hidden = true;
@@ -42,7 +48,7 @@ async function signIn(key: string): Promise<void> {
   showConsole(true);
   byId('apps-heading').focus();
   try {
-    await loadKeys();
+    await Promise.all([loadKeys(), loadAudit(), loadLimits()]);
   } catch (error) {
     notifyError(error);
   }
@@ -57,4 +63,7 @@ window.addEventListener(UNAUTHORIZED_EVENT, () => signOut('The admin key was ref
 wireApps();
 wireUsers();
 wireKeys();
+wireWebhooks();
+wireAudit();
+wireLimits();
 showConsole(false);
