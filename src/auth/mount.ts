@@ -174,13 +174,7 @@ async function serviceOn(sql: Sql, databaseUrl: string, config: AuthServiceConfi
   return {
     routes: [...authRoutes(ctx), ...(config.adminConsole ? adminConsoleRoutes() : [])],
     issuer,
-    accessTokenKeys: {
-      getKey: async (header) => {
-        const key = await keys.verificationKey(header.kid);
-        if (!key) throw new Error('unknown signing key');
-        return key;
-      },
-    },
+    accessTokenKeys: { getKey: keys.resolveKey },
     sql,
     databaseUrl,
     reloadSigningKeys: () => keys.reload(),

@@ -8,12 +8,10 @@ import type { RequestOrigin } from '../audit.js';
 import type { AuthContext } from '../context.js';
 import { authError } from '../errors.js';
 import { findRefreshTokenStatus } from '../queries/refresh-tokens.js';
-import { verifyAccessToken, type AccessTokenClaims } from '../tokens/access-token.js';
+import { isCompactJws, verifyAccessToken, type AccessTokenClaims } from '../tokens/access-token.js';
 import { hashRefreshToken } from '../tokens/refresh-token.js';
 import type { AuthenticatedApp } from './credentials.js';
 import { revokeFamilyOfToken } from './sessions.js';
-
-const COMPACT_JWS = /^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+$/;
 
 /** An RFC 7662 answer: `{active: false}` alone, or the token's metadata. */
 export type Introspection = { active: false } | ({ active: true } & Record<string, unknown>);
@@ -88,14 +86,10 @@ function isLive(status: { is_current: boolean; family_revoked_at: Date | null; e
  * without an audience.
  */
 async function verifiedAccessToken(ctx: AuthContext, token: string, appSlug: string | undefined): Promise<AccessTokenClaims | null> {
-  if (!COMPACT_JWS.test(token)) return null;
+  if (!isCompactJws(token)) return null;
   try {
     return await verifyAccessToken(token, {
-      getKey: async (header) => {
-        const key = await ctx.keys.verificationKey(header.kid);
-        if (!key) throw new Error('unknown signing key');
-        return key;
-      },
+      getKey: ctx.keys.resolveKey,
       issuer: ctx.issuer,
       appSlug,
       nowMs: ctx.clock.now(),

@@ -141,6 +141,11 @@ function withinLifetime(claims: AccessTokenClaims & { nbf?: number }, nowMs: num
 
 const COMPACT_JWS = /^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+$/;
 
+/** Whether a string is shaped like a compact JWS (three base64url parts), within the length cap. */
+export function isCompactJws(token: string): boolean {
+  return token.length <= MAX_TOKEN_CHARS && COMPACT_JWS.test(token);
+}
+
 /**
  * The access token of an `Authorization: Bearer <token>` header. 401 TOKEN_INVALID when the
  * header is absent or not Bearer (src/http/bearer.ts), or when the token is not shaped like a
@@ -149,6 +154,6 @@ const COMPACT_JWS = /^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+$/;
 export function presentedAccessToken(authorization: string | undefined): string {
   const token = bearerToken(authorization);
   if (token === null) throw authError('TOKEN_INVALID', 'Send the access token as "Authorization: Bearer <token>"');
-  if (token.length > MAX_TOKEN_CHARS || !COMPACT_JWS.test(token)) throw authError('TOKEN_INVALID', 'Invalid access token');
+  if (!isCompactJws(token)) throw authError('TOKEN_INVALID', 'Invalid access token');
   return token;
 }

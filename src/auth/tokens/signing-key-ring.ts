@@ -13,7 +13,7 @@
 // (SigningKeyRingOptions.onRotated).
 import { createPrivateKey, generateKeyPair, type KeyObject } from 'node:crypto';
 import { promisify } from 'node:util';
-import { calculateJwkThumbprint, importJWK, type CryptoKey, type JWK } from 'jose';
+import { calculateJwkThumbprint, importJWK, type CryptoKey, type JWK, type JWTVerifyGetKey } from 'jose';
 import type { Clock } from '../clock.js';
 import type { Sql, TransactionSql } from '../db.js';
 import { KEY_RING_RELOAD_MS, RETIRED_KEY_PUBLISH_MS } from '../limits.js';
@@ -75,6 +75,13 @@ export class SigningKeyRing {
     this.reloadIntervalMs = options.reloadIntervalMs ?? KEY_RING_RELOAD_MS;
     this.onRotated = options.onRotated ?? (async () => {});
   }
+
+  /** jose's key resolver over this ring: the key of the header's kid; rejects for an unknown kid. */
+  readonly resolveKey: JWTVerifyGetKey = async (header) => {
+    const key = await this.verificationKey(header.kid);
+    if (!key) throw new Error('unknown signing key');
+    return key;
+  };
 
   /** Creates the active and the next key when the table lacks them, loads the keys, starts reloading. */
   async start(): Promise<void> {

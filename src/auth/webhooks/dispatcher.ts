@@ -120,7 +120,9 @@ export class WebhookDispatcher {
       const delivered = response.status >= 200 && response.status < 300;
       return { delivered, status: response.status, error: delivered ? null : `the endpoint answered ${response.status}` };
     } catch (error) {
-      const message = error instanceof Error ? `${error.name}: ${error.message}` : String(error);
+      // fetch's own message is "fetch failed"; the reason (ECONNREFUSED, a TLS error) is its cause.
+      const cause = error instanceof Error && error.cause instanceof Error ? ` (${(error.cause as NodeJS.ErrnoException).code ?? error.cause.message})` : '';
+      const message = error instanceof Error ? `${error.name}: ${error.message}${cause}` : String(error);
       return { delivered: false, status: null, error: message.slice(0, MAX_ERROR_CHARS) };
     }
   }
