@@ -160,3 +160,17 @@ t.test('a malformed request is 400 invalid_request', async (t) => {
   }
   t.equal((await h.refresh(app, tokens.refresh_token)).status, 200, 'nothing was revoked');
 });
+
+t.test('the RFCs\' literal requests: their example client is unknown here; their example tokens are inactive', async (t) => {
+  // RFC 7009 section 2.1 and RFC 7662 section 2.1 authenticate client s6BhdRkqt3 with this header.
+  const example = 'Basic czZCaGRSa3F0MzpnWDFmQmF0M2JW';
+  for (const [path, body] of [['/oauth/revoke', 'token=45ghiukldjahdnhzdauz&token_type_hint=refresh_token'], ['/oauth/introspect', 'token=mF_9.B5f-4.1JqM&token_type_hint=access_token']]) {
+    const reply = await h.request('POST', path!, { raw: body!, headers: { 'content-type': FORM, authorization: example } });
+    t.equal(reply.status, 401, path);
+    t.same(reply.body, { error: 'invalid_client', error_description: 'Invalid app credentials' });
+  }
+  const revoked = await h.request('POST', '/oauth/revoke', { raw: 'token=45ghiukldjahdnhzdauz&token_type_hint=refresh_token', headers: { 'content-type': FORM, authorization: basic(app.id, app.secret) } });
+  t.same([revoked.status, revoked.body], [200, undefined], 'RFC 7009\'s token, from a real client: 200, nothing to revoke');
+  const introspected = await h.request('POST', '/oauth/introspect', { raw: 'token=mF_9.B5f-4.1JqM&token_type_hint=access_token', headers: { 'content-type': FORM, authorization: basic(app.id, app.secret) } });
+  t.same([introspected.status, introspected.body], [200, { active: false }], 'RFC 7662\'s token: inactive');
+});

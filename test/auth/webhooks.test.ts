@@ -4,6 +4,7 @@
 import { Webhook } from 'standardwebhooks';
 import t from 'tap';
 import { insertAuditEvent } from '../../src/auth/queries/audit-events.js';
+import { purgeExpiredAuditEvents } from '../../src/auth/service/audit.js';
 import { startAuthHarness, type TestApp, type Tokens } from './fixtures/harness.js';
 import { hasValidSignature, startWebhookReceiver, until, type WebhookReceiver } from './fixtures/webhook-receiver.js';
 
@@ -160,4 +161,18 @@ t.test('bad webhook requests are 400, unknown ids 404; deleting an endpoint drop
   t.same(await deliveries(), []);
   const again = await h.admin('DELETE', `/admin/apps/${app.id}/webhooks/${endpoint.id}`);
   t.same([again.status, again.body.error.code], [404, 'WEBHOOK_NOT_FOUND']);
+});
+
+t.test('the audit retention also deletes finished deliveries of that age, never pending ones', async (t) => {
+  await subscribe(['session.revoked', 'user.sessions_revoked']);
+  await h.post('/auth/revoke', { ...h.credentials(app), refresh_token: tokens.refresh_token });
+  t.ok(await until(async () => (await deliveryState()).state === 'delivered'));
+  h.clock.advance(60_000);
+  receiver.status = 500;
+  await h.post('/auth/revoke-user', { ...h.credentials(app), user_id: tokens.user_id });
+  t.ok(await until(async () => (await h.sql`select 1 from webhook_deliveries where state = 'pending' and attempts >= 1`).length === 1), 'a failing one, pending');
+  h.clock.advance(30_000);
+  await purgeExpiredAuditEvents(h.sql, h.clock.now(), 10_000);
+  const left = await h.sql`select event_type, state from webhook_deliveries`;
+  t.same(left.map((r) => [r.event_type, r.state]), [['user.sessions_revoked', 'pending']], 'both were older than 10 s: the delivered one went, the pending one stays');
 });

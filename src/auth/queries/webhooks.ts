@@ -126,6 +126,12 @@ export async function requeueWebhookDelivery(sql: Queryable, appId: string, id: 
   return row;
 }
 
+/** Deletes the delivered and dead deliveries created before `cutoff` (pending ones are kept); returns how many. */
+export async function purgeFinishedDeliveriesBefore(sql: Queryable, cutoff: Date): Promise<number> {
+  const deleted = await sql`delete from webhook_deliveries where created_at < ${cutoff} and state <> 'pending'`;
+  return deleted.count;
+}
+
 /** Wakes the dispatchers of every instance when the caller's transaction commits. */
 export async function notifyWebhookDispatchers(sql: Queryable): Promise<void> {
   await sql`select pg_notify(${WEBHOOK_CHANNEL}, '')`;

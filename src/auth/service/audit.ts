@@ -4,6 +4,7 @@ import type { AuthContext } from '../context.js';
 import type { Sql } from '../db.js';
 import { authError } from '../errors.js';
 import { listAuditEvents as selectAuditEvents, purgeAuditEventsBefore, type AuditEventFilter, type AuditEventRow } from '../queries/audit-events.js';
+import { purgeFinishedDeliveriesBefore } from '../queries/webhooks.js';
 
 export interface AuditPage {
   events: AuditEventRow[];
@@ -32,7 +33,12 @@ function decodeCursor(cursor: string): string {
   return id;
 }
 
-/** Deletes the events older than the retention period; returns how many. */
-export function purgeExpiredAuditEvents(sql: Sql, nowMs: number, retentionMs: number): Promise<number> {
-  return purgeAuditEventsBefore(sql, new Date(nowMs - retentionMs));
+/**
+ * Deletes the events older than the retention period, and the finished (delivered or dead)
+ * webhook deliveries of that age, which the same period bounds; returns how many events.
+ */
+export async function purgeExpiredAuditEvents(sql: Sql, nowMs: number, retentionMs: number): Promise<number> {
+  const cutoff = new Date(nowMs - retentionMs);
+  await purgeFinishedDeliveriesBefore(sql, cutoff);
+  return purgeAuditEventsBefore(sql, cutoff);
 }
