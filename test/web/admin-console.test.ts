@@ -352,3 +352,27 @@ t.test('rate limits: a blocked address is listed with its rule and can be lifted
   t.equal((await h.post('/auth/otp/request', { ...h.credentials(app), email: 'ann@example.com' })).status, 200, 'the address may ask again');
   t.same(problems, []);
 });
+
+t.test('login code messages: an app\'s texts saved in the console are the ones the next code goes out with', async (t) => {
+  const { page, problems } = await openConsole();
+  const app = await h.createApp('shop');
+  await signIn(page);
+  await page.click('button[aria-label="Login code messages of shop"]');
+  await page.waitForFunction(() => document.activeElement?.id === 'messages-heading');
+  t.equal(await page.$eval('#message-email-subject', (e) => (e as HTMLInputElement).placeholder), 'Your {{app_name}} login code', 'the default is shown');
+  await page.type('#message-sms-text', 'no placeholder');
+  await page.click('#message-templates button[type="submit"]');
+  t.match(await notice(page, 'VALIDATION_ERROR'), 'VALIDATION_ERROR: Invalid field "sms_text": the text must contain {{code}}');
+
+  await page.click('#message-sms-text', { count: 3 });
+  await page.type('#message-sms-text', 'Shop: {{code}}');
+  await page.type('#message-email-from', 'Shop <no-reply@shop.test>');
+  await page.type('#message-email-subject', '{{app_name}} code');
+  await page.click('#message-templates button[type="submit"]');
+  t.match(await notice(page, 'Saved'), 'Saved the login code messages of shop.');
+  const { defaults: _defaults, ...saved } = (await h.admin('GET', `/admin/apps/${app.id}/message-templates`)).body;
+  t.same(saved, { email_from: 'Shop <no-reply@shop.test>', email_subject: '{{app_name}} code', email_text: null, sms_text: 'Shop: {{code}}' }, 'the API has them; the empty field stays the default');
+  await h.post('/auth/otp/request', { ...h.credentials(app), email: 'ann@example.com' });
+  t.match(h.outbox.messages.at(-1)!.template, { appName: 'App shop', emailFrom: 'Shop <no-reply@shop.test>', emailSubject: '{{app_name}} code', smsText: 'Shop: {{code}}' });
+  t.same(problems.filter((p) => !/status of 400/.test(p)), []);
+});

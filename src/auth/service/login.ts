@@ -18,9 +18,11 @@ import type { AuthenticatedApp } from './credentials.js';
 import { chooseTenant, startSession, type SessionTokens } from './sessions.js';
 
 /**
- * POST /auth/otp/request: stores a new code for the destination (replacing any previous one) and
- * hands it to the delivery. 429 RATE_LIMITED when the destination's or the app's send throttle
- * refuses; 502 OTP_DELIVERY_FAILED when the delivery fails (the code is then dropped).
+ * POST /auth/otp/request: stores a new code for the destination (replacing any previous one),
+ * records `otp.sent` with it, and hands it to the delivery with the app's texts. 429
+ * RATE_LIMITED when a rate-limit rule (per address, per IP), the destination's or the app's send
+ * throttle refuses; 502 OTP_DELIVERY_FAILED when the delivery fails (the code is then dropped
+ * and `otp.delivery_failed` recorded).
  */
 export async function requestOtp(ctx: AuthContext, app: AuthenticatedApp, identifier: Identifier, origin: RequestOrigin): Promise<void> {
   const code = randomInt(0, 1_000_000).toString().padStart(6, '0');
@@ -60,9 +62,11 @@ export async function requestOtp(ctx: AuthContext, app: AuthenticatedApp, identi
 
 /**
  * POST /auth/otp/verify: checks the code, then in one transaction uses it up, finds or creates
- * the user, records the app membership and starts a session. 401 OTP_INVALID for a wrong,
- * expired, used or burned code; 403 USER_DELETED; 404 TENANT_NOT_FOUND for a requested tenant
- * where the user has no role (the code then stays usable, its attempt counted).
+ * the user, records the app membership and `login.succeeded`, and starts a session. 429
+ * RATE_LIMITED when a rate-limit rule (per address, per IP) refuses (nothing else happens); 401
+ * OTP_INVALID for a wrong, expired, used or burned code; 403 USER_DELETED; 404 TENANT_NOT_FOUND
+ * for a requested tenant where the user has no role (the code then stays usable, its attempt
+ * counted). Each refusal after the rate limits is recorded as `login.failed`.
  */
 export async function verifyOtp(ctx: AuthContext, app: AuthenticatedApp, identifier: Identifier, code: string, requestedTenant: string | null | undefined, origin: RequestOrigin): Promise<SessionTokens> {
   const destination = destinationOf(app, identifier);

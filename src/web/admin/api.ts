@@ -12,6 +12,8 @@ export interface AuditEvent {
 export interface AuditQuery { app_id?: string; user_id?: string; type?: string; since?: string; until?: string; cursor?: string; limit?: number }
 export interface RateLimitBlock { rule: string; subject: string; hits: number; max_hits: number; blocked_until: string }
 export interface RateLimitRule { max_hits: number; window_seconds: number }
+export interface MessageTemplates { email_from: string | null; email_subject: string | null; email_text: string | null; sms_text: string | null }
+export type MessageTemplatesWithDefaults = MessageTemplates & { defaults: { email_subject: string; email_text: string; sms_text: string } };
 export interface WebhookEndpoint { id: string; app_id: string; url: string; event_types: string[]; created_at: string }
 export interface WebhookDelivery {
   id: string; message_id: string; endpoint_id: string; event_type: string; state: 'pending' | 'delivered' | 'dead'; attempts: number;
@@ -66,6 +68,8 @@ export const adminApi = {
     const params = new URLSearchParams(Object.entries(query).filter(([, v]) => v !== undefined && v !== '').map(([k, v]) => [k, String(v)]));
     return call<{ events: AuditEvent[]; next_cursor: string | null }>('GET', `/admin/audit-events?${params}`);
   },
+  getMessageTemplates: (appId: string) => call<MessageTemplatesWithDefaults>('GET', `/admin/apps/${id(appId)}/message-templates`),
+  setMessageTemplates: (appId: string, templates: MessageTemplates) => call<MessageTemplatesWithDefaults>('PUT', `/admin/apps/${id(appId)}/message-templates`, templates),
   listRateLimits: () => call<{ rules: Record<string, RateLimitRule>; blocks: RateLimitBlock[] }>('GET', '/admin/rate-limits'),
   liftBlock: (rule: string, subject: string) => call<{ lifted: boolean }>('DELETE', `/admin/rate-limits/blocks/${id(rule)}/${id(subject)}`),
   listWebhooks: (appId: string) => call<{ webhooks: WebhookEndpoint[] }>('GET', `/admin/apps/${id(appId)}/webhooks`).then((r) => r.webhooks),

@@ -1,5 +1,5 @@
 // The admin console: sign in with the admin key (checked with GET /admin/apps), then apps with
-// their tenants and webhooks, users, signing keys, the audit trail and the rate-limit blocks. Every action is one call of the admin API; a 401 at any
+// their tenants, webhooks and login code messages, users, signing keys, the audit trail and the rate-limit blocks. Every action is one call of the admin API; a 401 at any
 // point signs the console out.
 import { AdminError, setAdminKey } from './api.js';
 import { clearApps, loadApps, wireApps } from './apps.js';
@@ -7,6 +7,7 @@ import { clearAudit, loadAudit, wireAudit } from './audit.js';
 import { byId } from './dom.js';
 import { loadKeys, wireKeys } from './keys.js';
 import { clearLimits, loadLimits, wireLimits } from './limits.js';
+import { clearMessages, wireMessages } from './messages.js';
 import { notifyError, UNAUTHORIZED_EVENT } from './notice.js';
 import { clearUsers, wireUsers } from './users.js';
 import { clearWebhooks, wireWebhooks } from './webhooks.js';
@@ -23,6 +24,7 @@ function signOut(message?: string): void {
   clearApps();
   clearUsers();
   clearWebhooks();
+  clearMessages();
   clearAudit();
   clearLimits();
   byId('key-list').replaceChildren();
@@ -64,6 +66,7 @@ wireApps();
 wireUsers();
 wireKeys();
 wireWebhooks();
+wireMessages();
 wireAudit();
 wireLimits();
 showConsole(false);
