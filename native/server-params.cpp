@@ -203,6 +203,15 @@ Napi::Value ServerParams::js_values(const Napi::CallbackInfo & info) {
     o.Set("mmproj", p.mmproj.path);
     o.Set("noMmproj", p.no_mmproj);
     o.Set("mmprojUseGpu", p.mmproj_use_gpu);
+    // Models named by the hub or a URL: src/inference/download makes them local files before loading.
+    o.Set("hfRepo", p.model.hf_repo);
+    o.Set("hfFile", p.model.hf_file);
+    o.Set("hfToken", p.hf_token);
+    o.Set("modelUrl", p.model.url);
+    o.Set("mmprojUrl", p.mmproj.url);
+    o.Set("offline", p.offline);
+    o.Set("draftHfRepo", p.speculative.draft.mparams.hf_repo);
+    o.Set("draftModel", p.speculative.draft.mparams.path);
     std::vector<std::string> aliases(p.model_alias.begin(), p.model_alias.end());
     o.Set("aliases", strings(env, aliases));
     std::vector<std::string> tags(p.model_tags.begin(), p.model_tags.end());

@@ -19,8 +19,12 @@ export interface OAuthTokenRequest {
 
 const FORM_TYPE = /^application\/x-www-form-urlencoded\s*(?:;|$)/i;
 const FIELDS = new Set(['token', 'token_type_hint', 'client_id', 'client_secret']);
-/** No control characters; the same rule as the JSON bodies' strings. */
-const PLAIN = /^[^\x00-\x1f\x7f]*$/;
+/**
+ * No control characters (the JSON bodies' rule), and no U+FFFD: URLSearchParams decodes an
+ * escape that is not UTF-8 (%FF) to it, and no token or secret of ours contains one.
+ */
+const PLAIN = /^[^\x00-\x1f\x7f\uFFFD]*$/;
+const UTF8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
 
 /**
  * Parses the form and the client credentials. 400 VALIDATION_ERROR (invalid_request) for a body
@@ -30,7 +34,13 @@ const PLAIN = /^[^\x00-\x1f\x7f]*$/;
 export function parseOAuthTokenRequest(req: HttpRequest): OAuthTokenRequest {
   const type = req.headers['content-type'];
   if (type === undefined || !FORM_TYPE.test(type)) throw authError('VALIDATION_ERROR', 'Send the parameters as application/x-www-form-urlencoded');
-  const form = new URLSearchParams(req.body.toString('utf8'));
+  let text: string;
+  try {
+    text = UTF8.decode(req.body);
+  } catch {
+    throw authError('VALIDATION_ERROR', 'The form is not valid UTF-8');
+  }
+  const form = new URLSearchParams(text);
   const values = new Map<string, string>();
   for (const [name, value] of form) {
     if (!FIELDS.has(name)) throw authError('VALIDATION_ERROR', `Unknown parameter "${name}"`);

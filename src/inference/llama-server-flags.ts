@@ -21,7 +21,6 @@ const llama: FlagSupport = { kind: 'llama' };
 const ignored = (why: string): FlagSupport => ({ kind: 'ignored', why });
 const refused = (why: string): FlagSupport => ({ kind: 'refused', why });
 
-const NO_NETWORK = refused('this server loads local files only: download the file and pass its path');
 const CPU_AFFINITY = ignored('thread placement is left to the OS; the thread counts (-t, -tb) apply');
 const NOT_YET = refused('not implemented in this server yet');
 
@@ -31,7 +30,7 @@ export const OWN_FLAG_NAMES = ['--auth', '--auth-app', '--auth-role', '--auth-is
 export const LLAMA_SERVER_FLAGS: Readonly<Record<string, FlagSupport>> = {
   '-h': served,
   '--version': served,
-  '-cl': NO_NETWORK,
+  '-cl': served,
   '--completion-bash': served,
   '-t': served,
   '-tb': served,
@@ -120,7 +119,7 @@ export const LLAMA_SERVER_FLAGS: Readonly<Record<string, FlagSupport>> = {
   '-np': served,
   '-cb': ignored('continuous batching is always on (as in llama-server, where turning it off only serialises slots)'),
   '-mm': served,
-  '-mmu': NO_NETWORK,
+  '-mmu': served,
   '--mmproj-auto': served,
   '--mmproj-offload': served,
   '--rpc': llama,
@@ -158,11 +157,11 @@ export const LLAMA_SERVER_FLAGS: Readonly<Record<string, FlagSupport>> = {
   '-a': served,
   '--tags': served,
   '-m': served,
-  '-mu': NO_NETWORK,
-  '-dr': NO_NETWORK,
-  '-hf': NO_NETWORK,
-  '-hff': NO_NETWORK,
-  '-hft': NO_NETWORK,
+  '-mu': served,
+  '-dr': refused('models from the Docker registry are not supported: name a Hugging Face repository (-hf) or a URL (-mu)'),
+  '-hf': served,
+  '-hff': served,
+  '-hft': served,
   '--embd-normalize': served,
   '--host': served,
   '--port': served,
@@ -223,11 +222,11 @@ export const LLAMA_SERVER_FLAGS: Readonly<Record<string, FlagSupport>> = {
   '--log-prompts-dir': served,
   '--log-colors': served,
   '-v': served,
-  '--offline': ignored('this server never uses the network for models'),
+  '--offline': served,
   '-lv': served,
   '--log-prefix': served,
   '--log-timestamps': served,
-  '--spec-draft-hf': NO_NETWORK,
+  '--spec-draft-hf': served,
   '--spec-draft-threads': llama,
   '--spec-draft-threads-batch': llama,
   '--spec-draft-cpu-mask': CPU_AFFINITY,
@@ -274,16 +273,16 @@ export const LLAMA_SERVER_FLAGS: Readonly<Record<string, FlagSupport>> = {
   '--spec-ngram-size-n': served,
   '--spec-ngram-size-m': served,
   '--spec-ngram-min-hits': served,
-  // Presets that download a model from the hub.
-  '--embd-gemma-default': NO_NETWORK,
-  '--fim-qwen-1.5b-default': NO_NETWORK,
-  '--fim-qwen-3b-default': NO_NETWORK,
-  '--fim-qwen-7b-default': NO_NETWORK,
-  '--fim-qwen-7b-spec': NO_NETWORK,
-  '--fim-qwen-14b-spec': NO_NETWORK,
-  '--fim-qwen-30b-default': NO_NETWORK,
-  '--gpt-oss-20b-default': NO_NETWORK,
-  '--gpt-oss-120b-default': NO_NETWORK,
-  '--vision-gemma-4b-default': NO_NETWORK,
-  '--vision-gemma-12b-default': NO_NETWORK,
+  // Presets that download a model from the hub (-hf with their settings).
+  '--embd-gemma-default': served,
+  '--fim-qwen-1.5b-default': served,
+  '--fim-qwen-3b-default': served,
+  '--fim-qwen-7b-default': served,
+  '--fim-qwen-7b-spec': served,
+  '--fim-qwen-14b-spec': served,
+  '--fim-qwen-30b-default': served,
+  '--gpt-oss-20b-default': served,
+  '--gpt-oss-120b-default': served,
+  '--vision-gemma-4b-default': served,
+  '--vision-gemma-12b-default': served,
 };

@@ -236,6 +236,8 @@ export function serverOptions(v: ServerParamValues, own: OwnFlags, gpuAvailable:
     kvUnified: v.nParallel < 0 ? true : v.kvUnified,
     ...prefixSharingOption(own),
     ...(v.aliases[0] !== undefined ? { alias: v.aliases[0], aliases: v.aliases } : {}),
+    // As llama-server: a model named by -hf is called by its repo[:tag] unless -a names it.
+    ...(v.aliases[0] === undefined && v.hfRepo !== '' ? { alias: v.hfRepo } : {}),
     apiKeys: v.apiKeys,
     metrics: v.endpointMetrics,
     slots: v.endpointSlots,

@@ -11,6 +11,8 @@ import { vertexSettings, type VertexSettings } from './vertex-predict.js';
 import { readMcpServerConfigs } from './tools/mcp-config.js';
 import type { ToolsOptions } from './tools/tools-service.js';
 import { checkRpcEndpoints, rpcArgument } from './rpc-servers.js';
+import { namesRemoteModel, resolveModels } from './download/resolve-models.js';
+import { logProgress, terminalProgress } from './download/progress.js';
 
 
 /** Our own flags' help, printed before llama-server's usage (which ends the process). */
@@ -72,6 +74,24 @@ function withProcessExtras<O extends { port: number; vertex?: VertexSettings; to
   if (!vertex) return { ...options, tools };
   if (vertex.port !== options.port) say(`inference-server: Vertex AI prediction mode: listening on AIP_HTTP_PORT ${vertex.port} in place of port ${options.port}`, 'error');
   return { ...options, tools, port: vertex.port, vertex };
+}
+
+/**
+ * A model named by the hub or a URL (-hf, -hfd, -mu, -mmu) downloaded into the cache, or found
+ * there, before anything loads, as llama-server does; the command line is then parsed again with
+ * the local files as -m, -mm and -md (the later option wins in llama.cpp's parser).
+ */
+async function withLocalModels(llama: string[], params: NativeServerParams): Promise<NativeServerParams> {
+  const values = params.values();
+  if (!namesRemoteModel(values)) return params;
+  const log = (line: string): void => say(`inference-server: ${line}`);
+  const local = await resolveModels(values, {
+    env: process.env,
+    log,
+    progress: process.stdout.isTTY ? terminalProgress(process.stdout) : logProgress(log),
+    userAgent: `inference-server llama-cpp/${native.ServerParams.buildInfo()}`,
+  });
+  return parseServerArgs([...llama, '-m', local.model, ...(local.mmproj ? ['-mm', local.mmproj] : []), ...(local.draftModel ? ['-md', local.draftModel] : [])]);
 }
 
 /** One model in this process; -1 once it serves (keep running), else the exit code. */
@@ -149,17 +169,18 @@ async function main(): Promise<number> {
     // llama.cpp's parser registers --rpc endpoints at once, and ggml ends the process on one it cannot reach.
     const rpc = rpcArgument(llama, process.env);
     if (rpc !== undefined) await checkRpcEndpoints(rpc);
-    const params = parseServerArgs(llama);
-    const values = params.values();
-    const refused = refusedOptions(params.given());
+    const parsed = parseServerArgs(llama);
+    const refused = refusedOptions(parsed.given());
     if (refused.length > 0) throw new UsageError(`cannot honour these options:\n  ${refused.join('\n  ')}`);
-    if (usesCommonLog(params.given())) {
+    if (usesCommonLog(parsed.given())) {
       native.useCommonLog();
       say = (line, level = 'info') => native.logWrite(level, `${line}\n`);
     }
-    const level = logLevel(values, params.given());
+    const level = logLevel(parsed.values(), parsed.given());
     if (level) native.setLogLevel(level);
     if (own.authRole !== undefined && !own.authApp) throw new UsageError('--auth-role needs --auth-app');
+    const params = await withLocalModels(llama, parsed);
+    const values = params.values();
     // As llama-server: without a model, the server is a router over many.
     if (values.model === '') return await runRouter(params, own);
     return await runSingleModel(params, own);

@@ -25,6 +25,7 @@ function routes(): Array<{ path: string; body: Record<string, unknown>; headers?
     { path: '/auth/roles/revoke', body: { ...credentials, user_id: tokens.user_id, tenant_id: tenant } },
     { path: '/admin/apps', body: { slug: 'shop', name: 'Shop' }, headers: { 'x-admin-key': ADMIN_KEY } },
     { path: `/admin/apps/${app.id}/tenants`, body: { name: 'Globex' }, headers: { 'x-admin-key': ADMIN_KEY } },
+    { path: `/admin/apps/${app.id}/webhooks`, body: { url: 'https://example.com/hooks', event_types: ['session.revoked'] }, headers: { 'x-admin-key': ADMIN_KEY } },
   ];
 }
 
@@ -68,6 +69,36 @@ t.test('SQL-injection strings in every field are inert', async (t) => {
   t.same(names.map((r) => r.name), [...INJECTIONS].sort((a, b) => (a < b ? -1 : a > b ? 1 : 0)), 'tenant names are stored verbatim');
   const [stored] = await h.sql`select destination from otp_codes where destination like 'x''or%'`;
   t.equal(stored?.destination, "x'or'1'='1@example.com", 'an e-mail-shaped payload is stored as plain text');
+});
+
+t.test('hostile OAuth forms and admin query strings are inert: 400, 401 or an inactive token, never a 500', async (t) => {
+  const form = (fields: Record<string, string>) => new URLSearchParams(fields).toString();
+  for (const payload of INJECTIONS) {
+    for (const fields of [
+      { token: payload, client_id: app.id, client_secret: app.secret },
+      { token: tokens.refresh_token, client_id: payload, client_secret: app.secret },
+      { token: tokens.refresh_token, client_id: app.id, client_secret: payload },
+      { token: tokens.refresh_token, token_type_hint: payload, client_id: app.id, client_secret: app.secret },
+    ]) {
+      // A valid token with valid credentials would be revoked, rightly: only introspected here.
+      const valid = fields.token === tokens.refresh_token && fields.client_id === app.id && fields.client_secret === app.secret;
+      for (const path of valid ? ['/oauth/introspect'] : ['/oauth/introspect', '/oauth/revoke']) {
+        const reply = await h.request('POST', path, { raw: form(fields), headers: { 'content-type': 'application/x-www-form-urlencoded' } });
+        t.ok([200, 400, 401].includes(reply.status), `${path} ${JSON.stringify(fields)}: ${reply.status}`);
+        if (reply.status !== 200) t.type(reply.body.error, 'string');
+        if (reply.status === 200 && path === '/oauth/introspect' && fields.token === payload) t.same(reply.body, { active: false });
+      }
+    }
+    for (const name of ['app_id', 'user_id', 'type', 'since', 'until', 'cursor', 'limit']) {
+      const reply = await h.admin('GET', `/admin/audit-events?${name}=${encodeURIComponent(payload)}`);
+      assertClean(t, reply, `audit ${name}=${payload}`, payload);
+      t.same([reply.status, reply.body.error.code], [400, 'VALIDATION_ERROR'], `audit ${name}`);
+    }
+  }
+  const bytes = await fetch(`${h.base}/oauth/introspect`, { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded' }, body: Buffer.from([0x74, 0x6f, 0x6b, 0x65, 0x6e, 0x3d, 0xff, 0xfe, 0x00]) });
+  t.equal(bytes.status, 400, 'a form that is not UTF-8 is refused before anything else');
+  t.same(await bytes.json(), { error: 'invalid_request', error_description: 'The form is not valid UTF-8' });
+  t.equal((await h.refresh(app, tokens.refresh_token)).status, 200, 'the session survived all of it');
 });
 
 t.test('SQL-injection strings in path parameters are inert', async (t) => {
@@ -128,7 +159,8 @@ t.test('arrays, objects, numbers, booleans and null where strings belong are 400
         const reply = await h.request('POST', route.path, { json: { ...route.body, [field]: wrong }, headers: route.headers });
         t.equal(reply.status, 400, `${route.path} ${field}=${JSON.stringify(wrong)}`);
         t.equal(reply.body.error.code, 'VALIDATION_ERROR');
-        t.match(reply.body.error.message, new RegExp(`"${field}"`), 'the message names the field');
+        // A wrong item of an array is named with its index: "event_types[0]".
+        t.match(reply.body.error.message, new RegExp(`"${field}(\\[\\d+\\])?"`), 'the message names the field');
       }
     }
   }

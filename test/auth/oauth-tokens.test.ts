@@ -150,6 +150,7 @@ t.test('a malformed request is 400 invalid_request', async (t) => {
     ['a repeated parameter', { raw: `token=${tokens.refresh_token}&token=x`, headers: { 'content-type': FORM, authorization: basic(app.id, app.secret) } }],
     ['an unknown parameter', { raw: `token=${tokens.refresh_token}&scope=all`, headers: { 'content-type': FORM, authorization: basic(app.id, app.secret) } }],
     ['a control character', { raw: 'token=a%00b', headers: { 'content-type': FORM, authorization: basic(app.id, app.secret) } }],
+    ['an escape that is not UTF-8', { raw: 'token=rt_%FF', headers: { 'content-type': FORM, authorization: basic(app.id, app.secret) } }],
     ['two client authentication methods', { raw: `token=${tokens.refresh_token}&client_id=${app.id}&client_secret=${app.secret}`, headers: { 'content-type': FORM, authorization: basic(app.id, app.secret) } }],
   ];
   for (const [name, request] of cases) {

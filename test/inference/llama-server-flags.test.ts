@@ -38,8 +38,8 @@ t.test('our own flags are taken out before llama-server\'s command line is parse
 });
 
 t.test('refused options are named with their reason; served and ignored ones are not', async (t) => {
-  t.same(refusedOptions(['-m', '-cb', '--temp', '-hf', '--spec-draft-model', '--video-fps']), [
-    '-hf: this server loads local files only: download the file and pass its path',
+  t.same(refusedOptions(['-m', '-cb', '--temp', '-hf', '-dr', '--spec-draft-model', '--video-fps']), [
+    '-dr: models from the Docker registry are not supported: name a Hugging Face repository (-hf) or a URL (-mu)',
     '--video-fps: video input is not supported (images only)',
   ]);
 });
@@ -147,9 +147,9 @@ t.test('an unknown option fails as llama-server fails: its message, exit 1', asy
 });
 
 t.test('an option this server cannot honour fails at start-up naming why, exit 1', async (t) => {
-  const out = await runServer(['-m', models.chat, '-hf', 'org/model']);
+  const out = await runServer(['-m', models.chat, '-dr', 'gemma3']);
   t.equal(out.code, 1);
-  t.match(out.stderr, /-hf: this server loads local files only/);
+  t.match(out.stderr, /-dr: models from the Docker registry are not supported/);
 });
 
 t.test('--prefill-budget and --prefill-budget-ms reach the engine; 512 tokens and 1000 ms when absent', async (t) => {
