@@ -304,6 +304,7 @@ export function routerOptions(v: ServerParamValues, own: OwnFlags): Omit<RouterS
     modelsMax: v.modelsMax,
     spares: own.modelsSpare ?? 1,
     childArgs: childArgs(own),
+    hfToken: v.hfToken,
     ...transportOptions(v),
   };
 }

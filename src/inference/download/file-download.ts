@@ -161,6 +161,8 @@ export async function downloadFile(file: FileToDownload, options: DownloadOption
         fetched = await fetchInto(file, partial, options, p, progress, attempt === 0);
       } catch (err) {
         if (err instanceof DownloadRefused || options.signal?.aborted) {
+          // As llama.cpp: a cancelled download leaves no partial file behind.
+          if (options.signal?.aborted) rmSync(partial, { force: true });
           progress.done({ ...p }, false);
           throw err;
         }

@@ -10,6 +10,7 @@ import { modelNotFound, ModelRegistry, type ModelEntry, type ModelEvent } from '
 import { CONVERSATION_HEADER } from '../streams/resumable.js';
 import type { ConversationOwners } from './conversation-owners.js';
 import { forward } from './proxy.js';
+import type { ModelDownloads } from './model-downloads.js';
 
 export interface RouterSettings {
   /** --models-autoload (default) / --no-models-autoload. */
@@ -27,6 +28,10 @@ export interface RouterHandlers {
   loadModel(req: HttpRequest): Promise<HttpResult>;
   unloadModel(req: HttpRequest): HttpResult;
   modelEvents(req: HttpRequest): Promise<void>;
+  /** POST /models {model}: downloads a model by its hub name into the cache. */
+  addModel(req: HttpRequest): Promise<HttpResult>;
+  /** DELETE /models?model=: removes a cache model (its download cancelled, its process stopped). */
+  removeModel(req: HttpRequest): Promise<HttpResult>;
 }
 
 /** ?autoload=true|1|false|0 overrides the server's setting for one request. */
@@ -97,7 +102,7 @@ function modelListing(entry: ModelEntry, created: number): Record<string, unknow
     status,
     architecture: { input_modalities: entry.spec.mmproj !== '' ? ['text', 'image'] : ['text'], output_modalities: ['text'] },
     source: entry.spec.source,
-    can_remove: false,
+    can_remove: entry.spec.source === 'cache',
   };
   if (ModelRegistry.isRunning(entry) && entry.info) {
     for (const [key, value] of Object.entries(entry.info)) if (!(key in listing)) listing[key] = value;
@@ -111,7 +116,16 @@ function modelField(req: HttpRequest): string {
   return name;
 }
 
-export function routerHandlers(registry: ModelRegistry, settings: RouterSettings, owners: ConversationOwners): RouterHandlers {
+/** A model POST /models is downloading, listed as llama-server lists it meanwhile. */
+function downloadListing(name: string, created: number): Record<string, unknown> {
+  return {
+    id: name, aliases: [], tags: [], object: 'model', owned_by: 'llamacpp', created,
+    status: { value: 'downloading', args: [] }, architecture: { input_modalities: ['text'], output_modalities: ['text'] },
+    source: 'cache', can_remove: true,
+  };
+}
+
+export function routerHandlers(registry: ModelRegistry, settings: RouterSettings, owners: ConversationOwners, downloads: ModelDownloads): RouterHandlers {
   const proxyGet = (req: HttpRequest): Promise<HttpResult | void> => {
     const autoload = autoloadOf(req, settings);
     return proxyTo(registry, req, requestedModel(registry, req.query.get('model') ?? '', autoload), autoload, false);
@@ -143,7 +157,8 @@ export function routerHandlers(registry: ModelRegistry, settings: RouterSettings
     listModels: async (req) => {
       if (req.query.get('reload')) await registry.reload();
       const created = Math.floor(Date.now() / 1000);
-      return { body: { data: registry.list().filter((e) => !e.spec.hidden).map((e) => modelListing(e, created)), object: 'list' } };
+      const listed = registry.list().filter((e) => !e.spec.hidden).map((e) => modelListing(e, created));
+      return { body: { data: [...listed, ...downloads.names().map((name) => downloadListing(name, created))], object: 'list' } };
     },
     loadModel: async (req) => {
       const name = modelField(req);
@@ -161,6 +176,18 @@ export function routerHandlers(registry: ModelRegistry, settings: RouterSettings
       return { body: { success: true } };
     },
     modelEvents: (req) => streamModelEvents(registry, req, settings.closing),
+    addModel: async (req) => {
+      const name = bodyModel(req);
+      if (name === '') throw badRequest('model must be a non-empty string');
+      await downloads.start(name);
+      return { body: { success: true } };
+    },
+    removeModel: async (req) => {
+      const name = req.query.get('model') ?? '';
+      if (name === '') throw badRequest('model must be a non-empty string');
+      await downloads.remove(name);
+      return { body: { success: true } };
+    },
   };
 }
 

@@ -46,6 +46,8 @@ export function routerRoutes(h: RouterHandlers, access: RouterAccess, apiPrefix 
     route('POST', '/models/load',   h.loadModel),
     route('POST', '/models/unload', h.unloadModel),
     route('GET',  '/models/sse',    h.modelEvents),
+    route('POST', '/models',        h.addModel),
+    route('DELETE', '/models',      h.removeModel),
     ...FORWARDED_GETS.map((path) => route('GET', path, h.proxyGet)),
     ...FORWARDED_POSTS.map((path) => route('POST', path, h.proxyPost)),
   ];

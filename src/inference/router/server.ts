@@ -11,6 +11,7 @@ import { ConversationOwners } from './conversation-owners.js';
 import { routerHandlers } from './handlers.js';
 import { routerStreamHandlers } from './stream-handlers.js';
 import { ModelRegistry, type RegistryOptions } from './model-registry.js';
+import { ModelDownloads } from './model-downloads.js';
 import { routerRoutes, withKey, type RouterAccess } from './routes.js';
 import { corsProxyRoutes } from '../cors-proxy-routes.js';
 import { checkKey, type Mount } from '../guards.js';
@@ -37,6 +38,10 @@ export interface RouterServerOptions extends Omit<RegistryOptions, 'loadTimeoutM
   tools?: ToolsOptions;
   /** Default 600 s. */
   loadTimeoutMs?: number;
+  /** -hft / HF_TOKEN: sent to the hub by POST /models downloads. */
+  hfToken?: string;
+  /** Where the hub and its cache are (MODEL_ENDPOINT, LLAMA_CACHE, ...); default process.env. */
+  env?: Readonly<Record<string, string | undefined>>;
   fakeTiming?: boolean;
 }
 
@@ -60,7 +65,8 @@ export async function startRouterServer(options: RouterServerOptions): Promise<R
   });
   const closing = new AbortController();
   const owners = new ConversationOwners();
-  const handlers = routerHandlers(registry, { autoload: options.autoload, buildInfo: options.buildInfo, closing: closing.signal }, owners);
+  const downloads = new ModelDownloads(registry, { env: options.env ?? process.env, hfToken: options.hfToken ?? '', userAgent: `inference-server llama-cpp/${options.buildInfo}`, log: options.log });
+  const handlers = routerHandlers(registry, { autoload: options.autoload, buildInfo: options.buildInfo, closing: closing.signal }, owners, downloads);
   const streams = routerStreamHandlers(registry, owners);
   const apiPrefix = options.apiPrefix ?? '';
   const access: RouterAccess = { keys: new ApiKeys(options.apiKeys), ...(options.acceptBearer ? { acceptBearer: options.acceptBearer } : {}) };
@@ -102,7 +108,7 @@ export async function startRouterServer(options: RouterServerOptions): Promise<R
     async close() {
       closing.abort();
       http.close();
-      await Promise.all([registry.close(), tools?.close()]);
+      await Promise.all([downloads.close(), registry.close(), tools?.close()]);
     },
   };
 }
