@@ -17,6 +17,7 @@ import { handleChatCompletions, handleChatInputTokens } from './handlers/chat-co
 import { handleResponses, handleResponsesInputTokens } from './handlers/responses.js';
 import { handleSlotAction } from './handlers/slot-actions.js';
 import { handleTextCompletions } from './handlers/text-completions.js';
+import { handleTranscriptions } from './handlers/transcriptions.js';
 import { handleApplyTemplate, handleDetokenize, handleTokenize } from './handlers/tokenize.js';
 import { resumable } from './streams/resumable.js';
 import type { StreamSessions } from './streams/stream-sessions.js';
@@ -82,6 +83,8 @@ export function inferenceRoutes(ctx: RouteContext, options: RouteOptions): Route
     route('POST', '/v1/chat/completions/input_tokens', apiKey, handleChatInputTokens),
     route('POST', '/responses/input_tokens',           apiKey, handleResponsesInputTokens),
     route('POST', '/v1/responses/input_tokens',        apiKey, handleResponsesInputTokens),
+    route('POST', '/v1/audio/transcriptions',          apiKeyReadOnly, handleTranscriptions),
+    route('POST', '/audio/transcriptions',             apiKeyReadOnly, handleTranscriptions),
     // Anthropic's Messages API: every answer, errors included, in Anthropic's shape.
     anthropicRoute(route('POST', '/v1/messages',              apiKey, gen(handleAnthropicMessages))),
     anthropicRoute(route('POST', '/v1/messages/count_tokens', apiKey, handleAnthropicCountTokens)),

@@ -140,7 +140,9 @@ export type OpenAICompletionBody = Static<typeof OpenAICompletionBody>;
 
 const TextPart = Type.Object({ type: Type.Literal('text'), text: Type.String() });
 const ImagePart = Type.Object({ type: Type.Literal('image_url'), image_url: Type.Object({ url: Type.String() }) });
-export const MessageContent = Type.Union([Type.String(), Type.Array(Type.Union([TextPart, ImagePart])), Type.Null()]);
+/** OpenAI's audio part: base64 bytes in data (llama-server also reads url); format is not needed to decode. */
+const AudioPart = Type.Object({ type: Type.Literal('input_audio'), input_audio: Type.Object({ data: Type.Optional(Type.String()), url: Type.Optional(Type.String()), format: Type.Optional(Type.String()) }) });
+export const MessageContent = Type.Union([Type.String(), Type.Array(Type.Union([TextPart, ImagePart, AudioPart])), Type.Null()]);
 
 /** A tool call in an assistant message of the history (OpenAI's shape); arguments are JSON text. */
 const ToolCall = Type.Object({

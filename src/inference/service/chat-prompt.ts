@@ -41,6 +41,10 @@ async function contentParts(service: InferenceService, m: ChatMessage, i: number
       parts.push({ type: 'text', text: part.text });
       continue;
     }
+    // No projector here reads audio (the engine takes images only): llama-server's answer without an audio projector.
+    if (part.type === 'input_audio') {
+      throw inferenceError(ErrorType.SERVER, 'audio input is not supported - hint: if this is unexpected, you may need to provide the mmproj');
+    }
     // llama-server's answer, a 500 (its clients test for it), with our hint about -mm.
     if (!service.vision) {
       throw inferenceError(ErrorType.SERVER, 'image input is not supported - hint: if this is unexpected, you may need to provide the mmproj (start the server with -mm)');

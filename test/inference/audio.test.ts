@@ -1,0 +1,65 @@
+// Audio input where no projector reads audio (the only case this server has: its engine takes
+// images only), answered exactly as llama-server built from the same source answers it, with no
+// projector and with the image projector: an input_audio part in a chat, and
+// /v1/audio/transcriptions with a WAV upload.
+import t from 'tap';
+import { ensureTestModels } from '../fixtures/models.js';
+import { startTestServer } from '../helpers/inference-server.js';
+import { startLlamaServer } from '../helpers/llama-server.js';
+
+const models = await ensureTestModels();
+
+/** A 0.1 s, 16 kHz, 16-bit mono WAV of silence. */
+function wav(): Buffer {
+  const samples = 1600;
+  const b = Buffer.alloc(44 + samples * 2);
+  b.write('RIFF', 0);
+  b.writeUInt32LE(36 + samples * 2, 4);
+  b.write('WAVEfmt ', 8);
+  b.writeUInt32LE(16, 16);
+  b.writeUInt16LE(1, 20);
+  b.writeUInt16LE(1, 22);
+  b.writeUInt32LE(16000, 24);
+  b.writeUInt32LE(32000, 28);
+  b.writeUInt16LE(2, 32);
+  b.writeUInt16LE(16, 34);
+  b.write('data', 36);
+  b.writeUInt32LE(samples * 2, 40);
+  return b;
+}
+
+async function answer(base: string, path: string, init: RequestInit): Promise<{ status: number; body: unknown }> {
+  const res = await fetch(base + path, init);
+  return { status: res.status, body: await res.json() };
+}
+
+const chatWithAudio = {
+  method: 'POST',
+  headers: { 'content-type': 'application/json' },
+  body: JSON.stringify({ messages: [{ role: 'user', content: [{ type: 'text', text: 'What is said?' }, { type: 'input_audio', input_audio: { data: wav().toString('base64'), format: 'wav' } }] }], max_tokens: 4 }),
+};
+
+function transcription(): RequestInit {
+  const form = new FormData();
+  form.append('file', new Blob([wav()], { type: 'audio/wav' }), 'speech.wav');
+  form.append('model', 'whisper-1');
+  form.append('response_format', 'json');
+  return { method: 'POST', body: form };
+}
+
+for (const [what, extra] of [['without a projector', []], ['with the image projector', ['-mm', models.mmproj]]] as const) {
+  t.test(`${what}: an input_audio part and /v1/audio/transcriptions answer as llama-server's`, async (t) => {
+    const ours = await startTestServer(models.chat, { ctxSize: 512, parallel: 1, ...(extra.length ? { mmproj: extra[1] } : {}) });
+    t.teardown(ours.close);
+    const llama = await startLlamaServer(['-m', models.chat, '-c', '512', '-np', '1', ...extra]);
+    t.teardown(llama.close);
+    const chat = await answer(ours.base, '/v1/chat/completions', chatWithAudio);
+    t.same(chat, await answer(llama.base, '/v1/chat/completions', chatWithAudio));
+    t.same(chat, { status: 500, body: { error: { code: 500, message: 'audio input is not supported - hint: if this is unexpected, you may need to provide the mmproj', type: 'server_error' } } });
+    for (const path of ['/v1/audio/transcriptions', '/audio/transcriptions']) {
+      const ourAnswer = await answer(ours.base, path, transcription());
+      t.same(ourAnswer, await answer(llama.base, path, transcription()), path);
+      t.same(ourAnswer, { status: 501, body: { error: { code: 501, message: 'The current model does not support audio input.', type: 'not_supported_error' } } });
+    }
+  });
+}
