@@ -103,9 +103,7 @@ Slot * Engine::choose_slot(const CompletionTask & task) {
         Slot & s = slots_[task.id_slot];
         return s.busy() ? nullptr : &s;
     }
-    // With idle slots kept in the pool (no --cache-idle-slots), where a prompt goes decides what it
-    // destroys; with it they go to host memory at every start anyway, and llama-server's choice stands.
-    if (sharing_ && !(prompt_cache_ && params_.cache_idle_slots)) return choose_slot_sharing(task);
+    if (sharing_) return choose_slot_sharing(task);
     Slot * best = nullptr;
     double best_similarity = 0;
     Slot * lru = nullptr;
@@ -150,7 +148,9 @@ void Engine::admit_waiting(int64_t now) {
 // goes to the prompt cache (a later prompt that shares it gets it back from there), and with a
 // unified KV pool its cells are freed, so that the pool's used span, which every step's attention
 // covers, holds only what running tasks need. A slot holding images keeps its cache (it cannot be
-// saved without them).
+// saved without them). With prefix sharing the cells stay: slots' caches share their prefixes, so
+// they cost the span little, and any prompt can take them at no cost; KV pressure evicts idle
+// slots least recently used first (evict_lru_idle), and the saved copy serves once they are gone.
 void Engine::cache_idle_slots() {
     for (auto & s : slots_) {
         if (s.busy() || s.cache.empty() || !s.cache_media.empty()) continue;
@@ -158,7 +158,7 @@ void Engine::cache_idle_slots() {
             log_debug("slot " + std::to_string(s.id) + ": __TEST_TAG_CACHE_IDLE_SLOT__\n");
             prompt_cache_->trim();
         }
-        if (params_.kv_unified) clear_slot(s);
+        if (params_.kv_unified && !sharing_) clear_slot(s);
     }
 }
 
@@ -167,8 +167,12 @@ void Engine::start_task(Slot & slot, std::unique_ptr<CompletionTask> task, int64
     // With sharing, the host-memory prompt cache is asked only when it holds a longer prefix than
     // the pool's cells: a prefix in the pool costs nothing, one from host memory a copy.
     const bool use_ram = prompt_cache_ && task->kind == TaskKind::COMPLETION && task->cache_prompt && task->media.empty();
-    if (use_ram && (!sharing_ || prompt_cache_->longest_prefix(task->prompt, task->lora_scales) > longest_cached_prefix(slot, *task).n)) {
-        swap_cached_prompt(slot, *task);
+    // As llama-server's get_available_slot, at every completion task's start with a prompt cache.
+    if (use_ram) log_debug("srv  get_availabl: updating prompt cache\n");
+    if (use_ram) {
+        // With sharing the pool's prefix is preferred: host memory only saves the slot's outgoing cache.
+        const bool load = !sharing_ || prompt_cache_->longest_prefix(task->prompt, task->lora_scales) > longest_cached_prefix(slot, *task).n;
+        swap_cached_prompt(slot, *task, load);
     }
     // K/V computed under other adapter scales cannot be reused.
     if (slot.cache_lora != task->lora_scales) {
@@ -230,14 +234,18 @@ void Engine::release_slot(Slot & slot, int64_t now) {
 }
 
 // --cache-ram: before a slot loses most of its cache to `task` (or when it is empty), its prompt
-// goes to the prompt cache and the cached prompt that serves `task` best, if any beats what the
-// slot holds, comes back into it. Slots holding images are not saved (their cache needs the images).
-void Engine::swap_cached_prompt(Slot & slot, const CompletionTask & task) {
-    log_debug("srv  get_availabl: updating prompt cache\n");
+// goes to the prompt cache and (with `load`) the cached prompt that serves `task` best, if any
+// beats what the slot holds, comes back into it. Slots holding images are not saved (their cache
+// needs the images).
+void Engine::swap_cached_prompt(Slot & slot, const CompletionTask & task, bool load) {
     const bool same_lora = slot.cache_lora == task.lora_scales;
     const size_t lcp = same_lora ? common_prefix_length(slot.cache, task.prompt) : 0;
     if (!slot.cache.empty() && 2 * lcp >= slot.cache.size()) return;
     if (slot.cache_media.empty()) prompt_cache_->save(ctx_, slot.id, slot.cache, slot.cache_lora);
+    if (!load) {
+        prompt_cache_->trim();
+        return;
+    }
     bool failed = false;
     const std::vector<llama_token> current = same_lora ? slot.cache : std::vector<llama_token>{};
     auto restored = prompt_cache_->load(ctx_, slot.id, task.prompt, task.lora_scales, current, failed);

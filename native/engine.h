@@ -192,7 +192,7 @@ private:
     bool shift_context(Slot & slot);
     void fail(Slot & slot, const std::string & message);
     void emit(EngineEvent && event);
-    void swap_cached_prompt(Slot & slot, const CompletionTask & task);
+    void swap_cached_prompt(Slot & slot, const CompletionTask & task, bool load);
     // engine thread, prefix sharing (engine-sharing.cpp)
     struct PrefixSource {
         Slot * slot = nullptr;

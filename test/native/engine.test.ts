@@ -163,7 +163,7 @@ t.test('slot choice with prefix sharing and idle slots kept in the pool: the idl
 // --cache-idle-slots with --cache-ram, as llama-server: when a task starts, every idle slot's cache
 // goes to the prompt cache, and with a unified KV pool its cells are freed; the prompt comes back
 // from the cache when it is sent again.
-async function idleSlotAfterAnotherStarts(t: Test, params: { cacheIdleSlots: boolean; kvUnified: boolean }) {
+async function idleSlotAfterAnotherStarts(t: Test, params: { cacheIdleSlots: boolean; kvUnified: boolean; prefixSharing?: boolean }) {
   const e = await InferenceEngine.create(model, { nCtx: 1024, nParallel: 2, promptCacheMib: 64, ...params });
   try {
     const first = await e.run(greedy(LONG_PROMPT.slice(0, 300), 4, { idSlot: 0 }));
@@ -177,10 +177,13 @@ async function idleSlotAfterAnotherStarts(t: Test, params: { cacheIdleSlots: boo
   }
 }
 
-t.test('a task that starts sends idle slots to the prompt cache; with a unified pool their cells are freed', async (t) => {
-  const unified = await idleSlotAfterAnotherStarts(t, { cacheIdleSlots: true, kvUnified: true });
+t.test('a task that starts sends idle slots to the prompt cache; with a unified pool and no prefix sharing their cells are freed', async (t) => {
+  const unified = await idleSlotAfterAnotherStarts(t, { cacheIdleSlots: true, kvUnified: true, prefixSharing: false });
   t.equal(unified.idleCells, 0, 'the idle slot was emptied when the other task started');
   t.equal(unified.cached, unified.nPrompt - 1, 'its prompt came back from the prompt cache');
+  const sharing = await idleSlotAfterAnotherStarts(t, { cacheIdleSlots: true, kvUnified: true });
+  t.equal(sharing.idleCells, sharing.kept, 'with prefix sharing (the default) the idle slot keeps its cells, where any prompt can share them');
+  t.equal(sharing.cached, sharing.nPrompt - 1, 'and serves the prompt from there');
   const separate = await idleSlotAfterAnotherStarts(t, { cacheIdleSlots: true, kvUnified: false });
   t.equal(separate.idleCells, separate.kept, 'without a unified pool the slot keeps its cells (freeing them gains no room)');
   t.equal(separate.cached, separate.nPrompt - 1);
