@@ -4,6 +4,7 @@
 // stopped).
 import { createHash } from 'node:crypto';
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, mkdirSync } from 'node:fs';
+import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import t from 'tap';
@@ -53,12 +54,13 @@ async function subscribe(): Promise<{ events: ModelEvent[]; until: (match: (e: M
     try {
       for await (const chunk of res.body!) {
         buffer += Buffer.from(chunk).toString();
+        // Line by line, as an SSE parser reads (blank lines and comments carry no event).
         let end: number;
-        while ((end = buffer.indexOf('\n\n')) >= 0) {
-          const block = buffer.slice(0, end);
-          buffer = buffer.slice(end + 2);
-          if (!block.startsWith('data: ')) continue;
-          const event = JSON.parse(block.slice(6)) as ModelEvent;
+        while ((end = buffer.indexOf('\n')) >= 0) {
+          const line = buffer.slice(0, end);
+          buffer = buffer.slice(end + 1);
+          if (!line.startsWith('data: ')) continue;
+          const event = JSON.parse(line.slice(6)) as ModelEvent;
           events.push(event);
           for (const w of waiters.splice(0)) if (w.match(event)) w.resolve(event); else waiters.push(w);
         }
@@ -156,4 +158,28 @@ t.test('DELETE /models during a download cancels it: download_failed, nothing le
   t.notOk(existsSync(join(cache, 'models--org--slow-GGUF', 'blobs', sha256(chat))), 'no blob');
   t.notOk(existsSync(join(cache, 'models--org--slow-GGUF', 'blobs', `${sha256(chat)}.downloadInProgress`)), 'no partial file');
   t.notOk((await listed()).some((m) => m.id === name));
+});
+
+t.test('the last /models/sse event reaches a client that reads whole HTTP chunks (llama.cpp\'s Python tests) without waiting for the next one', async (t) => {
+  const socket = connect(router.port, '127.0.0.1');
+  t.teardown(() => socket.destroy());
+  let raw = '';
+  const seen = (text: string): Promise<void> => new Promise((resolve, reject) => {
+    const check = (): void => {
+      if (!raw.includes(text)) return;
+      socket.off('data', check);
+      clearTimeout(bound);
+      resolve();
+    };
+    // A bound, not a wait: without the fix the chunk's end comes only with the 30 s ping.
+    const bound = setTimeout(() => reject(new Error(`no ${JSON.stringify(text)} in ${JSON.stringify(raw)}`)), 5000);
+    socket.on('data', (d) => { raw += d; });
+    socket.on('data', check);
+    check();
+  });
+  socket.write('GET /models/sse HTTP/1.1\r\nHost: x\r\n\r\n');
+  await seen(': connected');
+  await fetch(`${base}/models?reload=1`);
+  await seen('data: {"model":"*","event":"models_reload"}\n\n\r\n');
+  t.pass('the event\'s chunk is complete (its closing CRLF arrived)');
 });

@@ -209,8 +209,15 @@ async function streamModelEvents(registry: ModelRegistry, req: HttpRequest, clos
     await stream.sendRaw(': connected\n\n');
     while (!req.signal.aborted && !closing.aborted && !stream.closed) {
       const event = pending.shift();
-      if (event) await stream.send(JSON.stringify(event));
-      else await new Promise<void>((resolve) => (wake = resolve));
+      if (event) {
+        await stream.send(JSON.stringify(event));
+        // uWS sends a chunk's closing CRLF with the next write, so a client that reads whole
+        // chunks (Python's urllib3) would get the last event only with the next one or a ping:
+        // a blank line (no event to an SSE parser) completes it now.
+        if (pending.length === 0) await stream.sendRaw('\n');
+      } else {
+        await new Promise<void>((resolve) => (wake = resolve));
+      }
       wake = null;
     }
   } finally {
