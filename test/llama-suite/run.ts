@@ -11,6 +11,10 @@
 //   ours-lenient   the same, with the llama-server flags inference-server does not know dropped
 //                  (or rewritten to a spelling it knows); the shim logs each start's dropped flags
 //
+// Both servers fetch from a local mock hub (test/fixtures/mock-hub.ts, as MODEL_ENDPOINT) that serves
+// the model test_router downloads, each into its own LLAMA_CACHE (test_router downloads into it and
+// deletes from it). Nothing reaches the network.
+//
 // Each (server, file) pair is one pytest process on its own port, `--jobs` at a time. Results:
 // <out>/results.json (every test's outcome per server, failure message, last HTTP exchanges,
 // dropped flags, grouped causes) and <out>/report.md; pytest logs in <out>/logs/.
@@ -24,6 +28,7 @@ import {
   droppedFlagCounts, failingDifferently, fileRows, formatCauses, formatTable, groupCauses, type Results, type Target, type TestResult,
 } from './report.js';
 import { writeSuiteHfCache } from './hf-cache.js';
+import { standardRepos, startMockHub, type MockHub } from '../fixtures/mock-hub.js';
 import { copySuite, missingPythonModules, preparePythonPath } from './suite-copy.js';
 
 const VENDOR = join(REPO_ROOT, 'vendor', 'llama.cpp');
@@ -96,8 +101,10 @@ interface Setup {
   flagsFile: string;
   pythonPath: string;
   stubbed: string[];
-  /** LLAMA_CACHE of both servers: the stand-ins under test_router's hub names. */
-  hfCache: string;
+  /** LLAMA_CACHE per server (each its own, as test_router downloads into and deletes from it): the stand-ins under test_router's hub names. */
+  hfCaches: Partial<Record<Target, string>>;
+  /** MODEL_ENDPOINT of both servers: the local mock hub, serving the model test_router downloads. */
+  hub: MockHub;
 }
 
 /** Builds what the run needs (dist/, llama-server, models) and writes the flag table and stubs. */
@@ -118,8 +125,9 @@ async function prepare(opts: Options): Promise<Setup> {
   writeFileSync(flagsFile, JSON.stringify(table, null, 1));
   const stubbed = missingPythonModules();
   const pythonPath = preparePythonPath(PYTHON_SOURCES, join(opts.out, 'python'), stubbed);
-  const hfCache = writeSuiteHfCache(join(opts.out, 'hf-cache'), models);
-  return { llamaServer, models, flagsFile, pythonPath, stubbed, hfCache };
+  const hfCaches = Object.fromEntries(opts.targets.map((target) => [target, writeSuiteHfCache(join(opts.out, 'hf-cache', target), models)]));
+  const hub = await startMockHub(await standardRepos());
+  return { llamaServer, models, flagsFile, pythonPath, stubbed, hfCaches, hub };
 }
 
 interface Task {
@@ -137,7 +145,8 @@ function runFile(task: Task, slot: number, tests: string, setup: Setup, opts: Op
   const env: NodeJS.ProcessEnv = {
     ...process.env,
     PYTHONPATH: setup.pythonPath,
-    LLAMA_CACHE: setup.hfCache,
+    LLAMA_CACHE: setup.hfCaches[task.target]!,
+    MODEL_ENDPOINT: setup.hub.url,
     PORT: String(opts.portBase + slot * 10),
     LLAMA_SERVER_BIN_PATH: task.target === 'llama-server' ? setup.llamaServer : SHIM,
     LLAMA_SUITE_MODE: task.target === 'ours-lenient' ? 'lenient' : 'strict',
@@ -260,7 +269,11 @@ async function main(): Promise<void> {
   if (!opts.reportOnly) {
     const setup = await prepare(opts);
     stubbed = setup.stubbed;
-    await runAll(setup, opts);
+    try {
+      await runAll(setup, opts);
+    } finally {
+      await setup.hub.close();
+    }
   }
   const wall = opts.reportOnly ? 0 : (Date.now() - started) / 1000;
   const { results, seconds } = collect(opts);
