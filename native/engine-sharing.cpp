@@ -196,24 +196,36 @@ bool Engine::evict_lru_idle() {
     return true;
 }
 
-// Slot choice with prefix sharing: where the prompt starts from matters little (any slot can take
-// a prefix from any other at no cost), what the choice destroys matters: the idle slot that loses
-// the fewest cached tokens the prompt does not reuse (an empty slot loses none; the slot of the
-// conversation being continued loses only its last answer's tail), the least recently used among
-// equals.
+// A cache the prompt keeps almost all of: it loses at most this many tokens (or a tenth of itself).
+static constexpr size_t CONTINUATION_LOSS = 32;
+
+// Slot choice with prefix sharing: where a prompt starts from matters little (any slot can take a
+// prefix from any other at no cost); what the choice destroys matters. In this order:
+// - the idle slot of the conversation the prompt continues: one whose cache the prompt keeps but
+//   for its last answer's tail (the longest such);
+// - an empty slot: it loses nothing, and the prompt takes its prefix from wherever it is;
+// - the least recently used idle slot, as llama-server: an unrelated idle cache is not kept at the
+//   expense of the others, since every cell in the pool widens the span each step's attention covers.
 Slot * Engine::choose_slot_sharing(const CompletionTask & task) {
-    Slot * best = nullptr;
-    size_t best_loss = SIZE_MAX;
+    Slot * continued = nullptr;
+    size_t continued_kept = 0;
+    Slot * empty = nullptr;
+    Slot * lru = nullptr;
     for (auto & s : slots_) {
         if (s.busy()) continue;
-        const size_t kept = s.cache_lora == task.lora_scales ? s.common_prefix(task) : 0;
-        const size_t loss = s.cache.size() - std::min(kept, s.cache.size());
-        if (loss < best_loss || (loss == best_loss && s.t_last_used_us < best->t_last_used_us)) {
-            best = &s;
-            best_loss = loss;
+        if (!lru || s.t_last_used_us < lru->t_last_used_us) lru = &s;
+        if (s.cache.empty()) {
+            if (!empty || s.t_last_used_us < empty->t_last_used_us) empty = &s;
+            continue;
+        }
+        const size_t kept = s.cache_lora == task.lora_scales ? std::min(s.common_prefix(task), s.cache.size()) : 0;
+        const size_t loss = s.cache.size() - kept;
+        if (kept > 0 && loss <= std::max(CONTINUATION_LOSS, s.cache.size() / 10) && kept > continued_kept) {
+            continued = &s;
+            continued_kept = kept;
         }
     }
-    return best;
+    return continued ? continued : empty ? empty : lru;
 }
 
 }  // namespace addon

@@ -113,7 +113,10 @@ t.test('a prompt takes a prefix from an idle slot that keeps its own cache', asy
   // No host-memory prompt cache: idle slots keep their cells in the pool (with one, as
   // llama-server's --cache-idle-slots, they go to host memory whenever a task starts).
   const { shared } = await pair({ parallel: 2, ctxSize: 4096, promptCacheMib: 0 }, t);
-  const [a, b] = prompts(2);
+  // The first prompt's own part is long (a tenth of it and more): the second, sharing only the
+  // prefix, goes to the empty slot rather than destroy it.
+  const [a0, b] = prompts(2);
+  const a = `${a0} ${'Then think about it once more and answer in full sentences. '.repeat(8)}`;
   const first = await complete(shared.base, { prompt: a });
   t.equal(first.cacheN, 0);
   const second = await complete(shared.base, { prompt: b });

@@ -142,21 +142,26 @@ t.test('slot choice with slotPromptSimilarity 0: always the least recently used 
   t.equal(freedSlot, 0, 'B: slot 0, used longest ago');
 });
 
-t.test('slot choice with prefix sharing and idle slots kept in the pool: the idle slot whose cache the prompt loses least of', async (t) => {
+t.test('slot choice with prefix sharing: the conversation continued, else an empty slot, else the least recently used', async (t) => {
   const e = await InferenceEngine.create(model, { nCtx: 1024, nParallel: 3 });
   t.teardown(() => e.dispose());
   t.equal(e.native.info().prefixSharing, true, 'on with the (default) unified pool');
   const a = 'Alpha is the first prompt of this test and it is long enough for a share';
-  const b = 'Bravo comes second and has nothing in common with the first one at all';
+  const b = 'Bravo comes second and has nothing in common with the first one at all. '.repeat(5);
   const first = await e.run(greedy(a, 2));
   const second = await e.run(greedy(b, 2));
   t.same([first.slot, second.slot], [0, 1], 'A and B: empty slots');
   const continued = await e.run(greedy(a + ' and then some more', 2));
-  t.equal(continued.slot, 2, 'A continued: the empty slot, which loses nothing');
-  t.equal(continued.nCached, prompt(a).length, "it took A's prompt from slot 0's cells");
-  t.equal(e.native.slots()[0]!.nCache, first.nPrompt + 1, 'slot 0 kept its cache');
-  const opted = await e.run(greedy(b, 2, { cachePrompt: false }));
-  t.equal(opted.slot, 1, "B again: the slot holding B (it loses only B's answer)");
+  t.equal(continued.slot, 0, 'A continued: the slot holding A, which loses only its answer');
+  const half = prompt(b).length >> 1;
+  const branch = [...prompt(b).slice(0, half), ...model.tokenize(' then goes somewhere else entirely, word after word', false, true)];
+  const branched = await e.run({ prompt: new Int32Array(branch), nPredict: 2, sampling: { temperature: 0 } });
+  t.equal(branched.slot, 2, "a prompt sharing half of B's cache: the empty slot, not B's (which would lose its other half)");
+  t.ok(branched.nCached >= half - 2, `it took the shared half from B's cells (${branched.nCached} tokens)`);
+  t.equal(e.native.slots()[1]!.nCache, second.nPrompt + 1, "B's slot kept all of its cache");
+  const other = await e.run(greedy('Charlie is unrelated to every cached prompt here', 2));
+  t.equal(other.slot, 1, 'an unrelated prompt with no empty slot: the least recently used idle slot (B)');
+  const opted = await e.run(greedy(a, 2, { cachePrompt: false }));
   t.equal(opted.nCached, 0, 'cache_prompt false: nothing reused, not even from another slot');
 });
 
