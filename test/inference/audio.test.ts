@@ -1,7 +1,7 @@
 // Audio input where no projector reads audio (the only case this server has: its engine takes
 // images only), answered exactly as llama-server built from the same source answers it, with no
 // projector and with the image projector: an input_audio part in a chat, and
-// /v1/audio/transcriptions with a WAV upload.
+// /v1/audio/transcriptions with a WAV upload (and /v1/responses, which takes no audio part there).
 import t from 'tap';
 import { ensureTestModels } from '../fixtures/models.js';
 import { startTestServer } from '../helpers/inference-server.js';
@@ -56,6 +56,13 @@ for (const [what, extra] of [['without a projector', []], ['with the image proje
     const chat = await answer(ours.base, '/v1/chat/completions', chatWithAudio);
     t.same(chat, await answer(llama.base, '/v1/chat/completions', chatWithAudio));
     t.same(chat, { status: 500, body: { error: { code: 500, message: 'audio input is not supported - hint: if this is unexpected, you may need to provide the mmproj', type: 'server_error' } } });
+    // The Responses API takes no audio part in llama-server (input_text, input_image, input_file).
+    const responses = { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ input: [{ role: 'user', content: [{ type: 'input_audio', input_audio: { data: wav().toString('base64'), format: 'wav' } }] }], max_output_tokens: 4 }) };
+    const ourResponses = await answer(ours.base, '/v1/responses', responses);
+    const llamaResponses = await answer(llama.base, '/v1/responses', responses) as { status: number; body: { error: { message: string } } };
+    t.same(llamaResponses, { status: 400, body: { error: { code: 400, message: "'type' must be one of 'input_text', 'input_image', or 'input_file'", type: 'invalid_request_error' } } });
+    // This server's Responses errors name the field (its own difference, not audio's).
+    t.same(ourResponses, { status: 400, body: { error: { code: 400, message: `Invalid field "input[0].content[0]": ${llamaResponses.body.error.message}`, type: 'invalid_request_error', field: 'input[0].content[0]' } } }, '/v1/responses');
     for (const path of ['/v1/audio/transcriptions', '/audio/transcriptions']) {
       const ourAnswer = await answer(ours.base, path, transcription());
       t.same(ourAnswer, await answer(llama.base, path, transcription()), path);
