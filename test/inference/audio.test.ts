@@ -2,8 +2,12 @@
 // images only), answered exactly as llama-server built from the same source answers it, with no
 // projector and with the image projector: an input_audio part in a chat, and
 // /v1/audio/transcriptions with a WAV upload (and /v1/responses, which takes no audio part there).
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import t from 'tap';
+import { ensureAudioProjector } from '../fixtures/audio-projector.js';
 import { ensureTestModels } from '../fixtures/models.js';
+import { REPO_ROOT } from '../helpers/reference.js';
 import { startTestServer } from '../helpers/inference-server.js';
 import { startLlamaServer } from '../helpers/llama-server.js';
 
@@ -70,3 +74,32 @@ for (const [what, extra] of [['without a projector', []], ['with the image proje
     }
   });
 }
+
+// The generated audio projector works: llama-server reads WAV and MP3 through it. This server does
+// not (its engine, native/task-parse.cpp, takes image chunks only) and answers as it does without
+// an audio projector. When audio is implemented, these answers become llama-server's.
+t.test('a generated audio projector (qwen2a): llama-server reads WAV and MP3 through it; this server answers as without audio', async (t) => {
+  const projector = await ensureAudioProjector();
+  const llama = await startLlamaServer(['-m', models.chat, '-mm', projector, '-c', '2048', '-np', '1']);
+  t.teardown(llama.close);
+  const ours = await startTestServer(models.chat, { ctxSize: 2048, parallel: 1, mmproj: projector });
+  t.teardown(ours.close);
+  const mp3 = readFileSync(join(REPO_ROOT, 'vendor', 'llama.cpp', 'tools', 'mtmd', 'test-2.mp3'));
+  const text = { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ messages: [{ role: 'user', content: 'What is said?' }], max_tokens: 4, temperature: 0 }) };
+  const textTokens = ((await answer(llama.base, '/v1/chat/completions', text)).body as any).usage.prompt_tokens as number;
+  for (const [format, bytes] of [['wav', wav()], ['mp3', mp3]] as const) {
+    const withAudio = { ...text, body: JSON.stringify({ messages: [{ role: 'user', content: [{ type: 'text', text: 'What is said?' }, { type: 'input_audio', input_audio: { data: bytes.toString('base64'), format } }] }], max_tokens: 4, temperature: 0 }) };
+    const theirs = await answer(llama.base, '/v1/chat/completions', withAudio) as { status: number; body: any };
+    t.equal(theirs.status, 200, `llama-server: ${format}`);
+    t.ok(theirs.body.usage.prompt_tokens > textTokens + 100, `llama-server: the ${format} adds its audio positions to the prompt (${theirs.body.usage.prompt_tokens} tokens, ${textTokens} without)`);
+    t.same(await answer(ours.base, '/v1/chat/completions', withAudio), { status: 500, body: { error: { code: 500, message: 'audio input is not supported - hint: if this is unexpected, you may need to provide the mmproj', type: 'server_error' } } }, `ours: ${format}`);
+  }
+  const transcribed = await answer(llama.base, '/v1/audio/transcriptions', transcription()) as { status: number; body: any };
+  t.match(transcribed, { status: 200, body: { type: 'transcript.text.done', text: String } }, 'llama-server transcribes (json)');
+  const form = new FormData();
+  form.append('file', new Blob([wav()], { type: 'audio/wav' }), 'speech.wav');
+  form.append('response_format', 'text');
+  t.same(await answer(llama.base, '/v1/audio/transcriptions', { method: 'POST', body: form }),
+    { status: 400, body: { error: { code: 400, message: "Only 'json' response_format is supported for transcription", type: 'invalid_request_error' } } }, 'llama-server takes only response_format json');
+  t.equal((await answer(ours.base, '/v1/audio/transcriptions', transcription())).status, 501, 'ours: 501, as without audio');
+});
