@@ -131,16 +131,17 @@ t.test('the prompt cache reuses an image only when the same image is at the same
   const run = (image: Buffer, text: string, cache = true) => postJson(`${vision.base}/completion`, {
     prompt: text, multimodal_data: [image.toString('base64')], n_predict: 8, temperature: 0, id_slot: 2, cache_prompt: cache,
   });
-  const first = await run(red, 'Look: <__media__> and say');
-  const again = await run(red, 'Look: <__media__> and say');
+  const first = await run(red, 'Look closely: <__media__> and say');
+  const again = await run(red, 'Look closely: <__media__> and say');
   t.equal(again.body.tokens_cached, again.body.tokens_evaluated - 1, 'all but the last prompt token reused, the image included');
   t.equal(again.body.content, first.body.content);
-  t.equal(again.body.content, (await run(red, 'Look: <__media__> and say', false)).body.content, 'same answer as without the cache');
-  t.equal((await run(red, 'Look: <__media__> and say')).body.tokens_cached, 0, 'the run without the cache left the slot empty');
+  t.equal(again.body.content, (await run(red, 'Look closely: <__media__> and say', false)).body.content, 'same answer as without the cache');
+  t.equal((await vision.server.ready).engine.native.slots()[2]!.nCache, 0, 'the run without the cache left the slot empty');
+  await run(red, 'Look closely: <__media__> and say');
 
-  const longer = await run(red, 'Look: <__media__> and say it again, slowly');
+  const longer = await run(red, 'Look closely: <__media__> and say it again, slowly');
   t.ok(longer.body.tokens_cached > 64, `the image is reused when only the text after it changes (${longer.body.tokens_cached} cached)`);
-  t.equal(longer.body.content, (await run(red, 'Look: <__media__> and say it again, slowly', false)).body.content);
+  t.equal(longer.body.content, (await run(red, 'Look closely: <__media__> and say it again, slowly', false)).body.content);
 
   await run(red, 'Look: <__media__> and say');
   const other = await run(blue, 'Look: <__media__> and say');
