@@ -2,7 +2,7 @@
 // a streaming (SSE) completion client that timestamps every event, a raw-socket request loop for
 // light endpoints, and small statistics helpers. Everything here is client-side; it knows nothing
 // about which server it talks to.
-import { request } from 'node:http';
+import { request, type IncomingMessage } from 'node:http';
 import { connect, type Socket } from 'node:net';
 import { performance } from 'node:perf_hooks';
 
@@ -135,6 +135,46 @@ export interface StreamOptions {
 }
 
 /**
+ * Reads an SSE response's `data:` events as their chunks arrive: each complete event's JSON (not
+ * [DONE]) goes to `onEvent` with the chunk's arrival time and its raw text; `onEvent` returns a
+ * problem to stop on one. An `error:` line, an unparsable event or a returned problem calls
+ * `fail` once, and nothing more is read. Returns the unparsed tail, for messages.
+ */
+function readSse(res: IncomingMessage, onEvent: (ev: any, at: number, raw: string) => string | undefined, fail: (problem: string) => void): () => string {
+  let buf = '';
+  let failed = false;
+  const stop = (problem: string): void => {
+    failed = true;
+    fail(problem);
+  };
+  res.on('data', (chunk: string) => {
+    const now = performance.now();
+    buf += chunk;
+    let sep: number;
+    while (!failed && (sep = buf.indexOf('\n\n')) >= 0) {
+      const block = buf.slice(0, sep);
+      buf = buf.slice(sep + 2);
+      for (const line of block.split('\n')) {
+        if (failed) return;
+        if (line.startsWith('error:')) return stop(`streamed an error\nevent: ${line.slice(0, 2000)}`);
+        if (!line.startsWith('data:')) continue;
+        const data = line.slice(5).trim();
+        if (data === '[DONE]') continue;
+        let ev: any;
+        try {
+          ev = JSON.parse(data);
+        } catch {
+          return stop(`: unparsable SSE event\n${data.slice(0, 2000)}`);
+        }
+        const problem = onEvent(ev, now, data);
+        if (problem) return stop(problem);
+      }
+    }
+  });
+  return () => buf;
+}
+
+/**
  * POSTs `body` with stream: true and reads the SSE events as they arrive. The first token time is
  * the arrival of the first non-final event (one that carries a generated token); the end is the
  * arrival of the final event (stop: true).
@@ -147,7 +187,6 @@ export function streamCompletion(base: string, path: string, body: Record<string
     let firstAt = -1;
     let events = 0;
     let final: any;
-    let buf = '';
     const req = request(
       `${base}${path}`,
       { method: 'POST', agent, headers: { 'content-type': 'application/json', 'content-length': String(payload.length) }, timeout: timeoutMs },
@@ -159,49 +198,24 @@ export function streamCompletion(base: string, path: string, body: Record<string
           res.on('end', () => reject(new BenchError(`POST ${path} answered ${res.statusCode}`, `request: ${describeBody(body)}\nresponse: ${text.slice(0, 2000)}`)));
           return;
         }
-        res.on('data', (chunk: string) => {
-          const now = performance.now();
-          buf += chunk;
-          let sep: number;
-          while ((sep = buf.indexOf('\n\n')) >= 0) {
-            const block = buf.slice(0, sep);
-            buf = buf.slice(sep + 2);
-            for (const line of block.split('\n')) {
-              if (line.startsWith('error:')) {
-                reject(new BenchError(`POST ${path} streamed an error`, `request: ${describeBody(body)}\nevent: ${line.slice(0, 2000)}`));
-                req.destroy();
-                return;
-              }
-              if (!line.startsWith('data:')) continue;
-              const data = line.slice(5).trim();
-              if (data === '[DONE]') continue;
-              let ev: any;
-              try {
-                ev = JSON.parse(data);
-              } catch {
-                reject(new BenchError(`POST ${path}: unparsable SSE event`, data.slice(0, 2000)));
-                req.destroy();
-                return;
-              }
-              events++;
-              onEvent?.(now, Number(ev.tokens_predicted ?? ev.timings?.predicted_n ?? NaN));
-              if (ev.error) {
-                reject(new BenchError(`POST ${path} streamed an error`, `request: ${describeBody(body)}\nevent: ${data.slice(0, 2000)}`));
-                req.destroy();
-                return;
-              }
-              if (ev.stop === true) {
-                final = ev;
-                final.__at = now;
-              } else if (firstAt < 0) {
-                firstAt = now;
-              }
-            }
+        const tail = readSse(res, (ev, now, raw) => {
+          events++;
+          onEvent?.(now, Number(ev.tokens_predicted ?? ev.timings?.predicted_n ?? NaN));
+          if (ev.error) return `streamed an error\nrequest: ${describeBody(body)}\nevent: ${raw.slice(0, 2000)}`;
+          if (ev.stop === true) {
+            final = ev;
+            final.__at = now;
+          } else if (firstAt < 0) {
+            firstAt = now;
           }
+          return undefined;
+        }, (problem) => {
+          reject(new BenchError(`POST ${path} ${problem}`));
+          req.destroy();
         });
         res.on('error', reject);
         res.on('end', () => {
-          if (!final) return reject(new BenchError(`POST ${path}: stream ended without a final event`, `request: ${describeBody(body)}\nunparsed tail: ${buf.slice(0, 500)}`));
+          if (!final) return reject(new BenchError(`POST ${path}: stream ended without a final event`, `request: ${describeBody(body)}\nunparsed tail: ${tail().slice(0, 500)}`));
           const timings = (final.timings ?? {}) as Record<string, number>;
           const predicted = Number(timings.predicted_n ?? final.tokens_predicted ?? 0);
           const endAt = final.__at as number;
@@ -402,7 +416,6 @@ export function streamChat(base: string, body: Record<string, unknown>, timeoutM
     const startAt = performance.now();
     let firstAt = -1;
     let timings: Record<string, number> = {};
-    let buf = '';
     const req = request(
       `${base}/v1/chat/completions`,
       { method: 'POST', agent, headers: { 'content-type': 'application/json', 'content-length': String(payload.length) }, timeout: timeoutMs },
@@ -414,35 +427,15 @@ export function streamChat(base: string, body: Record<string, unknown>, timeoutM
           res.on('end', () => reject(new BenchError(`POST /v1/chat/completions answered ${res.statusCode}`, text.slice(0, 2000))));
           return;
         }
-        res.on('data', (chunk: string) => {
-          const now = performance.now();
-          buf += chunk;
-          let sep: number;
-          while ((sep = buf.indexOf('\n\n')) >= 0) {
-            const block = buf.slice(0, sep);
-            buf = buf.slice(sep + 2);
-            for (const line of block.split('\n')) {
-              if (!line.startsWith('data:')) continue;
-              const data = line.slice(5).trim();
-              if (data === '[DONE]') continue;
-              let ev: any;
-              try {
-                ev = JSON.parse(data);
-              } catch {
-                reject(new BenchError('POST /v1/chat/completions: unparsable SSE event', data.slice(0, 2000)));
-                req.destroy();
-                return;
-              }
-              if (ev.error) {
-                reject(new BenchError('POST /v1/chat/completions streamed an error', data.slice(0, 2000)));
-                req.destroy();
-                return;
-              }
-              const delta = ev.choices?.[0]?.delta ?? {};
-              if (firstAt < 0 && (delta.content || delta.reasoning_content || delta.tool_calls?.length)) firstAt = now;
-              if (ev.timings) timings = ev.timings;
-            }
-          }
+        readSse(res, (ev, now, raw) => {
+          if (ev.error) return `streamed an error\nevent: ${raw.slice(0, 2000)}`;
+          const delta = ev.choices?.[0]?.delta ?? {};
+          if (firstAt < 0 && (delta.content || delta.reasoning_content || delta.tool_calls?.length)) firstAt = now;
+          if (ev.timings) timings = ev.timings;
+          return undefined;
+        }, (problem) => {
+          reject(new BenchError(`POST /v1/chat/completions ${problem}`));
+          req.destroy();
         });
         res.on('error', reject);
         res.on('end', () => {
