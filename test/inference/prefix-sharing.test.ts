@@ -4,6 +4,7 @@
 // with context shift, with per-request LoRA scales and with images; cells a running task uses
 // are never freed, and the pool's size (-c) is what it holds.
 import t from 'tap';
+import { InferenceEngine } from '../../src/inference/engine/engine.js';
 import { ensureTestModels } from '../fixtures/models.js';
 import { dataUrl, encodePng } from '../helpers/png.js';
 import { parseSse, postJson, startTestServer, type TestServer } from '../helpers/inference-server.js';
@@ -257,4 +258,32 @@ t.test('without a unified pool sharing is off unless asked for, and then copies 
   t.ok(second.cacheN > 300, `the second prompt took the first's prefix from the other stream (${second.cacheN})`);
   t.equal(first.cacheN, 0);
   sameUpToNearTies(t, [second], [want], 'between streams');
+});
+
+t.test('a task waiting for a prefix whose computing task is cancelled takes what it holds and computes the rest', async (t) => {
+  // 64-token batches: the first prompt (~2,200 tokens) takes about 35 steps, so the second,
+  // submitted right after, joins it while it is being fed; the first is cancelled then, and with
+  // cache_prompt false its cells are freed as it ends: the waiting one must take them before.
+  const server = await startTestServer(models.chat, { parallel: 1, ctxSize: 1024 });
+  t.teardown(server.close);
+  const { model } = await server.server.ready;
+  const e = await InferenceEngine.create(model, { nCtx: 8192, nParallel: 2, nBatch: 64, nUbatch: 64 });
+  t.teardown(() => e.dispose());
+  const long = `${PREFIX} ${PREFIX} ${PREFIX} ${PREFIX}`;
+  const [a, b] = [`${long}\nQuestion A?`, `${long}\nQuestion B?`].map((text) => model.tokenize(text, true, true));
+  const greedyB = { prompt: b!, nPredict: 12, nProbs: 2, sampling: { temperature: 0, nProbs: 2 } };
+  const stop = new AbortController();
+  const before = e.native.metrics();
+  const computing = e.run({ prompt: a!, nPredict: 4, cachePrompt: false, sampling: { temperature: 0 } }, { signal: stop.signal }).catch((err: Error) => err);
+  // The waiting task's first progress report comes when it is admitted (and joins): then the
+  // computing one is cancelled.
+  const waiting = await e.run({ ...greedyB, returnProgress: true }, { onToken: (tok) => { if (tok.progress) stop.abort(new Error('cancelled by the test')); } });
+  t.match(String(await computing), /cancelled by the test/, 'the computing task was cancelled');
+  t.equal(e.native.metrics().sharedJoins - before.sharedJoins, 1, 'the second task waited for the first');
+  t.ok(waiting.nCached > 0 && waiting.nCached < a!.length - 64, `it took the part computed before the cancel (${waiting.nCached} tokens)`);
+  const alone = await e.run({ ...greedyB, cachePrompt: false });
+  const tie = alone.probabilities.findIndex((p) => Math.log(p.probs[0]!.p / p.probs[1]!.p) < NEAR_TIE);
+  const decided = tie < 0 ? alone.tokens.length : tie;
+  t.ok(decided >= 3, `at least 3 tokens before a near tie (${decided})`);
+  t.same([...waiting.tokens].slice(0, decided), [...alone.tokens].slice(0, decided), 'its tokens are those of the prompt computed alone');
 });
