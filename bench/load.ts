@@ -2,7 +2,7 @@
 // a streaming (SSE) completion client that timestamps every event, a raw-socket request loop for
 // light endpoints, and small statistics helpers. Everything here is client-side; it knows nothing
 // about which server it talks to.
-import { request, type IncomingMessage } from 'node:http';
+import { request, type ClientRequest, type IncomingMessage } from 'node:http';
 import { connect, type Socket } from 'node:net';
 import { performance } from 'node:perf_hooks';
 
@@ -135,6 +135,27 @@ export interface StreamOptions {
 }
 
 /**
+ * POSTs a JSON payload to be answered as a stream: `onOk` gets a 200 response (as text); any
+ * other status, a timeout or a socket error rejects through `reject`. The caller ends the request.
+ */
+function postStream(base: string, path: string, payload: Buffer, timeoutMs: number, what: string, reject: (err: Error) => void, onOk: (res: IncomingMessage) => void): ClientRequest {
+  const req = request(
+    `${base}${path}`,
+    { method: 'POST', agent, headers: { 'content-type': 'application/json', 'content-length': String(payload.length) }, timeout: timeoutMs },
+    (res) => {
+      res.setEncoding('utf8');
+      if (res.statusCode === 200) return onOk(res);
+      let text = '';
+      res.on('data', (c: string) => (text += c));
+      res.on('end', () => reject(new BenchError(`POST ${path} answered ${res.statusCode}`, `request: ${what}\nresponse: ${text.slice(0, 2000)}`)));
+    },
+  );
+  req.on('timeout', () => req.destroy(new BenchError(`POST ${path}: no answer within ${timeoutMs} ms`)));
+  req.on('error', reject);
+  return req;
+}
+
+/**
  * Reads an SSE response's `data:` events as their chunks arrive: each complete event's JSON (not
  * [DONE]) goes to `onEvent` with the chunk's arrival time and its raw text; `onEvent` returns a
  * problem to stop on one. An `error:` line, an unparsable event or a returned problem calls
@@ -187,55 +208,42 @@ export function streamCompletion(base: string, path: string, body: Record<string
     let firstAt = -1;
     let events = 0;
     let final: any;
-    const req = request(
-      `${base}${path}`,
-      { method: 'POST', agent, headers: { 'content-type': 'application/json', 'content-length': String(payload.length) }, timeout: timeoutMs },
-      (res) => {
-        res.setEncoding('utf8');
-        if (res.statusCode !== 200) {
-          let text = '';
-          res.on('data', (c: string) => (text += c));
-          res.on('end', () => reject(new BenchError(`POST ${path} answered ${res.statusCode}`, `request: ${describeBody(body)}\nresponse: ${text.slice(0, 2000)}`)));
-          return;
+    const req = postStream(base, path, payload, timeoutMs, describeBody(body), reject, (res) => {
+      const tail = readSse(res, (ev, now, raw) => {
+        events++;
+        onEvent?.(now, Number(ev.tokens_predicted ?? ev.timings?.predicted_n ?? NaN));
+        if (ev.error) return `streamed an error\nrequest: ${describeBody(body)}\nevent: ${raw.slice(0, 2000)}`;
+        if (ev.stop === true) {
+          final = ev;
+          final.__at = now;
+        } else if (firstAt < 0) {
+          firstAt = now;
         }
-        const tail = readSse(res, (ev, now, raw) => {
-          events++;
-          onEvent?.(now, Number(ev.tokens_predicted ?? ev.timings?.predicted_n ?? NaN));
-          if (ev.error) return `streamed an error\nrequest: ${describeBody(body)}\nevent: ${raw.slice(0, 2000)}`;
-          if (ev.stop === true) {
-            final = ev;
-            final.__at = now;
-          } else if (firstAt < 0) {
-            firstAt = now;
-          }
-          return undefined;
-        }, (problem) => {
-          reject(new BenchError(`POST ${path} ${problem}`));
-          req.destroy();
+        return undefined;
+      }, (problem) => {
+        reject(new BenchError(`POST ${path} ${problem}`));
+        req.destroy();
+      });
+      res.on('error', reject);
+      res.on('end', () => {
+        if (!final) return reject(new BenchError(`POST ${path}: stream ended without a final event`, `request: ${describeBody(body)}\nunparsed tail: ${tail().slice(0, 500)}`));
+        const timings = (final.timings ?? {}) as Record<string, number>;
+        const predicted = Number(timings.predicted_n ?? final.tokens_predicted ?? 0);
+        const endAt = final.__at as number;
+        // A generation of one token may arrive only in the final event.
+        if (firstAt < 0) firstAt = endAt;
+        resolve({
+          firstTokenMs: firstAt - startAt,
+          endMs: endAt - startAt,
+          startAt,
+          endAt,
+          predicted,
+          promptN: Number(timings.prompt_n ?? final.tokens_evaluated ?? 0),
+          timings,
+          events,
         });
-        res.on('error', reject);
-        res.on('end', () => {
-          if (!final) return reject(new BenchError(`POST ${path}: stream ended without a final event`, `request: ${describeBody(body)}\nunparsed tail: ${tail().slice(0, 500)}`));
-          const timings = (final.timings ?? {}) as Record<string, number>;
-          const predicted = Number(timings.predicted_n ?? final.tokens_predicted ?? 0);
-          const endAt = final.__at as number;
-          // A generation of one token may arrive only in the final event.
-          if (firstAt < 0) firstAt = endAt;
-          resolve({
-            firstTokenMs: firstAt - startAt,
-            endMs: endAt - startAt,
-            startAt,
-            endAt,
-            predicted,
-            promptN: Number(timings.prompt_n ?? final.tokens_evaluated ?? 0),
-            timings,
-            events,
-          });
-        });
-      },
-    );
-    req.on('timeout', () => req.destroy(new BenchError(`POST ${path}: no answer within ${timeoutMs} ms`)));
-    req.on('error', reject);
+      });
+    });
     if (signal) {
       const abort = (): void => {
         reject(signal.reason);
@@ -416,37 +424,24 @@ export function streamChat(base: string, body: Record<string, unknown>, timeoutM
     const startAt = performance.now();
     let firstAt = -1;
     let timings: Record<string, number> = {};
-    const req = request(
-      `${base}/v1/chat/completions`,
-      { method: 'POST', agent, headers: { 'content-type': 'application/json', 'content-length': String(payload.length) }, timeout: timeoutMs },
-      (res) => {
-        res.setEncoding('utf8');
-        if (res.statusCode !== 200) {
-          let text = '';
-          res.on('data', (c: string) => (text += c));
-          res.on('end', () => reject(new BenchError(`POST /v1/chat/completions answered ${res.statusCode}`, text.slice(0, 2000))));
-          return;
-        }
-        readSse(res, (ev, now, raw) => {
-          if (ev.error) return `streamed an error\nevent: ${raw.slice(0, 2000)}`;
-          const delta = ev.choices?.[0]?.delta ?? {};
-          if (firstAt < 0 && (delta.content || delta.reasoning_content || delta.tool_calls?.length)) firstAt = now;
-          if (ev.timings) timings = ev.timings;
-          return undefined;
-        }, (problem) => {
-          reject(new BenchError(`POST /v1/chat/completions ${problem}`));
-          req.destroy();
-        });
-        res.on('error', reject);
-        res.on('end', () => {
-          const endAt = performance.now();
-          if (firstAt < 0) firstAt = endAt;
-          resolve({ firstTokenMs: firstAt - startAt, startAt, endAt, promptTokens: Number(timings.prompt_n ?? NaN), cachedTokens: Number(timings.cache_n ?? NaN) });
-        });
-      },
-    );
-    req.on('timeout', () => req.destroy(new BenchError(`POST /v1/chat/completions: no answer within ${timeoutMs} ms`)));
-    req.on('error', reject);
+    const req = postStream(base, '/v1/chat/completions', payload, timeoutMs, 'a chat', reject, (res) => {
+      readSse(res, (ev, now, raw) => {
+        if (ev.error) return `streamed an error\nevent: ${raw.slice(0, 2000)}`;
+        const delta = ev.choices?.[0]?.delta ?? {};
+        if (firstAt < 0 && (delta.content || delta.reasoning_content || delta.tool_calls?.length)) firstAt = now;
+        if (ev.timings) timings = ev.timings;
+        return undefined;
+      }, (problem) => {
+        reject(new BenchError(`POST /v1/chat/completions ${problem}`));
+        req.destroy();
+      });
+      res.on('error', reject);
+      res.on('end', () => {
+        const endAt = performance.now();
+        if (firstAt < 0) firstAt = endAt;
+        resolve({ firstTokenMs: firstAt - startAt, startAt, endAt, promptTokens: Number(timings.prompt_n ?? NaN), cachedTokens: Number(timings.cache_n ?? NaN) });
+      });
+    });
     req.end(payload);
   });
 }
