@@ -28,7 +28,7 @@ t.test('chat completions: greedy content equals llama.cpp on the templated promp
   t.same(b.choices[0].message, { role: 'assistant', content: reference });
   t.equal(b.choices[0].finish_reason, 'length');
   t.equal(b.choices[0].index, 0);
-  t.same(b.usage, { prompt_tokens: 20, completion_tokens: 12, total_tokens: 32 });
+  t.same(b.usage, { prompt_tokens: 20, completion_tokens: 12, total_tokens: 32, prompt_tokens_details: { cached_tokens: b.timings.cache_n } });
 });
 
 t.test('text completions: greedy text equals llama.cpp', async (t) => {
@@ -88,7 +88,7 @@ t.test('streamed chat chunks: role first, content deltas, finish_reason, usage, 
   t.equal(finishChunk.choices[0].finish_reason, 'length');
   t.same(finishChunk.choices[0].delta, {});
   t.same(chunks.at(-1).choices, []);
-  t.same(chunks.at(-1).usage, { prompt_tokens: 20, completion_tokens: 5, total_tokens: 25 });
+  t.same(chunks.at(-1).usage, { prompt_tokens: 20, completion_tokens: 5, total_tokens: 25, prompt_tokens_details: { cached_tokens: chunks.at(-1).timings.cache_n } });
   const noUsage = parseSse(await (await fetch(`${base}/v1/chat/completions`, { method: 'POST', body: JSON.stringify({ messages, max_tokens: 2, stream: true }) })).text()) as any[];
   t.notOk(noUsage.some((c) => c !== '[DONE]' && c.usage), 'no usage chunk unless asked');
 });

@@ -22,13 +22,15 @@ export interface Usage {
   prompt_tokens: number;
   completion_tokens: number;
   total_tokens: number;
+  /** The prompt's tokens taken from the cache (llama-server's usage_json_oaicompat). */
+  prompt_tokens_details: { cached_tokens: number };
 }
 
 export function usage(outcomes: CompletionOutcome[]): Usage {
   // With n > 1 every choice shares one prompt: count it once.
   const prompt = outcomes[0]?.nPrompt ?? 0;
   const completion = outcomes.reduce((n, o) => n + o.nPredicted, 0);
-  return { prompt_tokens: prompt, completion_tokens: completion, total_tokens: prompt + completion };
+  return { prompt_tokens: prompt, completion_tokens: completion, total_tokens: prompt + completion, prompt_tokens_details: { cached_tokens: outcomes[0]?.nCached ?? 0 } };
 }
 
 const decoder = new TextDecoder();
