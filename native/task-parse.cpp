@@ -106,38 +106,60 @@ TaskRequest parse_task(Napi::Env env, Napi::Object o, const TaskLimits & limits)
 // ---------------------------------------------------------------------------------------------
 // Any thread: preparing
 
-// True when `bytes` start like a format stb_image decodes. Anything else is refused before mtmd,
-// which would otherwise try it as audio or video (spawning ffprobe).
+// True when `bytes` start like a format stb_image decodes. Anything else (but audio, below) is
+// refused before mtmd, which would otherwise try it as video (spawning ffprobe).
 static bool looks_like_image(const uint8_t * b, size_t n) {
     auto starts = [&](const char * magic, size_t len) { return n >= len && std::memcmp(b, magic, len) == 0; };
     return starts("\x89PNG", 4) || starts("\xFF\xD8\xFF", 3) || starts("GIF8", 4) || starts("BM", 2) || starts("8BPS", 4) ||
            starts("#?RADIANCE", 10) || starts("#?RGBE", 6) || (n >= 2 && b[0] == 'P' && b[1] >= '1' && b[1] <= '7');
 }
 
-// FNV-1a of an image file: the prompt cache reuses an image only when it is the same file.
-static uint64_t image_hash(const std::vector<uint8_t> & bytes) {
+// True when mtmd's helper takes `bytes` for audio (its own test, mtmd-helper.cpp is_audio_file):
+// WAV (RIFF/WAVE), MP3 (an ID3 tag or an MPEG frame sync) or FLAC.
+static bool looks_like_audio(const uint8_t * b, size_t n) {
+    if (n < 12) return false;
+    const bool wav = std::memcmp(b, "RIFF", 4) == 0 && std::memcmp(b + 8, "WAVE", 4) == 0;
+    const bool mp3 = std::memcmp(b, "ID3", 3) == 0 || (b[0] == 0xFF && (b[1] & 0xE0) == 0xE0);
+    return wav || mp3 || std::memcmp(b, "fLaC", 4) == 0;
+}
+
+// FNV-1a of a media file: the prompt cache reuses an image or a clip only when it is the same file.
+static uint64_t media_file_hash(const std::vector<uint8_t> & bytes) {
     uint64_t hash = 1469598103934665603ull;
     for (uint8_t b : bytes) hash = (hash ^ b) * 1099511628211ull;
     return hash;
 }
 
-static mtmd::bitmap decode_image(mtmd_context * vision, const std::vector<uint8_t> & bytes, size_t i) {
+// One media file of a prompt, decoded: an image (RGB pixels) or an audio clip (mono samples at
+// the projector's rate), as the projector reads it.
+static mtmd::bitmap decode_media(mtmd_context * projector, const std::vector<uint8_t> & bytes, size_t i) {
     constexpr uint64_t max_pixels = 64ull * 1024 * 1024;
-    const std::string which = "image " + std::to_string(i);
-    if (!looks_like_image(bytes.data(), bytes.size())) {
-        throw Refusal(ErrorCode::BAD_MEDIA, which + " is not in a supported format (PNG, JPEG, GIF, BMP, PSD, HDR or PNM)");
+    const bool audio = looks_like_audio(bytes.data(), bytes.size());
+    if (!audio && !looks_like_image(bytes.data(), bytes.size())) {
+        throw Refusal(ErrorCode::BAD_MEDIA, "media file " + std::to_string(i) + " is not in a supported format (PNG, JPEG, GIF, BMP, PSD, HDR or PNM images; WAV, MP3 or FLAC audio)");
     }
-    mtmd_helper_bitmap_wrapper decoded = mtmd_helper_bitmap_init_from_buf(vision, bytes.data(), bytes.size(), false, mtmd_helper_init_opt_default());
+    const std::string which = (audio ? "audio clip " : "image ") + std::to_string(i);
+    if (audio && !mtmd_support_audio(projector)) throw Refusal(ErrorCode::NOT_SUPPORTED, which + ": this model's projector does not read audio");
+    if (!audio && !mtmd_support_vision(projector)) throw Refusal(ErrorCode::NOT_SUPPORTED, which + ": this model's projector does not read images");
+    mtmd_helper_bitmap_wrapper decoded = mtmd_helper_bitmap_init_from_buf(projector, bytes.data(), bytes.size(), false, mtmd_helper_init_opt_default());
     mtmd::bitmap bitmap(decoded.bitmap);
     mtmd_helper::video_ptr video(decoded.video_ctx);
-    if (!bitmap.ptr || mtmd_bitmap_is_audio(bitmap.ptr.get())) throw Refusal(ErrorCode::BAD_MEDIA, which + " could not be decoded (corrupt or truncated)");
-    if (static_cast<uint64_t>(bitmap.nx()) * bitmap.ny() > max_pixels) throw Refusal(ErrorCode::BAD_MEDIA, which + " is too large (more than 64 megapixels)");
+    if (!bitmap.ptr || mtmd_bitmap_is_audio(bitmap.ptr.get()) != audio) throw Refusal(ErrorCode::BAD_MEDIA, which + " could not be decoded (corrupt or truncated)");
+    if (audio && bitmap.n_bytes() < sizeof(float)) throw Refusal(ErrorCode::BAD_MEDIA, which + " holds no audio samples");
+    if (!audio && static_cast<uint64_t>(bitmap.nx()) * bitmap.ny() > max_pixels) throw Refusal(ErrorCode::BAD_MEDIA, which + " is too large (more than 64 megapixels)");
     return bitmap;
 }
 
-// Appends mtmd's chunks to the task's prompt: text tokens as they are, each image as n_pos
-// placeholder positions (LLAMA_TOKEN_NULL) and a MediaSpan that owns a copy of its chunk.
-static void append_chunks(const mtmd::input_chunks & chunks, const std::vector<uint64_t> & hashes, CompletionTask & task) {
+// A chunk's hash: task-parse sets a media chunk's id to its file's hash (decimal), so that a
+// clip cut into several chunks (one per 30 s of audio) gives each of them the file's hash.
+static uint64_t chunk_file_hash(const mtmd_input_chunk * chunk) {
+    const char * id = mtmd_input_chunk_get_id(chunk);
+    return id ? std::strtoull(id, nullptr, 10) : 0;
+}
+
+// Appends mtmd's chunks to the task's prompt: text tokens as they are, each image or audio chunk
+// as n_pos placeholder positions (LLAMA_TOKEN_NULL) and a MediaSpan that owns a copy of it.
+static void append_chunks(const mtmd::input_chunks & chunks, CompletionTask & task) {
     for (size_t i = 0; i < chunks.size(); i++) {
         const mtmd_input_chunk * chunk = chunks[i];
         const auto type = mtmd_input_chunk_get_type(chunk);
@@ -145,22 +167,20 @@ static void append_chunks(const mtmd::input_chunks & chunks, const std::vector<u
             size_t n_tokens = 0;
             const llama_token * tokens = mtmd_input_chunk_get_tokens_text(chunk, &n_tokens);
             task.prompt.insert(task.prompt.end(), tokens, tokens + n_tokens);
-        } else if (type == MTMD_INPUT_CHUNK_TYPE_IMAGE) {
-            MediaSpan span;
-            span.start = task.prompt.size();
-            span.n_pos = static_cast<size_t>(mtmd_input_chunk_get_n_pos(chunk));
-            span.hash = hashes.at(task.media.size());
-            span.chunk.reset(mtmd_input_chunk_copy(chunk));
-            task.prompt.insert(task.prompt.end(), span.n_pos, LLAMA_TOKEN_NULL);
-            task.media.push_back(std::move(span));
-        } else {
-            throw Refusal(ErrorCode::NOT_SUPPORTED, "audio input is not supported");
+            continue;
         }
+        MediaSpan span;
+        span.start = task.prompt.size();
+        span.n_pos = static_cast<size_t>(mtmd_input_chunk_get_n_pos(chunk));
+        span.hash = chunk_file_hash(chunk);
+        span.chunk.reset(mtmd_input_chunk_copy(chunk));
+        task.prompt.insert(task.prompt.end(), span.n_pos, LLAMA_TOKEN_NULL);
+        task.media.push_back(std::move(span));
     }
 }
 
-// Images in a prompt: `prompt_text` holds the projector's media marker once per image. The
-// images are decoded and the prompt tokenized here; encoding waits for the engine thread.
+// Media in a prompt: `prompt_text` holds the projector's media marker once per image or audio
+// clip. The files are decoded and the prompt tokenized here; encoding waits for the engine thread.
 static void tokenize_media(TaskRequest & request, const TaskLimits & limits) {
     if (!limits.vision) throw Refusal(ErrorCode::NOT_SUPPORTED, "this engine has no multimodal projector (-mm)");
     const std::string & text = request.prompt_text;
@@ -168,30 +188,28 @@ static void tokenize_media(TaskRequest & request, const TaskLimits & limits) {
     size_t n_markers = 0;
     for (size_t pos = text.find(marker); pos != std::string::npos; pos = text.find(marker, pos + marker.size())) n_markers++;
     if (n_markers != request.media.size()) {
-        throw Refusal(ErrorCode::BAD_MEDIA, "the number of images (" + std::to_string(request.media.size()) +
+        throw Refusal(ErrorCode::BAD_MEDIA, "the number of images and audio clips (" + std::to_string(request.media.size()) +
                                                 ") does not match the number of media markers \"" + marker + "\" in the prompt (" +
                                                 std::to_string(n_markers) + ")");
     }
     mtmd::bitmaps bitmaps;
-    std::vector<uint64_t> hashes;
     for (size_t i = 0; i < request.media.size(); i++) {
-        bitmaps.entries.push_back(decode_image(limits.vision, request.media[i], i));
-        hashes.push_back(image_hash(request.media[i]));
-        // The chunk keeps the hash as its id, so that an image restored from a slot file matches.
-        bitmaps.entries.back().set_id(std::to_string(hashes.back()).c_str());
+        bitmaps.entries.push_back(decode_media(limits.vision, request.media[i], i));
+        // The chunks keep the hash as their id, so that an image restored from a slot file matches.
+        bitmaps.entries.back().set_id(std::to_string(media_file_hash(request.media[i])).c_str());
     }
     mtmd::input_chunks chunks(mtmd_input_chunks_init());
     mtmd_input_text input{text.c_str(), text.size(), true, true};
     std::vector<const mtmd_bitmap *> bitmap_ptrs = bitmaps.c_ptr();
     const int32_t ret = mtmd_tokenize(limits.vision, chunks.ptr.get(), &input, bitmap_ptrs.data(), bitmap_ptrs.size());
     if (ret != 0) {
-        throw Refusal(ErrorCode::BAD_MEDIA, ret == 1 ? "the number of images does not match the number of media markers in the prompt"
-                                                     : "an image could not be preprocessed");
+        throw Refusal(ErrorCode::BAD_MEDIA, ret == 1 ? "the number of images and audio clips does not match the number of media markers in the prompt"
+                                                     : "an image or audio clip could not be preprocessed");
     }
-    append_chunks(chunks, hashes, *request.task);
+    append_chunks(chunks, *request.task);
     const CompletionTask & task = *request.task;
     if (!task.media.empty() && task.media.back().start + task.media.back().n_pos == task.prompt.size()) {
-        throw Refusal(ErrorCode::BAD_MEDIA, "the prompt must continue with text after its last image");
+        throw Refusal(ErrorCode::BAD_MEDIA, "the prompt must continue with text after its last image or audio clip");
     }
 }
 
@@ -236,7 +254,7 @@ static void tokenize_prompt(TaskRequest & request, const TaskLimits & limits) {
     } catch (const Refusal &) {
         throw;
     } catch (const std::exception & e) {
-        throw Refusal(ErrorCode::BAD_MEDIA, std::string("an image could not be preprocessed: ") + e.what());
+        throw Refusal(ErrorCode::BAD_MEDIA, std::string("an image or audio clip could not be preprocessed: ") + e.what());
     }
 }
 

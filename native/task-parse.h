@@ -34,8 +34,8 @@ struct TaskLimits {
 struct TaskRequest {
     std::unique_ptr<CompletionTask> task;
     bool has_media = false;
-    std::string prompt_text;                  // with media: the prompt, one marker per image
-    std::vector<std::vector<uint8_t>> media;  // with media: encoded image files, in marker order
+    std::string prompt_text;                  // with media: the prompt, one marker per media file
+    std::vector<std::vector<uint8_t>> media;  // with media: encoded image or audio files, in marker order
 };
 
 // JS thread. Throws a coded INVALID_ARGUMENT Napi::Error for values of the wrong type or shape

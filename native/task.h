@@ -44,7 +44,7 @@ struct CompletionTask {
     common_params_sampling sampling;
     common_sampler_ptr sampler;    // built from `sampling` when the task is prepared (parses the grammar)
     std::vector<float> lora_scales; // one scale per adapter of the engine (0 = not applied)
-    std::vector<MediaSpan> media;   // images, in prompt order
+    std::vector<MediaSpan> media;   // images and audio chunks, in prompt order
 };
 
 enum class StopType { NONE, EOS, LIMIT, WORD };

@@ -83,8 +83,10 @@ Napi::Value Vision::load(const Napi::CallbackInfo & info) {
 Napi::Function Vision::define(Napi::Env env) {
     Napi::Function fn = DefineClass(env, "Vision", {
         StaticMethod<&Vision::load>("load"),
+        StaticMethod<&Vision::capabilities>("capabilities"),
         InstanceAccessor<&Vision::js_marker>("marker"),
         InstanceAccessor<&Vision::js_supports_vision>("supportsVision"),
+        InstanceAccessor<&Vision::js_supports_audio>("supportsAudio"),
         InstanceMethod<&Vision::js_dispose>("dispose"),
     });
     constructor = Napi::Persistent(fn);
@@ -104,12 +106,28 @@ Vision::~Vision() {
     if (ctx_) mtmd_free(ctx_);
 }
 
+// What a projector file reads, from its GGUF header alone (no weights loaded): the router lists
+// its models' input modalities with it, as llama-server's does.
+Napi::Value Vision::capabilities(const Napi::CallbackInfo & info) {
+    Napi::Env env = info.Env();
+    if (info.Length() < 1 || !info[0].IsString()) throw_coded(env, ErrorCode::INVALID_ARGUMENT, "Vision.capabilities(path): path must be a string");
+    const mtmd_caps caps = mtmd_get_cap_from_file(info[0].As<Napi::String>().Utf8Value().c_str());
+    Napi::Object out = Napi::Object::New(env);
+    out.Set("vision", Napi::Boolean::New(env, caps.inp_vision));
+    out.Set("audio", Napi::Boolean::New(env, caps.inp_audio));
+    return out;
+}
+
 Napi::Value Vision::js_marker(const Napi::CallbackInfo & info) {
     return Napi::String::New(info.Env(), ctx_ ? mtmd_get_marker(ctx_) : mtmd_default_marker());
 }
 
 Napi::Value Vision::js_supports_vision(const Napi::CallbackInfo & info) {
     return Napi::Boolean::New(info.Env(), ctx_ && mtmd_support_vision(ctx_));
+}
+
+Napi::Value Vision::js_supports_audio(const Napi::CallbackInfo & info) {
+    return Napi::Boolean::New(info.Env(), ctx_ && mtmd_support_audio(ctx_));
 }
 
 Napi::Value Vision::js_dispose(const Napi::CallbackInfo & info) {

@@ -1,5 +1,6 @@
 #pragma once
-// Vision: a multimodal projector (mtmd_context) for one Model, loaded from an mmproj GGUF.
+// Vision: a multimodal projector (mtmd_context) for one Model, loaded from an mmproj GGUF; it
+// reads images, audio, or both (supportsVision, supportsAudio).
 // Ownership: keeps its Model's JS object alive; freed by dispose() (refused while an engine uses
 // it) or the destructor. Loading runs on a worker thread; decoding and tokenizing a task's images
 // on the worker that prepares the task (task-parse.cpp); encoding them on the engine thread.
@@ -31,8 +32,10 @@ public:
 
 private:
     static Napi::Value load(const Napi::CallbackInfo & info);
+    static Napi::Value capabilities(const Napi::CallbackInfo & info);
     Napi::Value js_marker(const Napi::CallbackInfo & info);
     Napi::Value js_supports_vision(const Napi::CallbackInfo & info);
+    Napi::Value js_supports_audio(const Napi::CallbackInfo & info);
     Napi::Value js_dispose(const Napi::CallbackInfo & info);
 
     mtmd_context * ctx_ = nullptr;

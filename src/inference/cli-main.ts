@@ -21,9 +21,9 @@ const CLI_FLAGS = [
   { names: ['--top-p'], kind: 'float', key: 'topP', help: `top-p (default ${DEFAULT_SAMPLING.topP})` },
   { names: ['--min-p'], kind: 'float', key: 'minP', help: `min-p (default ${DEFAULT_SAMPLING.minP})` },
   { names: ['--repeat-penalty'], kind: 'float', key: 'repeatPenalty', help: 'repeat penalty (default 1.0 = off)' },
-  { names: ['-mm', '--mmproj'], kind: 'string', key: 'mmproj', help: 'multimodal projector file (vision)' },
+  { names: ['-mm', '--mmproj'], kind: 'string', key: 'mmproj', help: 'multimodal projector file (images, audio)' },
   { names: ['--rpc'], kind: 'string', key: 'rpc', help: 'rpc-servers to offload layers to (host:port,...; with -ngl), as llama.cpp\'s --rpc', env: 'LLAMA_ARG_RPC' },
-  { names: ['--image'], kind: 'list', key: 'image', help: 'image file(s) for the prompt (with -mm); the prompt goes through the chat template' },
+  { names: ['--image', '--audio'], kind: 'list', key: 'image', help: 'image or audio file(s) for the prompt (with -mm), as llama.cpp\'s mtmd-cli; the prompt goes through the chat template' },
   { names: ['-i', '--interactive'], kind: 'bool', key: 'interactive', help: 'chat loop on stdin/stdout with the model\'s chat template (/exit or end of input quits)' },
   { names: ['-h', '--help'], kind: 'bool', key: 'help', help: 'show this help' },
 ] as const satisfies readonly FlagSpec[];
@@ -106,7 +106,7 @@ async function generate(loaded: Loaded, task: Task, nPredict: number, sampling: 
       process.stdout.write('\n');
       return null;
     }
-    if (isNativeError(err) && (err.code === 'BAD_MEDIA' || err.code === 'EXCEEDS_CONTEXT')) throw new UsageError(err.message);
+    if (isNativeError(err) && (err.code === 'BAD_MEDIA' || err.code === 'NOT_SUPPORTED' || err.code === 'EXCEEDS_CONTEXT')) throw new UsageError(err.message);
     throw err;
   } finally {
     process.off('SIGINT', onSigint);

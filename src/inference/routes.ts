@@ -83,8 +83,8 @@ export function inferenceRoutes(ctx: RouteContext, options: RouteOptions): Route
     route('POST', '/v1/chat/completions/input_tokens', apiKey, handleChatInputTokens),
     route('POST', '/responses/input_tokens',           apiKey, handleResponsesInputTokens),
     route('POST', '/v1/responses/input_tokens',        apiKey, handleResponsesInputTokens),
-    route('POST', '/v1/audio/transcriptions',          apiKeyReadOnly, handleTranscriptions),
-    route('POST', '/audio/transcriptions',             apiKeyReadOnly, handleTranscriptions),
+    route('POST', '/v1/audio/transcriptions',          apiKey,       handleTranscriptions),
+    route('POST', '/audio/transcriptions',             apiKey,       handleTranscriptions),
     // Anthropic's Messages API: every answer, errors included, in Anthropic's shape.
     anthropicRoute(route('POST', '/v1/messages',              apiKey, gen(handleAnthropicMessages))),
     anthropicRoute(route('POST', '/v1/messages/count_tokens', apiKey, handleAnthropicCountTokens)),

@@ -393,16 +393,19 @@ export interface EngineParams {
   slotPromptSimilarity?: number;
   /** LoRA adapters of this model that tasks may apply (task.loraScales indexes them). */
   loras?: NativeLoraAdapter[];
-  /** A multimodal projector for this model: tasks may then carry images. */
+  /** A multimodal projector for this model: tasks may then carry images, audio, or both. */
   vision?: NativeVision;
   /** llama-server's command line: its context flags (-ctk, -ctv, --swa-full, RoPE/YaRN, -nkvo, --no-op-offload) apply as there. */
   serverParams?: NativeServerParams;
 }
 
 export interface NativeVision {
-  /** The text that stands for one image in a prompt (e.g. "<__media__>"). */
+  /** The text that stands for one image or audio clip in a prompt (e.g. "<__media__>"). */
   readonly marker: string;
+  /** The projector reads images. */
   readonly supportsVision: boolean;
+  /** The projector reads audio (WAV, MP3, FLAC). */
+  readonly supportsAudio: boolean;
   dispose(): void;
 }
 
@@ -764,7 +767,10 @@ export interface RouterModelSpec {
 export interface NativeAddon {
   Model: { load(path: string, options: ModelLoadOptions, onProgress?: (progress: number) => void): ModelLoadHandle };
   LoraAdapter: { load(model: NativeModel, path: string): Promise<NativeLoraAdapter> };
-  Vision: { load(model: NativeModel, path: string, options?: { nThreads?: number; useGpu?: boolean; /** llama-server's -mmdev, --image-min/max-tokens, --mtmd-batch-max-tokens, -fa apply as there. */ serverParams?: NativeServerParams }): Promise<NativeVision> };
+  Vision: {
+    /** What a projector file reads, from its header alone; both false for a file that is not one. */
+    capabilities(path: string): { vision: boolean; audio: boolean };
+    load(model: NativeModel, path: string, options?: { nThreads?: number; useGpu?: boolean; /** llama-server's -mmdev, --image-min/max-tokens, --mtmd-batch-max-tokens, -fa apply as there. */ serverParams?: NativeServerParams }): Promise<NativeVision> };
   ChatParser: {
     /** Throws code BAD_PARSER for an unknown format or a parser that does not load. */
     new (options: ChatParserOptions): NativeChatParser;

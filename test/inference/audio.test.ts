@@ -1,7 +1,7 @@
-// Audio input where no projector reads audio (the only case this server has: its engine takes
-// images only), answered exactly as llama-server built from the same source answers it, with no
-// projector and with the image projector: an input_audio part in a chat, and
-// /v1/audio/transcriptions with a WAV upload (and /v1/responses, which takes no audio part there).
+// Audio input, against llama-server built from the same source. Where no projector reads audio
+// (none, or the image projector), an input_audio part in a chat and /v1/audio/transcriptions are
+// refused exactly as there (and /v1/responses takes no audio part there). With the generated
+// audio projector (qwen2a), WAV and MP3 clips give the same prompts, answers and errors.
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import t from 'tap';
@@ -13,9 +13,9 @@ import { startLlamaServer } from '../helpers/llama-server.js';
 
 const models = await ensureTestModels();
 
-/** A 0.1 s, 16 kHz, 16-bit mono WAV of silence. */
-function wav(): Buffer {
-  const samples = 1600;
+/** A 16 kHz, 16-bit mono WAV of a tone (0.1 s unless told). */
+function wav(seconds = 0.1): Buffer {
+  const samples = Math.round(16000 * seconds);
   const b = Buffer.alloc(44 + samples * 2);
   b.write('RIFF', 0);
   b.writeUInt32LE(36 + samples * 2, 4);
@@ -29,6 +29,7 @@ function wav(): Buffer {
   b.writeUInt16LE(16, 34);
   b.write('data', 36);
   b.writeUInt32LE(samples * 2, 40);
+  for (let i = 0; i < samples; i++) b.writeInt16LE(Math.round(8000 * Math.sin(i * 0.05)), 44 + i * 2);
   return b;
 }
 
@@ -75,31 +76,100 @@ for (const [what, extra] of [['without a projector', []], ['with the image proje
   });
 }
 
-// The generated audio projector works: llama-server reads WAV and MP3 through it. This server does
-// not (its engine, native/task-parse.cpp, takes image chunks only) and answers as it does without
-// an audio projector. When audio is implemented, these answers become llama-server's.
-t.test('a generated audio projector (qwen2a): llama-server reads WAV and MP3 through it; this server answers as without audio', async (t) => {
-  const projector = await ensureAudioProjector();
-  const llama = await startLlamaServer(['-m', models.chat, '-mm', projector, '-c', '2048', '-np', '1']);
-  t.teardown(llama.close);
-  const ours = await startTestServer(models.chat, { ctxSize: 2048, parallel: 1, mmproj: projector });
-  t.teardown(ours.close);
-  const mp3 = readFileSync(join(REPO_ROOT, 'vendor', 'llama.cpp', 'tools', 'mtmd', 'test-2.mp3'));
-  const text = { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ messages: [{ role: 'user', content: 'What is said?' }], max_tokens: 4, temperature: 0 }) };
-  const textTokens = ((await answer(llama.base, '/v1/chat/completions', text)).body as any).usage.prompt_tokens as number;
-  for (const [format, bytes] of [['wav', wav()], ['mp3', mp3]] as const) {
-    const withAudio = { ...text, body: JSON.stringify({ messages: [{ role: 'user', content: [{ type: 'text', text: 'What is said?' }, { type: 'input_audio', input_audio: { data: bytes.toString('base64'), format } }] }], max_tokens: 4, temperature: 0 }) };
-    const theirs = await answer(llama.base, '/v1/chat/completions', withAudio) as { status: number; body: any };
-    t.equal(theirs.status, 200, `llama-server: ${format}`);
-    t.ok(theirs.body.usage.prompt_tokens > textTokens + 100, `llama-server: the ${format} adds its audio positions to the prompt (${theirs.body.usage.prompt_tokens} tokens, ${textTokens} without)`);
-    t.same(await answer(ours.base, '/v1/chat/completions', withAudio), { status: 500, body: { error: { code: 500, message: 'audio input is not supported - hint: if this is unexpected, you may need to provide the mmproj', type: 'server_error' } } }, `ours: ${format}`);
-  }
-  const transcribed = await answer(llama.base, '/v1/audio/transcriptions', transcription()) as { status: number; body: any };
-  t.match(transcribed, { status: 200, body: { type: 'transcript.text.done', text: String } }, 'llama-server transcribes (json)');
+/** An OpenAI chat request with one audio clip after the text, greedy. */
+function chatWith(bytes: Buffer, format: string, extra: Record<string, unknown> = {}): RequestInit {
+  return {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ messages: [{ role: 'user', content: [{ type: 'text', text: 'What is said?' }, { type: 'input_audio', input_audio: { data: bytes.toString('base64'), format } }] }], max_tokens: 8, temperature: 0, ...extra }),
+  };
+}
+
+function transcriptionOf(bytes: Buffer, fields: Record<string, string>): RequestInit {
   const form = new FormData();
-  form.append('file', new Blob([wav()], { type: 'audio/wav' }), 'speech.wav');
-  form.append('response_format', 'text');
-  t.same(await answer(llama.base, '/v1/audio/transcriptions', { method: 'POST', body: form }),
-    { status: 400, body: { error: { code: 400, message: "Only 'json' response_format is supported for transcription", type: 'invalid_request_error' } } }, 'llama-server takes only response_format json');
-  t.equal((await answer(ours.base, '/v1/audio/transcriptions', transcription())).status, 501, 'ours: 501, as without audio');
+  form.append('file', new Blob([bytes], { type: 'audio/wav' }), 'speech.wav');
+  for (const [k, v] of Object.entries(fields)) form.append(k, v);
+  return { method: 'POST', body: form };
+}
+
+/** The data payloads of an SSE body. */
+async function events(base: string, path: string, init: RequestInit): Promise<unknown[]> {
+  const res = await fetch(base + path, init);
+  const text = await res.text();
+  return text.split('\n').filter((l) => l.startsWith('data: ')).map((l) => (l === 'data: [DONE]' ? '[DONE]' : JSON.parse(l.slice(6))));
+}
+
+t.test('the generated audio projector (qwen2a): WAV and MP3 in chats and transcriptions answer as llama-server', async (t) => {
+  const projector = await ensureAudioProjector();
+  const llama = await startLlamaServer(['-m', models.chat, '-mm', projector, '-c', '4096', '-np', '1']);
+  t.teardown(llama.close);
+  const ours = await startTestServer(models.chat, { ctxSize: 4096, parallel: 1, mmproj: projector });
+  t.teardown(ours.close);
+  const both = async (path: string, init: () => RequestInit) => [await answer(ours.base, path, init()), await answer(llama.base, path, init())] as Array<{ status: number; body: any }>;
+
+  const [ourProps, theirProps] = await both('/props', () => ({ method: 'GET' }));
+  t.same(ourProps!.body.modalities, { vision: false, video: false, audio: true }, '/props: audio, no vision');
+  t.same(ourProps!.body.modalities, theirProps!.body.modalities, "/props' modalities as llama-server's");
+
+  const text = { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ messages: [{ role: 'user', content: 'What is said?' }], max_tokens: 8, temperature: 0 }) };
+  const textTokens = (await both('/v1/chat/completions', () => text))[0]!.body.usage.prompt_tokens as number;
+  const mp3 = readFileSync(join(REPO_ROOT, 'vendor', 'llama.cpp', 'tools', 'mtmd', 'test-2.mp3'));
+  for (const [format, bytes] of [['wav', wav(0.5)], ['mp3', mp3]] as const) {
+    const [mine, theirs] = await both('/v1/chat/completions', () => chatWith(bytes, format));
+    t.equal(mine!.status, 200, `${format}: 200`);
+    t.ok(mine!.body.usage.prompt_tokens > textTokens + 100, `${format}: the clip adds its audio positions to the prompt (${mine!.body.usage.prompt_tokens} tokens, ${textTokens} without)`);
+    t.same(mine!.body.usage, theirs!.body.usage, `${format}: the same prompt and completion token counts`);
+    t.equal(mine!.body.choices[0].message.content, theirs!.body.choices[0].message.content, `${format}: the same greedy answer`);
+  }
+
+  // The same clip again: its audio positions come from the cache.
+  const again = await answer(ours.base, '/v1/chat/completions', chatWith(mp3, 'mp3')) as { body: any };
+  t.equal(again.body.timings.cache_n, again.body.usage.prompt_tokens - 1, 'the same clip again: every prompt position but the last is reused');
+
+  for (const path of ['/v1/audio/transcriptions', '/audio/transcriptions']) {
+    const [mine, theirs] = await both(path, () => transcriptionOf(wav(1), { model: 'whisper-1', temperature: '0', max_tokens: '8', language: 'en' }));
+    t.equal(mine!.status, 200, `${path}: 200`);
+    t.match(mine!.body, { type: 'transcript.text.done', text: String, usage: { type: 'tokens', input_tokens: Number, output_tokens: 8, total_tokens: Number, input_tokens_details: { cached_tokens: Number } } }, `${path}: llama-server's shape`);
+    t.equal(mine!.body.text, theirs!.body.text, `${path}: the same transcript`);
+    t.same([mine!.body.usage.input_tokens, mine!.body.usage.output_tokens], [theirs!.body.usage.input_tokens, theirs!.body.usage.output_tokens], `${path}: the same token counts`);
+  }
+
+  const jsonText = (await answer(ours.base, '/v1/audio/transcriptions', transcriptionOf(wav(1), { temperature: '0', max_tokens: '8' })) as { body: any }).body.text as string;
+  const streamed = await events(ours.base, '/v1/audio/transcriptions', transcriptionOf(wav(1), { temperature: '0', max_tokens: '8', stream: 'true' }));
+  const theirStream = await events(llama.base, '/v1/audio/transcriptions', transcriptionOf(wav(1), { temperature: '0', max_tokens: '8', stream: 'true' }));
+  const deltas = (list: unknown[]) => list.filter((e: any) => e?.type === 'transcript.text.delta').map((e: any) => e.delta as string).join('');
+  t.equal(deltas(streamed), jsonText, 'streamed: the deltas make up the transcript');
+  t.equal(deltas(streamed), deltas(theirStream), "streamed: the same deltas as llama-server's");
+  t.match(streamed.at(-2), { type: 'transcript.text.done', text: jsonText, usage: { output_tokens: 8 } }, 'streamed: the done event last');
+  t.equal(streamed.at(-1), '[DONE]');
+  t.equal(theirStream.at(-1), '[DONE]');
+
+  // OpenAI's other formats (llama-server refuses them: only json).
+  const asText = await fetch(ours.base + '/v1/audio/transcriptions', transcriptionOf(wav(1), { temperature: '0', max_tokens: '8', response_format: 'text' }));
+  t.equal(asText.status, 200);
+  t.match(asText.headers.get('content-type'), /^text\/plain/);
+  t.equal(await asText.text(), jsonText, 'response_format text: the transcript alone');
+  const verbose = await answer(ours.base, '/v1/audio/transcriptions', transcriptionOf(wav(1), { temperature: '0', max_tokens: '8', response_format: 'verbose_json', language: 'en' })) as { body: any };
+  t.match(verbose.body, { task: 'transcribe', language: 'en', duration: 1, text: jsonText, usage: { output_tokens: 8 } }, 'response_format verbose_json');
+  t.equal((await answer(llama.base, '/v1/audio/transcriptions', transcriptionOf(wav(1), { response_format: 'text' }))).status, 400, 'llama-server: text is a 400');
+
+  // Refusals, as llama-server's.
+  const noFile = () => { const f = new FormData(); f.append('model', 'whisper-1'); return { method: 'POST', body: f }; };
+  const [ourNoFile, theirNoFile] = await both('/v1/audio/transcriptions', noFile);
+  t.match(ourNoFile, { status: 400, body: { error: { code: 400, message: 'No input file found for transcription', type: 'invalid_request_error' } } }, 'no file: 400');
+  t.match(theirNoFile, { status: 400, body: { error: { message: 'No input file found for transcription' } } });
+  const [ourFormat, theirFormat] = await both('/v1/audio/transcriptions', () => transcriptionOf(wav(1), { response_format: 'srt' }));
+  t.same([ourFormat!.status, ourFormat!.body.error.type], [400, 'invalid_request_error'], 'response_format srt: 400');
+  t.equal(theirFormat!.status, 400);
+  const corrupt = Buffer.concat([Buffer.from('RIFF\x24\x00\x00\x00WAVEjunk', 'latin1'), Buffer.alloc(64, 7)]);
+  const [ourCorrupt, theirCorrupt] = await both('/v1/chat/completions', () => chatWith(corrupt, 'wav'));
+  t.equal(ourCorrupt!.status, theirCorrupt!.status, `a corrupt WAV: ${theirCorrupt!.status}, as llama-server`);
+  t.equal(ourCorrupt!.body.error.type, theirCorrupt!.body.error.type);
+  const jpeg = readFileSync(join(REPO_ROOT, 'vendor', 'llama.cpp', 'tools', 'mtmd', 'test-1.jpeg'));
+  const imageChat = () => ({ method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url: `data:image/jpeg;base64,${jpeg.toString('base64')}` } }] }], max_tokens: 4 }) });
+  const [ourImage, theirImage] = await both('/v1/chat/completions', imageChat);
+  t.same([ourImage!.status, ourImage!.body.error.type], [theirImage!.status, theirImage!.body.error.type], 'an image to an audio-only projector: refused as llama-server');
+  t.match(ourImage!.body.error.message, /^image input is not supported/);
+  // The server still answers.
+  t.equal((await answer(ours.base, '/v1/chat/completions', text)).status, 200, 'the server answers after the refusals');
 });

@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import t from 'tap';
+import { ensureAudioProjector } from '../fixtures/audio-projector.js';
 import { ensureTestModels } from '../fixtures/models.js';
 import { encodePng } from '../helpers/png.js';
 import { llamaSimpleGreedy, REPO_ROOT } from '../helpers/reference.js';
@@ -77,6 +78,21 @@ t.test('--image with -mm runs the prompt and the image through the chat template
   const badImage = await cli(['-m', models.chat, '-mm', models.mmproj, '--image', bad, '-p', 'x', '-n', '2']);
   t.equal(badImage.code, 2);
   t.match(badImage.stderr, /not in a supported format/);
+});
+
+t.test('--audio with an audio projector runs the clip through the chat template (mtmd-cli\'s flag)', async (t) => {
+  const dir = await mkdtemp(join(tmpdir(), 'cli-audio-'));
+  t.teardown(() => rm(dir, { recursive: true, force: true }));
+  const mp3 = join(REPO_ROOT, 'vendor', 'llama.cpp', 'tools', 'mtmd', 'test-2.mp3');
+  const projector = await ensureAudioProjector();
+  const out = await cli(['-m', models.chat, '-mm', projector, '--audio', mp3, '-p', 'What is said?', '-n', '4', '--temp', '0']);
+  t.equal(out.code, 0, out.stderr);
+  t.match(out.stderr, /prompt: 7\d\d tokens/, "the clip's 750 audio positions are in the prompt");
+  const image = join(dir, 'red.png');
+  await writeFile(image, encodePng(8, 8, () => [255, 0, 0]));
+  const refused = await cli(['-m', models.chat, '-mm', projector, '--image', image, '-p', 'x', '-n', '2']);
+  t.equal(refused.code, 2, 'an image to an audio-only projector is refused');
+  t.match(refused.stderr, /projector does not read images/);
 });
 
 t.test('--interactive chats on stdin/stdout with the chat template and keeps history', async (t) => {

@@ -83,7 +83,7 @@ t.test('GET /props: model path, chat template, defaults, modalities, slots', asy
   t.equal(p.model_path, models.chat);
   t.equal(p.model_alias, 'chatty');
   t.equal(p.total_slots, 3);
-  t.same(p.modalities, { vision: false, audio: false });
+  t.same(p.modalities, { vision: false, video: false, audio: false });
   t.match(p.chat_template, /im_start/);
   t.equal(p.bos_token, '<|endoftext|>');
   t.equal(p.eos_token, '<|im_end|>');

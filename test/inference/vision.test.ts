@@ -22,7 +22,7 @@ const ask = (url: string, extra: object = {}) => postJson(`${vision.base}/v1/cha
 
 t.test('/props reports vision', async (t) => {
   const props = await (await fetch(`${vision.base}/props`)).json();
-  t.same(props.modalities, { vision: true, audio: false });
+  t.same(props.modalities, { vision: true, video: false, audio: false });
 });
 
 t.test('/models and /v1/models list the multimodal capability with a projector, as llama-server', async (t) => {
@@ -82,7 +82,7 @@ t.test('an array of prompts may hold prompts with images, at /completion and /v1
   t.equal(openai.body.choices[0].text, alone.body.content);
   const bad = await postJson(`${vision.base}/completion`, { prompt: ['fine', { prompt_string: 'two markers <__media__> <__media__>', multimodal_data: [red.toString('base64')] }] });
   t.equal(bad.status, 400);
-  t.match(bad.body.error.message, /number of images \(1\) does not match the number of media markers/);
+  t.match(bad.body.error.message, /number of images and audio clips \(1\) does not match the number of media markers/);
   const notBase64Image = await postJson(`${vision.base}/completion`, { prompt: [{ prompt_string: 'x <__media__>', multimodal_data: [''] }] });
   t.equal(notBase64Image.status, 400);
   t.same([notBase64Image.body.error.field, notBase64Image.body.error.message], ['prompt[0].multimodal_data[0]', 'Invalid field "prompt[0].multimodal_data[0]": the image is empty']);
@@ -106,7 +106,7 @@ t.test('embeddings of prompts with images: stable, changed by the image, read fr
   t.ok(openai.body.usage.prompt_tokens > 64, 'usage counts the image\'s positions');
   const mismatch = await postJson(`${embedding.base}/embeddings`, { content: [{ prompt_string: 'What is this:\n', multimodal_data: [red.toString('base64')] }] });
   t.equal(mismatch.status, 400);
-  t.match(mismatch.body.error.message, /number of images \(1\) does not match/);
+  t.match(mismatch.body.error.message, /number of images and audio clips \(1\) does not match/);
 
   // Pooling none: one vector per token of the text after the image (llama-server's last decode).
   const perToken = await startTestServer(models.chat, { mmproj: models.mmproj, embedding: true, pooling: 'none', ctxSize: 2048 });

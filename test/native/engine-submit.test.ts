@@ -64,10 +64,10 @@ t.test('a prompt longer than a slot holds is refused with EXCEEDS_CONTEXT and bo
 
 t.test('images that cannot be used are refused with BAD_MEDIA', async (t) => {
   const image = (bytes: Uint8Array, promptText = 'Look: <__media__> and say'): CompletionTaskSpec => ({ prompt: new Int32Array(0), promptText, media: [bytes] });
-  t.match(await refusal([image(Buffer.from('certainly not an image'))]), { code: 'BAD_MEDIA', message: 'image 0 is not in a supported format (PNG, JPEG, GIF, BMP, PSD, HDR or PNM)' });
+  t.match(await refusal([image(Buffer.from('certainly not an image'))]), { code: 'BAD_MEDIA', message: 'media file 0 is not in a supported format (PNG, JPEG, GIF, BMP, PSD, HDR or PNM images; WAV, MP3 or FLAC audio)' });
   t.match(await refusal([image(red.subarray(0, 60))]), { code: 'BAD_MEDIA', message: 'image 0 could not be decoded (corrupt or truncated)' });
-  t.match(await refusal([image(red, 'no marker here')]), { code: 'BAD_MEDIA', message: 'the number of images (1) does not match the number of media markers "<__media__>" in the prompt (0)' });
-  t.match(await refusal([image(red, 'ends with the image <__media__>')]), { code: 'BAD_MEDIA', message: 'the prompt must continue with text after its last image' });
+  t.match(await refusal([image(red, 'no marker here')]), { code: 'BAD_MEDIA', message: 'the number of images and audio clips (1) does not match the number of media markers "<__media__>" in the prompt (0)' });
+  t.match(await refusal([image(red, 'ends with the image <__media__>')]), { code: 'BAD_MEDIA', message: 'the prompt must continue with text after its last image or audio clip' });
 });
 
 t.test('refusals of the prompt itself carry their own codes', async (t) => {

@@ -60,7 +60,7 @@ export function propsBody(service: InferenceService, sleeping: boolean): unknown
     total_slots: service.info.nParallel,
     model_alias: service.alias,
     model_path: service.settings.modelPath,
-    modalities: { vision: service.vision?.supportsVision ?? false, audio: false },
+    modalities: { vision: service.vision?.supportsVision ?? false, video: false, audio: service.vision?.supportsAudio ?? false },
     chat_template: service.settings.chatTemplate ?? service.metadata.chatTemplate ?? '',
     bos_token: tokenText(service, service.metadata.tokens.bos),
     eos_token: tokenText(service, service.metadata.tokens.eos),

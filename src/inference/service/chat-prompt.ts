@@ -1,14 +1,14 @@
 // A chat request -> the prompt and the generation constraints its template asks for, through
 // llama.cpp's chat layer (common/chat: Jinja templates with tools, tool-call history and
 // reasoning; per-format grammars, lazy triggers and parsers), following llama-server's
-// oaicompat_chat_params_parse rule for rule. Image parts become the projector's media markers,
-// their bytes collected in order.
+// oaicompat_chat_params_parse rule for rule. Image and audio parts become the projector's media
+// markers, their bytes collected in order.
 import { isNativeError, type ChatContentPart, type ChatContinuation, type ChatInputMessage, type ChatInputs, type ChatParams, type ChatTool, type ChatToolChoice, type ReasoningFormat, type SamplingParams } from '../../native/binding.js';
 import { nativeErrorToHttp } from '../engine/native-errors.js';
 import { badRequest, ErrorType, inferenceError } from '../errors.js';
 import type { ChatMessage, ChatPromptFields } from '../schemas.js';
 import type { Static, TObject } from '@sinclair/typebox';
-import { loadImage, type MediaPolicy } from './media.js';
+import { loadAudio, loadImage, type MediaPolicy } from './media.js';
 import type { InferenceService } from './service.js';
 
 export type ChatPromptRequest = Static<TObject<typeof ChatPromptFields>> & {
@@ -19,7 +19,7 @@ export type ChatPromptRequest = Static<TObject<typeof ChatPromptFields>> & {
 
 export interface RenderedChat {
   prompt: string;
-  /** Encoded images, one per media marker in `prompt`. */
+  /** Encoded images and audio clips, one per media marker in `prompt`. */
   media: Uint8Array[];
   /** What llama.cpp's chat layer returned: grammar, triggers, stops, parser. */
   params: ChatParams;
@@ -32,7 +32,7 @@ export interface RenderedChat {
   reasoningBudgetMessage: string;
 }
 
-/** Message content parts for llama.cpp: text as it is, images as media markers (their bytes kept). */
+/** Message content parts for llama.cpp: text as it is, images and audio as media markers (their bytes kept). */
 async function contentParts(service: InferenceService, m: ChatMessage, i: number, policy: MediaPolicy, media: Uint8Array[]): Promise<string | ChatContentPart[] | null> {
   if (m.content === undefined || m.content === null || typeof m.content === 'string') return m.content ?? null;
   const parts: ChatContentPart[] = [];
@@ -41,15 +41,18 @@ async function contentParts(service: InferenceService, m: ChatMessage, i: number
       parts.push({ type: 'text', text: part.text });
       continue;
     }
-    // No projector here reads audio (the engine takes images only): llama-server's answer without an audio projector.
+    const field = `messages[${i}].content[${j}]`;
+    // llama-server's answers without a projector that reads the part, 500s (its clients test for them).
     if (part.type === 'input_audio') {
-      throw inferenceError(ErrorType.SERVER, 'audio input is not supported - hint: if this is unexpected, you may need to provide the mmproj');
+      if (!service.vision?.supportsAudio) throw inferenceError(ErrorType.SERVER, 'audio input is not supported - hint: if this is unexpected, you may need to provide the mmproj');
+      const data = part.input_audio.data ?? part.input_audio.url ?? '';
+      media.push(await loadAudio(data, `${field}.input_audio.${part.input_audio.data !== undefined ? 'data' : 'url'}`, policy));
+    } else {
+      if (!service.vision?.supportsVision) {
+        throw inferenceError(ErrorType.SERVER, 'image input is not supported - hint: if this is unexpected, you may need to provide the mmproj (start the server with -mm)');
+      }
+      media.push(await loadImage(part.image_url.url, `${field}.image_url.url`, policy));
     }
-    // llama-server's answer, a 500 (its clients test for it), with our hint about -mm.
-    if (!service.vision) {
-      throw inferenceError(ErrorType.SERVER, 'image input is not supported - hint: if this is unexpected, you may need to provide the mmproj (start the server with -mm)');
-    }
-    media.push(await loadImage(part.image_url.url, `messages[${i}].content[${j}].image_url.url`, policy));
     parts.push({ type: 'media_marker', text: service.vision.marker });
   }
   return parts;
