@@ -10,6 +10,7 @@ import { native } from '../../src/native/binding.js';
 import { startRouterServer, type RouterServer } from '../../src/inference/router/server.js';
 import { routerOptions } from '../../src/inference/server-config.js';
 import type { ModelEvent } from '../../src/inference/router/model-registry.js';
+import { ensureAudioProjector } from '../fixtures/audio-projector.js';
 import { ensureTestModels } from '../fixtures/models.js';
 import { parseSse, postJson, startTestServer } from '../helpers/inference-server.js';
 import { REPO_ROOT } from '../helpers/reference.js';
@@ -278,4 +279,40 @@ t.test('a spare model process: a load takes it, it is replaced once the request 
   t.notOk(isAlive(next!), 'close ends the model processes');
   t.same(router.registry.sparePids, [], 'and the spares');
   t.ok(router.registry.list().every((e) => e.process === null));
+});
+
+t.test('a model with an audio projector: listed with its modalities, transcription uploads forwarded by their form\'s model field', async (t) => {
+  const listenerPreset = join(dir, 'listener.ini');
+  writeFileSync(listenerPreset, `[listener]\nmodel = ${models.chat}\nmmproj = ${await ensureAudioProjector()}\n\n[seer]\nmodel = ${models.chat}\nmmproj = ${models.mmproj}\n`);
+  const params = native.ServerParams.parse(['llama-server', '--models-preset', listenerPreset, '-c', '2048', '-np', '1', '-t', '1']);
+  const router = await startRouterServer({
+    host: '127.0.0.1', port: 0, apiKeys: [], maxBodyBytes: 1 << 20, autoload: true, modelsMax: 0, spares: 0, buildInfo: 'b1-test',
+    readSpecs: () => params.routerModels(), command: CHILD, childArgs: [], log: () => {},
+  });
+  t.teardown(() => router.close());
+  const base = `http://127.0.0.1:${router.port}`;
+  const listing = (await (await fetch(`${base}/v1/models`)).json()) as { data: Array<{ id: string; architecture: { input_modalities: string[] } }> };
+  t.same(listing.data.find((m) => m.id === 'listener')!.architecture.input_modalities, ['text', 'audio'], 'the audio projector: text and audio');
+  t.same(listing.data.find((m) => m.id === 'seer')!.architecture.input_modalities, ['text', 'image'], 'the image projector: text and image');
+
+  const samples = 8000;
+  const wav = Buffer.alloc(44 + samples * 2);
+  wav.write('RIFF', 0); wav.writeUInt32LE(36 + samples * 2, 4); wav.write('WAVEfmt ', 8); wav.writeUInt32LE(16, 16); wav.writeUInt16LE(1, 20); wav.writeUInt16LE(1, 22);
+  wav.writeUInt32LE(16000, 24); wav.writeUInt32LE(32000, 28); wav.writeUInt16LE(2, 32); wav.writeUInt16LE(16, 34); wav.write('data', 36); wav.writeUInt32LE(samples * 2, 40);
+  const upload = (model: string | null): RequestInit => {
+    const form = new FormData();
+    form.append('file', new Blob([wav], { type: 'audio/wav' }), 'speech.wav');
+    if (model !== null) form.append('model', model);
+    form.append('max_tokens', '4');
+    form.append('temperature', '0');
+    return { method: 'POST', body: form };
+  };
+  const res = await fetch(`${base}/v1/audio/transcriptions`, upload('listener'));
+  const body = await res.json();
+  t.equal(res.status, 200, JSON.stringify(body));
+  t.match(body, { type: 'transcript.text.done', text: String, usage: { output_tokens: 4 } }, 'transcribed by the model the form names');
+  const missing = await fetch(`${base}/v1/audio/transcriptions`, upload(null));
+  t.same([missing.status, (await missing.json()).error.message], [400, 'model name is missing from the request']);
+  const seer = await fetch(`${base}/audio/transcriptions`, upload('seer'));
+  t.same([seer.status, (await seer.json()).error.message], [501, 'The current model does not support audio input.'], 'a model without audio: its own 501');
 });

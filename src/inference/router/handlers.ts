@@ -5,6 +5,7 @@
 import type { EventStream } from '../../http/event-stream.js';
 import type { HttpRequest, HttpResult } from '../../http/request.js';
 import { parseJson } from '../../http/validation.js';
+import { native } from '../../native/binding.js';
 import { ErrorType, badRequest, inferenceError } from '../errors.js';
 import { modelNotFound, ModelRegistry, type ModelEntry, type ModelEvent } from './model-registry.js';
 import { CONVERSATION_HEADER } from '../streams/resumable.js';
@@ -42,6 +43,20 @@ function autoloadOf(req: HttpRequest, settings: RouterSettings): boolean {
 }
 
 /** The `model` field of a JSON body ("" when absent); a body that is not JSON is a 400. */
+/** The "model" a POST names: a JSON body's field, or a multipart form's (the transcription upload). */
+async function postedModel(req: HttpRequest): Promise<string> {
+  const contentType = req.headers['content-type'] ?? '';
+  if (!/^multipart\/form-data/i.test(contentType)) return bodyModel(req);
+  let model: ReturnType<FormData["get"]>;
+  try {
+    model = (await new Response(req.body, { headers: { 'content-type': contentType } }).formData()).get('model');
+  } catch (err) {
+    throw badRequest(`Invalid multipart body: ${(err as Error).message}`);
+  }
+  if (model !== null && typeof model !== 'string') throw badRequest('"model" must be a string');
+  return model ?? '';
+}
+
 function bodyModel(req: HttpRequest): string {
   const body = parseJson(req, false);
   const model = typeof body === 'object' && body !== null ? (body as Record<string, unknown>)['model'] : undefined;
@@ -66,6 +81,20 @@ async function proxyTo(registry: ModelRegistry, req: HttpRequest, entry: ModelEn
   } finally {
     release();
   }
+}
+
+const projectorCaps = new Map<string, { vision: boolean; audio: boolean }>();
+
+/** What a model takes, as llama-server's router lists it: its projector file's capabilities (read once per file). */
+function inputModalities(mmproj: string): string[] {
+  if (mmproj === '') return ['text'];
+  let caps = projectorCaps.get(mmproj);
+  if (!caps) {
+    caps = native.Vision.capabilities(mmproj);
+    // A file not there yet (a download) is read again next time.
+    if (caps.vision || caps.audio) projectorCaps.set(mmproj, caps);
+  }
+  return ['text', ...(caps.vision ? ['image'] : []), ...(caps.audio ? ['audio'] : [])];
 }
 
 /** Never aborts: a conversation's request waits for its model even when its client left. */
@@ -100,7 +129,7 @@ function modelListing(entry: ModelEntry, created: number): Record<string, unknow
     owned_by: 'llamacpp',
     created,
     status,
-    architecture: { input_modalities: entry.spec.mmproj !== '' ? ['text', 'image'] : ['text'], output_modalities: ['text'] },
+    architecture: { input_modalities: inputModalities(entry.spec.mmproj), output_modalities: ['text'] },
     source: entry.spec.source,
     can_remove: entry.spec.source === 'cache',
   };
@@ -132,9 +161,9 @@ export function routerHandlers(registry: ModelRegistry, settings: RouterSettings
   };
   return {
     proxyGet,
-    proxyPost: (req) => {
+    proxyPost: async (req) => {
       const autoload = autoloadOf(req, settings);
-      const entry = requestedModel(registry, bodyModel(req), autoload);
+      const entry = requestedModel(registry, await postedModel(req), autoload);
       if (req.headers[CONVERSATION_HEADER]) return proxyConversation(registry, owners, req, entry, autoload);
       return proxyTo(registry, req, entry, autoload, true);
     },

@@ -1,7 +1,7 @@
 // Router mode's route table: every route of the single-model server, forwarded to the model a
 // request names, plus the model list and its management routes. As in single-model mode,
 // /health is public and every other route needs the API key (or an --auth-app token) when set.
-//   forward      POST: the body's "model"; GET: ?model=
+//   forward      POST: the body's "model" (a multipart upload's form field); GET: ?model=
 //   here         answered by the router itself
 import type { HttpRequest, HttpResult } from '../../http/request.js';
 import type { Handler, Method, Route } from '../../http/router.js';
@@ -20,7 +20,7 @@ const FORWARDED_POSTS = [
   '/v1/responses', '/responses', '/props', '/slots/:id_slot', '/tokenize', '/detokenize', '/apply-template',
   '/lora-adapters', '/v1/embeddings', '/embeddings', '/embedding', '/v1/rerank', '/rerank', '/v1/reranking', '/reranking',
   '/chat/completions/input_tokens', '/v1/chat/completions/input_tokens', '/responses/input_tokens', '/v1/responses/input_tokens',
-  '/v1/messages', '/v1/messages/count_tokens',
+  '/v1/messages', '/v1/messages/count_tokens', '/v1/audio/transcriptions', '/audio/transcriptions',
 ] as const;
 
 /** GET routes of the single-model server forwarded to the model named by ?model=. */
