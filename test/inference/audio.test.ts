@@ -103,7 +103,7 @@ t.test('the generated audio projector (qwen2a): WAV and MP3 in chats and transcr
   const projector = await ensureAudioProjector();
   const llama = await startLlamaServer(['-m', models.chat, '-mm', projector, '-c', '4096', '-np', '1']);
   t.teardown(llama.close);
-  const ours = await startTestServer(models.chat, { ctxSize: 4096, parallel: 1, mmproj: projector });
+  const ours = await startTestServer(models.chat, { ctxSize: 4096, parallel: 1, mmproj: projector, maxBodyBytes: 8 << 20 });
   t.teardown(ours.close);
   const both = async (path: string, init: () => RequestInit) => [await answer(ours.base, path, init()), await answer(llama.base, path, init())] as Array<{ status: number; body: any }>;
 
@@ -114,7 +114,8 @@ t.test('the generated audio projector (qwen2a): WAV and MP3 in chats and transcr
   const text = { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ messages: [{ role: 'user', content: 'What is said?' }], max_tokens: 8, temperature: 0 }) };
   const textTokens = (await both('/v1/chat/completions', () => text))[0]!.body.usage.prompt_tokens as number;
   const mp3 = readFileSync(join(REPO_ROOT, 'vendor', 'llama.cpp', 'tools', 'mtmd', 'test-2.mp3'));
-  for (const [format, bytes] of [['wav', wav(0.5)], ['mp3', mp3]] as const) {
+  // 35 s: mtmd cuts a clip into 30 s chunks, two here.
+  for (const [format, bytes] of [['wav', wav(0.5)], ['mp3', mp3], ['wav', wav(35)]] as const) {
     const [mine, theirs] = await both('/v1/chat/completions', () => chatWith(bytes, format));
     t.equal(mine!.status, 200, `${format}: 200`);
     t.ok(mine!.body.usage.prompt_tokens > textTokens + 100, `${format}: the clip adds its audio positions to the prompt (${mine!.body.usage.prompt_tokens} tokens, ${textTokens} without)`);
@@ -122,8 +123,8 @@ t.test('the generated audio projector (qwen2a): WAV and MP3 in chats and transcr
     t.equal(mine!.body.choices[0].message.content, theirs!.body.choices[0].message.content, `${format}: the same greedy answer`);
   }
 
-  // The same clip again: its audio positions come from the cache.
-  const again = await answer(ours.base, '/v1/chat/completions', chatWith(mp3, 'mp3')) as { body: any };
+  // The same 35 s clip again: both its chunks come from the cache.
+  const again = await answer(ours.base, '/v1/chat/completions', chatWith(wav(35), 'wav')) as { body: any };
   t.equal(again.body.timings.cache_n, again.body.usage.prompt_tokens - 1, 'the same clip again: every prompt position but the last is reused');
 
   for (const path of ['/v1/audio/transcriptions', '/audio/transcriptions']) {
