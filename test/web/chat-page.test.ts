@@ -1,21 +1,27 @@
 // The chat page of inference-server in headless Chromium, on the generated chat model with its
 // vision projector: streaming answers, stop (the slot frees), conversations in localStorage,
-// settings sent with the request, image attachments, the API-key prompt, keyboard and 375 px.
+// settings sent with the request, image attachments, audio attachments (on a second server with
+// the audio projector), the API-key prompt, keyboard and 375 px.
 import { spawn } from 'node:child_process';
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { ElementHandle, HTTPRequest, Page } from 'puppeteer-core';
 import t from 'tap';
+import { ensureAudioProjector } from '../fixtures/audio-projector.js';
 import { ensureTestModels } from '../fixtures/models.js';
 import { assertPageBuilt, collectProblems, elementsPastViewport, launchBrowser, overflowsHorizontally, screenshot, tabOrder, unlabelledControls } from '../helpers/browser.js';
 import { postJson, startTestServer } from '../helpers/inference-server.js';
 import { dataUrl, encodePng } from '../helpers/png.js';
+import { REPO_ROOT } from '../helpers/reference.js';
 
 assertPageBuilt('chat');
 const models = await ensureTestModels();
 const server = await startTestServer(models.chat, { webui: true, mmproj: models.mmproj, parallel: 2 });
 t.teardown(server.close);
+// The same model with the audio projector instead: /props says audio, not vision.
+const listener = await startTestServer(models.chat, { webui: true, mmproj: await ensureAudioProjector(), parallel: 1 });
+t.teardown(listener.close);
 const browser = await launchBrowser();
 t.teardown(() => browser.close());
 
@@ -54,8 +60,40 @@ async function sendAndWait(page: Page, text: string): Promise<void> {
   }, { timeout: 120_000 }, before);
 }
 
-function storedConversations(page: Page): Promise<Array<{ id: string; title: string; messages: Array<{ role: string; content: string; images?: string[]; stopped?: boolean }> }>> {
+function storedConversations(page: Page): Promise<Array<{ id: string; title: string; messages: Array<{ role: string; content: string; images?: string[]; audio?: Array<{ data: string; format: string; name?: string }>; stopped?: boolean }> }>> {
   return page.evaluate(() => JSON.parse(localStorage.getItem('inference-chat:conversations') ?? '[]'));
+}
+
+/** A mono 16-bit PCM WAV at 16 kHz: a 440 Hz tone. */
+function toneWav(seconds: number): Buffer {
+  const rate = 16000;
+  const pcm = Int16Array.from({ length: Math.round(rate * seconds) }, (_, i) => Math.round(6000 * Math.sin((2 * Math.PI * 440 * i) / rate)));
+  const header = Buffer.alloc(44);
+  header.write('RIFF', 0, 'ascii');
+  header.writeUInt32LE(36 + pcm.byteLength, 4);
+  header.write('WAVEfmt ', 8, 'ascii');
+  header.writeUInt32LE(16, 16); // format chunk size
+  header.writeUInt16LE(1, 20); // PCM
+  header.writeUInt16LE(1, 22); // channels
+  header.writeUInt32LE(rate, 24);
+  header.writeUInt32LE(rate * 2, 28); // bytes per second
+  header.writeUInt16LE(2, 32); // block align
+  header.writeUInt16LE(16, 34); // bits per sample
+  header.write('data', 36, 'ascii');
+  header.writeUInt32LE(pcm.byteLength, 40);
+  return Buffer.concat([header, Buffer.from(pcm.buffer)]);
+}
+
+/** Writes the bytes to a new temporary file of that name and picks it in the page's file input. */
+async function attachFile(page: Page, name: string, bytes: Buffer): Promise<void> {
+  const file = join(mkdtempSync(join(tmpdir(), 'chat-page-')), name);
+  writeFileSync(file, bytes);
+  await ((await page.$('#attach')) as ElementHandle<HTMLInputElement>).uploadFile(file);
+}
+
+/** The types the file input offers to pick. */
+function acceptedTypes(page: Page): Promise<string[]> {
+  return page.$eval('#attach', (e) => (e as HTMLInputElement).accept.split(',').filter(Boolean));
 }
 
 /** Every request body the page posts to /v1/chat/completions, with its headers. */
@@ -71,7 +109,7 @@ t.test('GET / serves the page from memory: CSP, ETag with 304, HEAD, assets unde
   const page = await fetch(`${server.base}/`);
   t.equal(page.status, 200);
   t.equal(page.headers.get('content-type'), 'text/html; charset=utf-8');
-  t.equal(page.headers.get('content-security-policy'), "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data: blob:; connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'");
+  t.equal(page.headers.get('content-security-policy'), "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data: blob:; media-src 'self' data: blob:; connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'");
   t.equal(page.headers.get('cache-control'), 'no-cache');
   const html = await page.text();
   t.notMatch(html, /<script(?![^>]*\bsrc=)[^>]*>/, 'no inline script');
@@ -215,11 +253,11 @@ t.test('with a projector, an attached image is shown and sent as an image_url pa
   const requests = captureChatRequests(page);
   await waitConnected(page);
   t.equal(await page.$eval('#attach-label', (e) => (e as HTMLElement).hidden), false, 'Attach image is offered (/props says vision)');
+  t.equal(await page.$eval('#attach-label', (e) => e.textContent?.trim()), 'Attach image');
+  t.same(await acceptedTypes(page), ['image/png', 'image/jpeg', 'image/gif', 'image/bmp'], 'no audio projector: images only, no audio type offered');
   await fillSettings(page, { 'max-tokens': '8' });
   const png = encodePng(64, 64, (x, y) => [x * 4, y * 4, 128]);
-  const file = join(mkdtempSync(join(tmpdir(), 'chat-page-')), 'picture.png');
-  writeFileSync(file, png);
-  await ((await page.$('#attach')) as ElementHandle<HTMLInputElement>).uploadFile(file);
+  await attachFile(page, 'picture.png', png);
   await page.waitForSelector('#attachments img');
   await sendAndWait(page, 'What is in the picture?');
   t.same(requests[0]!.body.messages, [{ role: 'user', content: [{ type: 'text', text: 'What is in the picture?' }, { type: 'image_url', image_url: { url: dataUrl(png) } }] }]);
@@ -227,6 +265,97 @@ t.test('with a projector, an attached image is shown and sent as an image_url pa
   t.equal(await page.$$eval('#attachments li', (items) => items.length), 0, 'the attachment tray is emptied');
   t.notOk(await page.$eval('#messages li.assistant', (e) => e.querySelector('.note.error')), 'the server answered');
   t.same(problems, []);
+});
+
+t.test('with an audio projector, an attached WAV is named in the tray, sent as an input_audio part and played back in the message', async (t) => {
+  const { page, problems } = await openChat(listener.base);
+  const requests = captureChatRequests(page);
+  await waitConnected(page);
+  t.equal(await page.$eval('#attach-label', (e) => (e as HTMLElement).hidden), false, 'Attach audio is offered (/props says audio)');
+  t.equal(await page.$eval('#attach-label', (e) => e.textContent?.trim()), 'Attach audio');
+  const accepted = await acceptedTypes(page);
+  t.ok(accepted.includes('audio/wav') && accepted.includes('audio/mpeg'), `WAV and MP3 are offered (${accepted.join(',')})`);
+  t.notOk(accepted.some((type) => type.startsWith('image/')), 'no vision: no image type offered');
+  await fillSettings(page, { 'max-tokens': '8' });
+  // An image (no vision here) is refused by name.
+  await attachFile(page, 'picture.png', encodePng(8, 8, () => [0, 0, 0]));
+  await page.waitForFunction(() => document.getElementById('attach-error')?.textContent === 'The model cannot take picture.png.');
+  t.equal(await page.$$eval('#attachments li', (items) => items.length), 0, 'the image is not attached');
+  const wav = toneWav(0.5);
+  // Picked, removed, picked again: the tray names the file and its button takes it away.
+  await attachFile(page, 'tone.wav', wav);
+  await page.waitForSelector('#attachments li.audio');
+  t.equal(await page.$eval('#attachments li.audio .name', (e) => e.textContent), 'tone.wav');
+  t.equal(await page.$eval('#attach-error', (e) => e.textContent), '', 'a clip it takes clears the refusal');
+  await page.click('#attachments li.audio button[aria-label="Remove audio tone.wav"]');
+  await page.waitForFunction(() => document.querySelectorAll('#attachments li').length === 0);
+  await attachFile(page, 'tone.wav', wav);
+  await page.waitForSelector('#attachments li.audio');
+  await screenshot(page, 'chat-audio-attached');
+  await sendAndWait(page, 'What is said?');
+  t.equal(requests.length, 1);
+  t.same(requests[0]!.body.messages, [{ role: 'user', content: [{ type: 'text', text: 'What is said?' }, { type: 'input_audio', input_audio: { data: wav.toString('base64'), format: 'wav' } }] }],
+    'the clip travels as raw base64 of the file, format wav');
+  t.notOk(await page.$eval('#messages li.assistant', (e) => e.querySelector('.note.error')), 'the server answered');
+  t.match(await page.$eval('#messages li.assistant .note', (e) => e.textContent), /^\d+ tokens · /, 'the answer ended with its timings');
+  t.equal(await page.$$eval('#attachments li', (items) => items.length), 0, 'the attachment tray is emptied');
+  t.same(await page.$$eval('#messages li.user audio', (players) => players.map((e) => (e as HTMLAudioElement).src)), [`data:audio/wav;base64,${wav.toString('base64')}`], 'the message shows a player of the clip');
+  const [conversation] = await storedConversations(page);
+  t.same(conversation!.messages[0]!.audio, [{ data: `data:audio/wav;base64,${wav.toString('base64')}`, format: 'wav', name: 'tone.wav' }], 'the clip is kept with its message');
+  // After a reload the message still plays its clip: the player loads it (0.5 s long).
+  await page.reload();
+  await waitConnected(page);
+  t.equal(await page.$eval('#messages li.user figcaption', (e) => e.textContent), 'tone.wav');
+  // Loaded, or refused (a CSP without media-src data: refuses it).
+  await page.waitForFunction(() => {
+    const player = document.querySelector('#messages li.user audio') as HTMLAudioElement | null;
+    return player !== null && (player.readyState >= 1 || player.error !== null);
+  });
+  const player = await page.$eval('#messages li.user audio', (e) => ({ controls: (e as HTMLAudioElement).controls, duration: (e as HTMLAudioElement).duration, error: (e as HTMLAudioElement).error?.code ?? null }));
+  t.equal(player.controls, true);
+  t.equal(player.error, null, 'the player may load the clip (the CSP allows media-src data:)');
+  t.ok(Math.abs(player.duration - 0.5) < 0.01, `the player has the clip (${player.duration} s)`);
+  await screenshot(page, 'chat-audio-message');
+  // An MP3 in the same conversation: format mp3, after the WAV that the history still carries.
+  const mp3 = readFileSync(join(REPO_ROOT, 'vendor', 'llama.cpp', 'tools', 'mtmd', 'test-2.mp3'));
+  await attachFile(page, 'speech.mp3', mp3);
+  await page.waitForSelector('#attachments li.audio');
+  await sendAndWait(page, 'And this one?');
+  const sent = requests.at(-1)!.body.messages as Array<{ role: string; content: unknown }>;
+  t.same(sent[0]!.content, requests[0]!.body.messages[0].content, 'the first message keeps its WAV');
+  t.same(sent.at(-1), { role: 'user', content: [{ type: 'text', text: 'And this one?' }, { type: 'input_audio', input_audio: { data: mp3.toString('base64'), format: 'mp3' } }] }, 'the MP3 is sent as format mp3');
+  t.notOk(await page.$eval('#messages li.assistant:last-child', (e) => e.querySelector('.note.error')), 'the server answered the MP3');
+  t.same((await storedConversations(page))[0]!.messages[2]!.audio?.map((clip) => [clip.format, clip.name, clip.data.split(',')[0]]), [['mp3', 'speech.mp3', 'data:audio/mpeg;base64']], 'the MP3 is kept as audio/mpeg');
+  t.same(problems, []);
+});
+
+t.test('a clip that overflows localStorage is sent and shown, and the conversation is kept without it', async (t) => {
+  const { page } = await openChat(listener.base);
+  await waitConnected(page);
+  await fillSettings(page, { 'max-tokens': '4' });
+  // Fill the origin's storage, leaving about 8 K characters: room for a conversation, not for the clip's 21 K.
+  await page.evaluate(() => {
+    localStorage.setItem('room', 'x'.repeat(8192));
+    let size = 1 << 20;
+    for (let i = 0; size >= 1024; i++) {
+      try {
+        localStorage.setItem(`filler-${i}`, 'x'.repeat(size));
+      } catch {
+        size /= 2;
+      }
+    }
+    localStorage.removeItem('room');
+  });
+  const wav = toneWav(0.5);
+  await attachFile(page, 'tone.wav', wav);
+  await page.waitForSelector('#attachments li.audio');
+  await sendAndWait(page, 'Too long to keep?');
+  t.equal(await page.$eval('#connection', (e) => e.textContent), 'Connected (attachments too large to keep in this browser)');
+  t.notOk(await page.$eval('#messages li.assistant', (e) => e.querySelector('.note.error')), 'the server answered');
+  t.equal(await page.$$eval('#messages li.user audio', (players) => players.length), 1, 'this tab still shows the clip');
+  const [conversation] = await storedConversations(page);
+  t.equal(conversation!.title, 'Too long to keep?');
+  t.same(conversation!.messages.map((m) => [m.role, 'audio' in m]), [['user', false], ['assistant', false]], 'saved without the clip');
 });
 
 t.test('keyboard: Tab reaches every control in page order, and every control has a label', async (t) => {
@@ -290,6 +419,7 @@ t.test('a server with --api-key asks for the key and sends it only in the Author
   await waitConnected(page);
   t.equal(await page.$eval('#key-dialog', (e) => (e as HTMLDialogElement).open), false);
   t.equal(await page.$eval('#attach-label', (e) => (e as HTMLElement).hidden), true, 'no projector: no Attach image');
+  t.same(await acceptedTypes(page), [], 'no projector: neither images nor audio offered');
   await fillSettings(page, { 'max-tokens': '4' });
   await sendAndWait(page, 'Hi');
   t.equal(requests[0]!.headers['authorization'], `Bearer ${KEY}`);

@@ -15,7 +15,7 @@ export interface Props {
   model_alias: string;
   total_slots: number;
   n_ctx: number;
-  modalities?: { vision?: boolean };
+  modalities?: { vision?: boolean; audio?: boolean };
   default_generation_settings?: { params?: Record<string, unknown> };
 }
 

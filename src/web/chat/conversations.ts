@@ -1,15 +1,26 @@
 // Conversations kept in this browser (localStorage), newest first. Nothing is stored on the
-// server. Images are stored with their message as data URLs; when that overflows the storage
-// quota, the conversation is saved without its images and `save` reports it.
+// server. Images and audio clips are stored with their message as data URLs; when that overflows
+// the storage quota, the conversations are saved without them and `save` reports it.
 
 const STORAGE_KEY = 'inference-chat:conversations';
 const CURRENT_KEY = 'inference-chat:current';
+
+/** An attached audio clip: what OpenAI's input_audio part takes (WAV or MP3). */
+export interface AudioClip {
+  /** A data URL (data:audio/wav or data:audio/mpeg, base64). */
+  data: string;
+  format: 'wav' | 'mp3';
+  /** The file's name, as picked. */
+  name?: string;
+}
 
 export interface ChatMessage {
   role: 'user' | 'assistant';
   content: string;
   /** Data URLs of attached images (user messages). */
   images?: string[];
+  /** Attached audio clips (user messages); absent in conversations saved before audio. */
+  audio?: AudioClip[];
   reasoning?: string;
   toolCalls?: Array<{ name: string; arguments: string }>;
   /** Generation speed of an answer, from the server's timings. */
@@ -59,11 +70,11 @@ export class ConversationStore {
     this.save();
   }
 
-  /** Moves the conversation to the top, titles it after its first message, and saves. Returns false when images had to be left out. */
+  /** Moves the conversation to the top, titles it after its first message, and saves. Returns false when attachments had to be left out. */
   touch(conversation: Conversation): boolean {
     conversation.updated = Date.now();
     const first = conversation.messages.find((m) => m.role === 'user');
-    if (first && conversation.title === 'New chat') conversation.title = first.content.trim().slice(0, 60) || 'Image';
+    if (first && conversation.title === 'New chat') conversation.title = first.content.trim().slice(0, 60) || (first.images?.length ? 'Image' : 'Audio');
     this.conversations = [conversation, ...this.conversations.filter((c) => c.id !== conversation.id)];
     return this.save();
   }
@@ -73,9 +84,9 @@ export class ConversationStore {
       localStorage.setItem(STORAGE_KEY, JSON.stringify(this.conversations));
       return true;
     } catch {
-      const withoutImages = this.conversations.map((c) => ({ ...c, messages: c.messages.map(({ images: _, ...m }) => m) }));
+      const withoutAttachments = this.conversations.map((c) => ({ ...c, messages: c.messages.map(({ images: _i, audio: _a, ...m }) => m) }));
       try {
-        localStorage.setItem(STORAGE_KEY, JSON.stringify(withoutImages));
+        localStorage.setItem(STORAGE_KEY, JSON.stringify(withoutAttachments));
       } catch {
         // Still too large: the conversations live on in this tab only.
       }

@@ -1,6 +1,6 @@
 // Rendering of the conversation list and of the messages. Message text is rendered as Markdown
 // into DOM nodes (markdown.ts); nothing from a message is ever parsed as HTML.
-import type { ChatMessage, Conversation } from './conversations.js';
+import type { AudioClip, ChatMessage, Conversation } from './conversations.js';
 import { renderMarkdown } from './markdown.js';
 
 export interface ListActions {
@@ -51,6 +51,7 @@ export function fillMessage(item: HTMLElement, message: ChatMessage): void {
   parts.push(body);
   for (const call of message.toolCalls ?? []) parts.push(toolCallBlock(call));
   if (message.images?.length) parts.push(imageStrip(message.images));
+  if (message.audio?.length) parts.push(audioList(message.audio));
   const note = messageNote(message);
   if (note) parts.push(note);
   item.replaceChildren(...parts);
@@ -88,6 +89,25 @@ function imageStrip(images: string[]): HTMLElement {
     strip.append(img);
   });
   return strip;
+}
+
+/** One player per clip, captioned with its file name. */
+function audioList(clips: AudioClip[]): HTMLElement {
+  const list = document.createElement('div');
+  list.className = 'audio';
+  clips.forEach((clip, i) => {
+    const figure = document.createElement('figure');
+    const player = document.createElement('audio');
+    player.controls = true;
+    player.preload = 'metadata';
+    player.src = clip.data;
+    const caption = document.createElement('figcaption');
+    caption.textContent = clip.name ?? `Audio ${i + 1} (${clip.format.toUpperCase()})`;
+    player.setAttribute('aria-label', `Attached audio: ${caption.textContent}`);
+    figure.append(player, caption);
+    list.append(figure);
+  });
+  return list;
 }
 
 function messageNote(message: ChatMessage): HTMLElement | null {
