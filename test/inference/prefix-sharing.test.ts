@@ -144,6 +144,27 @@ t.test('context shift: a slot whose shared cells move gets cells of its own firs
   t.ok(want.some((w, i) => w.decided > 580 - (w.promptN + w.cacheN) + 20), `an answer is compared past its second shift (${want.map((w) => w.decided).join(', ')} tokens decided)`);
 });
 
+t.test('--cache-reuse: cells a slot moved are not shared; a prompt takes only the exact prefix before them', async (t) => {
+  const { shared, plain } = await pair({ parallel: 2, ctxSize: 4096, promptCacheMib: 0 }, t);
+  const middle = ' Then think about it once more and answer in full sentences.'.repeat(6);
+  const tail = '\nQuestion: what comes after 41? Answer with a number and nothing else, please.';
+  const full = `${PREFIX}${middle}${tail}`;
+  const cut = `${PREFIX}${tail}`;
+  const prefixTokens = (await postJson(`${shared.base}/tokenize`, { content: PREFIX, add_special: true })).body.tokens.length as number;
+  // Slot 0 computes the full prompt, then the cut one with cache reuse: the tail's cells move back
+  // over the removed middle (shifted K/V, not what a fresh computation gives).
+  await complete(shared.base, { prompt: full, id_slot: 0 });
+  const reused = await complete(shared.base, { prompt: cut, id_slot: 0, n_cache_reuse: 4 });
+  t.ok(reused.cacheN > prefixTokens + 10, `slot 0 reused the moved tail (cache_n ${reused.cacheN}, prefix ${prefixTokens})`);
+  // The cut prompt and more on slot 1: it may take slot 0's prefix, not its moved tail.
+  const longer = `${cut} And then the one after that.`;
+  const got = await complete(shared.base, { prompt: longer, id_slot: 1 });
+  t.ok(got.cacheN <= prefixTokens + 1, `slot 1 took ${got.cacheN} tokens, no more than the exact prefix (${prefixTokens}, the boundary token's merge aside)`);
+  t.ok(got.cacheN >= prefixTokens - 2, 'and it took that prefix');
+  const want = await complete(plain.base, { prompt: longer, id_slot: 1 });
+  sameUpToNearTies(t, [got], [want], 'after a cache reuse');
+});
+
 t.test('per-request LoRA scales: prefixes are shared only between prompts computed under the same scales', async (t) => {
   const { shared, plain } = await pair({ parallel: 4, ctxSize: 4096, loras: [{ path: models.lora, scale: 0 }] }, t);
   const [a, b, c] = prompts(3);
