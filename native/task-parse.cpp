@@ -130,6 +130,25 @@ static uint64_t media_file_hash(const std::vector<uint8_t> & bytes) {
     return hash;
 }
 
+// Longest audio clip accepted: mtmd's helper sizes its sample buffer from the length a file
+// declares before reading it, so a FLAC header claiming days of audio would make it allocate (and
+// zero) gigabytes; and every 30 s of audio is a chunk of projector positions, a context's worth
+// long before an hour.
+constexpr double MAX_AUDIO_SECONDS = 3600;
+
+// Seconds of audio a FLAC file's STREAMINFO declares (-1 when it declares no length or no rate).
+// Layout: "fLaC", a 4-byte block header, then STREAMINFO: block sizes (2+2 bytes), frame sizes
+// (3+3), then 20 bits of sample rate, 3 of channels, 5 of bits per sample, 36 of total samples.
+static double flac_declared_seconds(const uint8_t * b, size_t n) {
+    if (n < 8 + 18 || std::memcmp(b, "fLaC", 4) != 0 || (b[4] & 0x7F) != 0) return -1;
+    const uint8_t * info = b + 8;
+    const uint32_t rate = (static_cast<uint32_t>(info[10]) << 12) | (static_cast<uint32_t>(info[11]) << 4) | (info[12] >> 4);
+    const uint64_t total = (static_cast<uint64_t>(info[13] & 0x0F) << 32) | (static_cast<uint64_t>(info[14]) << 24) |
+                           (static_cast<uint64_t>(info[15]) << 16) | (static_cast<uint64_t>(info[16]) << 8) | info[17];
+    if (rate == 0 || total == 0) return -1;
+    return static_cast<double>(total) / rate;
+}
+
 // One media file of a prompt, decoded: an image (RGB pixels) or an audio clip (mono samples at
 // the projector's rate), as the projector reads it.
 static mtmd::bitmap decode_media(mtmd_context * projector, const std::vector<uint8_t> & bytes, size_t i) {
@@ -141,11 +160,14 @@ static mtmd::bitmap decode_media(mtmd_context * projector, const std::vector<uin
     const std::string which = (audio ? "audio clip " : "image ") + std::to_string(i);
     if (audio && !mtmd_support_audio(projector)) throw Refusal(ErrorCode::NOT_SUPPORTED, which + ": this model's projector does not read audio");
     if (!audio && !mtmd_support_vision(projector)) throw Refusal(ErrorCode::NOT_SUPPORTED, which + ": this model's projector does not read images");
+    const auto too_long = [&] { return Refusal(ErrorCode::BAD_MEDIA, which + " is longer than an hour"); };
+    if (audio && flac_declared_seconds(bytes.data(), bytes.size()) > MAX_AUDIO_SECONDS) throw too_long();
     mtmd_helper_bitmap_wrapper decoded = mtmd_helper_bitmap_init_from_buf(projector, bytes.data(), bytes.size(), false, mtmd_helper_init_opt_default());
     mtmd::bitmap bitmap(decoded.bitmap);
     mtmd_helper::video_ptr video(decoded.video_ctx);
     if (!bitmap.ptr || mtmd_bitmap_is_audio(bitmap.ptr.get()) != audio) throw Refusal(ErrorCode::BAD_MEDIA, which + " could not be decoded (corrupt or truncated)");
     if (audio && bitmap.n_bytes() < sizeof(float)) throw Refusal(ErrorCode::BAD_MEDIA, which + " holds no audio samples");
+    if (audio && bitmap.n_bytes() / sizeof(float) > MAX_AUDIO_SECONDS * mtmd_get_audio_sample_rate(projector)) throw too_long();
     if (!audio && static_cast<uint64_t>(bitmap.nx()) * bitmap.ny() > max_pixels) throw Refusal(ErrorCode::BAD_MEDIA, which + " is too large (more than 64 megapixels)");
     return bitmap;
 }

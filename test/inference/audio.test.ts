@@ -174,3 +174,27 @@ t.test('the generated audio projector (qwen2a): WAV and MP3 in chats and transcr
   // The server still answers.
   t.equal((await answer(ours.base, '/v1/chat/completions', text)).status, 200, 'the server answers after the refusals');
 });
+
+/** A FLAC file that is a header only: STREAMINFO declaring `samples` mono 16-bit samples at `rate` Hz, no frames. */
+function flacHeader(rate: number, samples: number): Buffer {
+  const info = Buffer.alloc(34);
+  info.writeUInt16BE(4096, 0);
+  info.writeUInt16BE(4096, 2);
+  // 20 bits of rate, 3 of channels - 1 (0), 5 of bits per sample - 1 (15), 36 of total samples.
+  info[10] = (rate >> 12) & 0xff;
+  info[11] = (rate >> 4) & 0xff;
+  info[12] = ((rate & 0x0f) << 4) | (0 << 1) | (15 >> 4);
+  info[13] = ((15 & 0x0f) << 4) | Math.floor(samples / 2 ** 32);
+  info.writeUInt32BE(samples % 2 ** 32, 14);
+  return Buffer.concat([Buffer.from('fLaC'), Buffer.from([0x80, 0, 0, 34]), info]);
+}
+
+t.test('a clip declaring more than an hour is refused before it is decoded (no buffer sized from its header)', async (t) => {
+  const ours = await startTestServer(models.chat, { ctxSize: 2048, parallel: 1, mmproj: await ensureAudioProjector() });
+  t.teardown(ours.close);
+  for (const [what, bytes] of [['2 hours at 16 kHz', flacHeader(16000, 2 * 3600 * 16000)], ['2^35 samples at 1 Hz', flacHeader(1, 2 ** 35)]] as const) {
+    const res = await answer(ours.base, '/v1/chat/completions', chatWith(bytes, 'flac'));
+    t.same(res, { status: 400, body: { error: { code: 400, message: 'audio clip 0 is longer than an hour', type: 'invalid_request_error' } } }, what);
+  }
+  t.equal((await answer(ours.base, '/v1/chat/completions', chatWith(wav(0.5), 'wav'))).status, 200, 'the server answers the next clip');
+});
