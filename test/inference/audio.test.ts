@@ -189,12 +189,21 @@ function flacHeader(rate: number, samples: number): Buffer {
   return Buffer.concat([Buffer.from('fLaC'), Buffer.from([0x80, 0, 0, 34]), info]);
 }
 
-t.test('a clip declaring more than an hour is refused before it is decoded (no buffer sized from its header)', async (t) => {
-  const ours = await startTestServer(models.chat, { ctxSize: 2048, parallel: 1, mmproj: await ensureAudioProjector() });
+t.test('a clip of more than an hour is refused: a FLAC header declaring one before it is decoded (no buffer sized from its header), a WAV before its chunks are preprocessed', async (t) => {
+  const ours = await startTestServer(models.chat, { ctxSize: 2048, parallel: 1, mmproj: await ensureAudioProjector(), maxBodyBytes: 32 << 20 });
   t.teardown(ours.close);
   for (const [what, bytes] of [['2 hours at 16 kHz', flacHeader(16000, 2 * 3600 * 16000)], ['2^35 samples at 1 Hz', flacHeader(1, 2 ** 35)]] as const) {
     const res = await answer(ours.base, '/v1/chat/completions', chatWith(bytes, 'flac'));
     t.same(res, { status: 400, body: { error: { code: 400, message: 'audio clip 0 is longer than an hour', type: 'invalid_request_error' } } }, what);
   }
+  // A WAV's length is the samples it holds: 3,625 s at 4 kHz in 8 bits (14.5 MB) is decoded, then refused before its 121 chunks are preprocessed.
+  const rate = 4000;
+  const samples = 3625 * rate;
+  const long = Buffer.alloc(44 + samples, 0x80);
+  long.write('RIFF', 0); long.writeUInt32LE(36 + samples, 4); long.write('WAVEfmt ', 8); long.writeUInt32LE(16, 16); long.writeUInt16LE(1, 20); long.writeUInt16LE(1, 22);
+  long.writeUInt32LE(rate, 24); long.writeUInt32LE(rate, 28); long.writeUInt16LE(1, 32); long.writeUInt16LE(8, 34); long.write('data', 36); long.writeUInt32LE(samples, 40);
+  t.same(await answer(ours.base, '/v1/audio/transcriptions', transcriptionOf(long, {})), { status: 400, body: { error: { code: 400, message: 'audio clip 0 is longer than an hour', type: 'invalid_request_error' } } }, 'a WAV of an hour and a minute');
   t.equal((await answer(ours.base, '/v1/chat/completions', chatWith(wav(0.5), 'wav'))).status, 200, 'the server answers the next clip');
+  const malformed = await answer(ours.base, '/v1/audio/transcriptions', { method: 'POST', headers: { 'content-type': 'multipart/form-data; boundary=xyz' }, body: 'not a form' });
+  t.match(malformed, { status: 400, body: { error: { code: 400, message: /^Invalid multipart body: /, type: 'invalid_request_error' } } }, 'a malformed form: 400');
 });

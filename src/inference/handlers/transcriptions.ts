@@ -5,6 +5,7 @@
 // projector. Answers in llama-server's shapes: {type: "transcript.text.done", text, usage}, or,
 // streamed, one transcript.text.delta event per piece and the done event, then [DONE].
 // response_format "text" and "verbose_json" (OpenAI's; llama-server refuses them) are ours.
+import { readMultipartForm } from '../../http/multipart.js';
 import type { HttpRequest, HttpResult } from '../../http/request.js';
 import type { CompletionOutcome, GeneratedToken } from '../engine/engine.js';
 import { badRequest, ErrorType, inferenceError } from '../errors.js';
@@ -20,17 +21,6 @@ type TranscriptFormat = (typeof FORMATS)[number];
 function asrPreset(templateSource: string): { system: string; user: string } {
   const lfm2 = templateSource.includes('<|tool_list_start|>') && templateSource.includes('<|tool_list_end|>');
   return lfm2 ? { system: 'Perform ASR.', user: '' } : { system: '', user: 'Transcribe audio to text' };
-}
-
-/** The multipart form; any other body has no file, as llama-server answers it. */
-async function readForm(req: HttpRequest): Promise<FormData> {
-  const contentType = req.headers['content-type'] ?? '';
-  if (!/^multipart\/form-data/i.test(contentType)) throw badRequest('No input file found for transcription', { field: 'file' });
-  try {
-    return await new Response(req.body, { headers: { 'content-type': contentType } }).formData();
-  } catch (err) {
-    throw badRequest(`Invalid multipart body: ${(err as Error).message}`);
-  }
 }
 
 /** A form field that must hold a number, or undefined when absent. */
@@ -50,7 +40,7 @@ function textField(form: FormData, name: string): string | undefined {
 }
 
 /** Seconds of audio in a PCM WAV file, from its header; undefined for anything else. */
-export function wavDuration(bytes: Uint8Array): number | undefined {
+function wavDuration(bytes: Uint8Array): number | undefined {
   const b = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
   if (b.length < 12 || b.toString('latin1', 0, 4) !== 'RIFF' || b.toString('latin1', 8, 12) !== 'WAVE') return undefined;
   let byteRate = 0;
@@ -76,9 +66,10 @@ function transcriptUsage(outcome: CompletionOutcome): Record<string, unknown> {
 
 export async function handleTranscriptions(service: InferenceService, req: HttpRequest): Promise<HttpResult | void> {
   if (!service.vision?.supportsAudio) throw inferenceError(ErrorType.NOT_SUPPORTED, 'The current model does not support audio input.');
-  const form = await readForm(req);
-  const file = form.get('file');
-  if (!(file instanceof Blob)) throw badRequest('No input file found for transcription', { field: 'file' });
+  // Any other body has no file, as llama-server answers it.
+  const form = await readMultipartForm(req);
+  const file = form?.get('file');
+  if (!form || !(file instanceof Blob)) throw badRequest('No input file found for transcription', { field: 'file' });
   const format = (textField(form, 'response_format') ?? 'json') as TranscriptFormat;
   if (!FORMATS.includes(format)) throw badRequest(`Invalid field "response_format": must be one of ${FORMATS.join(', ')}`, { field: 'response_format' });
   const audio = new Uint8Array(await file.arrayBuffer());

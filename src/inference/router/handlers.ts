@@ -4,6 +4,7 @@
 // load, unload and event routes are answered here.
 import type { EventStream } from '../../http/event-stream.js';
 import type { HttpRequest, HttpResult } from '../../http/request.js';
+import { readMultipartForm } from '../../http/multipart.js';
 import { parseJson } from '../../http/validation.js';
 import { native } from '../../native/binding.js';
 import { ErrorType, badRequest, inferenceError } from '../errors.js';
@@ -42,21 +43,16 @@ function autoloadOf(req: HttpRequest, settings: RouterSettings): boolean {
   return value === 'true' || value === '1';
 }
 
-/** The `model` field of a JSON body ("" when absent); a body that is not JSON is a 400. */
 /** The "model" a POST names: a JSON body's field, or a multipart form's (the transcription upload). */
 async function postedModel(req: HttpRequest): Promise<string> {
-  const contentType = req.headers['content-type'] ?? '';
-  if (!/^multipart\/form-data/i.test(contentType)) return bodyModel(req);
-  let model: ReturnType<FormData["get"]>;
-  try {
-    model = (await new Response(req.body, { headers: { 'content-type': contentType } }).formData()).get('model');
-  } catch (err) {
-    throw badRequest(`Invalid multipart body: ${(err as Error).message}`);
-  }
+  const form = await readMultipartForm(req);
+  if (!form) return bodyModel(req);
+  const model = form.get('model');
   if (model !== null && typeof model !== 'string') throw badRequest('"model" must be a string');
   return model ?? '';
 }
 
+/** The `model` field of a JSON body ("" when absent); a body that is not JSON is a 400. */
 function bodyModel(req: HttpRequest): string {
   const body = parseJson(req, false);
   const model = typeof body === 'object' && body !== null ? (body as Record<string, unknown>)['model'] : undefined;
