@@ -2,6 +2,7 @@
 // delivery. The engine thread's loop is in engine.cpp.
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <thread>
@@ -322,6 +323,8 @@ Engine::Engine(const Napi::CallbackInfo & info) : Napi::ObjectWrap<Engine>(info)
     if (p.Get("speculation").IsExternal()) spec_.reset(p.Get("speculation").As<Napi::External<Speculation>>().Data());
     embeddings_ = p.Get("embeddings").ToBoolean();
     sharing_ = prefix_sharing_in_effect(read_i32(p, "prefixSharing", -1));
+    split_steps_ = !embeddings_ && !spec_ && ggml_backend_dev_by_type(GGML_BACKEND_DEVICE_TYPE_GPU) == nullptr &&
+                   ggml_backend_dev_by_type(GGML_BACKEND_DEVICE_TYPE_IGPU) == nullptr && std::getenv("LLAMA_ADDON_NO_SPLIT_STEPS") == nullptr;
     pooling_ = llama_pooling_type(ctx_);
     n_embd_out_ = pooling_ == LLAMA_POOLING_TYPE_RANK ? static_cast<int32_t>(std::max<uint32_t>(1, llama_model_n_cls_out(model_->get())))
                                                       : llama_model_n_embd_out(model_->get());
@@ -646,6 +649,7 @@ Napi::Value Engine::js_metrics(const Napi::CallbackInfo & info) {
     m.Set("predictedTokens", static_cast<double>(counters_.predicted_tokens.load()));
     m.Set("predictedMs", counters_.predicted_us.load() / 1000.0);
     m.Set("decodeCalls", static_cast<double>(counters_.decode_calls.load()));
+    m.Set("splitSteps", static_cast<double>(counters_.split_steps.load()));
     m.Set("contextShifts", static_cast<double>(counters_.context_shifts.load()));
     m.Set("tasksDone", static_cast<double>(counters_.tasks_done.load()));
     m.Set("queued", counters_.queued.load());
@@ -672,6 +676,7 @@ Napi::Value Engine::js_info(const Napi::CallbackInfo & info) {
     m.Set("nUbatch", ctx_ ? llama_n_ubatch(ctx_) : 0);
     m.Set("prefillBudget", params_.prefill_budget);
     m.Set("prefillBudgetMs", params_.prefill_budget_ms);
+    m.Set("splitSteps", split_steps_);
     m.Set("overloadLifoMs", params_.overload_lifo_ms);
     m.Set("slotPromptSimilarity", params_.slot_prompt_similarity);
     m.Set("prefixSharing", sharing_);

@@ -320,10 +320,12 @@ void Engine::emit_progress(Slot & slot) {
     emit(std::move(ev));
 }
 
-// Builds one batch from all busy slots and decodes it: the generating slots' tokens, then prompt
-// tokens up to prompt_share(). On KV-cache pressure, idle slots' caches are dropped first, then
-// the prompt share of the batch is halved; then the slot holding the most tokens fails ("Context
-// size has been exceeded.") and the others go on. False when nothing was decoded.
+// Builds one batch from all busy slots, decodes it and samples its outputs: the generating slots'
+// tokens, then prompt tokens up to prompt_share(). On KV-cache pressure, idle slots' caches are
+// dropped first, then the prompt share of the batch is halved; then the slot holding the most
+// tokens fails ("Context size has been exceeded.") and the others go on. With split_steps_ the
+// generating rows and the prompt rows of one batch are decoded by two llama_decode calls (see
+// split_steps_ in engine.h for why). False when nothing was decoded.
 bool Engine::decode_batch() {
     int32_t prompt_budget = static_cast<int32_t>(params_.n_batch);
     std::vector<SlotUndo> undo(slots_.size());
@@ -335,20 +337,21 @@ bool Engine::decode_batch() {
         add_prompt_tokens(group, std::min<int32_t>(prompt_budget, prompt_share(n_generating)));
         if (batch_.n_tokens == 0) return false;
 
-        const int32_t ret = decode_group(group);
+        const int32_t n_prompt = batch_.n_tokens - n_generating;
+        const bool split = split_steps_ && n_generating > 0 && n_prompt > 0 && batch_.n_tokens >= kTiledAttentionRows;
+        const int32_t ret = decode_group(group, 0, split ? n_generating : batch_.n_tokens);
         if (ret == 0) {
-            step_cost_.observe(n_generating, batch_.n_tokens - n_generating, static_cast<double>(last_decode_us_));
-            if (log_debug_enabled()) log_step(n_generating);
-            for (auto & s : slots_) {
-                if (s.busy() && s.task->return_progress && s.n_prompt_done != s.n_progress_sent) emit_progress(s);
+            step_cost_.observe(n_generating, split ? 0 : n_prompt, static_cast<double>(last_decode_us_));
+            if (log_debug_enabled()) log_step(n_generating, split ? n_generating : batch_.n_tokens);
+            process_outputs(0, split ? n_generating : batch_.n_tokens);
+            if (split) {
+                counters_.split_steps++;
+                decode_prompt_rows(group, n_generating, prompt_budget, undo);
             }
+            else emit_prompt_progress();
             return true;
         }
-        for (size_t i = 0; i < slots_.size(); i++) {
-            slots_[i].cache.resize(undo[i].cache);
-            slots_[i].n_prompt_done = undo[i].prompt_done;
-            slots_[i].i_batch = -1;
-        }
+        undo_batch(undo, false);
         if (ret != 1) {
             fail_busy_slots(ret == -1 ? "Invalid input batch." : ret == 2 ? "Decoding was aborted." : "Compute error.");
             return false;
@@ -357,12 +360,58 @@ bool Engine::decode_batch() {
     }
 }
 
+// The second call of a split step: the batch's prompt rows from `first` on, after its generating
+// rows were decoded and sampled. On KV-cache pressure the prompt rows are taken back and rebuilt
+// as relieve_kv_pressure allows (the generating slots have had their token this step).
+void Engine::decode_prompt_rows(const LoraGroup & group, int32_t first, int32_t prompt_budget, std::vector<SlotUndo> & undo) {
+    while (true) {
+        const int32_t ret = decode_group(group, first, batch_.n_tokens - first);
+        if (ret == 0) {
+            step_cost_.observe(0, batch_.n_tokens - first, static_cast<double>(last_decode_us_));
+            if (log_debug_enabled()) log_step(0, batch_.n_tokens - first);
+            process_outputs(first, batch_.n_tokens);
+            emit_prompt_progress();
+            return;
+        }
+        undo_batch(undo, true);
+        if (ret != 1) {
+            fail_busy_slots(ret == -1 ? "Invalid input batch." : ret == 2 ? "Decoding was aborted." : "Compute error.");
+            return;
+        }
+        if (!relieve_kv_pressure(prompt_budget, 0)) return;
+        for (auto & s : slots_) s.i_batch = -1;
+        for (size_t i = 0; i < slots_.size(); i++) undo[i] = {slots_[i].cache.size(), slots_[i].n_prompt_done};
+        common_batch_clear(batch_);
+        add_prompt_tokens(group, prompt_budget);
+        if (batch_.n_tokens == 0) return;
+        first = 0;
+    }
+}
+
+// Puts the slots back where they were before the batch was built (`undo`); with `prompting_only`,
+// only the slots still computing their prompt (the generating ones have been served already).
+void Engine::undo_batch(const std::vector<SlotUndo> & undo, bool prompting_only) {
+    for (size_t i = 0; i < slots_.size(); i++) {
+        Slot & s = slots_[i];
+        if (prompting_only && s.state != SlotState::PROMPT) continue;
+        s.cache.resize(undo[i].cache);
+        s.n_prompt_done = undo[i].prompt_done;
+        s.i_batch = -1;
+    }
+}
+
+void Engine::emit_prompt_progress() {
+    for (auto & s : slots_) {
+        if (s.busy() && s.task->return_progress && s.n_prompt_done != s.n_progress_sent) emit_progress(s);
+    }
+}
+
 // The step trace at --verbose: what the batch held (generating tokens, each prompting slot's
 // tokens) and how long its decode took, for profiling the scheduler.
-void Engine::log_step(int32_t n_generating) {
-    std::string line = "step " + std::to_string(step_counter_) + ": " + std::to_string(batch_.n_tokens) + " tokens (" + std::to_string(n_generating) + " generating";
+void Engine::log_step(int32_t n_generating, int32_t n_tokens) {
+    std::string line = "step " + std::to_string(step_counter_) + ": " + std::to_string(n_tokens) + " tokens (" + std::to_string(n_generating) + " generating";
     for (const auto & s : slots_) {
-        if (s.state != SlotState::PROMPT || s.joined()) continue;
+        if (s.state != SlotState::PROMPT || s.joined() || n_tokens == n_generating) continue;
         line += ", slot " + std::to_string(s.id) + " prompt " + std::to_string(s.n_prompt_done) + "/" + std::to_string(s.task->prompt.size());
     }
     int32_t joined = 0;
@@ -470,15 +519,23 @@ void Engine::add_prompt_tokens(const LoraGroup & group, int32_t budget) {
     }
 }
 
-// Sets the group's adapter scales on the context (when they changed) and decodes the batch;
-// returns llama_decode's result. On success the group's slots are marked as served this step.
-int32_t Engine::decode_group(const LoraGroup & group) {
+// Sets the group's adapter scales on the context (when they changed) and decodes the batch's rows
+// [first, first + n); returns llama_decode's result. On success the group's slots are marked as
+// served this step.
+int32_t Engine::decode_group(const LoraGroup & group, int32_t first, int32_t n) {
     if (group.grouped && applied_lora_ != group.scales) {
         llama_set_adapters_lora(ctx_, lora_handles_.data(), lora_handles_.size(), const_cast<float *>(group.scales.data()));
         applied_lora_ = group.scales;
     }
+    llama_batch rows = batch_;
+    rows.n_tokens = n;
+    rows.token += first;
+    rows.pos += first;
+    rows.n_seq_id += first;
+    rows.seq_id += first;
+    rows.logits += first;
     const int64_t t_start = now_us();
-    const int32_t ret = llama_decode(ctx_, batch_);
+    const int32_t ret = llama_decode(ctx_, rows);
     counters_.decode_calls++;
     if (ret == 0) {
         // Timed until the results are ready: a GPU backend returns before it has computed them.
@@ -575,9 +632,15 @@ void Engine::step() {
     if (!std::any_of(slots_.begin(), slots_.end(), [](const Slot & s) { return s.busy(); })) return;
     if (sharing_) settle_joins(nullptr);
     if (vision_) eval_media();
-    if (!decode_batch()) return;
+    decode_batch();
+}
+
+// Reads the outputs of the batch rows [first, end) just decoded (as rows 0.. of that decode):
+// embeddings, a prompt's end, a verified draft, or a sampled token.
+void Engine::process_outputs(int32_t first, int32_t end) {
     for (auto & s : slots_) {
-        if (!s.busy() || s.i_batch < 0) continue;
+        if (!s.busy() || s.i_batch < first || s.i_batch >= end) continue;
+        s.i_batch -= first;
         if (s.task->kind == TaskKind::EMBEDDING) {
             finish_embedding(s, s.i_batch);
             continue;

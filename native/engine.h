@@ -102,6 +102,7 @@ struct EngineCounters {
     std::atomic<uint64_t> predicted_tokens{0};
     std::atomic<uint64_t> predicted_us{0};
     std::atomic<uint64_t> decode_calls{0};
+    std::atomic<uint64_t> split_steps{0};       // steps decoded in two calls, generating rows first (split_steps_)
     std::atomic<uint64_t> cached_tokens{0};     // prompt tokens reused from a slot's cache
     std::atomic<uint64_t> shared_tokens{0};     // of those, tokens taken from another slot's cells (prefix sharing)
     std::atomic<uint64_t> shared_joins{0};      // prompts that waited for another slot to compute their prefix
@@ -173,8 +174,12 @@ private:
     int32_t add_generating_tokens(const LoraGroup & group);
     int32_t prompt_share(int32_t n_generating) const;
     void add_prompt_tokens(const LoraGroup & group, int32_t budget);
-    int32_t decode_group(const LoraGroup & group);
-    void log_step(int32_t n_generating);
+    int32_t decode_group(const LoraGroup & group, int32_t first, int32_t n);
+    void decode_prompt_rows(const LoraGroup & group, int32_t first, int32_t prompt_budget, std::vector<SlotUndo> & undo);
+    void undo_batch(const std::vector<SlotUndo> & undo, bool prompting_only);
+    void process_outputs(int32_t first, int32_t end);
+    void emit_prompt_progress();
+    void log_step(int32_t n_generating, int32_t n_tokens);
     bool relieve_kv_pressure(int32_t & prompt_budget, int32_t n_generating);
     bool drop_idle_caches(const Slot * except);
     void cache_idle_slots();
@@ -244,6 +249,19 @@ private:
     int32_t n_ctx_seq_ = 0;
     bool embeddings_ = false;
     bool sharing_ = false;    // prefix sharing in effect (EngineParams::prefix_sharing, decided at creation)
+    // A step holding both generating and prompt tokens decodes them by two llama_decode calls, the
+    // generating rows first. On the CPU backend a batch of kTiledAttentionRows rows or more takes
+    // ggml's tiled flash attention, which skips a tile of KV cells only when every query row of its
+    // 64-row tile is masked there: one tile holding the generating rows of N sequences beside prompt
+    // rows must read every cell those sequences hold, for all 64 rows, in every head. In a pool
+    // full of other conversations that tile cost more than the rest of a chunked prompt step
+    // (docs/benchmarks.md). Decoded alone, the few generating rows take the untiled kernel, which
+    // skips masked cells one by one, and the prompt rows' tiles skip other sequences' cells. Costs
+    // one more pass over the weights per step; on when the build has no GPU backend (the CUDA
+    // kernels were not measured) and for generation only (not with a draft model, whose drafted
+    // rows must stay with their slot's row).
+    bool split_steps_ = false;
+    static constexpr int32_t kTiledAttentionRows = 64;  // GGML_FA_TILE_Q in ggml-cpu/common.h
     enum llama_pooling_type pooling_ = LLAMA_POOLING_TYPE_NONE;
     int32_t n_embd_out_ = 0;
 

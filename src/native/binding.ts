@@ -579,6 +579,8 @@ export interface EngineMetrics {
   predictedTokens: number;
   predictedMs: number;
   decodeCalls: number;
+  /** Steps whose generating rows and prompt rows were decoded by two calls (EngineInfo.splitSteps). */
+  splitSteps: number;
   /** Times a full slot dropped old tokens (--context-shift). */
   contextShifts: number;
   tasksDone: number;
@@ -601,6 +603,13 @@ export interface EngineInfo {
   prefillBudget: number;
   /** Chunked prefill's time target (EngineParams.prefillBudgetMs). */
   prefillBudgetMs: number;
+  /**
+   * A step holding generating tokens and 64 rows or more decodes its generating rows and its
+   * prompt rows by two llama_decode calls (on when the build has no GPU backend, without a draft
+   * model, not for embeddings): on the CPU, one attention tile mixing the two reads every cell of
+   * every generating sequence for all its rows (docs/benchmarks.md).
+   */
+  splitSteps: boolean;
   /** Adaptive LIFO's threshold (EngineParams.overloadLifoMs). */
   overloadLifoMs: number;
   /** Slot choice's similarity threshold (EngineParams.slotPromptSimilarity). */

@@ -389,6 +389,25 @@ t.test('chunked prefill by time: with a target nothing fits in, a prompt arrivin
   t.ok(together.streamTokensAfterLongFirst > 0, 'the streams outlasted the prompt');
 });
 
+// Split steps (EngineInfo.splitSteps, on in a build without a GPU backend): a step holding
+// generating tokens and 64 rows or more decodes the generating rows, samples them, then decodes
+// the prompt rows. Budget 80 with two streams: chunks of 78 prompt tokens, so every chunk but a
+// short last one (under 62 tokens) is such a step.
+t.test('a step with generating slots and 64+ rows is decoded in two calls when splitSteps is on; greedy output equals each task alone', async (t) => {
+  const split = await InferenceEngine.create(model, { nCtx: 2048, nParallel: 3, prefillBudget: 80, prefillBudgetMs: 0 });
+  t.teardown(() => split.dispose());
+  const on = split.native.info().splitSteps;
+  const alone = await eachAloneUpToNearTie(t, split, 40);
+  const before = split.native.metrics().splitSteps;
+  const together = await streamsThenLongPrompt(split, 40);
+  t.same(cutTo(together.tokens, alone), alone, 'streams and the prompt give the tokens they give alone, up to the first near tie');
+  const p = together.longPrompt;
+  const chunks = Math.floor(p / 78) + (p % 78 >= 62 ? 1 : 0);
+  t.ok(together.streamTokensAfterLongFirst > 0, 'the streams outlasted the prompt');
+  t.equal(split.native.metrics().splitSteps - before, on ? chunks : 0, `${p} prompt tokens: ${on ? `${chunks} steps of 64+ rows split` : 'no step split (GPU build)'}`);
+  t.equal(on, native.systemInfo().backend === 'CPU', 'on where the build has no GPU backend');
+});
+
 t.test('without a budget (0) a prompt arriving mid-stream goes in one n_batch step, stalling the streams', async (t) => {
   const whole = await InferenceEngine.create(model, { nCtx: 2048, nParallel: 3, prefillBudget: 0, prefillBudgetMs: 0 });
   t.teardown(() => whole.dispose());

@@ -11,7 +11,7 @@ type Cumulative = Omit<EngineMetrics, 'queued' | 'busySlots'>;
 
 const ZERO: Cumulative = {
   promptTokens: 0, cachedTokens: 0, sharedTokens: 0, sharedJoins: 0, busySlotDecodes: 0, nTokensMax: 0, promptMs: 0,
-  predictedTokens: 0, predictedMs: 0, decodeCalls: 0, contextShifts: 0, tasksDone: 0,
+  predictedTokens: 0, predictedMs: 0, decodeCalls: 0, splitSteps: 0, contextShifts: 0, tasksDone: 0,
 };
 
 /** Tokens and time of the two throughput gauges. */
@@ -73,6 +73,7 @@ function add(a: Cumulative, b: Cumulative): Cumulative {
     predictedTokens: a.predictedTokens + b.predictedTokens,
     predictedMs: a.predictedMs + b.predictedMs,
     decodeCalls: a.decodeCalls + b.decodeCalls,
+    splitSteps: a.splitSteps + b.splitSteps,
     contextShifts: a.contextShifts + b.contextShifts,
     tasksDone: a.tasksDone + b.tasksDone,
     ...speculative(a, b),
