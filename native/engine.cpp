@@ -320,6 +320,13 @@ void Engine::emit_progress(Slot & slot) {
     emit(std::move(ev));
 }
 
+// Puts a slot back where it was before a batch that failed was built.
+static void take_back(Slot & s, const SlotUndo & undo) {
+    s.cache.resize(undo.cache);
+    s.n_prompt_done = undo.prompt_done;
+    s.i_batch = -1;
+}
+
 // Builds one batch from all busy slots, decodes it and samples its outputs: the generating slots'
 // tokens, then prompt tokens up to prompt_share(). On KV-cache pressure, idle slots' caches are
 // dropped first, then the prompt share of the batch is halved; then the slot holding the most
@@ -346,12 +353,12 @@ bool Engine::decode_batch() {
             process_outputs(0, split ? n_generating : batch_.n_tokens);
             if (split) {
                 counters_.split_steps++;
-                decode_prompt_rows(group, n_generating, prompt_budget, undo);
+                decode_prompt_rows(group, n_generating, undo);
             }
             else emit_prompt_progress();
             return true;
         }
-        undo_batch(undo, false);
+        for (size_t i = 0; i < slots_.size(); i++) take_back(slots_[i], undo[i]);
         if (ret != 1) {
             fail_busy_slots(ret == -1 ? "Invalid input batch." : ret == 2 ? "Decoding was aborted." : "Compute error.");
             return false;
@@ -361,9 +368,12 @@ bool Engine::decode_batch() {
 }
 
 // The second call of a split step: the batch's prompt rows from `first` on, after its generating
-// rows were decoded and sampled. On KV-cache pressure the prompt rows are taken back and rebuilt
-// as relieve_kv_pressure allows (the generating slots have had their token this step).
-void Engine::decode_prompt_rows(const LoraGroup & group, int32_t first, int32_t prompt_budget, std::vector<SlotUndo> & undo) {
+// rows were decoded and sampled. On KV-cache pressure the slots that had rows in it are put back
+// and the rows rebuilt as relieve_kv_pressure allows, within the step's prompt share (the
+// generating slots have had their token this step). Only those slots: sampling may have ended a
+// generating slot, and a slot that joined its prefix may have taken it since the batch was built.
+void Engine::decode_prompt_rows(const LoraGroup & group, int32_t first, std::vector<SlotUndo> & undo) {
+    int32_t budget = batch_.n_tokens - first;
     while (true) {
         const int32_t ret = decode_group(group, first, batch_.n_tokens - first);
         if (ret == 0) {
@@ -373,30 +383,20 @@ void Engine::decode_prompt_rows(const LoraGroup & group, int32_t first, int32_t 
             emit_prompt_progress();
             return;
         }
-        undo_batch(undo, true);
+        std::vector<bool> had_rows(slots_.size(), false);
+        for (int32_t i = first; i < batch_.n_tokens; i++) had_rows[batch_.seq_id[i][0]] = true;
+        for (size_t i = 0; i < slots_.size(); i++) if (had_rows[i]) take_back(slots_[i], undo[i]);
         if (ret != 1) {
             fail_busy_slots(ret == -1 ? "Invalid input batch." : ret == 2 ? "Decoding was aborted." : "Compute error.");
             return;
         }
-        if (!relieve_kv_pressure(prompt_budget, 0)) return;
+        if (!relieve_kv_pressure(budget, 0)) return;
         for (auto & s : slots_) s.i_batch = -1;
         for (size_t i = 0; i < slots_.size(); i++) undo[i] = {slots_[i].cache.size(), slots_[i].n_prompt_done};
         common_batch_clear(batch_);
-        add_prompt_tokens(group, prompt_budget);
+        add_prompt_tokens(group, budget);
         if (batch_.n_tokens == 0) return;
         first = 0;
-    }
-}
-
-// Puts the slots back where they were before the batch was built (`undo`); with `prompting_only`,
-// only the slots still computing their prompt (the generating ones have been served already).
-void Engine::undo_batch(const std::vector<SlotUndo> & undo, bool prompting_only) {
-    for (size_t i = 0; i < slots_.size(); i++) {
-        Slot & s = slots_[i];
-        if (prompting_only && s.state != SlotState::PROMPT) continue;
-        s.cache.resize(undo[i].cache);
-        s.n_prompt_done = undo[i].prompt_done;
-        s.i_batch = -1;
     }
 }
 

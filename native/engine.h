@@ -175,8 +175,7 @@ private:
     int32_t prompt_share(int32_t n_generating) const;
     void add_prompt_tokens(const LoraGroup & group, int32_t budget);
     int32_t decode_group(const LoraGroup & group, int32_t first, int32_t n);
-    void decode_prompt_rows(const LoraGroup & group, int32_t first, int32_t prompt_budget, std::vector<SlotUndo> & undo);
-    void undo_batch(const std::vector<SlotUndo> & undo, bool prompting_only);
+    void decode_prompt_rows(const LoraGroup & group, int32_t first, std::vector<SlotUndo> & undo);
     void process_outputs(int32_t first, int32_t end);
     void emit_prompt_progress();
     void log_step(int32_t n_generating, int32_t n_tokens);

@@ -408,6 +408,28 @@ t.test('a step with generating slots and 64+ rows is decoded in two calls when s
   t.equal(on, native.systemInfo().backend === 'CPU', 'on where the build has no GPU backend');
 });
 
+// A split step whose prompt rows find no room in a full pool: the prompt slot's rows are taken
+// back and fed in smaller pieces until the pool is full, then the slot holding the most tokens
+// (the prompt's) fails with llama-server's error; the streams, already served in that step, keep
+// every token. 512 cells in one pool, submitted together: two streams of 1 + 100 tokens and a
+// prompt of 510 fed 128 tokens a step (nBatch 130), so its fourth chunk (126 rows beside the two
+// streams' tokens) finds 120 free cells.
+t.test('a full pool during split steps: the long prompt fails with "Context size has been exceeded.", the streams get every token', async (t) => {
+  const small = await InferenceEngine.create(model, { nCtx: 512, nParallel: 3, kvUnified: true, nBatch: 130, prefillBudget: 130, prefillBudgetMs: 0 });
+  t.teardown(() => small.dispose());
+  const longPrompt = model.tokenize(LONG_PROMPT.repeat(2), true, true).slice(0, 510);
+  t.equal(longPrompt.length, 510);
+  const before = small.native.metrics().splitSteps;
+  const stream = greedy('A', 100, { sampling: { temperature: 0, ignoreEos: true } });
+  const [a, b, long] = await small.submitAll([stream, stream, { prompt: longPrompt, nPredict: 4, cachePrompt: false, sampling: { temperature: 0 } }]);
+  await t.rejects(long!, { message: 'Context size has been exceeded.' });
+  const served = await Promise.all([a!, b!]);
+  t.same(served.map((r) => r.tokens.length), [100, 100], 'each stream got all its tokens');
+  if (small.native.info().splitSteps) t.ok(small.native.metrics().splitSteps - before >= 3, 'the prompt went in split steps from its second chunk');
+  const after = await small.run(greedy('A', 4));
+  t.equal(after.tokens.length, 4, 'the engine keeps serving');
+});
+
 t.test('without a budget (0) a prompt arriving mid-stream goes in one n_batch step, stalling the streams', async (t) => {
   const whole = await InferenceEngine.create(model, { nCtx: 2048, nParallel: 3, prefillBudget: 0, prefillBudgetMs: 0 });
   t.teardown(() => whole.dispose());
