@@ -323,6 +323,7 @@ Engine::Engine(const Napi::CallbackInfo & info) : Napi::ObjectWrap<Engine>(info)
     if (p.Get("speculation").IsExternal()) spec_.reset(p.Get("speculation").As<Napi::External<Speculation>>().Data());
     embeddings_ = p.Get("embeddings").ToBoolean();
     sharing_ = prefix_sharing_in_effect(read_i32(p, "prefixSharing", -1));
+    // LLAMA_ADDON_NO_SPLIT_STEPS in the environment turns split steps off, for comparisons (docs/options.md).
     split_steps_ = !embeddings_ && !spec_ && ggml_backend_dev_by_type(GGML_BACKEND_DEVICE_TYPE_GPU) == nullptr &&
                    ggml_backend_dev_by_type(GGML_BACKEND_DEVICE_TYPE_IGPU) == nullptr && std::getenv("LLAMA_ADDON_NO_SPLIT_STEPS") == nullptr;
     pooling_ = llama_pooling_type(ctx_);

@@ -248,17 +248,17 @@ private:
     int32_t n_ctx_seq_ = 0;
     bool embeddings_ = false;
     bool sharing_ = false;    // prefix sharing in effect (EngineParams::prefix_sharing, decided at creation)
-    // A step holding both generating and prompt tokens decodes them by two llama_decode calls, the
-    // generating rows first. On the CPU backend a batch of kTiledAttentionRows rows or more takes
-    // ggml's tiled flash attention, which skips a tile of KV cells only when every query row of its
-    // 64-row tile is masked there: one tile holding the generating rows of N sequences beside prompt
-    // rows must read every cell those sequences hold, for all 64 rows, in every head. In a pool
-    // full of other conversations that tile cost more than the rest of a chunked prompt step
-    // (docs/benchmarks.md). Decoded alone, the few generating rows take the untiled kernel, which
-    // skips masked cells one by one, and the prompt rows' tiles skip other sequences' cells. Costs
-    // one more pass over the weights per step; on when the build has no GPU backend (the CUDA
-    // kernels were not measured) and for generation only (not with a draft model, whose drafted
-    // rows must stay with their slot's row).
+    // A step holding generating tokens, prompt tokens and kTiledAttentionRows rows or more decodes
+    // them by two llama_decode calls, the generating rows first. On the CPU backend such a batch
+    // takes ggml's tiled flash attention, which skips a tile of KV cells only when every query row
+    // of its 64-row tile is masked there: one tile holding the generating rows of N sequences
+    // beside prompt rows must read every cell those sequences hold, for all 64 rows, in every
+    // head. In a pool full of other conversations that tile took about a third of a chunked prompt
+    // step (docs/benchmarks.md). Decoded alone, the few generating rows take the untiled kernel,
+    // which skips masked cells one by one, and the prompt rows' tiles skip other sequences' cells.
+    // Costs one more pass over the weights per such step; on when the build has no GPU backend (the
+    // CUDA kernels were not measured), not with a draft model (its drafted rows stay with their
+    // slot's row) and not for embeddings.
     bool split_steps_ = false;
     static constexpr int32_t kTiledAttentionRows = 64;  // GGML_FA_TILE_Q in ggml-cpu/common.h
     enum llama_pooling_type pooling_ = LLAMA_POOLING_TYPE_NONE;
