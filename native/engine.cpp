@@ -320,6 +320,11 @@ void Engine::emit_progress(Slot & slot) {
     emit(std::move(ev));
 }
 
+// What a slot is told when llama_decode failed for another reason than a full KV cache (1).
+static const char * decode_failure(int32_t ret) {
+    return ret == -1 ? "Invalid input batch." : ret == 2 ? "Decoding was aborted." : "Compute error.";
+}
+
 // Puts a slot back where it was before a batch that failed was built.
 static void take_back(Slot & s, const SlotUndo & undo) {
     s.cache.resize(undo.cache);
@@ -332,8 +337,8 @@ static void take_back(Slot & s, const SlotUndo & undo) {
 // dropped first, then the prompt share of the batch is halved; then the slot holding the most
 // tokens fails ("Context size has been exceeded.") and the others go on. With split_steps_ the
 // generating rows and the prompt rows of one batch are decoded by two llama_decode calls (see
-// split_steps_ in engine.h for why). False when nothing was decoded.
-bool Engine::decode_batch() {
+// split_steps_ in engine.h for why).
+void Engine::decode_batch() {
     int32_t prompt_budget = static_cast<int32_t>(params_.n_batch);
     std::vector<SlotUndo> undo(slots_.size());
     while (true) {
@@ -342,28 +347,30 @@ bool Engine::decode_batch() {
         common_batch_clear(batch_);
         const int32_t n_generating = add_generating_tokens(group);
         add_prompt_tokens(group, std::min<int32_t>(prompt_budget, prompt_share(n_generating)));
-        if (batch_.n_tokens == 0) return false;
+        if (batch_.n_tokens == 0) return;
 
         const int32_t n_prompt = batch_.n_tokens - n_generating;
         const bool split = split_steps_ && n_generating > 0 && n_prompt > 0 && batch_.n_tokens >= kTiledAttentionRows;
-        const int32_t ret = decode_group(group, 0, split ? n_generating : batch_.n_tokens);
+        const int32_t n_rows = split ? n_generating : batch_.n_tokens;  // this call's rows
+        const int32_t ret = decode_group(group, 0, n_rows);
         if (ret == 0) {
-            step_cost_.observe(n_generating, split ? 0 : n_prompt, static_cast<double>(last_decode_us_));
-            if (log_debug_enabled()) log_step(n_generating, split ? n_generating : batch_.n_tokens);
-            process_outputs(0, split ? n_generating : batch_.n_tokens);
+            step_cost_.observe(n_generating, n_rows - n_generating, static_cast<double>(last_decode_us_));
+            if (log_debug_enabled()) log_step(n_generating, n_rows);
+            process_outputs(0, n_rows);
             if (split) {
                 counters_.split_steps++;
                 decode_prompt_rows(group, n_generating, undo);
+            } else {
+                emit_prompt_progress();
             }
-            else emit_prompt_progress();
-            return true;
+            return;
         }
         for (size_t i = 0; i < slots_.size(); i++) take_back(slots_[i], undo[i]);
         if (ret != 1) {
-            fail_busy_slots(ret == -1 ? "Invalid input batch." : ret == 2 ? "Decoding was aborted." : "Compute error.");
-            return false;
+            fail_busy_slots(decode_failure(ret));
+            return;
         }
-        if (!relieve_kv_pressure(prompt_budget, n_generating)) return false;
+        if (!relieve_kv_pressure(prompt_budget, n_generating)) return;
     }
 }
 
@@ -387,7 +394,7 @@ void Engine::decode_prompt_rows(const LoraGroup & group, int32_t first, std::vec
         for (int32_t i = first; i < batch_.n_tokens; i++) had_rows[batch_.seq_id[i][0]] = true;
         for (size_t i = 0; i < slots_.size(); i++) if (had_rows[i]) take_back(slots_[i], undo[i]);
         if (ret != 1) {
-            fail_busy_slots(ret == -1 ? "Invalid input batch." : ret == 2 ? "Decoding was aborted." : "Compute error.");
+            fail_busy_slots(decode_failure(ret));
             return;
         }
         if (!relieve_kv_pressure(budget, 0)) return;
@@ -410,8 +417,9 @@ void Engine::emit_prompt_progress() {
 // tokens) and how long its decode took, for profiling the scheduler.
 void Engine::log_step(int32_t n_generating, int32_t n_tokens) {
     std::string line = "step " + std::to_string(step_counter_) + ": " + std::to_string(n_tokens) + " tokens (" + std::to_string(n_generating) + " generating";
+    const bool prompt_rows = n_tokens > n_generating;
     for (const auto & s : slots_) {
-        if (s.state != SlotState::PROMPT || s.joined() || n_tokens == n_generating) continue;
+        if (!prompt_rows || s.state != SlotState::PROMPT || s.joined()) continue;
         line += ", slot " + std::to_string(s.id) + " prompt " + std::to_string(s.n_prompt_done) + "/" + std::to_string(s.task->prompt.size());
     }
     int32_t joined = 0;

@@ -169,7 +169,7 @@ private:
     Slot * choose_slot(const CompletionTask & task);
     void start_task(Slot & slot, std::unique_ptr<CompletionTask> task, int64_t now_us);
     void step();
-    bool decode_batch();
+    void decode_batch();
     LoraGroup next_lora_group() const;
     int32_t add_generating_tokens(const LoraGroup & group);
     int32_t prompt_share(int32_t n_generating) const;

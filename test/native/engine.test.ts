@@ -408,6 +408,24 @@ t.test('a step with generating slots and 64+ rows is decoded in two calls when s
   t.equal(on, native.systemInfo().backend === 'CPU', 'on where the build has no GPU backend');
 });
 
+// LLAMA_ADDON_NO_SPLIT_STEPS (for comparisons): an engine created while it is set decodes every
+// step in one call; the same streams and prompt give the same tokens.
+t.test('with LLAMA_ADDON_NO_SPLIT_STEPS set, no step is split; greedy output equals each task alone', async (t) => {
+  process.env.LLAMA_ADDON_NO_SPLIT_STEPS = '1';
+  let whole: InferenceEngine;
+  try {
+    whole = await InferenceEngine.create(model, { nCtx: 2048, nParallel: 3, prefillBudget: 80, prefillBudgetMs: 0 });
+  } finally {
+    delete process.env.LLAMA_ADDON_NO_SPLIT_STEPS;
+  }
+  t.teardown(() => whole.dispose());
+  t.equal(whole.native.info().splitSteps, false);
+  const alone = await eachAloneUpToNearTie(t, whole, 40);
+  const together = await streamsThenLongPrompt(whole, 40);
+  t.same(cutTo(together.tokens, alone), alone, 'streams and the prompt give the tokens they give alone, up to the first near tie');
+  t.equal(whole.native.metrics().splitSteps, 0, 'no step was split');
+});
+
 // A split step whose prompt rows find no room in a full pool: the prompt slot's rows are taken
 // back and fed in smaller pieces until the pool is full, then the slot holding the most tokens
 // (the prompt's) fails with llama-server's error; the streams, already served in that step, keep
