@@ -458,6 +458,11 @@ int32_t Engine::add_generating_tokens(const LoraGroup & group) {
     return batch_.n_tokens;
 }
 
+bool Engine::gpu_build() {
+    return ggml_backend_dev_by_type(GGML_BACKEND_DEVICE_TYPE_GPU) != nullptr ||
+           ggml_backend_dev_by_type(GGML_BACKEND_DEVICE_TYPE_IGPU) != nullptr;
+}
+
 // How many prompt tokens a step may add after `n_generating` generating tokens (chunked prefill,
 // as vLLM's token budget): with nothing generating, what n_batch leaves (a lone prompt goes in
 // n_batch-sized chunks, as in llama-server). Otherwise the smaller of two shares:

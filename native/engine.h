@@ -61,6 +61,8 @@ struct EngineParams {
     // prompt chunks fill the rest, at least half the budget), so that a long prompt delays the
     // generating slots by one chunk per step instead of a whole n_batch. 0: no budget (prompts
     // fill n_batch, as llama-server). With nothing generating, prompts always fill n_batch.
+    // Engine.create's default: 512 where the build has no GPU device, 0 (the time target alone)
+    // where it has one (gpu_build(); docs/options.md has the measurements).
     int32_t prefill_budget = 512;
     // Chunked prefill's time target (ms): while any slot is generating, a step carries no more
     // prompt tokens than StepCost says fit in this long beside the generating tokens (at least
@@ -260,6 +262,9 @@ private:
     // CUDA kernels were not measured), not with a draft model (its drafted rows stay with their
     // slot's row) and not for embeddings.
     bool split_steps_ = false;
+    // Whether the build has a GPU or integrated-GPU backend device (the CUDA or Metal build on a
+    // machine with such a device): the defaults that were measured on CPUs only do not apply there.
+    static bool gpu_build();
     static constexpr int32_t kTiledAttentionRows = 64;  // GGML_FA_TILE_Q in ggml-cpu/common.h
     enum llama_pooling_type pooling_ = LLAMA_POOLING_TYPE_NONE;
     int32_t n_embd_out_ = 0;

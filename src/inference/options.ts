@@ -69,8 +69,10 @@ export function resolveRuntime(flags: ParsedFlags<typeof MODEL_FLAGS>, gpuAvaila
 }
 
 /**
- * Chunked prefill's default budget (--prefill-budget): one physical batch (-ub's default) per step
- * while streams generate, so a long prompt delays them by about one ubatch's compute per step.
+ * Chunked prefill's default budget (--prefill-budget) on a build without a GPU device: one
+ * physical batch (-ub's default) per step while streams generate, so a long prompt delays them by
+ * about one ubatch's compute per step. Where the build has a GPU device the engine's default is 0
+ * (the time target alone): there a step of -b prompt tokens takes milliseconds.
  */
 export const DEFAULT_PREFILL_BUDGET = 512;
 

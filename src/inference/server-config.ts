@@ -23,7 +23,7 @@ const AUTH_ROLES = Object.keys({ owner: 0, admin: 0, staff: 0, viewer: 0 } satis
 export const OWN_FLAGS = [
   { names: ['--max-body-bytes'], kind: 'int', key: 'maxBodyBytes', help: 'largest accepted request body (default 33554432)' },
   { names: ['--media-allow-remote'], kind: 'bool', key: 'mediaAllowRemote', help: 'fetch http(s) image URLs in chat messages (default: only data URLs)' },
-  { names: ['--prefill-budget'], kind: 'int', key: 'prefillBudget', help: 'chunked prefill: most tokens a step decodes while any slot is generating (its tokens first, prompt chunks fill the rest); shorter stalls of running streams against slower long prompts; 0 = no budget, prompts fill -b as in llama-server (default ' + DEFAULT_PREFILL_BUDGET + ')' },
+  { names: ['--prefill-budget'], kind: 'int', key: 'prefillBudget', help: 'chunked prefill: most tokens a step decodes while any slot is generating (its tokens first, prompt chunks fill the rest); shorter stalls of running streams against slower long prompts; 0 = no budget, prompts fill -b as in llama-server (default ' + DEFAULT_PREFILL_BUDGET + ', 0 where the build has a GPU device)' },
   { names: ['--prefill-budget-ms'], kind: 'int', key: 'prefillBudgetMs', help: 'chunked prefill: while any slot is generating, a step carries only the prompt tokens that the last steps\' costs say fit beside the generating tokens in this many ms (at least a quarter of -ub); with --prefill-budget, the smaller share wins; 0 = no time target (default ' + DEFAULT_PREFILL_BUDGET_MS + ')' },
   { names: ['--prefix-sharing'], kind: 'bool', key: 'prefixSharing', help: 'prompts share prefixes across slots: a prompt starts from the longest prefix any slot\'s KV cells hold and waits for one another slot is computing, instead of computing it again (default: on with a unified KV pool, i.e. --kv-unified or -np not given; without one each share copies a slot\'s whole buffer)' },
   { names: ['--no-prefix-sharing'], kind: 'bool', key: 'noPrefixSharing', help: 'turn prefix sharing across slots off (each slot reuses only its own cache, as llama-server)' },
@@ -177,9 +177,9 @@ function transportOptions(v: ServerParamValues): TransportOptions & Pick<Inferen
   };
 }
 
-/** --prefill-budget: an integer >= 0 (0 = no budget), 512 when absent. */
-export function prefillBudget(given: number | undefined): number {
-  if (given === undefined) return DEFAULT_PREFILL_BUDGET;
+/** --prefill-budget: an integer >= 0 (0 = no budget); absent: the engine's default (512, or 0 where the build has a GPU device). */
+export function prefillBudget(given: number | undefined): number | undefined {
+  if (given === undefined) return undefined;
   if (given < 0) throw new UsageError(`--prefill-budget: expected 0 (no budget) or a positive number of tokens, got ${given}`);
   return given;
 }

@@ -14,7 +14,7 @@ import { inferenceRoutes } from './routes.js';
 import { streamRoutes } from './streams/stream-routes.js';
 import { StreamSessions } from './streams/stream-sessions.js';
 import { formatInferenceError } from './errors.js';
-import { DEFAULT_OVERLOAD_LIFO_MS, DEFAULT_PREFILL_BUDGET, DEFAULT_PREFILL_BUDGET_MS, type RuntimeOptions } from './options.js';
+import { DEFAULT_OVERLOAD_LIFO_MS, DEFAULT_PREFILL_BUDGET_MS, type RuntimeOptions } from './options.js';
 import { loadInferenceService, type ServiceLoadOptions } from './service/load.js';
 import type { ChatSettings, InferenceService } from './service/service.js';
 import { ServiceHost } from './service/host.js';
@@ -37,7 +37,7 @@ export interface InferenceServerOptions extends TransportOptions {
   slotContextMax?: number;
   /** llama-server's -bs: the context runs sampler chains in its graph (requests opt in with backend_sampling, default from the flag). */
   backendSampling?: boolean;
-  /** --prefill-budget: tokens per step while any slot is generating (chunked prefill); 0 = none. Default 512. */
+  /** --prefill-budget: tokens per step while any slot is generating (chunked prefill); 0 = none. Default: the engine's (512, or 0 where the build has a GPU device). */
   prefillBudget?: number;
   /** --prefill-budget-ms: chunked prefill's time target per step while any slot is generating; 0 = none. Default 1000. */
   prefillBudgetMs?: number;
@@ -137,7 +137,7 @@ function serviceLoadOptions(options: InferenceServerOptions): ServiceLoadOptions
     special: options.special ?? false,
     slotContextMax: options.slotContextMax ?? 0,
     backendSampling: options.backendSampling ?? false,
-    prefillBudget: options.prefillBudget ?? DEFAULT_PREFILL_BUDGET,
+    ...(options.prefillBudget !== undefined ? { prefillBudget: options.prefillBudget } : {}),
     prefillBudgetMs: options.prefillBudgetMs ?? DEFAULT_PREFILL_BUDGET_MS,
     overloadLifoMs: options.overloadLifoMs ?? DEFAULT_OVERLOAD_LIFO_MS,
     kvUnified: options.kvUnified ?? true,

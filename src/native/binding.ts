@@ -363,7 +363,8 @@ export interface EngineParams {
   /**
    * Chunked prefill: the tokens one step decodes while any slot is generating (one per generating
    * slot first, prompt chunks fill the rest, at least half of it); an integer >= 0, 0 = no budget
-   * (prompts fill nBatch, as llama-server). With nothing generating prompts fill nBatch. Default 512.
+   * (prompts fill nBatch, as llama-server). With nothing generating prompts fill nBatch. Default
+   * 512 where the build has no GPU device, 0 (the time target alone) where it has one.
    */
   prefillBudget?: number;
   /**

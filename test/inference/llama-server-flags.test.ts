@@ -152,11 +152,11 @@ t.test('an option this server cannot honour fails at start-up naming why, exit 1
   t.match(out.stderr, /-dr: models from the Docker registry are not supported/);
 });
 
-t.test('--prefill-budget and --prefill-budget-ms reach the engine; 512 tokens and 1000 ms when absent', async (t) => {
+t.test('--prefill-budget and --prefill-budget-ms reach the engine; when absent, the engine default token budget and 1000 ms', async (t) => {
   const values = parse('-m', models.chat).values();
   t.equal(serverOptions(values, splitCommandLine(['--prefill-budget', '64']).own, false).prefillBudget, 64);
   t.equal(serverOptions(values, splitCommandLine(['--prefill-budget=0']).own, false).prefillBudget, 0, '0: no budget');
-  t.equal(serverOptions(values, {}, false).prefillBudget, 512);
+  t.equal(serverOptions(values, {}, false).prefillBudget, undefined, 'absent: the engine decides (512, or 0 with a GPU device)');
   t.equal(serverOptions(values, splitCommandLine(['--prefill-budget-ms', '250']).own, false).prefillBudgetMs, 250);
   t.equal(serverOptions(values, splitCommandLine(['--prefill-budget-ms=0']).own, false).prefillBudgetMs, 0, '0: no time target');
   t.equal(serverOptions(values, {}, false).prefillBudgetMs, 1000);
@@ -166,6 +166,10 @@ t.test('--prefill-budget and --prefill-budget-ms reach the engine; 512 tokens an
   const service = await server.ready;
   t.equal(service.engine.native.info().prefillBudget, 64);
   t.equal(service.engine.native.info().prefillBudgetMs, 250);
+  const plain = await startInferenceServer({ ...serverOptions(values, {}, false), host: '127.0.0.1', port: 0, runtime: { ...serverOptions(values, {}, false).runtime, ctxSize: 512 } });
+  t.teardown(() => plain.close());
+  const info = (await plain.ready).engine.native.info();
+  t.equal(info.prefillBudget, info.splitSteps ? 512 : 0, `no --prefill-budget: ${info.splitSteps ? '512 (no GPU device)' : '0 (a GPU device)'}`);
 });
 
 t.test('--overload-lifo-ms reaches the engine; 1000 ms when absent; a bad value fails at start-up, exit 1', async (t) => {

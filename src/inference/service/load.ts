@@ -22,8 +22,8 @@ export interface ServiceLoadOptions {
   slotContextMax: number;
   /** -bs. */
   backendSampling: boolean;
-  /** Chunked prefill budget (EngineParams.prefillBudget). */
-  prefillBudget: number;
+  /** Chunked prefill budget (EngineParams.prefillBudget); undefined: the engine's default. */
+  prefillBudget?: number;
   /** Chunked prefill's time target (EngineParams.prefillBudgetMs). */
   prefillBudgetMs: number;
   /** Adaptive LIFO's threshold (EngineParams.overloadLifoMs). */
@@ -107,7 +107,7 @@ export function loadInferenceService(options: ServiceLoadOptions, onProgress: (p
         special: options.special,
         nCtxSlotMax: options.slotContextMax,
         backendSampling: options.backendSampling,
-        prefillBudget: options.prefillBudget,
+        ...(options.prefillBudget !== undefined ? { prefillBudget: options.prefillBudget } : {}),
         prefillBudgetMs: options.prefillBudgetMs,
         overloadLifoMs: options.overloadLifoMs,
         ...(options.prefixSharing !== undefined ? { prefixSharing: options.prefixSharing } : {}),
