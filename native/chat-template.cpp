@@ -1,5 +1,6 @@
 #include "chat-template.h"
 #include "errors.h"
+#include "model-worker.h"
 
 #include <chrono>
 #include <cmath>
@@ -268,19 +269,19 @@ static Napi::Object chat_params_to_js(Napi::Env env, const common_chat_params & 
 }
 
 // The model's templates, or the override's; each parsed once while it stays the one in use.
-static const ChatTemplates * templates_for(Napi::Env env, const llama_model * model, ChatTemplateCache & cache,
-                                           const std::string & override_source) {
+static std::shared_ptr<const ChatTemplates> templates_for(Napi::Env env, const llama_model * model, ChatTemplateCache & cache,
+                                                         const std::string & override_source) {
     try {
         if (override_source.empty()) {
-            if (!cache.own) cache.own = std::make_unique<ChatTemplates>(model, "");
-            return cache.own.get();
+            if (!cache.own) cache.own = std::make_shared<const ChatTemplates>(model, "");
+            return cache.own;
         }
         if (!cache.override_templates || cache.override_source != override_source) {
             cache.override_templates.reset();
-            cache.override_templates = std::make_unique<ChatTemplates>(model, override_source);
+            cache.override_templates = std::make_shared<const ChatTemplates>(model, override_source);
             cache.override_source = override_source;
         }
-        return cache.override_templates.get();
+        return cache.override_templates;
     } catch (const std::exception & e) {
         throw_coded(env, ErrorCode::TEMPLATE_FAILED, std::string("chat template failed to parse: ") + e.what());
     }
@@ -288,7 +289,7 @@ static const ChatTemplates * templates_for(Napi::Env env, const llama_model * mo
 
 Napi::Value chat_template_info_js(Napi::Env env, const llama_model * model, ChatTemplateCache & cache, Napi::Value override_source) {
     if (!override_source.IsUndefined() && !override_source.IsString()) throw Napi::TypeError::New(env, "chatTemplateInfo(template?): template must be a string");
-    const ChatTemplates * templates = templates_for(env, model, cache, override_source.IsString() ? override_source.As<Napi::String>().Utf8Value() : "");
+    std::shared_ptr<const ChatTemplates> templates = templates_for(env, model, cache, override_source.IsString() ? override_source.As<Napi::String>().Utf8Value() : "");
     Napi::Object o = Napi::Object::New(env);
     o.Set("source", templates->source());
     o.Set("hasModelTemplate", templates->has_model_template());
@@ -303,18 +304,56 @@ Napi::Value chat_template_info_js(Napi::Env env, const llama_model * model, Chat
     return o;
 }
 
-Napi::Value apply_chat_js(Napi::Env env, const llama_model * model, ChatTemplateCache & cache, Napi::Value value) {
+// An applyChat call's inputs and templates, read on the JS thread, to render anywhere.
+struct ChatRender {
+    common_chat_templates_inputs inputs;
+    std::shared_ptr<const ChatTemplates> templates;
+};
+
+static ChatRender chat_render_from_js(Napi::Env env, const llama_model * model, ChatTemplateCache & cache, Napi::Value value) {
     if (!value.IsObject()) throw Napi::TypeError::New(env, "applyChat(inputs): inputs must be an object");
     Napi::Object o = value.As<Napi::Object>();
-    common_chat_templates_inputs inputs = chat_inputs_from_js(env, o);
-    const ChatTemplates * templates = templates_for(env, model, cache, string_field(env, o, "template", "inputs"));
+    ChatRender r;
+    r.inputs = chat_inputs_from_js(env, o);
+    r.templates = templates_for(env, model, cache, string_field(env, o, "template", "inputs"));
+    return r;
+}
+
+static const char * kRenderFailed = "chat template failed: ";
+
+Napi::Value apply_chat_js(Napi::Env env, const llama_model * model, ChatTemplateCache & cache, Napi::Value value) {
+    ChatRender r = chat_render_from_js(env, model, cache, value);
     common_chat_params params;
     try {
-        params = templates->render(inputs);
+        params = r.templates->render(r.inputs);
     } catch (const std::exception & e) {
-        throw_coded(env, ErrorCode::TEMPLATE_FAILED, std::string("chat template failed: ") + e.what());
+        throw_coded(env, ErrorCode::TEMPLATE_FAILED, std::string(kRenderFailed) + e.what());
     }
     return chat_params_to_js(env, params);
+}
+
+class ChatRenderWorker : public ModelWorker {
+public:
+    ChatRenderWorker(Napi::Env env, Model * model, Napi::Object model_obj, ChatRender render)
+        : ModelWorker(env, model, model_obj), render_(std::move(render)) {}
+    void Execute() override {
+        try {
+            params_ = render_.templates->render(render_.inputs);
+        } catch (const std::exception & e) {
+            fail(ErrorCode::TEMPLATE_FAILED, std::string(kRenderFailed) + e.what());
+        }
+    }
+    Napi::Value result(Napi::Env env) override { return chat_params_to_js(env, params_); }
+
+private:
+    ChatRender render_;
+    common_chat_params params_;
+};
+
+Napi::Value apply_chat_async_js(Napi::Env env, Model * model, Napi::Object model_obj, ChatTemplateCache & cache, Napi::Value value) {
+    auto * worker = new ChatRenderWorker(env, model, model_obj, chat_render_from_js(env, model->get(), cache, value));
+    worker->Queue();
+    return worker->promise();
 }
 
 }  // namespace addon

@@ -190,6 +190,7 @@ Napi::Function Model::define(Napi::Env env) {
         InstanceMethod<&Model::js_token_piece>("tokenPiece"),
         InstanceMethod<&Model::js_apply_chat_template>("applyChatTemplate"),
         InstanceMethod<&Model::js_apply_chat>("applyChat"),
+        InstanceMethod<&Model::js_apply_chat_async>("applyChatAsync"),
         InstanceMethod<&Model::js_chat_template_info>("chatTemplateInfo"),
         InstanceMethod<&Model::js_dispose>("dispose"),
         InstanceAccessor<&Model::js_disposed>("disposed"),
@@ -500,6 +501,14 @@ Napi::Value Model::js_apply_chat(const Napi::CallbackInfo & info) {
     check_alive(env);
     if (!chat_templates_) chat_templates_ = std::make_unique<ChatTemplateCache>();
     return apply_chat_js(env, model_, *chat_templates_, info.Length() > 0 ? info[0] : env.Undefined());
+}
+
+// applyChatAsync(inputs: ChatInputs) -> Promise<ChatParams>: applyChat rendered on a worker thread.
+Napi::Value Model::js_apply_chat_async(const Napi::CallbackInfo & info) {
+    Napi::Env env = info.Env();
+    check_alive(env);
+    if (!chat_templates_) chat_templates_ = std::make_unique<ChatTemplateCache>();
+    return apply_chat_async_js(env, this, Value(), *chat_templates_, info.Length() > 0 ? info[0] : env.Undefined());
 }
 
 // chatTemplateInfo(template?) -> { source, hasModelTemplate, caps, supportsEnableThinking }.

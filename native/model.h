@@ -50,6 +50,7 @@ private:
     Napi::Value js_token_piece(const Napi::CallbackInfo & info);
     Napi::Value js_apply_chat_template(const Napi::CallbackInfo & info);
     Napi::Value js_apply_chat(const Napi::CallbackInfo & info);
+    Napi::Value js_apply_chat_async(const Napi::CallbackInfo & info);
     Napi::Value js_chat_template_info(const Napi::CallbackInfo & info);
     Napi::Value js_dispose(const Napi::CallbackInfo & info);
     Napi::Value js_disposed(const Napi::CallbackInfo & info);

@@ -316,6 +316,12 @@ export interface NativeModel {
    * TEMPLATE_FAILED (the template does not parse or render, or llama.cpp refuses the inputs).
    */
   applyChat(inputs: ChatInputs): ChatParams;
+  /**
+   * applyChat rendered on a worker thread (llama-server renders on its HTTP threads): the JS thread
+   * only reads the inputs and builds the result. Malformed inputs throw at once as applyChat's do;
+   * a template that fails to render rejects with TEMPLATE_FAILED.
+   */
+  applyChatAsync(inputs: ChatInputs): Promise<ChatParams>;
   /** The model's template (or `template`): what llama-server reports in /props. Errors as applyChat. */
   chatTemplateInfo(template?: string): ChatTemplateInfo;
   /** Frees the weights. Throws while an engine still uses the model. Idempotent. */

@@ -211,6 +211,30 @@ t.test('diff gives llama.cpp deltas and refuses a message that withdraws a tool 
     { code: 'INVALID_DIFF', message: /now finding less tool calls/ });
 });
 
+t.test('applyChatAsync renders on a worker what applyChat renders, many at once and across template overrides', async (t) => {
+  for (const [name] of rendered) {
+    const m = await model(name);
+    const inputs = { messages: history, tools, now: Date.UTC(2026, 10, 26) };
+    t.same(await m.applyChatAsync(inputs), m.applyChat(inputs), `${name}: the same ChatParams`);
+  }
+  // Two overrides in turn: each call swaps the cached override while others still render with the one they started with.
+  const m = await model('qwen25');
+  const templates = ['{% for m in messages %}A:{{ m.content }}{% endfor %}', '{% for m in messages %}B:{{ m.content }}{% endfor %}'];
+  const calls = Array.from({ length: 24 }, (_, i) => ({ messages: [{ role: 'user', content: `turn ${i}` }], template: templates[i % 2]! }));
+  const results = await Promise.all(calls.map((c) => m.applyChatAsync(c)));
+  t.same(results.map((r) => r.prompt), calls.map((c, i) => `${i % 2 ? 'B' : 'A'}:${c.messages[0]!.content}`), 'each call rendered with its own override');
+});
+
+t.test('applyChatAsync: malformed inputs throw at once, a render that fails rejects with TEMPLATE_FAILED', async (t) => {
+  const m = await model('qwen25');
+  const user = [{ role: 'user', content: 'Hi' }];
+  t.throws(() => m.applyChatAsync({ messages: user, tools: [{ name: 'f', parameters: '[1]' }] }), { code: 'BAD_TOOLS', message: 'tools[0].parameters must be a JSON object (a JSON schema)' });
+  t.throws(() => m.applyChatAsync({ messages: user, template: '{% for m in messages %}{{ m.content }}' }), { code: 'TEMPLATE_FAILED', message: /^chat template failed to parse: / });
+  await t.rejects(m.applyChatAsync({ messages: user, template: "{{ raise_exception('no tools here') }}" }), { code: 'TEMPLATE_FAILED', message: /^chat template failed: [\s\S]*no tools here/ });
+  await t.rejects(m.applyChatAsync({ messages: user, tools, grammar: 'root ::= "x"' }), { code: 'TEMPLATE_FAILED', message: /Cannot specify grammar with tools/ });
+  t.equal((await m.applyChatAsync({ messages: user })).prompt, m.applyChat({ messages: user }).prompt, 'the model still renders after the failures');
+});
+
 t.test('bad tools, templates, JSON and parsers are refused with coded errors', async (t) => {
   const m = await model('qwen25');
   const user = [{ role: 'user', content: 'Hi' }];

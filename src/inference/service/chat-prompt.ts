@@ -176,7 +176,7 @@ export async function renderChat(service: InferenceService, body: ChatPromptRequ
   const inputs = chatInputs(service, body, messages);
   let params: ChatParams;
   try {
-    params = service.model.applyChat(inputs);
+    params = await service.model.applyChatAsync(inputs);
   } catch (err) {
     if (isNativeError(err)) throw nativeErrorToHttp(err);
     throw err;
