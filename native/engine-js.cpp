@@ -212,10 +212,10 @@ Napi::Value Engine::create(const Napi::CallbackInfo & info) {
     p.special = o.Get("special").ToBoolean();
     p.n_ctx_slot_max = std::max(0, read_i32(o, "nCtxSlotMax", 0));
     p.backend_sampling = o.Get("backendSampling").ToBoolean();
-    // Without a GPU device a 512-token budget keeps the generating slots' gaps short; on an H200
-    // its extra steps only delayed newcomers (32 streams' TTFT p50 1.86x llama-server's, 0.87x
-    // without it), and a step of n_batch prompt tokens takes milliseconds: the time target alone.
-    p.prefill_budget = Engine::gpu_build() ? 0 : 512;
+    // Without a GPU device EngineParams' 512-token budget keeps the generating slots' gaps short; on
+    // an H200 its extra steps only delayed newcomers (32 streams' TTFT p50 1.86x llama-server's,
+    // 0.87x without it), and a step of n_batch prompt tokens takes milliseconds: the time target alone.
+    if (Engine::gpu_build()) p.prefill_budget = 0;
     if (!o.Get("prefillBudget").IsUndefined()) {
         Napi::Value v = o.Get("prefillBudget");
         const double d = v.IsNumber() ? v.As<Napi::Number>().DoubleValue() : -1;
