@@ -48,6 +48,30 @@ function encodeBody(result: HttpResult): { payload: string | Buffer; contentType
   return { payload: JSON.stringify(result.body), contentType: 'application/json; charset=utf-8' };
 }
 
+/**
+ * Writes `chunk` so that all of it but its last byte is a complete HTTP chunk on the wire now.
+ * uWS frames every write as a chunk and sends that chunk's closing CRLF only with the next write,
+ * and a client that hands a chunk over only once it is complete (Python's urllib3, under
+ * `requests`) would then read every event one event late: a stream's first token only with its
+ * second, as llama-server never does. Written as two chunks, the event's lines arrive with it and
+ * only its last byte (an SSE event's closing newline) waits for the next write or the end. The
+ * bytes are those of one write (only the framing differs), in one corked send. Returns false when
+ * uWS buffered them (backpressure).
+ */
+function writeCompleting(res: ResponseSink, chunk: string | Uint8Array): boolean {
+  // The last code point of a string: a surrogate pair stays whole.
+  const tail = typeof chunk === 'string' && chunk.length >= 2 && isLowSurrogate(chunk.charCodeAt(chunk.length - 1)) ? 2 : 1;
+  if (chunk.length <= tail) return res.write(chunk);
+  const head = typeof chunk === 'string' ? chunk.slice(0, -tail) : chunk.subarray(0, -tail);
+  const last = typeof chunk === 'string' ? chunk.slice(-tail) : chunk.subarray(-tail);
+  const headWritten = res.write(head);
+  return res.write(last) && headWritten;
+}
+
+function isLowSurrogate(code: number): boolean {
+  return code >= 0xdc00 && code <= 0xdfff;
+}
+
 function statusLine(status: number): string {
   return `${status} ${STATUS_CODES[status] ?? 'Unknown'}`;
 }
@@ -135,7 +159,7 @@ export class ResponseWriter {
         let ok = true;
         this.res.cork(() => {
           this.sendStreamHead();
-          ok = this.res.write(chunk);
+          ok = writeCompleting(this.res, chunk);
         });
         return ok;
       },

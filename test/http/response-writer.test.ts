@@ -11,10 +11,21 @@ class FakeResponse implements ResponseSink {
   backpressure = false;
   onAborted(h: () => void) { this.aborted = h; }
   onWritable(h: (offset: number) => boolean) { this.writable = h; }
-  cork(cb: () => void) { cb(); }
+  /** Writes inside one cork leave in one send: they are recorded as one chunk. */
+  private corkStart = -1;
+  cork(cb: () => void) {
+    this.corkStart = this.writes.length;
+    cb();
+    this.corkStart = -1;
+  }
   writeStatus(s: string) { this.writes.push(`status ${s}`); }
   writeHeader(k: string, v: string) { this.writes.push(`${k}: ${v}`); }
-  write(chunk: string) { this.writes.push(`chunk ${chunk}`); return !this.backpressure; }
+  write(chunk: string) {
+    const last = this.writes.length - 1;
+    if (this.corkStart >= 0 && last >= this.corkStart && this.writes[last].startsWith('chunk ')) this.writes[last] += chunk;
+    else this.writes.push(`chunk ${chunk}`);
+    return !this.backpressure;
+  }
   end(body?: string, close?: boolean) { this.ended = { body, close }; }
   endWithoutBody(reported?: number, close?: boolean) { this.ended = { reported, close }; }
   closed = false;

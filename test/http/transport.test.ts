@@ -128,3 +128,65 @@ t.test('--sse-ping-interval N: `:\\n\\n` after N seconds of silence, on the wire
   t.equal(await read(), 'data: {"n":2}\n\n');
   t.equal((await reader.read()).done, true);
 });
+
+/**
+ * The body of a chunked response as a client that hands over only whole chunks reads it (Python's
+ * urllib3, under `requests`): the data of the chunks whose closing CRLF has arrived.
+ */
+function wholeChunks(received: string): { body: string; ended: boolean } {
+  let at = received.indexOf('\r\n\r\n');
+  if (at < 0) return { body: '', ended: false };
+  at += 4;
+  let body = '';
+  for (;;) {
+    const lineEnd = received.indexOf('\r\n', at);
+    if (lineEnd < 0) return { body, ended: false };
+    const size = parseInt(received.slice(at, lineEnd), 16);
+    if (size === 0) return { body, ended: true };
+    const dataEnd = lineEnd + 2 + size;
+    if (received.length < dataEnd + 2) return { body, ended: false };
+    if (received.slice(dataEnd, dataEnd + 2) !== '\r\n') throw new Error(`bad chunk framing at byte ${dataEnd}`);
+    body += received.slice(lineEnd + 2, dataEnd);
+    at = dataEnd + 2;
+  }
+}
+
+t.test('an event\'s line is in a whole chunk as soon as it is sent: a client that reads whole chunks (urllib3) is not one event late', async (t) => {
+  let release!: () => void;
+  const released = new Promise<void>((resolve) => { release = resolve; });
+  const route: Route = {
+    method: 'GET', path: '/events', handler: async (req) => {
+      const stream = req.openEventStream();
+      await stream.send('{"n":"é 🙂"}');
+      await released;
+      await stream.send('{"n":2}');
+    },
+  };
+  const server = await start({ routes: [route] });
+  t.teardown(() => server.close());
+  const socket = connect(server.port, '127.0.0.1');
+  t.teardown(() => socket.destroy());
+  await once(socket, 'connect');
+  socket.setEncoding('latin1');
+  let received = '';
+  const decoded = (): string => Buffer.from(wholeChunks(received).body, 'latin1').toString('utf8');
+  const arrived = (enough: () => boolean, what: string): Promise<void> => new Promise((resolve, reject) => {
+    const check = (): void => {
+      if (!enough()) return;
+      socket.off('data', onData);
+      clearTimeout(deadline);
+      resolve();
+    };
+    const onData = (d: string): void => { received += d; check(); };
+    // A deadline, not a pause: without the fix the line stays in an open chunk until the next write.
+    const deadline = setTimeout(() => { socket.off('data', onData); reject(new Error(`${what} did not arrive in whole chunks: ${JSON.stringify(received)}`)); }, 5000);
+    socket.on('data', onData);
+    check();
+  });
+  socket.write('GET /events HTTP/1.1\r\nHost: x\r\n\r\n');
+  await arrived(() => decoded().includes('\n'), 'the first event\'s line');
+  t.equal(decoded(), 'data: {"n":"é 🙂"}\n', 'the line is readable while the producer waits; only the closing newline waits for the next write');
+  release();
+  await arrived(() => wholeChunks(received).ended, 'the end of the stream');
+  t.equal(decoded(), 'data: {"n":"é 🙂"}\n\ndata: {"n":2}\n\n', 'the bytes are the events, unchanged');
+});
