@@ -196,6 +196,26 @@ bool Engine::evict_lru_idle() {
     return true;
 }
 
+// Whether an idle slot's cells are worth their place in the pool while they wait for a prompt
+// that continues them (cache_idle_slots; the host-memory prompt cache holds a copy either way).
+// Every cell below the pool's highest used one widens the span that each step's attention
+// covers, running tasks' rows included: measured on one client's requests one after another
+// (each its own prompt), kept idle caches cost 8% of the decode rate and 10% of the time to first
+// token against llama-server, which frees them. An idle cache whose prompt is mostly shared with
+// a running task (an agent's conversation beside others on the same system prompt and tools)
+// adds little to the span beyond cells that stay anyway, and coming back it is taken whole, where
+// from host memory it would be copied into cells of its own. So: kept when at least half of it,
+// and JOIN_MIN_TOKENS or more, is a prefix of a running task's prompt under the same adapters.
+bool Engine::worth_keeping_idle(const Slot & idle) const {
+    const size_t need = std::max(JOIN_MIN_TOKENS, (idle.cache.size() + 1) / 2);
+    if (idle.cache.size() < need) return false;
+    for (const auto & s : slots_) {
+        if (!s.busy() || !s.task || s.task->lora_scales != idle.cache_lora || s.task->prompt.size() < need) continue;
+        if (std::equal(idle.cache.begin(), idle.cache.begin() + static_cast<std::ptrdiff_t>(need), s.task->prompt.begin())) return true;
+    }
+    return false;
+}
+
 // A cache the prompt keeps almost all of: it loses at most this many tokens (or a tenth of itself).
 static constexpr size_t CONTINUATION_LOSS = 32;
 

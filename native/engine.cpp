@@ -148,9 +148,10 @@ void Engine::admit_waiting(int64_t now) {
 // goes to the prompt cache (a later prompt that shares it gets it back from there), and with a
 // unified KV pool its cells are freed, so that the pool's used span, which every step's attention
 // covers, holds only what running tasks need. A slot holding images keeps its cache (it cannot be
-// saved without them). With prefix sharing the cells stay: slots' caches share their prefixes, so
-// they cost the span little, and any prompt can take them at no cost; KV pressure evicts idle
-// slots least recently used first (evict_lru_idle), and the saved copy serves once they are gone.
+// saved without them). With prefix sharing an idle cache that is mostly a prefix of a running
+// task's prompt stays (worth_keeping_idle): it costs the span little, and the conversation it
+// holds comes back at no cost; KV pressure evicts such slots least recently used first
+// (evict_lru_idle), and the saved copy serves once they are gone.
 void Engine::cache_idle_slots() {
     for (auto & s : slots_) {
         if (s.busy() || s.cache.empty() || !s.cache_media.empty()) continue;
@@ -158,7 +159,7 @@ void Engine::cache_idle_slots() {
             log_debug("slot " + std::to_string(s.id) + ": __TEST_TAG_CACHE_IDLE_SLOT__\n");
             prompt_cache_->trim();
         }
-        if (params_.kv_unified && !sharing_) clear_slot(s);
+        if (params_.kv_unified && !(sharing_ && worth_keeping_idle(s))) clear_slot(s);
     }
 }
 

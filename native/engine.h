@@ -212,6 +212,7 @@ private:
     void settle_joins(const Slot * ending);
     bool unshare(Slot & slot);
     bool evict_lru_idle();
+    bool worth_keeping_idle(const Slot & idle) const;
     Slot * choose_slot_sharing(const CompletionTask & task);
     void attach_backend_sampler(Slot & slot);
     void release_slot(Slot & slot, int64_t now_us);

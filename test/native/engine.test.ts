@@ -168,13 +168,13 @@ t.test('slot choice with prefix sharing: the conversation continued, else an emp
 // --cache-idle-slots with --cache-ram, as llama-server: when a task starts, every idle slot's cache
 // goes to the prompt cache, and with a unified KV pool its cells are freed; the prompt comes back
 // from the cache when it is sent again.
-async function idleSlotAfterAnotherStarts(t: Test, params: { cacheIdleSlots: boolean; kvUnified: boolean; prefixSharing?: boolean }) {
+async function idleSlotAfterAnotherStarts(t: Test, params: { cacheIdleSlots: boolean; kvUnified: boolean; prefixSharing?: boolean }, other = 'Another prompt entirely', own = LONG_PROMPT.slice(0, 300)) {
   const e = await InferenceEngine.create(model, { nCtx: 1024, nParallel: 2, promptCacheMib: 64, ...params });
   try {
-    const first = await e.run(greedy(LONG_PROMPT.slice(0, 300), 4, { idSlot: 0 }));
-    await e.run(greedy('Another prompt entirely', 4, { idSlot: 1 }));
+    const first = await e.run(greedy(own, 4, { idSlot: 0 }));
+    await e.run(greedy(other, 4, { idSlot: 1 }));
     const idleCells = e.native.slots()[0]!.nCache;
-    const again = await e.run(greedy(LONG_PROMPT.slice(0, 300), 4, { idSlot: 0 }));
+    const again = await e.run(greedy(own, 4, { idSlot: 0 }));
     t.same(again.tokens, first.tokens, 'the same greedy answer');
     return { idleCells, cached: again.nCached, nPrompt: first.nPrompt, kept: first.nPrompt + first.nPredicted - 1 };
   } finally {
@@ -182,13 +182,19 @@ async function idleSlotAfterAnotherStarts(t: Test, params: { cacheIdleSlots: boo
   }
 }
 
-t.test('a task that starts sends idle slots to the prompt cache; with a unified pool and no prefix sharing their cells are freed', async (t) => {
+t.test('a task that starts sends idle slots to the prompt cache; with a unified pool their cells are freed unless a running prompt shares most of them', async (t) => {
   const unified = await idleSlotAfterAnotherStarts(t, { cacheIdleSlots: true, kvUnified: true, prefixSharing: false });
   t.equal(unified.idleCells, 0, 'the idle slot was emptied when the other task started');
   t.equal(unified.cached, unified.nPrompt - 1, 'its prompt came back from the prompt cache');
-  const sharing = await idleSlotAfterAnotherStarts(t, { cacheIdleSlots: true, kvUnified: true });
-  t.equal(sharing.idleCells, sharing.kept, 'with prefix sharing (the default) the idle slot keeps its cells, where any prompt can share them');
-  t.equal(sharing.cached, sharing.nPrompt - 1, 'and serves the prompt from there');
+  const unrelated = await idleSlotAfterAnotherStarts(t, { cacheIdleSlots: true, kvUnified: true });
+  t.equal(unrelated.idleCells, 0, 'with prefix sharing (the default) an idle cache that the running prompt does not share is emptied too');
+  t.equal(unrelated.cached, unrelated.nPrompt - 1, 'and its prompt comes back from the prompt cache');
+  const related = await idleSlotAfterAnotherStarts(t, { cacheIdleSlots: true, kvUnified: true }, LONG_PROMPT.slice(0, 600));
+  t.equal(related.idleCells, related.kept, 'an idle cache that the running prompt mostly shares keeps its cells');
+  t.equal(related.cached, related.nPrompt - 1, 'and serves the prompt from there');
+  const mostlyOwn = await idleSlotAfterAnotherStarts(t, { cacheIdleSlots: true, kvUnified: true }, `${LONG_PROMPT.slice(0, 300)} and then another story`, LONG_PROMPT.slice(0, 1200));
+  t.equal(mostlyOwn.idleCells, 0, 'one whose shared prefix is under half of it is emptied');
+  t.equal(mostlyOwn.cached, mostlyOwn.nPrompt - 1, 'and comes back from the prompt cache');
   const separate = await idleSlotAfterAnotherStarts(t, { cacheIdleSlots: true, kvUnified: false });
   t.equal(separate.idleCells, separate.kept, 'without a unified pool the slot keeps its cells (freeing them gains no room)');
   t.equal(separate.cached, separate.nPrompt - 1);
