@@ -13,7 +13,7 @@ import { ratioTarget, type Profile, type Row, type Scenario, type ScenarioContex
 import { startServer, type ServerLaunch } from './servers.js';
 import { cpuMeter, waitForQuiet, type CpuUsage } from './cpu.js';
 import { EMBEDDING_PROFILE, RERANK_PROFILE } from './embedding-profiles.js';
-import { MIXED_PROFILE } from './mixed-profile.js';
+import { MIXED_DEFAULTS_PROFILE, MIXED_PROFILE } from './mixed-profile.js';
 import { AGENT_PROFILE } from './agent-profile.js';
 import { ROUTER_PROFILE } from './router-profile.js';
 import { SPEC_DRAFT_PROFILE, SPEC_NGRAM_PROFILE, SPEC_SELF_PROFILE } from './speculative-profiles.js';
@@ -165,28 +165,40 @@ const QUIET = { threshold: 0.15, maxWaitMs: 20_000, totalBudgetMs: Number(proces
 const PARALLEL = 32;
 const CTX = 8192;
 
+/** llama-server's command line for the generation rows: one KV cache shared by the 32 slots (-np alone would split it into 32 slices of 256), no web page. */
+const generationArgs = (t: number): string[] => ['-c', String(CTX), '-np', String(PARALLEL), '-t', String(t), '-tb', String(t), '-b', '2048', '-ub', '512', '-fa', 'auto', '--kv-unified', '--no-webui'];
+
+// 32 x 96 prompt tokens = 3072: both servers fill a first 2048-token batch (about 21 prompts
+// complete in it) and then a second, so first tokens come in two groups. With 32 x 128 = 2 x 2048
+// the groups are 16 and 16 and the median falls on the boundary between them, so that p50 jumps
+// by a whole batch time (~2.5 s) with one request more or less in the first batch.
+const generationRows = (mode: CacheMode): Scenario[] => [singleStream(mode), concurrent(8, 128, 128, 2, mode), concurrent(32, 96, 64, 1, mode), promptProcessing(mode)];
+
 export const GENERATION_PROFILE: Profile = {
   id: 'generation',
   model: () => ensureBenchModel(),
-  // Both take llama-server's command line: one KV cache shared by the 32 slots (-np alone would
-  // split it into 32 slices of 256), no web page, and no host-memory prompt cache (--cache-ram 0:
-  // the scenarios measure decoding, not restores from RAM).
-  commonArgs: (t) => ['-c', String(CTX), '-np', String(PARALLEL), '-t', String(t), '-tb', String(t), '-b', '2048', '-ub', '512', '-fa', 'auto', '--kv-unified', '--no-webui', '--cache-ram', '0'],
+  // Every request sends cache_prompt false, and neither server keeps a host-memory prompt cache
+  // (--cache-ram 0): the rows measure decoding, not caches (ours frees a task's cells at its end,
+  // llama-server keeps them).
+  commonArgs: (t) => [...generationArgs(t), '--cache-ram', '0'],
   oursExtra: [],
   referenceExtra: [],
-  // 32 x 96 prompt tokens = 3072: both servers fill a first 2048-token batch (about 21 prompts
-  // complete in it) and then a second, so first tokens come in two groups. With 32 x 128 = 2 x 2048
-  // the groups are 16 and 16 and the median falls on the boundary between them, so that p50 jumps
-  // by a whole batch time (~2.5 s) with one request more or less in the first batch.
-  // Each row twice: with cache_prompt false (each task computes its prompt; ours frees its cells
-  // at the end) and with clients' defaults (no cache_prompt field: both servers keep idle slots' cells).
-  scenarios: [
-    ...(['no-cache', 'defaults'] as const).flatMap((mode) => [singleStream(mode), concurrent(8, 128, 128, 2, mode), concurrent(32, 96, 64, 1, mode), promptProcessing(mode)]),
-    tokenize,
-  ],
+  scenarios: [...generationRows('no-cache'), tokenize],
 };
 
-export const PROFILES: Profile[] = [GENERATION_PROFILE, AGENT_PROFILE, MIXED_PROFILE, EMBEDDING_PROFILE, RERANK_PROFILE, SPEC_DRAFT_PROFILE, SPEC_SELF_PROFILE, SPEC_NGRAM_PROFILE, ROUTER_PROFILE];
+export const GENERATION_DEFAULTS_PROFILE: Profile = {
+  id: 'generation-defaults',
+  model: () => ensureBenchModel(),
+  // The same rows as users run them: no cache_prompt field in the requests and llama-server's
+  // default host-memory prompt cache (--cache-ram 8192, --cache-idle-slots) on both servers, which
+  // sends idle slots' caches to host memory and frees their cells when a task starts.
+  commonArgs: generationArgs,
+  oursExtra: [],
+  referenceExtra: [],
+  scenarios: generationRows('defaults'),
+};
+
+export const PROFILES: Profile[] = [GENERATION_PROFILE, GENERATION_DEFAULTS_PROFILE, AGENT_PROFILE, MIXED_PROFILE, MIXED_DEFAULTS_PROFILE, EMBEDDING_PROFILE, RERANK_PROFILE, SPEC_DRAFT_PROFILE, SPEC_SELF_PROFILE, SPEC_NGRAM_PROFILE, ROUTER_PROFILE];
 
 // ---------------------------------------------------------------------------------------------
 // Build checks

@@ -141,13 +141,26 @@ const mixed = (mode: CacheMode): Scenario => ({
   },
 });
 
+const mixedArgs = (t: number): string[] => ['-c', String(MIXED.ctx), '-np', String(MIXED.parallel), '-t', String(t), '-tb', String(t), '-b', '2048', '-ub', '512', '-fa', 'auto', '--kv-unified', '--no-webui'];
+
 export const MIXED_PROFILE: Profile = {
   id: 'mixed',
   model: () => ensureBenchModel(),
-  // No host-memory prompt cache on either server (--cache-ram 0): the scenario is about
-  // scheduling, not saves and restores from RAM.
-  commonArgs: (t) => ['-c', String(MIXED.ctx), '-np', String(MIXED.parallel), '-t', String(t), '-tb', String(t), '-b', '2048', '-ub', '512', '-fa', 'auto', '--kv-unified', '--no-webui', '--cache-ram', '0'],
+  // cache_prompt false and no host-memory prompt cache on either server (--cache-ram 0): the
+  // scenario is about scheduling, not caches.
+  commonArgs: (t) => [...mixedArgs(t), '--cache-ram', '0'],
   oursExtra: [],
   referenceExtra: [],
-  scenarios: [mixed('no-cache'), mixed('defaults')],
+  scenarios: [mixed('no-cache')],
+};
+
+export const MIXED_DEFAULTS_PROFILE: Profile = {
+  id: 'mixed-defaults',
+  model: () => ensureBenchModel(),
+  // As users run it: no cache_prompt field, and llama-server's default host-memory prompt cache
+  // (--cache-ram 8192, --cache-idle-slots) on both servers.
+  commonArgs: mixedArgs,
+  oursExtra: [],
+  referenceExtra: [],
+  scenarios: [mixed('defaults')],
 };
