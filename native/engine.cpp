@@ -129,6 +129,7 @@ Slot * Engine::choose_slot(const CompletionTask & task) {
 void Engine::admit_waiting(int64_t now) {
     if (waiting_.empty()) return;
     const bool newest_first = params_.overload_lifo_ms > 0 && now - waiting_.front()->t_queued_us >= params_.overload_lifo_ms * 1000;
+    bool started = false;
     for (size_t skipped = 0; skipped < waiting_.size();) {
         const size_t i = newest_first ? waiting_.size() - 1 - skipped : skipped;
         Slot * slot = choose_slot(*waiting_[i]);
@@ -140,11 +141,15 @@ void Engine::admit_waiting(int64_t now) {
         waiting_.erase(waiting_.begin() + static_cast<std::ptrdiff_t>(i));
         counters_.queued--;
         start_task(*slot, std::move(task), now);
-        if (prompt_cache_ && params_.cache_idle_slots) cache_idle_slots();
+        started = true;
     }
+    // Once every task admitted together has its slot: an idle cache that one of them continues or
+    // shares is judged against all of them, not freed under the first.
+    if (started && prompt_cache_ && params_.cache_idle_slots) cache_idle_slots();
 }
 
-// --cache-idle-slots with --cache-ram, as llama-server when a task starts: every idle slot's cache
+// --cache-idle-slots with --cache-ram, as llama-server when a task starts (here once the tasks
+// admitted together have started): every idle slot's cache
 // goes to the prompt cache (a later prompt that shares it gets it back from there), and with a
 // unified KV pool its cells are freed, so that the pool's used span, which every step's attention
 // covers, holds only what running tasks need. A slot holding images keeps its cache (it cannot be

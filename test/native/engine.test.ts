@@ -203,6 +203,18 @@ t.test('a task that starts sends idle slots to the prompt cache; with a unified 
   t.equal(off.cached, off.nPrompt - 1, 'and serve the prompt from there');
 });
 
+t.test('tasks admitted together: an idle cache that one of them continues is not freed under another', async (t) => {
+  const e = await InferenceEngine.create(model, { nCtx: 1024, nParallel: 3, promptCacheMib: 64, cacheIdleSlots: true, kvUnified: true });
+  t.teardown(() => e.dispose());
+  const own = LONG_PROMPT.slice(0, 300);
+  const first = await e.run(greedy(own, 4, { idSlot: 0 }));
+  const [unrelated, again] = await Promise.all(await e.submitAll([greedy('Another prompt entirely', 4), greedy(own, 4)]));
+  t.not(unrelated!.slot, 0, 'the unrelated prompt took an empty slot');
+  t.equal(again!.slot, 0, 'the prompt went back to its conversation\'s slot, whose cache was still in the pool');
+  t.equal(again!.nCached, first.nPrompt - 1);
+  t.same(again!.tokens, first.tokens);
+});
+
 t.test('slotPromptSimilarity is validated; 0.1 by default', async (t) => {
   for (const bad of [-0.1, 1.5, Number.NaN, 'half']) {
     await t.rejects(InferenceEngine.create(model, { nCtx: 1024, nParallel: 1, slotPromptSimilarity: bad as number }),
