@@ -12,6 +12,7 @@ import t from 'tap';
 import type { ErrorFormatter } from '../../src/http/errors.js';
 import type { Route } from '../../src/http/router.js';
 import { startHttpServer, type HttpServerOptions } from '../../src/http/server.js';
+import { wholeChunks } from '../helpers/chunked.js';
 
 const formatError: ErrorFormatter = (e) => ({ status: e.status, body: { error: { code: e.code, message: e.message } } });
 const hello: Route = { method: 'GET', path: '/hello', handler: () => ({ body: { hello: 'world' } }) };
@@ -128,28 +129,6 @@ t.test('--sse-ping-interval N: `:\\n\\n` after N seconds of silence, on the wire
   t.equal(await read(), 'data: {"n":2}\n\n');
   t.equal((await reader.read()).done, true);
 });
-
-/**
- * The body of a chunked response as a client that hands over only whole chunks reads it (Python's
- * urllib3, under `requests`): the data of the chunks whose closing CRLF has arrived.
- */
-function wholeChunks(received: string): { body: string; ended: boolean } {
-  let at = received.indexOf('\r\n\r\n');
-  if (at < 0) return { body: '', ended: false };
-  at += 4;
-  let body = '';
-  for (;;) {
-    const lineEnd = received.indexOf('\r\n', at);
-    if (lineEnd < 0) return { body, ended: false };
-    const size = parseInt(received.slice(at, lineEnd), 16);
-    if (size === 0) return { body, ended: true };
-    const dataEnd = lineEnd + 2 + size;
-    if (received.length < dataEnd + 2) return { body, ended: false };
-    if (received.slice(dataEnd, dataEnd + 2) !== '\r\n') throw new Error(`bad chunk framing at byte ${dataEnd}`);
-    body += received.slice(lineEnd + 2, dataEnd);
-    at = dataEnd + 2;
-  }
-}
 
 t.test('an event\'s line is in a whole chunk as soon as it is sent: a client that reads whole chunks (urllib3) is not one event late', async (t) => {
   let release!: () => void;

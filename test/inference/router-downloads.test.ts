@@ -13,6 +13,7 @@ import { startRouterServer, type RouterServer } from '../../src/inference/router
 import type { ModelEvent } from '../../src/inference/router/model-registry.js';
 import { ensureTestModels } from '../fixtures/models.js';
 import { startMockHub } from '../fixtures/mock-hub.js';
+import { wholeChunks } from '../helpers/chunked.js';
 import { postJson } from '../helpers/inference-server.js';
 import { REPO_ROOT } from '../helpers/reference.js';
 
@@ -154,6 +155,8 @@ t.test('DELETE /models during a download cancels it: download_failed, nothing le
   t.match((await listed()).find((m) => m.id === name), { status: { value: 'downloading' }, can_remove: true }, 'listed while it downloads');
   const res = await fetch(`${base}/models?model=${encodeURIComponent(name)}`, { method: 'DELETE' });
   t.same(await res.json(), { success: true });
+  // The events travel on the other connection: the answer to DELETE can come first.
+  await sse.until((e) => e.model === name && e.event === 'model_remove');
   t.same(sse.events.filter((e) => e.model === name).slice(-2), [{ model: name, event: 'download_failed' }, { model: name, event: 'model_remove' }]);
   t.notOk(existsSync(join(cache, 'models--org--slow-GGUF', 'blobs', sha256(chat))), 'no blob');
   t.notOk(existsSync(join(cache, 'models--org--slow-GGUF', 'blobs', `${sha256(chat)}.downloadInProgress`)), 'no partial file');
@@ -164,22 +167,23 @@ t.test('the last /models/sse event reaches a client that reads whole HTTP chunks
   const socket = connect(router.port, '127.0.0.1');
   t.teardown(() => socket.destroy());
   let raw = '';
-  const seen = (text: string): Promise<void> => new Promise((resolve, reject) => {
+  socket.on('data', (d) => { raw += d; });
+  const seen = (text: string, arrived = (): boolean => raw.includes(text)): Promise<void> => new Promise((resolve, reject) => {
     const check = (): void => {
-      if (!raw.includes(text)) return;
+      if (!arrived()) return;
       socket.off('data', check);
       clearTimeout(bound);
       resolve();
     };
     // A bound, not a wait: without the fix the chunk's end comes only with the 30 s ping.
     const bound = setTimeout(() => reject(new Error(`no ${JSON.stringify(text)} in ${JSON.stringify(raw)}`)), 5000);
-    socket.on('data', (d) => { raw += d; });
     socket.on('data', check);
     check();
   });
   socket.write('GET /models/sse HTTP/1.1\r\nHost: x\r\n\r\n');
   await seen(': connected');
   await fetch(`${base}/models?reload=1`);
-  await seen('data: {"model":"*","event":"models_reload"}\n\n\r\n');
-  t.pass('the event\'s chunk is complete (its closing CRLF arrived)');
+  const event = 'data: {"model":"*","event":"models_reload"}\n\n';
+  await seen(event, () => wholeChunks(raw).body.includes(event));
+  t.pass('the event, its closing blank line included, is in complete chunks (their closing CRLFs arrived)');
 });
