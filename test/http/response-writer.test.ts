@@ -5,6 +5,8 @@ import { ResponseWriter, type ResponseSink } from '../../src/http/response-write
 /** Records what a ResponseWriter writes, as uWS would receive it. */
 class FakeResponse implements ResponseSink {
   readonly writes: string[] = [];
+  /** Each write call's chunk, as uWS frames it (one HTTP chunk per call). */
+  readonly chunks: Array<string | number[]> = [];
   ended: { body?: string; close?: boolean; reported?: number } | null = null;
   private aborted: (() => void) | null = null;
   private writable: ((offset: number) => boolean) | null = null;
@@ -20,7 +22,9 @@ class FakeResponse implements ResponseSink {
   }
   writeStatus(s: string) { this.writes.push(`status ${s}`); }
   writeHeader(k: string, v: string) { this.writes.push(`${k}: ${v}`); }
-  write(chunk: string) {
+  write(chunk: string | Uint8Array) {
+    this.chunks.push(typeof chunk === 'string' ? chunk : [...chunk]);
+    if (typeof chunk !== 'string') chunk = Buffer.from(chunk).toString('latin1');
     const last = this.writes.length - 1;
     if (this.corkStart >= 0 && last >= this.corkStart && this.writes[last].startsWith('chunk ')) this.writes[last] += chunk;
     else this.writes.push(`chunk ${chunk}`);
@@ -98,6 +102,16 @@ t.test('a failure after the first event is sent as the last event', async (t) =>
   t.same(res.writes.slice(0, 4), ['status 200 OK', 'Access-Control-Allow-Origin: *', 'Content-Type: text/event-stream', 'Cache-Control: no-cache']);
   t.same(res.writes.slice(4), ['chunk data: 1\n\n', 'chunk data: {"error":{"code":"BAD"}}\n\n']);
   t.same(res.ended, { body: undefined, close: undefined });
+});
+
+t.test('each stream write leaves as two chunks, all but its last code point then it, so the first is complete on the wire at once', async (t) => {
+  const res = new FakeResponse();
+  const stream = new ResponseWriter(res, { method: 'GET', path: '/x' }, settings(), CORS).openEventStream({ ping: false });
+  await stream.send('1');
+  await stream.sendRaw('relayed text ending in 🙂');
+  await stream.sendRaw(new Uint8Array([1, 2, 3]));
+  await stream.sendRaw('x');
+  t.same(res.chunks, ['data: 1\n', '\n', 'relayed text ending in ', '🙂', [1, 2], [3], 'x'], 'a surrogate pair stays whole; a single byte stays one chunk');
 });
 
 t.test('a full socket holds the next event until it drains', async (t) => {
