@@ -655,6 +655,7 @@ Napi::Value Engine::js_metrics(const Napi::CallbackInfo & info) {
     m.Set("decodeCalls", static_cast<double>(counters_.decode_calls.load()));
     m.Set("splitSteps", static_cast<double>(counters_.split_steps.load()));
     m.Set("contextShifts", static_cast<double>(counters_.context_shifts.load()));
+    m.Set("promptCacheSaves", static_cast<double>(counters_.prompt_cache_saves.load()));
     m.Set("tasksDone", static_cast<double>(counters_.tasks_done.load()));
     m.Set("queued", counters_.queued.load());
     m.Set("busySlots", counters_.busy_slots.load());

@@ -188,16 +188,13 @@ bool Engine::evict_lru_idle() {
         if (!lru || s.t_last_used_us < lru->t_last_used_us) lru = &s;
     }
     if (!lru) return false;
-    if (prompt_cache_ && params_.cache_idle_slots && lru->cache_media.empty()) {
-        prompt_cache_->save(ctx_, lru->id, lru->cache, lru->cache_lora);
-        prompt_cache_->trim();
-    }
+    if (prompt_cache_ && params_.cache_idle_slots && save_to_prompt_cache(*lru)) prompt_cache_->trim();
     clear_slot(*lru);
     return true;
 }
 
 // Whether an idle slot's cells are worth their place in the pool while they wait for a prompt
-// that continues them (cache_idle_slots; the host-memory prompt cache holds a copy either way).
+// that continues them (cache_idle_slots; copied to the host-memory prompt cache when they go).
 // Every cell below the pool's highest used one widens the span that each step's attention
 // covers, running tasks' rows included: measured on one client's requests one after another
 // (each its own prompt), kept idle caches cost 8% of the decode rate and 10% of the time to first

@@ -155,17 +155,27 @@ void Engine::admit_waiting(int64_t now) {
 // covers, holds only what running tasks need. A slot holding images keeps its cache (it cannot be
 // saved without them). With prefix sharing an idle cache that is mostly a prefix of a running
 // task's prompt stays (worth_keeping_idle): it costs the span little, and the conversation it
-// holds comes back at no cost; KV pressure evicts such slots least recently used first
-// (evict_lru_idle), and the saved copy serves once they are gone.
+// holds comes back at no cost. Such a cache is copied to host memory only when its cells go: KV
+// pressure (evict_lru_idle, drop_idle_caches) or a task that takes its slot (start_task). The copy
+// is not free: on an H100 each 1,400-token cache took about 40 ms of the step loop, and copying
+// the eleven kept caches of an agent fleet's first round made its second round 0.50 s where it
+// takes 0.05 s without them (llama-server, which copies and frees every idle slot: 0.47-0.60 s).
 void Engine::cache_idle_slots() {
     for (auto & s : slots_) {
         if (s.busy() || s.cache.empty() || !s.cache_media.empty()) continue;
-        if (prompt_cache_->save(ctx_, s.id, s.cache, s.cache_lora)) {
+        if (params_.kv_unified && sharing_ && worth_keeping_idle(s)) continue;
+        if (save_to_prompt_cache(s)) {
             log_debug("slot " + std::to_string(s.id) + ": __TEST_TAG_CACHE_IDLE_SLOT__\n");
             prompt_cache_->trim();
         }
-        if (params_.kv_unified && !(sharing_ && worth_keeping_idle(s))) clear_slot(s);
+        if (params_.kv_unified) clear_slot(s);
     }
+}
+
+bool Engine::save_to_prompt_cache(const Slot & slot) {
+    if (!slot.cache_media.empty() || !prompt_cache_->save(ctx_, slot.id, slot.cache, slot.cache_lora)) return false;
+    counters_.prompt_cache_saves++;
+    return true;
 }
 
 void Engine::start_task(Slot & slot, std::unique_ptr<CompletionTask> task, int64_t now) {
@@ -179,6 +189,9 @@ void Engine::start_task(Slot & slot, std::unique_ptr<CompletionTask> task, int64
         // With sharing the pool's prefix is preferred: host memory only saves the slot's outgoing cache.
         const bool load = !sharing_ || prompt_cache_->longest_prefix(task->prompt, task->lora_scales) > longest_cached_prefix(slot, *task).n;
         swap_cached_prompt(slot, *task, load);
+    } else if (prompt_cache_ && params_.cache_idle_slots && !slot.cache.empty()) {
+        // An idle cache kept in the pool (cache_idle_slots) has no copy in host memory yet.
+        swap_cached_prompt(slot, *task, false);
     }
     // K/V computed under other adapter scales cannot be reused.
     if (slot.cache_lora != task->lora_scales) {
@@ -247,7 +260,7 @@ void Engine::swap_cached_prompt(Slot & slot, const CompletionTask & task, bool l
     const bool same_lora = slot.cache_lora == task.lora_scales;
     const size_t lcp = same_lora ? common_prefix_length(slot.cache, task.prompt) : 0;
     if (!slot.cache.empty() && 2 * lcp >= slot.cache.size()) return;
-    if (slot.cache_media.empty()) prompt_cache_->save(ctx_, slot.id, slot.cache, slot.cache_lora);
+    save_to_prompt_cache(slot);
     if (!load) {
         prompt_cache_->trim();
         return;
@@ -601,10 +614,7 @@ bool Engine::drop_idle_caches(const Slot * except) {
     bool freed = false;
     for (auto & s : slots_) {
         if (&s == except || s.busy() || s.cache.empty()) continue;
-        if (prompt_cache_ && params_.cache_idle_slots && s.cache_media.empty()) {
-            prompt_cache_->save(ctx_, s.id, s.cache, s.cache_lora);
-            prompt_cache_->trim();
-        }
+        if (prompt_cache_ && params_.cache_idle_slots && save_to_prompt_cache(s)) prompt_cache_->trim();
         clear_slot(s);
         freed = true;
     }

@@ -111,6 +111,7 @@ struct EngineCounters {
     std::atomic<uint64_t> busy_slot_decodes{0}; // busy slots summed over decode calls
     std::atomic<uint64_t> n_tokens_max{0};      // longest sequence seen in a slot (prompt + generation)
     std::atomic<uint64_t> context_shifts{0};
+    std::atomic<uint64_t> prompt_cache_saves{0}; // slot caches copied to the host-memory prompt cache
     std::atomic<uint64_t> tasks_done{0};
     std::atomic<int32_t> queued{0};
     std::atomic<int32_t> busy_slots{0};
@@ -184,6 +185,9 @@ private:
     bool relieve_kv_pressure(int32_t & prompt_budget, int32_t n_generating);
     bool drop_idle_caches(const Slot * except);
     void cache_idle_slots();
+    // Copies an idle slot's cache to the prompt cache (not a slot holding images, whose cache needs
+    // them); true when a copy was made. The caller trims the cache to its limits.
+    bool save_to_prompt_cache(const Slot & slot);
     void fail_busy_slots(const std::string & message);
     void eval_media();
     void handle_sampled(Slot & slot, llama_token token);

@@ -590,6 +590,8 @@ export interface EngineMetrics {
   splitSteps: number;
   /** Times a full slot dropped old tokens (--context-shift). */
   contextShifts: number;
+  /** Slot caches copied to the host-memory prompt cache (--cache-ram). */
+  promptCacheSaves: number;
   tasksDone: number;
   queued: number;
   busySlots: number;

@@ -215,6 +215,24 @@ t.test('tasks admitted together: an idle cache that one of them continues is not
   t.same(again!.tokens, first.tokens);
 });
 
+t.test('an idle cache kept in the pool is copied to host memory only when its cells go', async (t) => {
+  const e = await InferenceEngine.create(model, { nCtx: 1024, nParallel: 2, promptCacheMib: 64, cacheIdleSlots: true, kvUnified: true });
+  t.teardown(() => e.dispose());
+  const saves = () => e.native.metrics().promptCacheSaves;
+  const own = LONG_PROMPT.slice(0, 300);
+  const first = await e.run(greedy(own, 4, { idSlot: 0 }));
+  t.equal(saves(), 0, 'nothing to copy when the first task started');
+  await e.run(greedy(`${LONG_PROMPT.slice(0, 250)} and then the story went somewhere else`, 4, { idSlot: 1 }));
+  t.equal(e.native.slots()[0]!.nCache, first.nPrompt + first.nPredicted - 1, "slot 0's cache, mostly shared with the running prompt, stayed in the pool");
+  t.equal(saves(), 0, 'and was not copied to host memory');
+  await e.run(greedy('Another prompt entirely', 4, { idSlot: 0, cachePrompt: false }));
+  t.equal(saves(), 2, "a task that took slot 0 copied its cache first, and slot 1's idle cache, which it does not share, was copied and freed");
+  t.equal(e.native.slots()[1]!.nCache, 0);
+  const again = await e.run(greedy(own, 4));
+  t.equal(again.nCached, first.nPrompt - 1, "slot 0's prompt came back whole from host memory");
+  t.same(again.tokens, first.tokens, 'the same greedy answer');
+});
+
 t.test('slotPromptSimilarity is validated; 0.1 by default', async (t) => {
   for (const bad of [-0.1, 1.5, Number.NaN, 'half']) {
     await t.rejects(InferenceEngine.create(model, { nCtx: 1024, nParallel: 1, slotPromptSimilarity: bad as number }),

@@ -115,6 +115,7 @@ export function metricsText(report: MetricsReport, counters: RequestCounters): s
     m.acceptedPerPos.forEach((n, i) => lines.push(`llamacpp:spec_decode_num_accepted_tokens_per_pos_total{position="${i}"} ${n}`));
   }
   metric('context_shifts_total', 'counter', 'Times a full slot dropped old tokens to go on generating (--context-shift).', m.contextShifts);
+  metric('prompt_cache_saves_total', 'counter', 'Slot caches copied to the host-memory prompt cache (--cache-ram).', m.promptCacheSaves);
   metric('requests_total', 'counter', 'HTTP requests that use the model (read-only endpoints are not counted).', counters.requests);
   metric('requests_failed_total', 'counter', 'Of those, requests answered with an error status.', counters.errors);
   metric('tasks_completed_total', 'counter', 'Completion tasks finished.', m.tasksDone);
