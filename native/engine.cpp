@@ -129,7 +129,7 @@ Slot * Engine::choose_slot(const CompletionTask & task) {
 void Engine::admit_waiting(int64_t now) {
     if (waiting_.empty()) return;
     const bool newest_first = params_.overload_lifo_ms > 0 && now - waiting_.front()->t_queued_us >= params_.overload_lifo_ms * 1000;
-    bool started = false;
+    std::vector<Slot *> started;
     for (size_t skipped = 0; skipped < waiting_.size();) {
         const size_t i = newest_first ? waiting_.size() - 1 - skipped : skipped;
         Slot * slot = choose_slot(*waiting_[i]);
@@ -141,11 +141,16 @@ void Engine::admit_waiting(int64_t now) {
         waiting_.erase(waiting_.begin() + static_cast<std::ptrdiff_t>(i));
         counters_.queued--;
         start_task(*slot, std::move(task), now);
-        started = true;
+        started.push_back(slot);
     }
     // Once every task admitted together has its slot: an idle cache that one of them continues or
     // shares is judged against all of them, not freed under the first.
-    if (started && prompt_cache_ && params_.cache_idle_slots) cache_idle_slots();
+    if (!started.empty() && prompt_cache_ && params_.cache_idle_slots) cache_idle_slots();
+    // As llama-server's t_start_process_prompt: a prompt's time (timings.prompt_ms) starts once the
+    // host-memory prompt cache has been served and the idle slots copied there; on a GPU those
+    // copies took three times as long as a 2,000-token prompt's decode.
+    const int64_t t = now_us();
+    for (Slot * s : started) s->t_start_us = t;
 }
 
 // --cache-idle-slots with --cache-ram, as llama-server when a task starts (here once the tasks

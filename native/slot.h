@@ -35,7 +35,7 @@ struct Slot {
     bool truncated = false;
     bool backend_sampler = false;       // the task's chain is attached to the context (-bs)
 
-    int64_t t_start_us = 0;             // task assigned
+    int64_t t_start_us = 0;             // the task's prompt processing began (its slot assigned, the prompt cache served)
     uint64_t admission = 0;             // order the task was given its slot in (prompts go in this order)
     int64_t t_prompt_done_us = 0;       // first token sampled
     int64_t t_last_used_us = 0;         // for least-recently-used slot choice
