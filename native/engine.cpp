@@ -45,33 +45,43 @@ void Engine::publish_summaries() {
 }
 
 void Engine::run() {
-    std::vector<std::unique_ptr<CompletionTask>> incoming;
-    std::vector<int64_t> cancels;
     while (true) {
         // Slot actions, then tasks, left waiting by an earlier iteration take the slots freed since.
         run_slot_actions();
         admit_waiting(now_us());
-        bool any_busy = std::any_of(slots_.begin(), slots_.end(), [](const Slot & s) { return s.busy(); });
-        {
-            std::unique_lock<std::mutex> lock(inbox_mutex_);
-            if (!any_busy) {
-                inbox_cv_.wait(lock, [&] { return stopping_ || !inbox_.empty() || !cancel_inbox_.empty() || !action_inbox_.empty(); });
-            }
-            if (stopping_) break;
-            incoming.swap(inbox_);
-            cancels.swap(cancel_inbox_);
-            for (auto & a : action_inbox_) actions_.push_back(std::move(a));
-            action_inbox_.clear();
-        }
-        for (auto & t : incoming) waiting_.push_back(std::move(t));
-        incoming.clear();
-        if (!cancels.empty()) apply_cancels(cancels);
+        const bool any_busy = std::any_of(slots_.begin(), slots_.end(), [](const Slot & s) { return s.busy(); });
+        if (!take_inbox(!any_busy)) break;
         run_slot_actions();
-        admit_waiting(now_us());
+        // A burst of requests reaches the inbox over a few milliseconds, and an admission can take
+        // longer (copying idle caches to host memory, cache_idle_slots: 5-40 ms each on an H100):
+        // the rest of the burst, arrived meanwhile, starts now and goes into this step. As in
+        // llama-server, which launches them while the first one's copies run and decodes the whole
+        // burst in one batch (without this, 8 streams' first tokens came in two groups there).
+        if (admit_waiting(now_us()) > 0) {
+            if (!take_inbox(false)) break;
+            admit_waiting(now_us());
+        }
         step();
         publish_summaries();
         flush_events();
     }
+}
+
+bool Engine::take_inbox(bool wait) {
+    std::vector<std::unique_ptr<CompletionTask>> incoming;
+    std::vector<int64_t> cancels;
+    {
+        std::unique_lock<std::mutex> lock(inbox_mutex_);
+        if (wait) inbox_cv_.wait(lock, [&] { return stopping_ || !inbox_.empty() || !cancel_inbox_.empty() || !action_inbox_.empty(); });
+        if (stopping_) return false;
+        incoming.swap(inbox_);
+        cancels.swap(cancel_inbox_);
+        for (auto & a : action_inbox_) actions_.push_back(std::move(a));
+        action_inbox_.clear();
+    }
+    for (auto & t : incoming) waiting_.push_back(std::move(t));
+    if (!cancels.empty()) apply_cancels(cancels);
+    return true;
 }
 
 void Engine::apply_cancels(std::vector<int64_t> & cancels) {
@@ -126,8 +136,8 @@ Slot * Engine::choose_slot(const CompletionTask & task) {
 // Scale": under overload a FIFO queue makes every client wait for the backlog; newest first
 // answers most of them at once and leaves the backlog's oldest to wait longer). Prompts then go
 // in by admission (add_prompt_tokens), so the order holds for tasks admitted together.
-void Engine::admit_waiting(int64_t now) {
-    if (waiting_.empty()) return;
+size_t Engine::admit_waiting(int64_t now) {
+    if (waiting_.empty()) return 0;
     const bool newest_first = params_.overload_lifo_ms > 0 && now - waiting_.front()->t_queued_us >= params_.overload_lifo_ms * 1000;
     std::vector<Slot *> started;
     for (size_t skipped = 0; skipped < waiting_.size();) {
@@ -151,6 +161,7 @@ void Engine::admit_waiting(int64_t now) {
     // copies took three times as long as a 2,000-token prompt's decode.
     const int64_t t = now_us();
     for (Slot * s : started) s->t_start_us = t;
+    return started.size();
 }
 
 // --cache-idle-slots with --cache-ram, as llama-server when a task starts (here once the tasks

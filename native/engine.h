@@ -167,7 +167,11 @@ private:
 
     // engine thread (engine.cpp)
     void run();
-    void admit_waiting(int64_t now_us);
+    // Moves the inbox's tasks to waiting_ and applies its cancels, first waiting for something to
+    // arrive when `wait`; false once the engine is stopping.
+    bool take_inbox(bool wait);
+    // Starts waiting tasks in free slots; returns how many started.
+    size_t admit_waiting(int64_t now_us);
     void apply_cancels(std::vector<int64_t> & cancels);
     Slot * choose_slot(const CompletionTask & task);
     void start_task(Slot & slot, std::unique_ptr<CompletionTask> task, int64_t now_us);
