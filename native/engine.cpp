@@ -158,9 +158,13 @@ size_t Engine::admit_waiting(int64_t now) {
     if (!started.empty() && prompt_cache_ && params_.cache_idle_slots) cache_idle_slots();
     // As llama-server's t_start_process_prompt: a prompt's time (timings.prompt_ms) starts once the
     // host-memory prompt cache has been served and the idle slots copied there; on a GPU those
-    // copies took three times as long as a 2,000-token prompt's decode.
+    // copies took three times as long as a 2,000-token prompt's decode. The first progress report
+    // (return_progress) goes out from there, so that its elapsed time is never above a later one's.
     const int64_t t = now_us();
-    for (Slot * s : started) s->t_start_us = t;
+    for (Slot * s : started) {
+        s->t_start_us = t;
+        if (s->busy() && s->task->return_progress) emit_progress(*s);
+    }
     return started.size();
 }
 
@@ -237,7 +241,6 @@ void Engine::start_task(Slot & slot, std::unique_ptr<CompletionTask> task, int64
         for (llama_token t : slot.task->prompt) common_sampler_accept(slot.task->sampler.get(), t, false);
     }
     attach_backend_sampler(slot);
-    if (slot.task->return_progress) emit_progress(slot);
 }
 
 // -bs / backend_sampling: the task's sampler chain runs in the decode graph, as llama-server does

@@ -405,6 +405,9 @@ t.test('return_progress streams prompt_progress as llama-server: at the start, t
   const again = await run('/completion', { prompt });
   t.ok(again[0].cache > 0 && again[0].processed === again[0].cache, 'a cached prompt starts from its cache');
   t.equal(again.at(-1).processed, total);
+  for (const reports of [first, filling, again]) {
+    t.ok(reports.every((p, i) => i === 0 || p.time_ms >= reports[i - 1].time_ms), 'time_ms never goes back (the first report follows the prompt-cache copies too)');
+  }
   const chat = await run('/v1/chat/completions', { messages: [{ role: 'user', content: prompt }] });
   t.ok(chat.length >= 2, 'chat streams report it too');
   t.equal(chat.at(-1).processed, chat.at(-1).total);
