@@ -9,7 +9,7 @@ import { promisify } from 'node:util';
 import { ensureBenchModel } from '../test/fixtures/models.js';
 import { REPO_ROOT, referenceTool } from '../test/helpers/reference.js';
 import { BenchError, CACHE_MODE, completionBody, httpJson, median, percentile, promptTokens, requestLoop, streamCompletion, type CacheMode } from './load.js';
-import { ratioTarget, type Profile, type Row, type Scenario, type ScenarioContext } from './scenario.js';
+import { ratioTarget, unifiedPoolArgs, type Profile, type Row, type Scenario, type ScenarioContext } from './scenario.js';
 import { startServer, type ServerLaunch } from './servers.js';
 import { cpuMeter, waitForQuiet, type CpuUsage } from './cpu.js';
 import { EMBEDDING_PROFILE, RERANK_PROFILE } from './embedding-profiles.js';
@@ -165,8 +165,7 @@ const QUIET = { threshold: 0.15, maxWaitMs: 20_000, totalBudgetMs: Number(proces
 const PARALLEL = 32;
 const CTX = 8192;
 
-/** llama-server's command line for the generation rows: one KV cache shared by the 32 slots (-np alone would split it into 32 slices of 256), no web page. */
-const generationArgs = (t: number): string[] => ['-c', String(CTX), '-np', String(PARALLEL), '-t', String(t), '-tb', String(t), '-b', '2048', '-ub', '512', '-fa', 'auto', '--kv-unified', '--no-webui'];
+const generationArgs = (t: number): string[] => unifiedPoolArgs(CTX, PARALLEL, t);
 
 // 32 x 96 prompt tokens = 3072: both servers fill a first 2048-token batch (about 21 prompts
 // complete in it) and then a second, so first tokens come in two groups. With 32 x 128 = 2 x 2048

@@ -3,7 +3,7 @@
 // the newcomer sees (time to its first token), and the aggregate throughput, on both servers.
 import { ensureBenchModel } from '../test/fixtures/models.js';
 import { BenchError, CACHE_MODE, completionBody, percentile, promptTokens, streamCompletion, type CacheMode } from './load.js';
-import type { Profile, Scenario, ScenarioContext } from './scenario.js';
+import { unifiedPoolArgs, type Profile, type Scenario, type ScenarioContext } from './scenario.js';
 
 /**
  * BENCH_MIXED_SCALE=k: newcomers arrive k times less often and the window is k times longer (the
@@ -141,7 +141,7 @@ const mixed = (mode: CacheMode): Scenario => ({
   },
 });
 
-const mixedArgs = (t: number): string[] => ['-c', String(MIXED.ctx), '-np', String(MIXED.parallel), '-t', String(t), '-tb', String(t), '-b', '2048', '-ub', '512', '-fa', 'auto', '--kv-unified', '--no-webui'];
+const mixedArgs = (t: number): string[] => unifiedPoolArgs(MIXED.ctx, MIXED.parallel, t);
 
 export const MIXED_PROFILE: Profile = {
   id: 'mixed',

@@ -63,6 +63,14 @@ export interface Profile {
   scenarios: Scenario[];
 }
 
+/**
+ * llama-server's command line for a bench model's scenarios: `parallel` slots sharing one KV pool
+ * of `ctx` cells (-np alone would split it into slices), flash attention as the build decides, no
+ * web page. Without --cache-ram: the servers' default host-memory prompt cache.
+ */
+export const unifiedPoolArgs = (ctx: number, parallel: number, threads: number): string[] =>
+  ['-c', String(ctx), '-np', String(parallel), '-t', String(threads), '-tb', String(threads), '-b', '2048', '-ub', '512', '-fa', 'auto', '--kv-unified', '--no-webui'];
+
 export interface Row {
   scenario: string;
   metric: string;
