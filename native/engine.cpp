@@ -200,18 +200,16 @@ bool Engine::save_to_prompt_cache(const Slot & slot) {
 
 void Engine::start_task(Slot & slot, std::unique_ptr<CompletionTask> task, int64_t now) {
     llama_memory_t mem = llama_get_memory(ctx_);
-    // With sharing, the host-memory prompt cache is asked only when it holds a longer prefix than
-    // the pool's cells: a prefix in the pool costs nothing, one from host memory a copy.
-    const bool use_ram = prompt_cache_ && task->kind == TaskKind::COMPLETION && task->cache_prompt && task->media.empty();
-    // As llama-server's get_available_slot, at every completion task's start with a prompt cache.
-    if (use_ram) log_debug("srv  get_availabl: updating prompt cache\n");
-    if (use_ram) {
-        // With sharing the pool's prefix is preferred: host memory only saves the slot's outgoing cache.
-        const bool load = !sharing_ || prompt_cache_->longest_prefix(task->prompt, task->lora_scales) > longest_cached_prefix(slot, *task).n;
+    // As llama-server's get_available_slot, at every completion task's start with a prompt cache:
+    // the slot's outgoing cache goes to host memory (one kept idle in the pool has no copy there
+    // yet), and a task that uses the cache gets back the cached prompt that serves it best. With
+    // sharing only when host memory holds a longer prefix than the pool's cells: a prefix in the
+    // pool costs nothing, one from host memory a copy.
+    if (prompt_cache_ && task->kind == TaskKind::COMPLETION) {
+        log_debug("srv  get_availabl: updating prompt cache\n");
+        const bool use_ram = task->cache_prompt && task->media.empty();
+        const bool load = use_ram && (!sharing_ || prompt_cache_->longest_prefix(task->prompt, task->lora_scales) > longest_cached_prefix(slot, *task).n);
         swap_cached_prompt(slot, *task, load);
-    } else if (prompt_cache_ && params_.cache_idle_slots && !slot.cache.empty()) {
-        // An idle cache kept in the pool (cache_idle_slots) has no copy in host memory yet.
-        swap_cached_prompt(slot, *task, false);
     }
     // K/V computed under other adapter scales cannot be reused.
     if (slot.cache_lora != task->lora_scales) {

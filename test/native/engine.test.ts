@@ -233,6 +233,18 @@ t.test('an idle cache kept in the pool is copied to host memory only when its ce
   t.same(again.tokens, first.tokens, 'the same greedy answer');
 });
 
+t.test('with a prompt cache, a task that does not use it still sends the cache it overwrites there (as llama-server)', async (t) => {
+  const e = await InferenceEngine.create(model, { nCtx: 1024, nParallel: 1, promptCacheMib: 64, cacheIdleSlots: false });
+  t.teardown(() => e.dispose());
+  const own = LONG_PROMPT.slice(0, 300);
+  const first = await e.run(greedy(own, 4));
+  await e.run(greedy('Another prompt entirely', 4, { cachePrompt: false }));
+  t.equal(e.native.metrics().promptCacheSaves, 1, 'the cache_prompt false task copied the slot\'s cache before taking it');
+  const again = await e.run(greedy(own, 4));
+  t.equal(again.nCached, first.nPrompt - 1, 'the first prompt came back whole from host memory');
+  t.same(again.tokens, first.tokens);
+});
+
 t.test('slotPromptSimilarity is validated; 0.1 by default', async (t) => {
   for (const bad of [-0.1, 1.5, Number.NaN, 'half']) {
     await t.rejects(InferenceEngine.create(model, { nCtx: 1024, nParallel: 1, slotPromptSimilarity: bad as number }),
