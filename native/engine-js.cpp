@@ -296,7 +296,7 @@ Engine::Engine(const Napi::CallbackInfo & info) : Napi::ObjectWrap<Engine>(info)
     if (p.Get("kvUnified").IsBoolean()) params_.kv_unified = p.Get("kvUnified").As<Napi::Boolean>();
     params_.special = p.Get("special").ToBoolean();
     // As llama-server: the cache holds at least a context's worth of tokens.
-    if (params_.prompt_cache_mib != 0) prompt_cache_ = std::make_unique<PromptCache>(params_.prompt_cache_mib, llama_n_ctx(ctx_));
+    if (params_.prompt_cache_mib != 0) prompt_cache_ = std::make_unique<PromptCache>(params_.prompt_cache_mib, llama_n_ctx(ctx_), llama_n_ctx(ctx_));
     // llama-server's debug line (its test suite looks for the tag) when idle slots go to the cache.
     if (prompt_cache_ && params_.cache_idle_slots) log_debug("srv    load_model: __TEST_TAG_CACHE_IDLE_SLOTS_ENABLED__\n");
     params_.prefill_budget = read_i32(p, "prefillBudget", params_.prefill_budget);
@@ -656,6 +656,8 @@ Napi::Value Engine::js_metrics(const Napi::CallbackInfo & info) {
     m.Set("splitSteps", static_cast<double>(counters_.split_steps.load()));
     m.Set("contextShifts", static_cast<double>(counters_.context_shifts.load()));
     m.Set("promptCacheSaves", static_cast<double>(counters_.prompt_cache_saves.load()));
+    m.Set("promptCacheReuses", prompt_cache_ ? static_cast<double>(prompt_cache_->reused_buffers()) : 0.0);
+    m.Set("promptCacheBytes", prompt_cache_ ? static_cast<double>(prompt_cache_->published_bytes()) : 0.0);
     m.Set("tasksDone", static_cast<double>(counters_.tasks_done.load()));
     m.Set("queued", counters_.queued.load());
     m.Set("busySlots", counters_.busy_slots.load());

@@ -156,6 +156,7 @@ size_t Engine::admit_waiting(int64_t now) {
     // Once every task admitted together has its slot: an idle cache that one of them continues or
     // shares is judged against all of them, not freed under the first.
     if (!started.empty() && prompt_cache_ && params_.cache_idle_slots) cache_idle_slots();
+    if (!started.empty() && prompt_cache_) expect_prompt_cache_saves(started);
     // As llama-server's t_start_process_prompt: a prompt's time (timings.prompt_ms) starts once the
     // host-memory prompt cache has been served and the idle slots copied there; on a GPU those
     // copies took three times as long as a 2,000-token prompt's decode. The first progress report
@@ -192,9 +193,30 @@ void Engine::cache_idle_slots() {
     }
 }
 
+// The caches of the tasks just started go to the prompt cache when their slots are taken or, with
+// --cache-idle-slots, at the next admission once they end: buffers for them are prepared now,
+// while the tasks run (HostBuffers). The length expected is the prompt and the tokens asked for (a
+// task without a limit: the prompt and a quarter of it, at least 256 tokens).
+void Engine::expect_prompt_cache_saves(const std::vector<Slot *> & started) {
+    std::vector<size_t> lengths;
+    for (const Slot * s : started) {
+        if (!s->busy()) continue;
+        const CompletionTask & t = *s->task;
+        if (t.kind != TaskKind::COMPLETION || !t.cache_prompt || !t.media.empty()) continue;
+        const size_t n_prompt = t.prompt.size();
+        const size_t n_gen = t.n_predict > 0 ? static_cast<size_t>(t.n_predict) : std::max<size_t>(256, n_prompt / 4);
+        lengths.push_back(std::min(n_prompt + n_gen, static_cast<size_t>(llama_n_ctx(ctx_))));
+    }
+    prompt_cache_->expect(lengths);
+}
+
 bool Engine::save_to_prompt_cache(const Slot & slot) {
+    const int64_t t0 = now_us();
     if (!slot.cache_media.empty() || !prompt_cache_->save(ctx_, slot.id, slot.cache, slot.cache_lora)) return false;
     counters_.prompt_cache_saves++;
+    log_debug("slot " + std::to_string(slot.id) + ": " + std::to_string(slot.cache.size()) + " tokens to the prompt cache in " +
+              std::to_string((now_us() - t0) / 1000.0) + " ms (" + std::to_string(prompt_cache_->n_entries()) + " entries, " +
+              std::to_string(prompt_cache_->held_bytes() >> 20) + " MiB held)\n");
     return true;
 }
 

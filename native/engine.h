@@ -192,6 +192,7 @@ private:
     // Copies an idle slot's cache to the prompt cache (not a slot holding images, whose cache needs
     // them); true when a copy was made. The caller trims the cache to its limits.
     bool save_to_prompt_cache(const Slot & slot);
+    void expect_prompt_cache_saves(const std::vector<Slot *> & started);
     void fail_busy_slots(const std::string & message);
     void eval_media();
     void handle_sampled(Slot & slot, llama_token token);

@@ -11,12 +11,18 @@ size_t common_prefix_length(const std::vector<llama_token> & a, const std::vecto
     return n;
 }
 
-PromptCache::PromptCache(int32_t limit_mib, size_t limit_tokens)
-    : limit_bytes_(limit_mib < 0 ? 0 : static_cast<size_t>(limit_mib) * 1024 * 1024), limit_tokens_(limit_tokens) {}
+PromptCache::PromptCache(int32_t limit_mib, size_t limit_tokens, size_t pool_tokens)
+    : limit_bytes_(limit_mib < 0 ? 0 : static_cast<size_t>(limit_mib) * 1024 * 1024), limit_tokens_(limit_tokens), pool_tokens_(pool_tokens) {}
 
 size_t PromptCache::bytes() const {
     size_t total = 0;
-    for (const auto & e : entries_) total += e.state.size();
+    for (const auto & e : entries_) total += e.size;
+    return total;
+}
+
+size_t PromptCache::held_bytes() const {
+    size_t total = buffers_.bytes();
+    for (const auto & e : entries_) total += e.buffer.capacity;
     return total;
 }
 
@@ -26,27 +32,103 @@ size_t PromptCache::n_tokens() const {
     return total;
 }
 
+size_t PromptCache::kept_bound() const {
+    return static_cast<size_t>(bytes_per_token_ * static_cast<double>(pool_tokens_));
+}
+
+void PromptCache::keep_buffer(HostBuffer b) {
+    buffers_.give(std::move(b));
+    while (buffers_.bytes() > kept_bound() && buffers_.drop_oldest()) {}
+}
+
+void PromptCache::evict_oldest() {
+    keep_buffer(std::move(entries_.front().buffer));
+    entries_.pop_front();
+}
+
+size_t PromptCache::capacity_for(size_t size) const {
+    const size_t want = size + size / 8;
+    return limit_bytes_ > 0 ? std::max(size, std::min(want, limit_bytes_)) : want;
+}
+
+HostBuffer PromptCache::take_buffer(size_t size) {
+    const size_t want = capacity_for(size);
+    for (;;) {
+        HostBuffer b = buffers_.take(size);
+        if (b.data) {
+            reused_buffers_++;
+            return b;
+        }
+        if (limit_bytes_ == 0 || held_bytes() + want <= limit_bytes_) break;
+        if (buffers_.drop_oldest()) continue;
+        if (entries_.empty()) break;
+        evict_oldest();  // its buffer may fit
+    }
+    return HostBuffers::allocate(want);
+}
+
+void PromptCache::expect(const std::vector<size_t> & tokens) {
+    if (bytes_per_token_ <= 0) return;
+    std::vector<size_t> have = buffers_.capacities();
+    size_t held = held_bytes();
+    size_t kept = buffers_.bytes();
+    for (size_t n : tokens) {
+        const size_t size = static_cast<size_t>(bytes_per_token_ * static_cast<double>(n));
+        if (size == 0) continue;
+        // A buffer kept or on its way that would take this save (as take() chooses) serves it.
+        auto fit = have.end();
+        for (auto it = have.begin(); it != have.end(); ++it) {
+            if (HostBuffers::fits(*it, size) && (fit == have.end() || *it < *fit)) fit = it;
+        }
+        if (fit != have.end()) {
+            have.erase(fit);
+            continue;
+        }
+        const size_t want = capacity_for(size);
+        if ((limit_bytes_ > 0 && held + want > limit_bytes_) || kept + want > kept_bound()) continue;
+        buffers_.prepare(want);
+        held += want;
+        kept += want;
+    }
+}
+
 bool PromptCache::save(llama_context * ctx, int32_t seq, const std::vector<llama_token> & tokens, const std::vector<float> & lora) {
     if (tokens.empty()) return false;
     for (const auto & e : entries_) {
         if (e.lora == lora && common_prefix_length(e.tokens, tokens) == tokens.size()) return false;
     }
     const size_t size = llama_state_seq_get_size(ctx, seq);
-    if (limit_bytes_ > 0 && size > limit_bytes_) return false;
-    entries_.remove_if([&](const Entry & e) { return e.lora == lora && common_prefix_length(e.tokens, tokens) == e.tokens.size(); });
-    while (limit_bytes_ > 0 && !entries_.empty() && bytes() + size > limit_bytes_) entries_.pop_front();
-    Entry entry{tokens, lora, {}};
-    try {
-        entry.state.resize(size);
-    } catch (const std::bad_alloc &) {
+    if (size == 0 || (limit_bytes_ > 0 && size > limit_bytes_)) return false;
+    if (tokens.size() >= bound_tokens_) {
+        // The kept buffers' bound and the sizes expected, from the longest save (a short one's fixed
+        // overhead would inflate them).
+        bound_tokens_ = tokens.size();
+        bytes_per_token_ = static_cast<double>(size) / static_cast<double>(tokens.size());
+    }
+    for (auto it = entries_.begin(); it != entries_.end();) {
+        if (it->lora == lora && common_prefix_length(it->tokens, tokens) == it->tokens.size()) {
+            keep_buffer(std::move(it->buffer));
+            it = entries_.erase(it);
+        } else {
+            ++it;
+        }
+    }
+    HostBuffer b = take_buffer(size);
+    if (!b.data) {
         // As llama-server: lower the limit to what the cache holds, so it stops growing.
-        limit_bytes_ = std::max<size_t>(1, bytes() * 2 / 5);
+        buffers_.clear();
+        limit_bytes_ = std::max<size_t>(1, held_bytes() * 2 / 5);
         trim();
         return false;
     }
-    entry.state.resize(llama_state_seq_get_data(ctx, entry.state.data(), entry.state.size(), seq));
-    if (entry.state.empty()) return false;
-    entries_.push_back(std::move(entry));
+    const size_t written = llama_state_seq_get_data(ctx, b.data.get(), size, seq);
+    if (written == 0) {
+        keep_buffer(std::move(b));
+        publish();
+        return false;
+    }
+    entries_.push_back(Entry{tokens, lora, std::move(b), written});
+    publish();
     return true;
 }
 
@@ -72,12 +154,14 @@ std::optional<std::vector<llama_token>> PromptCache::load(llama_context * ctx, i
         }
     }
     if (best == entries_.end()) return std::nullopt;
-    if (llama_state_seq_set_data(ctx, best->state.data(), best->state.size(), seq) == 0) {
+    if (llama_state_seq_set_data(ctx, best->buffer.data.get(), best->size, seq) == 0) {
         failed = true;  // no room in the KV cache, most likely: the entry stays
         return std::nullopt;
     }
     std::vector<llama_token> tokens = std::move(best->tokens);
+    keep_buffer(std::move(best->buffer));
     entries_.erase(best);
+    publish();
     return tokens;
 }
 
@@ -90,13 +174,16 @@ size_t PromptCache::longest_prefix(const std::vector<llama_token> & prompt, cons
 }
 
 void PromptCache::trim() {
-    while (limit_bytes_ > 0 && !entries_.empty() && bytes() > limit_bytes_) entries_.pop_front();
-    if (limit_tokens_ == 0) return;
-    // As llama-server: the token limit grows to what the size limit would hold at the current
-    // average size per token.
-    const double per_token = std::max(1.0, static_cast<double>(bytes()) / std::max<size_t>(1, n_tokens()));
-    const size_t limit = limit_bytes_ > 0 ? std::max(limit_tokens_, static_cast<size_t>(limit_bytes_ / per_token)) : limit_tokens_;
-    while (!entries_.empty() && n_tokens() > limit) entries_.pop_front();
+    while (limit_bytes_ > 0 && held_bytes() > limit_bytes_ && buffers_.drop_oldest()) {}
+    while (limit_bytes_ > 0 && !entries_.empty() && held_bytes() > limit_bytes_) entries_.pop_front();
+    if (limit_tokens_ > 0) {
+        // As llama-server: the token limit grows to what the size limit would hold at the current
+        // average size per token.
+        const double per_token = std::max(1.0, static_cast<double>(bytes()) / std::max<size_t>(1, n_tokens()));
+        const size_t limit = limit_bytes_ > 0 ? std::max(limit_tokens_, static_cast<size_t>(limit_bytes_ / per_token)) : limit_tokens_;
+        while (!entries_.empty() && n_tokens() > limit) evict_oldest();
+    }
+    publish();
 }
 
 }  // namespace addon

@@ -592,6 +592,10 @@ export interface EngineMetrics {
   contextShifts: number;
   /** Slot caches copied to the host-memory prompt cache (--cache-ram). */
   promptCacheSaves: number;
+  /** Of those, copies into a buffer requested ahead for the task (written on a thread of its own) or kept from a restored or evicted entry. */
+  promptCacheReuses: number;
+  /** Host memory the prompt cache holds now: saved prompts and buffers kept for reuse (never above --cache-ram). */
+  promptCacheBytes: number;
   tasksDone: number;
   queued: number;
   busySlots: number;

@@ -115,7 +115,7 @@ t.test('GET /metrics is Prometheus text with requests, tokens, throughput, busy 
   const started = Number(res.headers.get('process-start-time-unix'));
   t.ok(started > 1.7e9 && started <= Date.now() / 1000, 'Process-Start-Time-Unix: when this process started, in seconds');
   const text = await res.text();
-  for (const name of ['prompt_tokens_total', 'tokens_predicted_total', 'prompt_tokens_seconds', 'predicted_tokens_seconds', 'requests_total', 'requests_processing', 'requests_deferred', 'prompt_cache_saves_total']) {
+  for (const name of ['prompt_tokens_total', 'tokens_predicted_total', 'prompt_tokens_seconds', 'predicted_tokens_seconds', 'requests_total', 'requests_processing', 'requests_deferred', 'prompt_cache_saves_total', 'prompt_cache_buffer_reuses_total', 'prompt_cache_bytes']) {
     t.match(text, new RegExp(`^# TYPE llamacpp:${name} (counter|gauge)$`, 'm'), name);
     t.match(text, new RegExp(`^llamacpp:${name} [0-9.e+-]+$`, 'm'), name);
   }

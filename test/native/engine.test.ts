@@ -245,6 +245,42 @@ t.test('with a prompt cache, a task that does not use it still sends the cache i
   t.same(again.tokens, first.tokens);
 });
 
+t.test('the prompt cache copies into buffers written ahead (for the tasks started) or kept from restored entries, and holds no more host memory than --cache-ram', async (t) => {
+  const e = await InferenceEngine.create(model, { nCtx: 1024, nParallel: 1, promptCacheMib: 64, cacheIdleSlots: false });
+  t.teardown(() => e.dispose());
+  const m = () => e.native.metrics();
+  const a = LONG_PROMPT.slice(0, 300);
+  const b = `${LONG_PROMPT.slice(300, 600)} and so on`;
+  const firstA = await e.run(greedy(a, 4));
+  const firstB = await e.run(greedy(b, 4));
+  t.equal(m().promptCacheSaves, 1, "B's task copied A's cache to host memory");
+  t.equal(m().promptCacheReuses, 0, 'into fresh memory: before the first save the size of a cache is not known, so nothing was prepared for A');
+  t.ok(m().promptCacheBytes > 0 && m().promptCacheBytes <= 64 * 1024 * 1024, 'the host memory held is reported');
+  const againA = await e.run(greedy(a, 4));
+  t.equal(againA.nCached, firstA.nPrompt - 1, 'A came back from host memory');
+  t.equal(m().promptCacheSaves, 2, "and B's cache went there first");
+  t.equal(m().promptCacheReuses, 1, "into the buffer prepared for it when B's task started");
+  const held = m().promptCacheBytes;
+  const againB = await e.run(greedy(b, 4));
+  t.equal(againB.nCached, firstB.nPrompt - 1, 'B came back from host memory');
+  t.equal(m().promptCacheSaves, 3);
+  t.equal(m().promptCacheReuses, 2, "A's cache went into the buffer its restored entry left");
+  t.equal(m().promptCacheBytes, held, 'so the cache holds no more memory than before');
+  const thirdA = await e.run(greedy(a, 4));
+  t.equal(thirdA.nCached, firstA.nPrompt - 1, 'A, copied into a reused buffer, came back whole');
+  t.same(thirdA.tokens, firstA.tokens, 'the same greedy answer');
+  t.same(againB.tokens, firstB.tokens);
+  t.equal(m().promptCacheReuses, 3);
+
+  // A limit smaller than two entries: the buffers kept for reuse count against it too.
+  const small = await InferenceEngine.create(model, { nCtx: 1024, nParallel: 1, promptCacheMib: 1, cacheIdleSlots: false });
+  t.teardown(() => small.dispose());
+  const prompts = [a, b, `${LONG_PROMPT.slice(600, 900)} again`, a, b];
+  for (const p of prompts) await small.run(greedy(p.slice(0, 120), 4));
+  t.ok(small.native.metrics().promptCacheSaves >= 3, 'entries were saved under the 1 MiB limit');
+  t.ok(small.native.metrics().promptCacheBytes <= 1024 * 1024, `held ${small.native.metrics().promptCacheBytes} bytes, within 1 MiB`);
+});
+
 t.test('slotPromptSimilarity is validated; 0.1 by default', async (t) => {
   for (const bad of [-0.1, 1.5, Number.NaN, 'half']) {
     await t.rejects(InferenceEngine.create(model, { nCtx: 1024, nParallel: 1, slotPromptSimilarity: bad as number }),

@@ -116,6 +116,8 @@ export function metricsText(report: MetricsReport, counters: RequestCounters): s
   }
   metric('context_shifts_total', 'counter', 'Times a full slot dropped old tokens to go on generating (--context-shift).', m.contextShifts);
   metric('prompt_cache_saves_total', 'counter', 'Slot caches copied to the host-memory prompt cache (--cache-ram).', m.promptCacheSaves);
+  metric('prompt_cache_buffer_reuses_total', 'counter', 'Of those, copies into a buffer requested ahead for the task (written on a thread of its own) or kept from a restored or evicted entry.', m.promptCacheReuses);
+  metric('prompt_cache_bytes', 'gauge', 'Host memory held by the prompt cache: saved prompts and buffers kept for reuse.', m.promptCacheBytes);
   metric('requests_total', 'counter', 'HTTP requests that use the model (read-only endpoints are not counted).', counters.requests);
   metric('requests_failed_total', 'counter', 'Of those, requests answered with an error status.', counters.errors);
   metric('tasks_completed_total', 'counter', 'Completion tasks finished.', m.tasksDone);

@@ -6,12 +6,12 @@
 // once, then nothing.
 import type { EngineMetrics } from '../../native/binding.js';
 
-/** The cumulative fields; the others (queued, busySlots) are the live engine's or zero. */
-type Cumulative = Omit<EngineMetrics, 'queued' | 'busySlots'>;
+/** The cumulative fields; the others (queued, busySlots, promptCacheBytes) are the live engine's or zero. */
+type Cumulative = Omit<EngineMetrics, 'queued' | 'busySlots' | 'promptCacheBytes'>;
 
 const ZERO: Cumulative = {
   promptTokens: 0, cachedTokens: 0, sharedTokens: 0, sharedJoins: 0, busySlotDecodes: 0, nTokensMax: 0, promptMs: 0,
-  predictedTokens: 0, predictedMs: 0, decodeCalls: 0, splitSteps: 0, contextShifts: 0, promptCacheSaves: 0, tasksDone: 0,
+  predictedTokens: 0, predictedMs: 0, decodeCalls: 0, splitSteps: 0, contextShifts: 0, promptCacheSaves: 0, promptCacheReuses: 0, tasksDone: 0,
 };
 
 /** Tokens and time of the two throughput gauges. */
@@ -48,7 +48,7 @@ export class MetricsLedger {
 
   /** The totals with `live` (the running engine's counters, or none while asleep); starts a new window. */
   scrape(live: EngineMetrics | null): MetricsReport {
-    const totals: EngineMetrics = { ...add(this.retired, live ?? ZERO), queued: live?.queued ?? 0, busySlots: live?.busySlots ?? 0 };
+    const totals: EngineMetrics = { ...add(this.retired, live ?? ZERO), queued: live?.queued ?? 0, busySlots: live?.busySlots ?? 0, promptCacheBytes: live?.promptCacheBytes ?? 0 };
     const start = this.windowStart;
     const rate = (tokens: number, ms: number): number => (ms > 0 ? (1000 * tokens) / ms : 0);
     const report = {
@@ -76,6 +76,7 @@ function add(a: Cumulative, b: Cumulative): Cumulative {
     splitSteps: a.splitSteps + b.splitSteps,
     contextShifts: a.contextShifts + b.contextShifts,
     promptCacheSaves: a.promptCacheSaves + b.promptCacheSaves,
+    promptCacheReuses: a.promptCacheReuses + b.promptCacheReuses,
     tasksDone: a.tasksDone + b.tasksDone,
     ...speculative(a, b),
   };
