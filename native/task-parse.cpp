@@ -1,5 +1,6 @@
 #include "task-parse.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -149,6 +150,60 @@ static double flac_declared_seconds(const uint8_t * b, size_t n) {
     return static_cast<double>(total) / rate;
 }
 
+// Seconds of audio in an MP3's MPEG frames, walked from the start (after an ID3v2 tag): each
+// frame's length and sample count come from its 4-byte header, and a byte that does not start a
+// frame is skipped, as a decoder resyncs. -1 when a free-format frame (its length not in its
+// header) makes the walk stop. mtmd's helper decodes the whole file before its length is known:
+// 20 MB of 8 kbit/s frames are 5.8 hours, 1.3 GB of samples at 16 kHz.
+static double mp3_seconds(const uint8_t * b, size_t n) {
+    // kbit/s by [MPEG-1 / MPEG-2 and 2.5][layer I, II, III][bitrate index]
+    static const uint16_t kbps[2][3][15] = {
+        {{0, 32, 64, 96, 128, 160, 192, 224, 256, 288, 320, 352, 384, 416, 448},
+         {0, 32, 48, 56, 64, 80, 96, 112, 128, 160, 192, 224, 256, 320, 384},
+         {0, 32, 40, 48, 56, 64, 80, 96, 112, 128, 160, 192, 224, 256, 320}},
+        {{0, 32, 48, 56, 64, 80, 96, 112, 128, 144, 160, 176, 192, 224, 256},
+         {0, 8, 16, 24, 32, 40, 48, 56, 64, 80, 96, 112, 128, 144, 160},
+         {0, 8, 16, 24, 32, 40, 48, 56, 64, 80, 96, 112, 128, 144, 160}}};
+    static const uint32_t mpeg1_rates[3] = {44100, 48000, 32000};  // halved for MPEG-2, quartered for 2.5
+    size_t i = 0;
+    if (n >= 10 && std::memcmp(b, "ID3", 3) == 0) {
+        i = 10 + ((static_cast<size_t>(b[6] & 0x7F) << 21) | (static_cast<size_t>(b[7] & 0x7F) << 14) | (static_cast<size_t>(b[8] & 0x7F) << 7) | (b[9] & 0x7F));
+        if (b[5] & 0x10) i += 10;  // a footer
+    }
+    double seconds = 0;
+    while (i + 4 <= n) {
+        const uint8_t * h = b + i;
+        const int version = (h[1] >> 3) & 3;  // 0: MPEG-2.5, 1: reserved, 2: MPEG-2, 3: MPEG-1
+        const int layer = (h[1] >> 1) & 3;    // 1: III, 2: II, 3: I, 0: reserved
+        const int bitrate_index = h[2] >> 4;
+        const int rate_index = (h[2] >> 2) & 3;
+        if (h[0] != 0xFF || (h[1] & 0xE0) != 0xE0 || version == 1 || layer == 0 || bitrate_index == 15 || rate_index == 3) {
+            i++;
+            continue;
+        }
+        if (bitrate_index == 0) return -1;
+        const bool mpeg1 = version == 3;
+        const uint32_t rate = mpeg1_rates[rate_index] >> (mpeg1 ? 0 : version == 2 ? 1 : 2);
+        const uint32_t bitrate = kbps[mpeg1 ? 0 : 1][3 - layer][bitrate_index] * 1000u;
+        const uint32_t padding = (h[2] >> 1) & 1;
+        size_t length = 0;
+        uint32_t samples = 0;
+        if (layer == 3) {  // layer I: 4-byte slots
+            length = (12 * bitrate / rate + padding) * 4;
+            samples = 384;
+        } else if (layer == 2) {
+            length = 144 * bitrate / rate + padding;
+            samples = 1152;
+        } else {
+            length = (mpeg1 ? 144 : 72) * bitrate / rate + padding;
+            samples = mpeg1 ? 1152 : 576;
+        }
+        seconds += static_cast<double>(samples) / rate;
+        i += std::max<size_t>(length, 1);
+    }
+    return seconds;
+}
+
 // One media file of a prompt, decoded: an image (RGB pixels) or an audio clip (mono samples at
 // the projector's rate), as the projector reads it.
 static mtmd::bitmap decode_media(mtmd_context * projector, const std::vector<uint8_t> & bytes, size_t i) {
@@ -162,6 +217,10 @@ static mtmd::bitmap decode_media(mtmd_context * projector, const std::vector<uin
     if (!audio && !mtmd_support_vision(projector)) throw Refusal(ErrorCode::NOT_SUPPORTED, which + ": this model's projector does not read images");
     const auto too_long = [&] { return Refusal(ErrorCode::BAD_MEDIA, which + " is longer than an hour"); };
     if (audio && flac_declared_seconds(bytes.data(), bytes.size()) > MAX_AUDIO_SECONDS) throw too_long();
+    // An MP3's frames, counted before it is decoded (a second of slack for an encoder's header
+    // frame and stray syncs; the decoded length is checked below).
+    const bool mp3 = audio && std::memcmp(bytes.data(), "fLaC", 4) != 0 && std::memcmp(bytes.data(), "RIFF", 4) != 0;
+    if (mp3 && mp3_seconds(bytes.data(), bytes.size()) > MAX_AUDIO_SECONDS + 1) throw too_long();
     mtmd_helper_bitmap_wrapper decoded = mtmd_helper_bitmap_init_from_buf(projector, bytes.data(), bytes.size(), false, mtmd_helper_init_opt_default());
     mtmd::bitmap bitmap(decoded.bitmap);
     mtmd_helper::video_ptr video(decoded.video_ctx);

@@ -2,7 +2,7 @@
 // (none, or the image projector), an input_audio part in a chat and /v1/audio/transcriptions are
 // refused exactly as there (and /v1/responses takes no audio part there). With the generated
 // audio projector (qwen2a), WAV and MP3 clips give the same prompts, answers and errors.
-import { readFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import t from 'tap';
 import { ensureAudioProjector } from '../fixtures/audio-projector.js';
@@ -203,7 +203,28 @@ t.test('a clip of more than an hour is refused: a FLAC header declaring one befo
   long.write('RIFF', 0); long.writeUInt32LE(36 + samples, 4); long.write('WAVEfmt ', 8); long.writeUInt32LE(16, 16); long.writeUInt16LE(1, 20); long.writeUInt16LE(1, 22);
   long.writeUInt32LE(rate, 24); long.writeUInt32LE(rate, 28); long.writeUInt16LE(1, 32); long.writeUInt16LE(8, 34); long.write('data', 36); long.writeUInt32LE(samples, 40);
   t.same(await answer(ours.base, '/v1/audio/transcriptions', transcriptionOf(long, {})), { status: 400, body: { error: { code: 400, message: 'audio clip 0 is longer than an hour', type: 'invalid_request_error' } } }, 'a WAV of an hour and a minute');
+  // An MP3's length is its frames': 4.7 hours of 8 kbit/s frames (16 MB, each 72 bytes of a silent
+  // MPEG-2.5 layer III frame at 8 kHz) is refused from its frame headers, before decoding it would
+  // have taken a gigabyte of samples at 16 kHz; the process's peak memory shows it was not decoded.
+  const frame = Buffer.alloc(72);
+  frame.set([0xff, 0xe3, 0x18, 0xc0]);
+  const hours = Buffer.concat([Buffer.from('ID3\x03\x00\x00\x00\x00\x00\x00', 'latin1'), ...Array.from({ length: Math.ceil((16 << 20) / 72) }, () => frame)]);
+  const peakBefore = resetPeakRss();
+  t.same(await answer(ours.base, '/v1/chat/completions', chatWith(hours, 'mp3')), { status: 400, body: { error: { code: 400, message: 'audio clip 0 is longer than an hour', type: 'invalid_request_error' } } }, 'an MP3 of 4.7 hours');
+  t.ok(peakBefore > 0 && peakRssBytes() - peakBefore < 400 << 20, `peak memory grew by ${((peakRssBytes() - peakBefore) / 2 ** 20).toFixed(0)} MiB, under the 1 GiB its samples would take`);
   t.equal((await answer(ours.base, '/v1/chat/completions', chatWith(wav(0.5), 'wav'))).status, 200, 'the server answers the next clip');
   const malformed = await answer(ours.base, '/v1/audio/transcriptions', { method: 'POST', headers: { 'content-type': 'multipart/form-data; boundary=xyz' }, body: 'not a form' });
   t.match(malformed, { status: 400, body: { error: { code: 400, message: /^Invalid multipart body: /, type: 'invalid_request_error' } } }, 'a malformed form: 400');
 });
+
+/** This process's peak resident memory (VmHWM), in bytes; the servers under test run in it. */
+function peakRssBytes(): number {
+  const m = /^VmHWM:\s+(\d+) kB$/m.exec(readFileSync('/proc/self/status', 'utf8'));
+  return m ? Number(m[1]) * 1024 : 0;
+}
+
+/** Resets this process's peak resident memory to its resident memory now (Linux: 5 to /proc/self/clear_refs); returns it. */
+function resetPeakRss(): number {
+  writeFileSync('/proc/self/clear_refs', '5');
+  return peakRssBytes();
+}
