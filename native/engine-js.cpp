@@ -329,6 +329,7 @@ Engine::Engine(const Napi::CallbackInfo & info) : Napi::ObjectWrap<Engine>(info)
     sharing_ = prefix_sharing_in_effect(read_i32(p, "prefixSharing", -1));
     // LLAMA_ADDON_NO_SPLIT_STEPS in the environment turns split steps off, for comparisons (docs/options.md).
     split_steps_ = !embeddings_ && !spec_ && !gpu_build() && std::getenv("LLAMA_ADDON_NO_SPLIT_STEPS") == nullptr;
+    prepare_saves_ = gpu_build() || std::thread::hardware_concurrency() > static_cast<unsigned>(std::max(llama_n_threads(ctx_), llama_n_threads_batch(ctx_)));
     pooling_ = llama_pooling_type(ctx_);
     n_embd_out_ = pooling_ == LLAMA_POOLING_TYPE_RANK ? static_cast<int32_t>(std::max<uint32_t>(1, llama_model_n_cls_out(model_->get())))
                                                       : llama_model_n_embd_out(model_->get());
@@ -684,6 +685,7 @@ Napi::Value Engine::js_info(const Napi::CallbackInfo & info) {
     m.Set("prefillBudget", params_.prefill_budget);
     m.Set("prefillBudgetMs", params_.prefill_budget_ms);
     m.Set("splitSteps", split_steps_);
+    m.Set("prepareSaves", prepare_saves_);
     m.Set("overloadLifoMs", params_.overload_lifo_ms);
     m.Set("slotPromptSimilarity", params_.slot_prompt_similarity);
     m.Set("prefixSharing", sharing_);

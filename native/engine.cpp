@@ -156,7 +156,7 @@ size_t Engine::admit_waiting(int64_t now) {
     // Once every task admitted together has its slot: an idle cache that one of them continues or
     // shares is judged against all of them, not freed under the first.
     if (!started.empty() && prompt_cache_ && params_.cache_idle_slots) cache_idle_slots();
-    if (!started.empty() && prompt_cache_) expect_prompt_cache_saves(started);
+    if (!started.empty() && prompt_cache_ && prepare_saves_) expect_prompt_cache_saves(started);
     // As llama-server's t_start_process_prompt: a prompt's time (timings.prompt_ms) starts once the
     // host-memory prompt cache has been served and the idle slots copied there; on a GPU those
     // copies took three times as long as a 2,000-token prompt's decode. The first progress report
@@ -195,7 +195,8 @@ void Engine::cache_idle_slots() {
 
 // The caches of the tasks just started go to the prompt cache when their slots are taken or, with
 // --cache-idle-slots, at the next admission once they end: buffers for them are prepared now,
-// while the tasks run (HostBuffers). The length expected is the prompt and the tokens asked for (a
+// while the tasks run (HostBuffers), as many as this admission (and KV pressure since the last)
+// saved: where conversations come back to their slots nothing is saved and nothing written ahead. The length expected is the prompt and the tokens asked for (a
 // task without a limit: the prompt and a quarter of it, at least 256 tokens).
 void Engine::expect_prompt_cache_saves(const std::vector<Slot *> & started) {
     std::vector<size_t> lengths;

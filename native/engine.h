@@ -272,6 +272,12 @@ private:
     // CUDA kernels were not measured), not with a draft model (its drafted rows stay with their
     // slot's row) and not for embeddings.
     bool split_steps_ = false;
+    // Whether buffers for the prompt cache's expected saves are written ahead on the buffer thread
+    // (HostBuffers): where the build has a GPU backend, or the machine has more hardware threads
+    // than decoding uses. On the 2-core VM with -t 2 that thread took the cores from the decode
+    // that runs meanwhile: with clients' defaults one stream's first token came 0.94-0.82x
+    // llama-server's without it and 1.06-1.03x with it (two alternating runs each).
+    bool prepare_saves_ = false;
     // Whether the build has a GPU or integrated-GPU backend device (the CUDA or Metal build on a
     // machine with such a device): the defaults that were measured on CPUs only do not apply there.
     static bool gpu_build();

@@ -68,6 +68,10 @@ HostBuffer PromptCache::take_buffer(size_t size) {
 }
 
 void PromptCache::expect(const std::vector<size_t> & tokens) {
+    // As many new buffers as saves since the last call: a server whose conversations come back
+    // to their slots saves nothing and gets nothing written ahead.
+    size_t allowed = saves_since_expect_;
+    saves_since_expect_ = 0;
     if (bytes_per_token_ <= 0) return;
     std::vector<size_t> have = buffers_.capacities();
     size_t held = held_bytes();
@@ -85,11 +89,13 @@ void PromptCache::expect(const std::vector<size_t> & tokens) {
             continue;
         }
         const size_t want = capacity_for(size);
-        if ((limit_bytes_ > 0 && held + want > limit_bytes_) || kept + want > kept_bound()) continue;
+        if (allowed == 0 || (limit_bytes_ > 0 && held + want > limit_bytes_) || kept + want > kept_bound()) continue;
         buffers_.prepare(want);
+        allowed--;
         held += want;
         kept += want;
     }
+    publish();
 }
 
 bool PromptCache::save(llama_context * ctx, int32_t seq, const std::vector<llama_token> & tokens, const std::vector<float> & lora) {
@@ -128,6 +134,7 @@ bool PromptCache::save(llama_context * ctx, int32_t seq, const std::vector<llama
         return false;
     }
     entries_.push_back(Entry{tokens, lora, std::move(b), written});
+    saves_since_expect_++;
     publish();
     return true;
 }

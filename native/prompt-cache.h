@@ -6,7 +6,8 @@
 //
 // The copies go into memory already written where it can (HostBuffers): a restored or evicted
 // entry's buffer is kept for the next save, and the engine says which saves to expect (the caches
-// of the tasks it starts), for which buffers are written ahead of time. The size limit counts those
+// of the tasks it starts), for which buffers are written ahead of time, as many as the saves made
+// since it last said (a server whose conversations stay in their slots writes none). The size limit counts those
 // buffers with the entries (host memory held never exceeds --cache-ram), and the buffers kept
 // beyond the entries never hold more than the KV pool could (n_ctx tokens at the longest save's
 // size per token).
@@ -51,8 +52,9 @@ public:
     void trim();
 
     // Saves of caches of these lengths (tokens) are to be expected: buffers are prepared for those
-    // that no buffer kept or being prepared would hold, within the limits. Nothing before the
-    // first save (the size per token is not known yet).
+    // that no buffer kept or being prepared would hold, within the limits, at most as many as
+    // saves were made since the previous call. Nothing before the first save (the size per token
+    // is not known yet).
     void expect(const std::vector<size_t> & tokens);
 
     size_t bytes() const;        // the entries' states
@@ -91,6 +93,7 @@ private:
     size_t pool_tokens_ = 0;
     size_t bound_tokens_ = 0;      // tokens of the longest save
     double bytes_per_token_ = 0;   // its bytes per token
+    size_t saves_since_expect_ = 0;
     std::atomic<uint64_t> published_bytes_{0};
     std::atomic<uint64_t> reused_buffers_{0};
 };

@@ -623,6 +623,11 @@ export interface EngineInfo {
    * every generating sequence for all its rows (docs/benchmarks.md).
    */
   splitSteps: boolean;
+  /**
+   * Buffers for the prompt cache's expected saves are written ahead on a thread of their own: where
+   * the build has a GPU backend or the machine has more hardware threads than decoding uses.
+   */
+  prepareSaves: boolean;
   /** Adaptive LIFO's threshold (EngineParams.overloadLifoMs). */
   overloadLifoMs: number;
   /** Slot choice's similarity threshold (EngineParams.slotPromptSimilarity). */

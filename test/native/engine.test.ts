@@ -1,4 +1,5 @@
 import t, { type Test } from 'tap';
+import { availableParallelism } from 'node:os';
 import { native, type CompletionTaskSpec, type NativeModel } from '../../src/native/binding.js';
 import { InferenceEngine } from '../../src/inference/engine/engine.js';
 import { CHAT_TOKENS, ensureTestModels } from '../fixtures/models.js';
@@ -246,8 +247,10 @@ t.test('with a prompt cache, a task that does not use it still sends the cache i
 });
 
 t.test('the prompt cache copies into buffers written ahead (for the tasks started) or kept from restored entries, and holds no more host memory than --cache-ram', async (t) => {
-  const e = await InferenceEngine.create(model, { nCtx: 1024, nParallel: 1, promptCacheMib: 64, cacheIdleSlots: false });
+  // One decoding thread on this 2-core machine leaves a core for writing buffers ahead.
+  const e = await InferenceEngine.create(model, { nCtx: 1024, nParallel: 1, promptCacheMib: 64, cacheIdleSlots: false, nThreads: 1 });
   t.teardown(() => e.dispose());
+  t.equal(e.native.info().prepareSaves, true, 'with a hardware thread to spare, buffers are written ahead');
   const m = () => e.native.metrics();
   const a = LONG_PROMPT.slice(0, 300);
   const b = `${LONG_PROMPT.slice(300, 600)} and so on`;
@@ -271,6 +274,27 @@ t.test('the prompt cache copies into buffers written ahead (for the tasks starte
   t.same(thirdA.tokens, firstA.tokens, 'the same greedy answer');
   t.same(againB.tokens, firstB.tokens);
   t.equal(m().promptCacheReuses, 3);
+
+  // A conversation that comes back to its slot saves nothing, and nothing is written ahead for it.
+  const conversation = await InferenceEngine.create(model, { nCtx: 1024, nParallel: 1, promptCacheMib: 64, cacheIdleSlots: false, nThreads: 1 });
+  t.teardown(() => conversation.dispose());
+  await conversation.run(greedy(a, 4));
+  await conversation.run(greedy(b, 4));
+  const afterB = conversation.native.metrics();
+  t.equal(afterB.promptCacheSaves, 1, "B's task saved A");
+  const longer = await conversation.run(greedy(`${b} ${LONG_PROMPT.slice(600, 1400)}`, 4));
+  t.ok(longer.nCached > 0, 'B went on in its slot');
+  t.equal(conversation.native.metrics().promptCacheSaves, 1, 'saving nothing');
+  t.equal(conversation.native.metrics().promptCacheBytes, afterB.promptCacheBytes, 'and no buffer was written ahead for its longer cache');
+
+  // Decoding on every hardware thread of a CPU build: none is written ahead (that thread would
+  // take a core from the decode running meanwhile); kept buffers are still reused.
+  const busy = await InferenceEngine.create(model, { nCtx: 1024, nParallel: 1, promptCacheMib: 64, cacheIdleSlots: false, nThreads: availableParallelism() });
+  t.teardown(() => busy.dispose());
+  t.equal(busy.native.info().prepareSaves, busy.native.info().splitSteps ? false : true, 'off on a CPU build whose decoding uses every hardware thread');
+  for (const p of [a, b, a, b]) await busy.run(greedy(p, 4));
+  t.equal(busy.native.metrics().promptCacheSaves, 3);
+  t.equal(busy.native.metrics().promptCacheReuses, busy.native.info().prepareSaves ? 2 : 1, "only A's second save reused a buffer (the one its restored entry left)");
 
   // A limit smaller than two entries: the buffers kept for reuse count against it too.
   const small = await InferenceEngine.create(model, { nCtx: 1024, nParallel: 1, promptCacheMib: 1, cacheIdleSlots: false });
