@@ -196,8 +196,9 @@ void Engine::cache_idle_slots() {
 // The caches of the tasks just started go to the prompt cache when their slots are taken or, with
 // --cache-idle-slots, at the next admission once they end: buffers for them are prepared now,
 // while the tasks run (HostBuffers), as many as this admission (and KV pressure since the last)
-// saved: where conversations come back to their slots nothing is saved and nothing written ahead. The length expected is the prompt and the tokens asked for (a
-// task without a limit: the prompt and a quarter of it, at least 256 tokens).
+// saved: where conversations come back to their slots nothing is saved and nothing written
+// ahead. The length expected is the prompt and the tokens asked for (a task without a limit: the
+// prompt and a quarter of it, at least 256 tokens).
 void Engine::expect_prompt_cache_saves(const std::vector<Slot *> & started) {
     std::vector<size_t> lengths;
     for (const Slot * s : started) {
@@ -215,7 +216,7 @@ bool Engine::save_to_prompt_cache(const Slot & slot) {
     const int64_t t0 = now_us();
     if (!slot.cache_media.empty() || !prompt_cache_->save(ctx_, slot.id, slot.cache, slot.cache_lora)) return false;
     counters_.prompt_cache_saves++;
-    log_debug("slot " + std::to_string(slot.id) + ": " + std::to_string(slot.cache.size()) + " tokens to the prompt cache in " +
+    if (log_debug_enabled()) log_debug("slot " + std::to_string(slot.id) + ": " + std::to_string(slot.cache.size()) + " tokens to the prompt cache in " +
               std::to_string((now_us() - t0) / 1000.0) + " ms (" + std::to_string(prompt_cache_->n_entries()) + " entries, " +
               std::to_string(prompt_cache_->held_bytes() >> 20) + " MiB held)\n");
     return true;

@@ -4,8 +4,6 @@
 
 namespace addon {
 
-HostBuffers::HostBuffers() : thread_([this] { run(); }) {}
-
 HostBuffers::~HostBuffers() {
     {
         std::lock_guard<std::mutex> lock(mu_);
@@ -13,7 +11,7 @@ HostBuffers::~HostBuffers() {
         wanted_.clear();
     }
     wake_.notify_all();
-    thread_.join();
+    if (thread_.joinable()) thread_.join();
 }
 
 HostBuffer HostBuffers::allocate(size_t capacity) {
@@ -64,6 +62,7 @@ void HostBuffers::give(HostBuffer b) {
 
 void HostBuffers::prepare(size_t capacity) {
     if (capacity == 0) return;
+    if (!thread_.joinable()) thread_ = std::thread([this] { run(); });  // at the first request
     {
         std::lock_guard<std::mutex> lock(mu_);
         wanted_.push_back(capacity);

@@ -25,7 +25,7 @@ struct HostBuffer {
 
 class HostBuffers {
 public:
-    HostBuffers();
+    HostBuffers() = default;
     ~HostBuffers();  // stops the preparing thread; buffers being prepared are dropped
     HostBuffers(const HostBuffers &) = delete;
     HostBuffers & operator=(const HostBuffers &) = delete;
@@ -40,7 +40,8 @@ public:
     static HostBuffer allocate(size_t capacity);
     // `b` is ready for reuse.
     void give(HostBuffer b);
-    // A buffer of `capacity` bytes is to be written ahead of time and made ready.
+    // A buffer of `capacity` bytes is to be written ahead of time and made ready (the preparing
+    // thread starts at the first request; one caller thread only).
     void prepare(size_t capacity);
     // Drops the oldest ready buffer, or else a request not yet started; false when neither exists.
     bool drop_oldest();
@@ -63,7 +64,7 @@ private:
     size_t preparing_ = 0;         // capacity the thread is writing now (0: none)
     uint64_t finished_ = 0;        // buffers the thread has finished
     bool stop_ = false;
-    std::thread thread_;
+    std::thread thread_;           // started by the first prepare()
 };
 
 }  // namespace addon
