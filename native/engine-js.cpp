@@ -329,6 +329,11 @@ Engine::Engine(const Napi::CallbackInfo & info) : Napi::ObjectWrap<Engine>(info)
     sharing_ = prefix_sharing_in_effect(read_i32(p, "prefixSharing", -1));
     // LLAMA_ADDON_NO_SPLIT_STEPS in the environment turns split steps off, for comparisons (docs/options.md).
     split_steps_ = !embeddings_ && !spec_ && !gpu_build() && std::getenv("LLAMA_ADDON_NO_SPLIT_STEPS") == nullptr;
+    {
+        const llama_model * m = model_->get();
+        const bool plain_kv = !llama_model_is_recurrent(m) && !llama_model_is_hybrid(m);
+        early_outputs_ = !embeddings_ && !spec_ && !gpu_build() && params_.kv_unified && plain_kv && std::getenv("LLAMA_ADDON_NO_EARLY_OUTPUTS") == nullptr;
+    }
     prepare_saves_ = gpu_build() || std::thread::hardware_concurrency() > static_cast<unsigned>(std::max(llama_n_threads(ctx_), llama_n_threads_batch(ctx_)));
     pooling_ = llama_pooling_type(ctx_);
     n_embd_out_ = pooling_ == LLAMA_POOLING_TYPE_RANK ? static_cast<int32_t>(std::max<uint32_t>(1, llama_model_n_cls_out(model_->get())))
@@ -655,6 +660,7 @@ Napi::Value Engine::js_metrics(const Napi::CallbackInfo & info) {
     m.Set("predictedMs", counters_.predicted_us.load() / 1000.0);
     m.Set("decodeCalls", static_cast<double>(counters_.decode_calls.load()));
     m.Set("splitSteps", static_cast<double>(counters_.split_steps.load()));
+    m.Set("earlyOutputCalls", static_cast<double>(counters_.early_output_calls.load()));
     m.Set("contextShifts", static_cast<double>(counters_.context_shifts.load()));
     m.Set("promptCacheSaves", static_cast<double>(counters_.prompt_cache_saves.load()));
     m.Set("promptCacheReuses", prompt_cache_ ? static_cast<double>(prompt_cache_->reused_buffers()) : 0.0);
@@ -685,6 +691,7 @@ Napi::Value Engine::js_info(const Napi::CallbackInfo & info) {
     m.Set("prefillBudget", params_.prefill_budget);
     m.Set("prefillBudgetMs", params_.prefill_budget_ms);
     m.Set("splitSteps", split_steps_);
+    m.Set("earlyOutputs", early_outputs_);
     m.Set("prepareSaves", prepare_saves_);
     m.Set("overloadLifoMs", params_.overload_lifo_ms);
     m.Set("slotPromptSimilarity", params_.slot_prompt_similarity);

@@ -397,7 +397,8 @@ static void take_back(Slot & s, const SlotUndo & undo) {
 // dropped first, then the prompt share of the batch is halved; then the slot holding the most
 // tokens fails ("Context size has been exceeded.") and the others go on. With split_steps_ the
 // generating rows and the prompt rows of one batch are decoded by two llama_decode calls (see
-// split_steps_ in engine.h for why).
+// split_steps_ in engine.h for why); with early_outputs_ a batch's rows may take more calls still
+// (decode_rows).
 void Engine::decode_batch() {
     int32_t prompt_budget = static_cast<int32_t>(params_.n_batch);
     std::vector<SlotUndo> undo(slots_.size());
@@ -411,12 +412,8 @@ void Engine::decode_batch() {
 
         const int32_t n_prompt = batch_.n_tokens - n_generating;
         const bool split = split_steps_ && n_generating > 0 && n_prompt > 0 && batch_.n_tokens >= kTiledAttentionRows;
-        const int32_t n_rows = split ? n_generating : batch_.n_tokens;  // this call's rows
-        const int32_t ret = decode_group(group, 0, n_rows);
+        const int32_t ret = decode_rows(group, 0, split ? n_generating : batch_.n_tokens, n_generating);
         if (ret == 0) {
-            step_cost_.observe(n_generating, n_rows - n_generating, static_cast<double>(last_decode_us_));
-            if (log_debug_enabled()) log_step(n_generating, n_rows);
-            process_outputs(0, n_rows);
             if (split) {
                 counters_.split_steps++;
                 decode_prompt_rows(group, n_generating, undo);
@@ -442,11 +439,8 @@ void Engine::decode_batch() {
 void Engine::decode_prompt_rows(const LoraGroup & group, int32_t first, std::vector<SlotUndo> & undo) {
     int32_t budget = batch_.n_tokens - first;
     while (true) {
-        const int32_t ret = decode_group(group, first, batch_.n_tokens - first);
+        const int32_t ret = decode_rows(group, first, batch_.n_tokens, 0);
         if (ret == 0) {
-            step_cost_.observe(0, batch_.n_tokens - first, static_cast<double>(last_decode_us_));
-            if (log_debug_enabled()) log_step(0, batch_.n_tokens - first);
-            process_outputs(first, batch_.n_tokens);
             emit_prompt_progress();
             return;
         }
@@ -464,6 +458,64 @@ void Engine::decode_prompt_rows(const LoraGroup & group, int32_t first, std::vec
         add_prompt_tokens(group, budget);
         if (batch_.n_tokens == 0) return;
         first = 0;
+    }
+}
+
+// Decodes the batch's rows [first, end), of which those before `n_generating` (a batch index) are
+// generating rows, and samples their outputs. Without early_outputs_ that is one llama_decode
+// call. With it, the rows go in as few calls as possible, each a whole number of n_ubatch rows
+// (but the last) that ends where a stretch of n_ubatch rows holding an output (a prompt's last
+// token, a generating token) ends; the outputs of each call are sampled and sent before the next
+// call. llama_decode would split the rows into the same ubatches itself (a unified pool takes
+// n_ubatch rows in order), so the work and its results are the same; only the outputs of early
+// ubatches are out sooner: 8 prompts of 128 tokens arriving together get their first tokens in
+// two groups, the first at half the time of the whole batch, the last as before (llama-server
+// samples a batch once, after its last ubatch). Returns llama_decode's result for the first call
+// (nothing changed when it failed: the caller puts the slots back). A later call that fails has
+// its rows and the rest taken back (the next step builds them again, and relieves KV pressure
+// then) and, on an error other than a full cache, fails the busy slots; that returns 0.
+int32_t Engine::decode_rows(const LoraGroup & group, int32_t first, int32_t end, int32_t n_generating) {
+    const int32_t n_ubatch = static_cast<int32_t>(llama_n_ubatch(ctx_));
+    for (int32_t from = first; from < end;) {
+        int32_t to = end;
+        if (early_outputs_) {
+            for (int32_t i = from; i < end && to == end; i++) {
+                const int32_t stretch_end = from + ((i - from) / n_ubatch + 1) * n_ubatch;
+                if (batch_.logits[i] && stretch_end < end) to = stretch_end;
+            }
+        }
+        const int32_t ret = decode_group(group, from, to - from);
+        if (ret != 0) {
+            if (from == first) return ret;
+            take_back_rows(from, end);
+            if (ret != 1) fail_busy_slots(decode_failure(ret));
+            return 0;
+        }
+        const int32_t n_gen = std::clamp(n_generating - from, 0, to - from);
+        step_cost_.observe(n_gen, to - from - n_gen, static_cast<double>(last_decode_us_));
+        if (log_debug_enabled()) log_step(n_gen, to - from);
+        process_outputs(from, to);
+        if (to < end) {
+            counters_.early_output_calls++;
+            flush_events();  // out now, not after the batch's last call
+        }
+        from = to;
+    }
+    return 0;
+}
+
+// Puts back the slots that had rows in the batch's [from, end), as if those rows had not been
+// added: each slot's rows are its last cache entries (and, while prompting, its last prompt
+// tokens fed).
+void Engine::take_back_rows(int32_t from, int32_t end) {
+    std::vector<int32_t> rows(slots_.size(), 0);
+    for (int32_t i = from; i < end; i++) rows[batch_.seq_id[i][0]]++;
+    for (size_t i = 0; i < slots_.size(); i++) {
+        Slot & s = slots_[i];
+        if (rows[i] == 0) continue;
+        s.cache.resize(s.cache.size() - static_cast<size_t>(rows[i]));
+        if (s.state == SlotState::PROMPT) s.n_prompt_done -= static_cast<size_t>(rows[i]);
+        if (s.i_batch >= from) s.i_batch = -1;
     }
 }
 

@@ -105,6 +105,7 @@ struct EngineCounters {
     std::atomic<uint64_t> predicted_us{0};
     std::atomic<uint64_t> decode_calls{0};
     std::atomic<uint64_t> split_steps{0};       // steps decoded in two calls, generating rows first (split_steps_)
+    std::atomic<uint64_t> early_output_calls{0}; // calls ended early so that their outputs went out before the rest (early_outputs_)
     std::atomic<uint64_t> cached_tokens{0};     // prompt tokens reused from a slot's cache
     std::atomic<uint64_t> shared_tokens{0};     // of those, tokens taken from another slot's cells (prefix sharing)
     std::atomic<uint64_t> shared_joins{0};      // prompts that waited for another slot to compute their prefix
@@ -183,6 +184,8 @@ private:
     void add_prompt_tokens(const LoraGroup & group, int32_t budget);
     int32_t decode_group(const LoraGroup & group, int32_t first, int32_t n);
     void decode_prompt_rows(const LoraGroup & group, int32_t first, std::vector<SlotUndo> & undo);
+    int32_t decode_rows(const LoraGroup & group, int32_t first, int32_t end, int32_t n_generating);
+    void take_back_rows(int32_t from, int32_t end);
     void process_outputs(int32_t first, int32_t end);
     void emit_prompt_progress();
     void log_step(int32_t n_generating, int32_t n_tokens);
@@ -272,6 +275,16 @@ private:
     // CUDA kernels were not measured), not with a draft model (its drafted rows stay with their
     // slot's row) and not for embeddings.
     bool split_steps_ = false;
+    // A step's rows are decoded by one llama_decode call per stretch of whole ubatches that ends
+    // with an output, whose outputs are sampled and sent before the next call (decode_rows): where
+    // prompts arriving together make a batch of several ubatches, the prompts that end in its
+    // first ubatches get their first token that much sooner, and the last ones as before. On a
+    // CPU build (each ubatch is computed in turn, and nothing overlaps one call with the next),
+    // with a unified pool (whose ubatches are n_ubatch rows in order, as the calls take them: the
+    // same work, the same results), a model with a plain KV cache (not recurrent or hybrid, whose
+    // ubatches are split by sequence), not with a draft model and not for embeddings.
+    // LLAMA_ADDON_NO_EARLY_OUTPUTS in the environment turns it off (for comparisons).
+    bool early_outputs_ = false;
     // Whether buffers for the prompt cache's expected saves are written ahead on the buffer thread
     // (HostBuffers): where the build has a GPU backend, or the machine has more hardware threads
     // than decoding uses. On the 2-core VM with -t 2 that thread took the cores from the decode

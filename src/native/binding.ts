@@ -588,6 +588,8 @@ export interface EngineMetrics {
   decodeCalls: number;
   /** Steps whose generating rows and prompt rows were decoded by two calls (EngineInfo.splitSteps). */
   splitSteps: number;
+  /** llama_decode calls ended at a ubatch boundary so that their outputs went out before the batch's rest (EngineInfo.earlyOutputs). */
+  earlyOutputCalls: number;
   /** Times a full slot dropped old tokens (--context-shift). */
   contextShifts: number;
   /** Slot caches copied to the host-memory prompt cache (--cache-ram). */
@@ -623,6 +625,13 @@ export interface EngineInfo {
    * every generating sequence for all its rows (docs/benchmarks.md).
    */
   splitSteps: boolean;
+  /**
+   * A batch of several ubatches is decoded by one call per stretch of whole ubatches that ends with
+   * an output, sampled before the next call: prompts arriving together that end in the first
+   * ubatches get their first token sooner (on a CPU build with a unified pool and a plain KV cache,
+   * without a draft model, not for embeddings).
+   */
+  earlyOutputs: boolean;
   /**
    * Buffers for the prompt cache's expected saves are written ahead on a thread of their own: where
    * the build has a GPU backend or the machine has more hardware threads than decoding uses.

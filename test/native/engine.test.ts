@@ -556,6 +556,88 @@ t.test('a full pool during split steps: the long prompt fails with "Context size
   t.equal(after.tokens.length, 4, 'the engine keeps serving');
 });
 
+// Early outputs (EngineInfo.earlyOutputs, on in a CPU build with a unified pool): prompts admitted
+// together make one batch of several ubatches; it is decoded by one llama_decode call per stretch
+// of whole ubatches that ends with a prompt's last token, and those prompts' first tokens are
+// sampled and sent before the next call. With nUbatch 64: two short prompts end in the first
+// ubatch and a long one fills the rest, so the batch goes in two calls, the second about 30 times
+// the first.
+async function shortsBesideLong(e: InferenceEngine) {
+  const withTopTwo = { nProbs: 2, sampling: { temperature: 0, nProbs: 2 } };
+  const longPrompt = model.tokenize(LONG_PROMPT.repeat(8), true, true).slice(0, 2000);
+  const tasks = [greedy('Short one', 4, withTopTwo), greedy('Another short one', 4, withTopTwo), { prompt: longPrompt, nPredict: 4, ...withTopTwo }];
+  // Whether the long prompt's first token reached this thread in a later turn of the event loop
+  // than the first short prompt's (a setImmediate between them has run): delivered apart.
+  let turnPassed = false;
+  let deliveredApart = false;
+  const firstOf = (index: number) => {
+    let seen = false;
+    return () => {
+      if (seen) return;
+      seen = true;
+      if (index === 0) setImmediate(() => (turnPassed = true));
+      if (index === 2) deliveredApart = turnPassed;
+    };
+  };
+  const before = e.native.metrics().earlyOutputCalls;
+  const outs = await Promise.all(await e.submitAll(tasks, { onToken: firstOf }));
+  return { outs, deliveredApart, calls: e.native.metrics().earlyOutputCalls - before, longPrompt: longPrompt.length };
+}
+
+t.test('prompts admitted together: those ending in the first ubatch of a long batch get their first token before the rest is decoded, with the same tokens and probabilities', async (t) => {
+  const params = { nCtx: 4096, nParallel: 3, nUbatch: 64, nBatch: 4096 };
+  const early = await InferenceEngine.create(model, params);
+  t.teardown(() => early.dispose());
+  const on = early.native.info().earlyOutputs;
+  t.equal(on, native.systemInfo().backend === 'CPU', 'on where the build has no GPU backend');
+  const got = await shortsBesideLong(early);
+  t.equal(got.longPrompt, 2000);
+  t.equal(got.calls, on ? 1 : 0, on ? 'one call ended early, after the first ubatch' : 'no call ended early (GPU build)');
+  const [first, , long] = got.outs;
+  if (on) {
+    t.ok(first!.tPromptMs < long!.tPromptMs / 2, `the short prompt's first token after ${first!.tPromptMs.toFixed(1)} ms, the long one's after ${long!.tPromptMs.toFixed(1)} ms`);
+    t.ok(got.deliveredApart, 'the short prompt\'s first token reached the caller before the long prompt\'s was sampled');
+  }
+
+  process.env.LLAMA_ADDON_NO_EARLY_OUTPUTS = '1';
+  let whole: InferenceEngine;
+  try {
+    whole = await InferenceEngine.create(model, params);
+  } finally {
+    delete process.env.LLAMA_ADDON_NO_EARLY_OUTPUTS;
+  }
+  t.teardown(() => whole.dispose());
+  t.equal(whole.native.info().earlyOutputs, false, 'LLAMA_ADDON_NO_EARLY_OUTPUTS turns it off');
+  const ref = await shortsBesideLong(whole);
+  t.equal(ref.calls, 0, 'one call for the whole batch');
+  t.notOk(ref.deliveredApart, 'every first token delivered together');
+  t.same(got.outs.map((o) => o.tokens), ref.outs.map((o) => o.tokens), 'the same tokens');
+  t.same(got.outs.map((o) => o.probabilities), ref.outs.map((o) => o.probabilities), 'the same probabilities: the same ubatches, the same arithmetic');
+});
+
+// A later call of an early-output batch that finds no room in the pool: its rows are taken back
+// (the first call's slots keep their first token) and built again in the next step, where KV
+// pressure is relieved as usual. 256 cells in one pool; prompts of 20 and 40 tokens end in the
+// first 64-row ubatch; a third of 250 tokens needs 246 more cells than the 192 left, so it fails
+// with llama-server's error and the two others get every token.
+t.test('a later call of an early-output batch without room: its rows are taken back, the long prompt fails with "Context size has been exceeded.", the others get every token', async (t) => {
+  const small = await InferenceEngine.create(model, { nCtx: 256, nParallel: 3, kvUnified: true, nUbatch: 64, nBatch: 512, prefillBudget: 0, prefillBudgetMs: 0 });
+  t.teardown(() => small.dispose());
+  const long = model.tokenize(LONG_PROMPT, true, true).slice(0, 250);
+  const a = model.tokenize(LONG_PROMPT.slice(400), true, true).slice(0, 20);
+  const b = model.tokenize(LONG_PROMPT.slice(200), true, true).slice(0, 40);
+  t.same([a.length, b.length, long.length], [20, 40, 250]);
+  const task = (p: number[]) => ({ prompt: p, nPredict: 4, sampling: { temperature: 0, ignoreEos: true } });
+  const before = small.native.metrics().earlyOutputCalls;
+  const [first, second, third] = await small.submitAll([task(a), task(b), task(long)]);
+  await t.rejects(third!, { message: 'Context size has been exceeded.' });
+  const served = await Promise.all([first!, second!]);
+  t.same(served.map((r) => r.tokens.length), [4, 4], 'each short prompt got all its tokens');
+  if (small.native.info().earlyOutputs) t.equal(small.native.metrics().earlyOutputCalls - before, 1, 'the first call ended early');
+  const after = await small.run(task(long.slice(0, 100)));
+  t.equal(after.tokens.length, 4, 'the engine keeps serving');
+});
+
 t.test('without a budget (0) a prompt arriving mid-stream goes in one n_batch step, stalling the streams', async (t) => {
   const whole = await InferenceEngine.create(model, { nCtx: 2048, nParallel: 3, prefillBudget: 0, prefillBudgetMs: 0 });
   t.teardown(() => whole.dispose());

@@ -11,7 +11,7 @@ type Cumulative = Omit<EngineMetrics, 'queued' | 'busySlots' | 'promptCacheBytes
 
 const ZERO: Cumulative = {
   promptTokens: 0, cachedTokens: 0, sharedTokens: 0, sharedJoins: 0, busySlotDecodes: 0, nTokensMax: 0, promptMs: 0,
-  predictedTokens: 0, predictedMs: 0, decodeCalls: 0, splitSteps: 0, contextShifts: 0, promptCacheSaves: 0, promptCacheReuses: 0, tasksDone: 0,
+  predictedTokens: 0, predictedMs: 0, decodeCalls: 0, splitSteps: 0, earlyOutputCalls: 0, contextShifts: 0, promptCacheSaves: 0, promptCacheReuses: 0, tasksDone: 0,
 };
 
 /** Tokens and time of the two throughput gauges. */
@@ -74,6 +74,7 @@ function add(a: Cumulative, b: Cumulative): Cumulative {
     predictedMs: a.predictedMs + b.predictedMs,
     decodeCalls: a.decodeCalls + b.decodeCalls,
     splitSteps: a.splitSteps + b.splitSteps,
+    earlyOutputCalls: a.earlyOutputCalls + b.earlyOutputCalls,
     contextShifts: a.contextShifts + b.contextShifts,
     promptCacheSaves: a.promptCacheSaves + b.promptCacheSaves,
     promptCacheReuses: a.promptCacheReuses + b.promptCacheReuses,
