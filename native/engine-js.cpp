@@ -154,6 +154,7 @@ public:
         p.Set("prefillBudget", params_.prefill_budget);
         p.Set("prefillBudgetMs", params_.prefill_budget_ms);
         p.Set("overloadLifoMs", params_.overload_lifo_ms);
+        p.Set("burstWaitMs", params_.burst_wait_ms);
         p.Set("slotPromptSimilarity", params_.slot_prompt_similarity);
         p.Set("prefixSharing", params_.prefix_sharing);
         p.Set("loras", loras_.IsEmpty() ? Napi::Array::New(env) : loras_.Value());
@@ -226,6 +227,10 @@ Napi::Value Engine::create(const Napi::CallbackInfo & info) {
     }
     read_in_range(env, o, "prefillBudgetMs", HOUR_MS, "params.prefillBudgetMs must be a number of milliseconds from 0 (no time target) to 3600000", p.prefill_budget_ms);
     p.prefix_sharing = read_optional_bool(env, o, "prefixSharing");
+    // The first step of a CPU build takes tens of milliseconds at least, and a burst's late
+    // arrivals wait for it; on a GPU a step takes a few milliseconds: no wait there.
+    if (Engine::gpu_build()) p.burst_wait_ms = 0;
+    read_in_range(env, o, "burstWaitMs", 1000, "params.burstWaitMs must be a number of milliseconds from 0 (no wait) to 1000", p.burst_wait_ms);
     read_in_range(env, o, "overloadLifoMs", HOUR_MS, "params.overloadLifoMs must be a number of milliseconds from 0 (always oldest first) to 3600000", p.overload_lifo_ms);
     if (o.Get("serverParams").IsObject()) p.server = std::make_shared<common_params>(ServerParams::from_js(env, o.Get("serverParams")).params());
     if (p.server) p.slot_prompt_similarity = p.server->slot_prompt_similarity;
@@ -302,6 +307,7 @@ Engine::Engine(const Napi::CallbackInfo & info) : Napi::ObjectWrap<Engine>(info)
     params_.prefill_budget = read_i32(p, "prefillBudget", params_.prefill_budget);
     params_.prefill_budget_ms = read_f64(p, "prefillBudgetMs", params_.prefill_budget_ms);
     params_.overload_lifo_ms = read_f64(p, "overloadLifoMs", params_.overload_lifo_ms);
+    params_.burst_wait_ms = read_f64(p, "burstWaitMs", params_.burst_wait_ms);
     params_.slot_prompt_similarity = read_f64(p, "slotPromptSimilarity", params_.slot_prompt_similarity);
     n_ctx_seq_ = static_cast<int32_t>(llama_n_ctx_seq(ctx_));
     // --kv-unified-per-slot caps each slot below its share of the pool, as llama-server's n_ctx_slot().
@@ -694,6 +700,7 @@ Napi::Value Engine::js_info(const Napi::CallbackInfo & info) {
     m.Set("earlyOutputs", early_outputs_);
     m.Set("prepareSaves", prepare_saves_);
     m.Set("overloadLifoMs", params_.overload_lifo_ms);
+    m.Set("burstWaitMs", params_.burst_wait_ms);
     m.Set("slotPromptSimilarity", params_.slot_prompt_similarity);
     m.Set("prefixSharing", sharing_);
     m.Set("nThreads", ctx_ ? llama_n_threads(ctx_) : 0);

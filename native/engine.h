@@ -73,6 +73,11 @@ struct EngineParams {
     // waited this long (overload: requests arrive faster than they are served), newest first, so
     // that most clients are answered promptly and the oldest wait longer. 0: always oldest first.
     double overload_lifo_ms = 1000;
+    // Burst wait (ms): an idle engine that receives tasks waits for the rest of their burst while
+    // it keeps coming, until none came for this long (at most five times this long in all), so
+    // that requests sent together share their first batch. 0: starts at once. Engine.create's
+    // default: 4 where the build has no GPU device, 0 where it has one (gather_burst()).
+    double burst_wait_ms = 4;
     // llama-server's -sps: a task without id_slot goes to the idle slot whose cache holds the
     // largest fraction of its prompt when that fraction exceeds this, else to the least recently
     // used idle slot. 0: always the least recently used. From `server` when given.
@@ -171,6 +176,7 @@ private:
     // Moves the inbox's tasks to waiting_ and applies its cancels, first waiting for something to
     // arrive when `wait`; false once the engine is stopping.
     bool take_inbox(bool wait);
+    bool gather_burst();
     // Starts waiting tasks in free slots; returns how many started.
     size_t admit_waiting(int64_t now_us);
     void apply_cancels(std::vector<int64_t> & cancels);

@@ -28,6 +28,7 @@ export const OWN_FLAGS = [
   { names: ['--prefix-sharing'], kind: 'bool', key: 'prefixSharing', help: 'prompts share prefixes across slots: a prompt starts from the longest prefix any slot\'s KV cells hold and waits for one another slot is computing, instead of computing it again (default: on with a unified KV pool, i.e. --kv-unified or -np not given; without one each share copies a slot\'s whole buffer)' },
   { names: ['--no-prefix-sharing'], kind: 'bool', key: 'noPrefixSharing', help: 'turn prefix sharing across slots off (each slot reuses only its own cache, as llama-server)' },
   { names: ['--overload-lifo-ms'], kind: 'int', key: 'overloadLifoMs', help: 'adaptive LIFO: requests wait for a free slot oldest first, but once the oldest has waited this many ms (overload), newest first: most clients get a prompt answer while the oldest wait longer; 0 = always oldest first (default ' + DEFAULT_OVERLOAD_LIFO_MS + ')' },
+  { names: ['--burst-wait-ms'], kind: 'int', key: 'burstWaitMs', help: 'an idle server that receives requests waits for more while they keep coming, until none came for this many ms (at most five times it), so that requests sent together share their first batch; a lone request starts this much later; 0 = start at once (default 4, 0 where the build has a GPU device)' },
   { names: ['--layer-window'], kind: 'string', key: 'layerWindow', choices: ['auto'], help: '"auto": as many layers on the GPU as its free memory holds (-ngl auto)' },
   { names: ['--models-spare'], kind: 'int', key: 'modelsSpare', help: 'router mode: model processes kept started without a model (Node and the addon loaded, about 75 MB each), so that loading a model skips process start-up (default 1; 0 = none)' },
   { names: ['--auth'], kind: 'bool', key: 'auth', help: 'mount the authentication service on this port (configured by the AUTH_* variables, see docs/auth-service.md)' },
@@ -198,6 +199,13 @@ export function overloadLifoMs(given: number | undefined): number {
   return given;
 }
 
+/** --burst-wait-ms: an integer from 0 (start at once) to 1000; absent: the engine's default (4, or 0 where the build has a GPU device). */
+export function burstWaitMs(given: number | undefined): number | undefined {
+  if (given === undefined) return undefined;
+  if (given < 0 || given > 1000) throw new UsageError(`--burst-wait-ms: expected 0 (start at once) or a number of milliseconds up to 1000, got ${given}`);
+  return given;
+}
+
 /** llama-server's start-up warning when --cache-idle-slots (on by default) meets --cache-ram 0; serverOptions then turns it off. */
 export function cacheIdleSlotsWarning(v: ServerParamValues): string | null {
   return v.cacheIdleSlots && v.cacheRamMib === 0 ? '--cache-idle-slots requires --cache-ram, disabling' : null;
@@ -231,6 +239,7 @@ export function serverOptions(v: ServerParamValues, own: OwnFlags, gpuAvailable:
     prefillBudget: prefillBudget(own.prefillBudget),
     prefillBudgetMs: prefillBudgetMs(own.prefillBudgetMs),
     overloadLifoMs: overloadLifoMs(own.overloadLifoMs),
+    ...(own.burstWaitMs !== undefined ? { burstWaitMs: burstWaitMs(own.burstWaitMs) } : {}),
     // As llama-server: with -np left to its default the slots share one KV pool; with -np given,
     // each slot has n_ctx / np unless --kv-unified.
     kvUnified: v.nParallel < 0 ? true : v.kvUnified,

@@ -43,6 +43,8 @@ export interface InferenceServerOptions extends TransportOptions {
   prefillBudgetMs?: number;
   /** --overload-lifo-ms: once the oldest request waiting for a slot has waited this long, the newest is served first; 0 = always oldest first. Default 1000. */
   overloadLifoMs?: number;
+  /** --burst-wait-ms: an idle server that receives requests waits for more while they keep coming, until none came for this long. Default: the engine's (4, or 0 where the build has a GPU device). */
+  burstWaitMs?: number;
   /** One KV pool shared by the slots (default); false gives each slot n_ctx / parallel, as llama-server's --no-kv-unified. */
   kvUnified?: boolean;
   /** --prefix-sharing / --no-prefix-sharing: prompts share prefixes across slots' KV cells; default on with a unified pool. */
@@ -140,6 +142,7 @@ function serviceLoadOptions(options: InferenceServerOptions): ServiceLoadOptions
     ...(options.prefillBudget !== undefined ? { prefillBudget: options.prefillBudget } : {}),
     prefillBudgetMs: options.prefillBudgetMs ?? DEFAULT_PREFILL_BUDGET_MS,
     overloadLifoMs: options.overloadLifoMs ?? DEFAULT_OVERLOAD_LIFO_MS,
+    ...(options.burstWaitMs !== undefined ? { burstWaitMs: options.burstWaitMs } : {}),
     kvUnified: options.kvUnified ?? true,
     ...(options.prefixSharing !== undefined ? { prefixSharing: options.prefixSharing } : {}),
     alias: options.alias,

@@ -381,6 +381,13 @@ export interface EngineParams {
    */
   prefillBudgetMs?: number;
   /**
+   * Burst wait in ms: an idle engine that receives tasks waits for more while they keep coming,
+   * until none came for this long (at most five times it in all), so that requests sent together
+   * share their first batch; a lone request's first step starts this much later. A number 0..1000,
+   * 0 = start at once. Default 4 where the build has no GPU device, 0 where it has one.
+   */
+  burstWaitMs?: number;
+  /**
    * Prefix sharing across slots: a prompt starts from the longest prefix any slot's KV cells hold
    * (no computation, no copy in a unified pool) and waits for a prefix another slot is computing.
    * Default: on when kvUnified. Never for embeddings or for recurrent, hybrid or sliding-window models.
@@ -639,6 +646,8 @@ export interface EngineInfo {
   prepareSaves: boolean;
   /** Adaptive LIFO's threshold (EngineParams.overloadLifoMs). */
   overloadLifoMs: number;
+  /** The burst wait (EngineParams.burstWaitMs). */
+  burstWaitMs: number;
   /** Slot choice's similarity threshold (EngineParams.slotPromptSimilarity). */
   slotPromptSimilarity: number;
   /** Prefix sharing across slots in effect (EngineParams.prefixSharing, and what the model's memory allows). */

@@ -187,6 +187,21 @@ t.test('--overload-lifo-ms reaches the engine; 1000 ms when absent; a bad value 
   t.match(negative.stderr, /--overload-lifo-ms: expected 0 \(always oldest first\) or a number of milliseconds up to 3600000, got -5/);
 });
 
+t.test('--burst-wait-ms reaches the engine; the engine\'s default when absent; a bad value fails at start-up, exit 1', async (t) => {
+  const values = parse('-m', models.chat).values();
+  t.equal(serverOptions(values, splitCommandLine(['--burst-wait-ms', '10']).own, false).burstWaitMs, 10);
+  t.equal(serverOptions(values, splitCommandLine(['--burst-wait-ms=0']).own, false).burstWaitMs, 0, '0: start at once');
+  t.equal(serverOptions(values, {}, false).burstWaitMs, undefined, 'absent: the engine decides (4 ms, 0 with a GPU device)');
+  const own = splitCommandLine(['--burst-wait-ms', '10']).own;
+  const server = await startInferenceServer({ ...serverOptions(values, own, false), host: '127.0.0.1', port: 0, runtime: { ...serverOptions(values, {}, false).runtime, ctxSize: 512 } });
+  t.teardown(() => server.close());
+  const service = await server.ready;
+  t.equal(service.engine.native.info().burstWaitMs, 10);
+  const tooLong = await runServer(['-m', models.chat, '--burst-wait-ms', '1001']);
+  t.equal(tooLong.code, 1);
+  t.match(tooLong.stderr, /--burst-wait-ms: expected 0 \(start at once\) or a number of milliseconds up to 1000, got 1001/);
+});
+
 t.test('--cache-idle-slots needs a prompt cache: with --cache-ram 0 it is turned off with llama-server\'s warning', async (t) => {
   t.equal(serverOptions(parse('-m', models.chat).values(), {}, false).cacheIdleSlots, true, 'on by default (--cache-ram 8192)');
   t.equal(serverOptions(parse('-m', models.chat, '--no-cache-idle-slots').values(), {}, false).cacheIdleSlots, false);

@@ -706,6 +706,39 @@ t.test('the adaptive LIFO threshold is validated; 1000 ms by default', async (t)
   t.equal(defaults.native.info().overloadLifoMs, 1000);
 });
 
+// Burst wait (EngineParams.burstWaitMs): an idle engine that receives a task waits for more while
+// they keep coming, so that requests sent a few milliseconds apart share their first batch. Two
+// one-token tasks submitted 50 ms apart to an idle engine: with a 500 ms wait (room for a slow
+// timer) they are decoded by one call; without one the first is decoded alone as it arrives.
+async function decodeCallsForTwoArrivals(burstWaitMs: number): Promise<{ calls: number; info: number }> {
+  const e = await InferenceEngine.create(model, { nCtx: 1024, nParallel: 2, burstWaitMs });
+  try {
+    const before = e.native.metrics().decodeCalls;
+    const first = e.run(greedy('First arrival', 1, { cachePrompt: false }));
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    const second = e.run(greedy('Second arrival', 1, { cachePrompt: false }));
+    await Promise.all([first, second]);
+    return { calls: e.native.metrics().decodeCalls - before, info: e.native.info().burstWaitMs };
+  } finally {
+    await e.dispose();
+  }
+}
+
+t.test('burst wait: an idle engine takes tasks arriving within the wait into its first batch; without a wait the first goes alone', async (t) => {
+  t.same(await decodeCallsForTwoArrivals(500), { calls: 1, info: 500 }, 'one call for both');
+  t.same(await decodeCallsForTwoArrivals(0), { calls: 2, info: 0 }, 'the first decoded alone, the second after it');
+});
+
+t.test('the burst wait is validated; 4 ms by default where the build has no GPU backend, 0 where it has one', async (t) => {
+  for (const bad of [-1, 1001, Number.NaN, Number.POSITIVE_INFINITY, 'soon']) {
+    await t.rejects(InferenceEngine.create(model, { nCtx: 1024, nParallel: 1, burstWaitMs: bad as number }),
+      { code: 'INVALID_ARGUMENT', message: 'params.burstWaitMs must be a number of milliseconds from 0 (no wait) to 1000' }, `burstWaitMs ${String(bad)}`);
+  }
+  const defaults = await InferenceEngine.create(model, { nCtx: 1024, nParallel: 1 });
+  t.teardown(() => defaults.dispose());
+  t.equal(defaults.native.info().burstWaitMs, native.systemInfo().backend === 'CPU' ? 4 : 0);
+});
+
 t.test('the prefill budget is validated', async (t) => {
   for (const bad of [-1, 1.5, Number.NaN, 'many', 2 ** 31]) {
     await t.rejects(InferenceEngine.create(model, { nCtx: 1024, nParallel: 1, prefillBudget: bad as number }),

@@ -28,6 +28,8 @@ export interface ServiceLoadOptions {
   prefillBudgetMs: number;
   /** Adaptive LIFO's threshold (EngineParams.overloadLifoMs). */
   overloadLifoMs: number;
+  /** The burst wait (EngineParams.burstWaitMs); undefined: the engine's default. */
+  burstWaitMs?: number;
   kvUnified: boolean;
   /** Prefix sharing across slots (EngineParams.prefixSharing); undefined: the engine's default (on with a unified pool). */
   prefixSharing?: boolean;
@@ -110,6 +112,7 @@ export function loadInferenceService(options: ServiceLoadOptions, onProgress: (p
         ...(options.prefillBudget !== undefined ? { prefillBudget: options.prefillBudget } : {}),
         prefillBudgetMs: options.prefillBudgetMs,
         overloadLifoMs: options.overloadLifoMs,
+        ...(options.burstWaitMs !== undefined ? { burstWaitMs: options.burstWaitMs } : {}),
         ...(options.prefixSharing !== undefined ? { prefixSharing: options.prefixSharing } : {}),
       });
       return new InferenceService(model, vision, engine, {
