@@ -333,14 +333,7 @@ Engine::Engine(const Napi::CallbackInfo & info) : Napi::ObjectWrap<Engine>(info)
     if (p.Get("speculation").IsExternal()) spec_.reset(p.Get("speculation").As<Napi::External<Speculation>>().Data());
     embeddings_ = p.Get("embeddings").ToBoolean();
     sharing_ = prefix_sharing_in_effect(read_i32(p, "prefixSharing", -1));
-    // LLAMA_ADDON_NO_SPLIT_STEPS in the environment turns split steps off, for comparisons (docs/options.md).
-    split_steps_ = !embeddings_ && !spec_ && !gpu_build() && std::getenv("LLAMA_ADDON_NO_SPLIT_STEPS") == nullptr;
-    {
-        const llama_model * m = model_->get();
-        const bool plain_kv = !llama_model_is_recurrent(m) && !llama_model_is_hybrid(m);
-        early_outputs_ = !embeddings_ && !spec_ && !gpu_build() && params_.kv_unified && plain_kv && std::getenv("LLAMA_ADDON_NO_EARLY_OUTPUTS") == nullptr;
-    }
-    prepare_saves_ = gpu_build() || std::thread::hardware_concurrency() > static_cast<unsigned>(std::max(llama_n_threads(ctx_), llama_n_threads_batch(ctx_)));
+    choose_step_modes();
     pooling_ = llama_pooling_type(ctx_);
     n_embd_out_ = pooling_ == LLAMA_POOLING_TYPE_RANK ? static_cast<int32_t>(std::max<uint32_t>(1, llama_model_n_cls_out(model_->get())))
                                                       : llama_model_n_embd_out(model_->get());
@@ -650,6 +643,18 @@ Napi::Value Engine::js_slots(const Napi::CallbackInfo & info) {
         out.Set(static_cast<uint32_t>(i), s);
     }
     return out;
+}
+
+// Split steps, early outputs and buffers written ahead (engine.h says when each applies).
+// LLAMA_ADDON_NO_SPLIT_STEPS and LLAMA_ADDON_NO_EARLY_OUTPUTS in the environment turn the first two
+// off, for comparisons (docs/options.md).
+void Engine::choose_step_modes() {
+    const bool cpu_completions = !embeddings_ && !spec_ && !gpu_build();
+    split_steps_ = cpu_completions && std::getenv("LLAMA_ADDON_NO_SPLIT_STEPS") == nullptr;
+    const llama_model * m = model_->get();
+    const bool plain_kv = !llama_model_is_recurrent(m) && !llama_model_is_hybrid(m);
+    early_outputs_ = cpu_completions && params_.kv_unified && plain_kv && std::getenv("LLAMA_ADDON_NO_EARLY_OUTPUTS") == nullptr;
+    prepare_saves_ = gpu_build() || std::thread::hardware_concurrency() > static_cast<unsigned>(std::max(llama_n_threads(ctx_), llama_n_threads_batch(ctx_)));
 }
 
 Napi::Value Engine::js_metrics(const Napi::CallbackInfo & info) {

@@ -177,6 +177,7 @@ private:
     // arrive when `wait`; false once the engine is stopping.
     bool take_inbox(bool wait);
     bool gather_burst();
+    void choose_step_modes();
     // Starts waiting tasks in free slots; returns how many started.
     size_t admit_waiting(int64_t now_us);
     void apply_cancels(std::vector<int64_t> & cancels);
