@@ -439,7 +439,7 @@ void Engine::decode_batch() {
         if (ret == 0) {
             if (split) {
                 counters_.split_steps++;
-                decode_prompt_rows(group, n_generating, undo);
+                decode_prompt_rows(group, n_generating);
             } else {
                 emit_prompt_progress();
             }
@@ -459,7 +459,7 @@ void Engine::decode_batch() {
 // and the rows rebuilt as relieve_kv_pressure allows, within the step's prompt share (the
 // generating slots have had their token this step). Only those slots: sampling may have ended a
 // generating slot, and a slot that joined its prefix may have taken it since the batch was built.
-void Engine::decode_prompt_rows(const LoraGroup & group, int32_t first, std::vector<SlotUndo> & undo) {
+void Engine::decode_prompt_rows(const LoraGroup & group, int32_t first) {
     int32_t budget = batch_.n_tokens - first;
     while (true) {
         const int32_t ret = decode_rows(group, first, batch_.n_tokens, 0);
@@ -467,16 +467,13 @@ void Engine::decode_prompt_rows(const LoraGroup & group, int32_t first, std::vec
             emit_prompt_progress();
             return;
         }
-        std::vector<bool> had_rows(slots_.size(), false);
-        for (int32_t i = first; i < batch_.n_tokens; i++) had_rows[batch_.seq_id[i][0]] = true;
-        for (size_t i = 0; i < slots_.size(); i++) if (had_rows[i]) take_back(slots_[i], undo[i]);
+        take_back_rows(first, batch_.n_tokens);
         if (ret != 1) {
             fail_busy_slots(decode_failure(ret));
             return;
         }
         if (!relieve_kv_pressure(budget, 0)) return;
         for (auto & s : slots_) s.i_batch = -1;
-        for (size_t i = 0; i < slots_.size(); i++) undo[i] = {slots_[i].cache.size(), slots_[i].n_prompt_done};
         common_batch_clear(batch_);
         add_prompt_tokens(group, budget);
         if (batch_.n_tokens == 0) return;

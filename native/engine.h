@@ -190,7 +190,7 @@ private:
     int32_t prompt_share(int32_t n_generating) const;
     void add_prompt_tokens(const LoraGroup & group, int32_t budget);
     int32_t decode_group(const LoraGroup & group, int32_t first, int32_t n);
-    void decode_prompt_rows(const LoraGroup & group, int32_t first, std::vector<SlotUndo> & undo);
+    void decode_prompt_rows(const LoraGroup & group, int32_t first);
     int32_t decode_rows(const LoraGroup & group, int32_t first, int32_t end, int32_t n_generating);
     void take_back_rows(int32_t from, int32_t end);
     void process_outputs(int32_t first, int32_t end);
