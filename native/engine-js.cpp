@@ -404,6 +404,7 @@ TaskLimits Engine::task_limits() const {
     TaskLimits limits;
     limits.model = model_->get();
     limits.vocab = vocab_;
+    limits.eog_tokens = &model_->eog_tokens();
     limits.vision = vision_ ? vision_->get() : nullptr;
     limits.n_ctx_seq = n_ctx_seq_;
     limits.n_batch = params_.n_batch;

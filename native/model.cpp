@@ -207,6 +207,9 @@ Model::Model(const Napi::CallbackInfo & info) : Napi::ObjectWrap<Model>(info) {
     model_ = info[0].As<Napi::External<llama_model>>().Data();
     path_ = info[1].As<Napi::String>();
     vocab_ = llama_model_get_vocab(model_);
+    for (llama_token t = 0, n = llama_vocab_n_tokens(vocab_); t < n; t++) {
+        if (llama_vocab_is_eog(vocab_, t)) eog_tokens_.push_back(t);
+    }
 }
 
 Model::~Model() {
@@ -310,10 +313,8 @@ Napi::Value Model::metadata(const Napi::CallbackInfo & info) {
     tokens.Set("fimSep", token_or_null(env, llama_vocab_fim_sep(vocab_)));
     m.Set("tokens", tokens);
     // Every end-of-generation token (llama_vocab_is_eog), as llama-server's logit_bias_eog.
-    Napi::Array eog = Napi::Array::New(env);
-    for (llama_token t = 0, n = llama_vocab_n_tokens(vocab_); t < n; t++) {
-        if (llama_vocab_is_eog(vocab_, t)) eog.Set(eog.Length(), t);
-    }
+    Napi::Array eog = Napi::Array::New(env, eog_tokens_.size());
+    for (size_t i = 0; i < eog_tokens_.size(); i++) eog.Set(static_cast<uint32_t>(i), eog_tokens_[i]);
     m.Set("eogTokens", eog);
     m.Set("addBos", llama_vocab_get_add_bos(vocab_));
     m.Set("addEos", llama_vocab_get_add_eos(vocab_));

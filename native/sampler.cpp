@@ -102,7 +102,7 @@ static void chat_sampling_from_js(Napi::Env env, Napi::Object o, const llama_voc
 }
 
 void sampling_params_from_js(Napi::Env env, Napi::Object o, const llama_model * model, int32_t n_ctx_seq,
-                             common_params_sampling & p) {
+                             const std::vector<llama_token> & eog_tokens, common_params_sampling & p) {
     double seed = -1;
     read_number(o, "seed", seed);
     // As llama-server's uint32 seed: -1 (= LLAMA_DEFAULT_SEED) is random, other values wrap to 32 bits.
@@ -169,9 +169,7 @@ void sampling_params_from_js(Napi::Env env, Napi::Object o, const llama_model * 
         }
     }
     if (p.ignore_eos) {
-        for (llama_token t = 0; t < n_vocab; t++) {
-            if (llama_vocab_is_eog(vocab, t)) p.logit_bias.push_back({t, -INFINITY});
-        }
+        for (llama_token t : eog_tokens) p.logit_bias.push_back({t, -INFINITY});
     }
 }
 

@@ -12,11 +12,12 @@ struct common_sampler;
 namespace addon {
 
 // Fills `out` from `params` (see src/native/binding.ts, SamplingParams). `n_ctx_seq` resolves
-// the "-1 = whole context" convention of repeat_last_n and dry_penalty_last_n. Throws a coded
+// the "-1 = whole context" convention of repeat_last_n and dry_penalty_last_n; `eog_tokens` (the
+// model's end-of-generation tokens, Model::eog_tokens) are biased out with ignore_eos. Throws a coded
 // INVALID_ARGUMENT Napi::Error for wrong types, a Refusal (TOKEN_OUT_OF_RANGE) for a bias on a
 // token outside the vocabulary.
 void sampling_params_from_js(Napi::Env env, Napi::Object params, const llama_model * model, int32_t n_ctx_seq,
-                             common_params_sampling & out);
+                             const std::vector<llama_token> & eog_tokens, common_params_sampling & out);
 
 // Any thread. Throws a Refusal (BAD_SAMPLING, message starting "invalid sampling parameters:")
 // when llama.cpp refuses the parameters or the grammar.

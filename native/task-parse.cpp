@@ -82,7 +82,7 @@ static void read_generation(Napi::Env env, Napi::Object o, const TaskLimits & li
     read_lora_scales(env, o.Get("loraScales"), limits.n_loras, task);
     Napi::Value sampling = o.Get("sampling");
     sampling_params_from_js(env, sampling.IsObject() ? sampling.As<Napi::Object>() : Napi::Object::New(env), limits.model, limits.n_ctx_seq,
-                            task.sampling);
+                            *limits.eog_tokens, task.sampling);
 }
 
 TaskRequest parse_task(Napi::Env env, Napi::Object o, const TaskLimits & limits) {

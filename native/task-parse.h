@@ -22,6 +22,7 @@ namespace addon {
 struct TaskLimits {
     const llama_model * model = nullptr;
     const llama_vocab * vocab = nullptr;
+    const std::vector<llama_token> * eog_tokens = nullptr;  // Model::eog_tokens
     mtmd_context * vision = nullptr;  // null: the engine has no projector
     int32_t n_ctx_seq = 0;            // most tokens one slot holds
     uint32_t n_batch = 0;
