@@ -51,16 +51,26 @@ export async function answerCompletions(
   // n_cmpl (alias n) completions of each prompt, indexed prompt by prompt as llama-server does.
   const nCmpl = choiceCount(body.n_cmpl ?? body.n, body.n_cmpl !== undefined ? 'n_cmpl' : 'n', service);
   specs = specs.flatMap((spec) => perChoice(spec, nCmpl));
-  const options = (index: number): NativeFormatOptions => ({
-    index,
-    returnTokens: body.return_tokens ?? false,
-    nProbs: specs[index]!.nProbs ?? 0,
-    postSamplingProbs: specs[index]!.postSamplingProbs ?? false,
-    timingsPerToken: body.timings_per_token ?? false,
-    prompt: promptText(service, specs[index]!),
-    generationSettings: generationSettings(specs[index]!, body),
-    responseFields: body.response_fields ?? [],
-  });
+  // Once per choice: a stream asks for them at its start and again for its closing response, and
+  // the prompt's text is a detokenization of the whole prompt.
+  const made = new Map<number, NativeFormatOptions>();
+  const options = (index: number): NativeFormatOptions => {
+    let o = made.get(index);
+    if (!o) {
+      o = {
+        index,
+        returnTokens: body.return_tokens ?? false,
+        nProbs: specs[index]!.nProbs ?? 0,
+        postSamplingProbs: specs[index]!.postSamplingProbs ?? false,
+        timingsPerToken: body.timings_per_token ?? false,
+        prompt: promptText(service, specs[index]!),
+        generationSettings: generationSettings(specs[index]!, body),
+        responseFields: body.response_fields ?? [],
+      };
+      made.set(index, o);
+    }
+    return o;
+  };
 
   if (!body.stream) {
     const outcomes = await service.runAll(specs, req.signal);
