@@ -655,7 +655,8 @@ void Engine::choose_step_modes() {
     const llama_model * m = model_->get();
     const bool plain_kv = !llama_model_is_recurrent(m) && !llama_model_is_hybrid(m);
     early_outputs_ = cpu_completions && params_.kv_unified && plain_kv && std::getenv("LLAMA_ADDON_NO_EARLY_OUTPUTS") == nullptr;
-    prepare_saves_ = gpu_build() || std::thread::hardware_concurrency() > static_cast<unsigned>(std::max(llama_n_threads(ctx_), llama_n_threads_batch(ctx_)));
+    prepare_saves_ = (gpu_build() || std::thread::hardware_concurrency() > static_cast<unsigned>(std::max(llama_n_threads(ctx_), llama_n_threads_batch(ctx_)))) &&
+                     std::getenv("LLAMA_ADDON_NO_PREPARE_SAVES") == nullptr;
 }
 
 Napi::Value Engine::js_metrics(const Napi::CallbackInfo & info) {

@@ -296,6 +296,19 @@ t.test('the prompt cache copies into buffers written ahead (for the tasks starte
   t.equal(busy.native.metrics().promptCacheSaves, 3);
   t.equal(busy.native.metrics().promptCacheReuses, busy.native.info().prepareSaves ? 2 : 1, "only A's second save reused a buffer (the one its restored entry left)");
 
+  // LLAMA_ADDON_NO_PREPARE_SAVES (for comparisons): no thread writes buffers, even with one to spare.
+  process.env.LLAMA_ADDON_NO_PREPARE_SAVES = '1';
+  let unprepared: InferenceEngine;
+  try {
+    unprepared = await InferenceEngine.create(model, { nCtx: 1024, nParallel: 1, promptCacheMib: 64, cacheIdleSlots: false, nThreads: 1 });
+  } finally {
+    delete process.env.LLAMA_ADDON_NO_PREPARE_SAVES;
+  }
+  t.teardown(() => unprepared.dispose());
+  t.equal(unprepared.native.info().prepareSaves, false, 'LLAMA_ADDON_NO_PREPARE_SAVES turns it off');
+  for (const p of [a, b, a, b]) await unprepared.run(greedy(p, 4));
+  t.equal(unprepared.native.metrics().promptCacheReuses, 1, "as when decoding takes every thread: only A's second save reused a buffer");
+
   // A limit smaller than two entries: the buffers kept for reuse count against it too.
   const small = await InferenceEngine.create(model, { nCtx: 1024, nParallel: 1, promptCacheMib: 1, cacheIdleSlots: false });
   t.teardown(() => small.dispose());
