@@ -271,6 +271,7 @@ void Engine::start_task(Slot & slot, std::unique_ptr<CompletionTask> task, int64
     }
     size_t keep = slot.assign(std::move(task), now);
     slot.admission = ++admissions_;
+    slot.admitted_at = step_counter_;
     if (!previous.empty()) keep = reuse_cache_chunks(slot, previous, keep);
     if (!llama_memory_seq_rm(mem, slot.id, static_cast<llama_pos>(keep), -1)) {
         // Memory that cannot drop a suffix (recurrent models): start the sequence afresh.
@@ -430,7 +431,7 @@ void Engine::decode_batch() {
         for (size_t i = 0; i < slots_.size(); i++) undo[i] = {slots_[i].cache.size(), slots_[i].n_prompt_done};
         common_batch_clear(batch_);
         const int32_t n_generating = add_generating_tokens(group);
-        add_prompt_tokens(group, std::min<int32_t>(prompt_budget, prompt_share(n_generating)));
+        add_prompt_tokens(group, std::min<int32_t>(prompt_budget, prompt_share(n_generating, prompts_came_after_generation(group))));
         if (batch_.n_tokens == 0) return;
 
         const int32_t n_prompt = batch_.n_tokens - n_generating;
@@ -595,18 +596,39 @@ bool Engine::gpu_build() {
            ggml_backend_dev_by_type(GGML_BACKEND_DEVICE_TYPE_IGPU) != nullptr;
 }
 
+// Whether a prompt of the group waits that was admitted once one of its generating slots had its
+// first token: a prompt that arrived while others streamed (chunked prefill holds it back for
+// them). Prompts admitted with the generating slots, in one burst (a wave of 32 requests larger
+// than n_batch), are not held back for those slots' second token: the burst's last first tokens
+// would come a few chunks later than in llama-server, which decodes the rest in one batch.
+bool Engine::prompts_came_after_generation(const LoraGroup & group) const {
+    uint64_t first_token = UINT64_MAX;
+    uint64_t last_admitted = 0;
+    bool prompting = false;
+    for (const auto & s : slots_) {
+        if (!s.busy() || !group.contains(s)) continue;  // contains() reads the task
+        if (s.state == SlotState::GENERATING) first_token = std::min(first_token, s.first_token_at);
+        if (s.state == SlotState::PROMPT && !s.joined()) {
+            prompting = true;
+            last_admitted = std::max(last_admitted, s.admitted_at);
+        }
+    }
+    return prompting && first_token <= last_admitted;
+}
+
 // How many prompt tokens a step may add after `n_generating` generating tokens (chunked prefill,
-// as vLLM's token budget): with nothing generating, what n_batch leaves (a lone prompt goes in
-// n_batch-sized chunks, as in llama-server). Otherwise the smaller of two shares:
+// as vLLM's token budget): with nothing generating, or only slots admitted with the prompts
+// waiting (`held_back` false), what n_batch leaves (a lone prompt goes in n_batch-sized chunks,
+// as in llama-server). Otherwise the smaller of two shares:
 // - prefill_budget: the step stays within that many tokens, yet prompts get at least half of it
 //   however many slots generate, so they never starve;
 // - prefill_budget_ms: the prompt tokens that the recent steps' costs say fit beside the
 //   generating tokens in that time (at least a quarter of n_ubatch), so that the generating slots'
 //   next token is not held back much longer than that, whatever the model, machine or cache size.
 // The share never exceeds what n_batch leaves.
-int32_t Engine::prompt_share(int32_t n_generating) const {
+int32_t Engine::prompt_share(int32_t n_generating, bool held_back) const {
     const int32_t room = static_cast<int32_t>(params_.n_batch) - n_generating;
-    if (n_generating == 0) return room;
+    if (n_generating == 0 || !held_back) return room;
     int32_t share = room;
     const int32_t budget = params_.prefill_budget;
     if (budget > 0) share = std::min(share, std::max(budget - n_generating, budget / 2));
@@ -790,6 +812,7 @@ void Engine::process_outputs(int32_t first, int32_t end) {
         if (s.state == SlotState::PROMPT) {
             const int64_t t = now_us();
             s.t_prompt_done_us = t;
+            s.first_token_at = step_counter_;
             s.state = SlotState::GENERATING;
             counters_.prompt_tokens += s.task->prompt.size() - s.n_cached;
             counters_.cached_tokens += s.n_cached;

@@ -187,7 +187,8 @@ private:
     void decode_batch();
     LoraGroup next_lora_group() const;
     int32_t add_generating_tokens(const LoraGroup & group);
-    int32_t prompt_share(int32_t n_generating) const;
+    bool prompts_came_after_generation(const LoraGroup & group) const;
+    int32_t prompt_share(int32_t n_generating, bool held_back) const;
     void add_prompt_tokens(const LoraGroup & group, int32_t budget);
     int32_t decode_group(const LoraGroup & group, int32_t first, int32_t n);
     void decode_prompt_rows(const LoraGroup & group, int32_t first);

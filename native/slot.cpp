@@ -86,6 +86,7 @@ size_t Slot::assign(std::unique_ptr<CompletionTask> t, int64_t now_us) {
     truncated = false;
     t_start_us = now_us;
     t_prompt_done_us = 0;
+    first_token_at = 0;
     t_last_used_us = now_us;
     return keep;
 }

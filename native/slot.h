@@ -40,6 +40,11 @@ struct Slot {
     int64_t t_prompt_done_us = 0;       // first token sampled
     int64_t t_last_used_us = 0;         // for least-recently-used slot choice
     uint64_t last_step = 0;             // engine step that last decoded this slot (fair LoRA groups)
+    // Decode calls made (Engine::step_counter_) when the task got its slot, and when its first
+    // token was sampled: a prompt admitted before a generating slot's first token came with it
+    // (chunked prefill does not hold it back for that slot; Engine::prompt_share).
+    uint64_t admitted_at = 0;
+    uint64_t first_token_at = 0;
     std::vector<float> cache_lora;      // adapter scales the cached K/V were computed with
     // Prefix sharing (engine-sharing.cpp). `shared_len`: the leading positions whose cells other
     // sequences may hold too (copied in from or out to another slot); a context shift or a

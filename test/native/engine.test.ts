@@ -488,6 +488,33 @@ t.test('chunked prefill: greedy output with a small budget and a prompt arriving
   t.equal(together.streamTokensAfterLongFirst, 0, 'the streams kept generating while the long prompt was fed');
 });
 
+// Prompts admitted together (a burst larger than nBatch) are not held back by the budget for the
+// burst's own generating slots: with nBatch 64 the first step takes A's 40 prompt tokens and 24 of
+// B's; A then generates, and the next step carries the rest of B and all of C beside A's token,
+// as an engine without a budget does (llama-server's batches). A budget of 8 applied to them would
+// feed B and C 6 tokens a step, C's first token some ten steps later. A prompt that arrives once
+// streams have their first token is still held back (the tests above).
+t.test('chunked prefill: prompts admitted with the generating slots are not held back for them; the batches and tokens are those of no budget', async (t) => {
+  const params = { nCtx: 2048, nParallel: 3, nBatch: 64, nUbatch: 64, prefillBudgetMs: 0 };
+  const budgeted = await InferenceEngine.create(model, { ...params, prefillBudget: 8 });
+  t.teardown(() => budgeted.dispose());
+  const unbudgeted = await InferenceEngine.create(model, { ...params, prefillBudget: 0 });
+  t.teardown(() => unbudgeted.dispose());
+  const tokens = model.tokenize(LONG_PROMPT, true, true);
+  t.ok(tokens.length >= 120, 'three 40-token prompts');
+  const tasks = [0, 1, 2].map((i) => ({ prompt: tokens.slice(40 * i, 40 * (i + 1)), nPredict: 12, cachePrompt: false, sampling: { temperature: 0, ignoreEos: true } }));
+  const run = async (e: InferenceEngine) => {
+    const order: number[] = [];
+    const outs = await Promise.all(await e.submitAll(tasks, { onToken: (index) => () => order.push(index) }));
+    return { tokens: outs.map((o) => [...o.tokens]), aTokensBeforeC: order.indexOf(2) < 0 ? -1 : order.slice(0, order.indexOf(2)).filter((i) => i === 0).length };
+  };
+  const burst = await run(budgeted);
+  const free = await run(unbudgeted);
+  t.ok(burst.aTokensBeforeC >= 1 && burst.aTokensBeforeC <= 2, `C's first token came with A's second (A had ${burst.aTokensBeforeC} before it)`);
+  t.equal(burst.aTokensBeforeC, free.aTokensBeforeC, 'as without a budget');
+  t.same(burst.tokens, free.tokens, 'the same batches, so the same tokens');
+});
+
 // The time target (EngineParams.prefillBudgetMs): a step carries the prompt tokens that the recent
 // steps' costs say fit in that time beside the generating tokens, at least a quarter of nUbatch.
 // A target of one microsecond leaves room for no prompt token on any machine, so every step
