@@ -283,8 +283,10 @@ t.test('without a unified pool sharing is off unless asked for, and then copies 
 
 t.test('a task waiting for a prefix whose computing task is cancelled takes what it holds and computes the rest', async (t) => {
   // 64-token batches: the first prompt (~2,200 tokens) takes about 35 steps, so the second,
-  // submitted right after, joins it while it is being fed; the first is cancelled then, and with
-  // cache_prompt false its cells are freed as it ends: the waiting one must take them before.
+  // submitted once the first is queued, joins it while it is being fed; the first is cancelled
+  // then, and with cache_prompt false its cells are freed as it ends: the waiting one must take
+  // them before. (Two submissions are prepared on libuv's pool and reach the queue in either
+  // order: submitted together, the second was sometimes admitted first, 2 runs in 40 under load.)
   const server = await startTestServer(models.chat, { parallel: 1, ctxSize: 1024 });
   t.teardown(server.close);
   const { model } = await server.server.ready;
@@ -295,7 +297,8 @@ t.test('a task waiting for a prefix whose computing task is cancelled takes what
   const greedyB = { prompt: b!, nPredict: 12, nProbs: 2, sampling: { temperature: 0, nProbs: 2 } };
   const stop = new AbortController();
   const before = e.native.metrics();
-  const computing = e.run({ prompt: a!, nPredict: 4, cachePrompt: false, sampling: { temperature: 0 } }, { signal: stop.signal }).catch((err: Error) => err);
+  const [first] = await e.submitAll([{ prompt: a!, nPredict: 4, cachePrompt: false, sampling: { temperature: 0 } }], { signal: stop.signal });
+  const computing = first!.catch((err: Error) => err);
   // The waiting task's first progress report comes when it is admitted (and joins): then the
   // computing one is cancelled.
   const waiting = await e.run({ ...greedyB, returnProgress: true }, { onToken: (tok) => { if (tok.progress) stop.abort(new Error('cancelled by the test')); } });
