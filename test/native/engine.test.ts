@@ -769,6 +769,27 @@ t.test('burst wait: an idle engine takes tasks arriving within the wait into its
   t.same(await decodeCallsForTwoArrivals(0), { calls: 2, info: 0 }, 'the first decoded alone, the second after it');
 });
 
+// A task cancelled while an idle engine waits for the rest of its burst leaves the queue there
+// (Engine::gather_burst takes cancels as they come): it is never admitted nor decoded, and the
+// task that arrives after it is decoded alone.
+t.test('burst wait: a task cancelled during the wait is never decoded', async (t) => {
+  const e = await InferenceEngine.create(model, { nCtx: 1024, nParallel: 2, burstWaitMs: 1000 });
+  t.teardown(() => e.dispose());
+  const before = e.native.metrics();
+  const stop = new AbortController();
+  const [cancelled] = await e.submitAll([greedy('Cancelled while the engine waits for the burst', 4, { cachePrompt: false })], { signal: stop.signal });
+  stop.abort(new Error('cancelled by the test'));
+  await t.rejects(cancelled!, /cancelled by the test/);
+  const next = greedy('After the cancel', 1, { cachePrompt: false });
+  const outcome = await e.run(next);
+  const m = e.native.metrics();
+  t.equal(outcome.nPrompt, next.prompt.length);
+  t.equal(m.promptTokens - before.promptTokens, next.prompt.length, 'only the next task\'s prompt was decoded');
+  t.equal(m.decodeCalls - before.decodeCalls, 1, 'in one call');
+  t.equal(m.queued, 0, 'nothing left waiting');
+  t.equal(m.busySlots, 0, 'no slot held');
+});
+
 t.test('the burst wait is validated; 4 ms by default where the build has no GPU backend, 0 where it has one', async (t) => {
   for (const bad of [-1, 1001, Number.NaN, Number.POSITIVE_INFINITY, 'soon']) {
     await t.rejects(InferenceEngine.create(model, { nCtx: 1024, nParallel: 1, burstWaitMs: bad as number }),
