@@ -155,6 +155,7 @@ private:
     // JS thread (engine-js.cpp)
     static Napi::Value create(const Napi::CallbackInfo & info);
     Napi::Value js_submit(const Napi::CallbackInfo & info);
+    Napi::Promise submit_now(Napi::Env env, std::vector<TaskRequest> & requests, const TaskLimits & limits);
     Napi::Value js_count_tokens(const Napi::CallbackInfo & info);
     Napi::Value js_cancel(const Napi::CallbackInfo & info);
     Napi::Value js_slots(const Napi::CallbackInfo & info);

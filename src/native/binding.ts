@@ -670,8 +670,10 @@ export interface Submission {
   /**
    * Resolves once every task is on the engine's queue (they enter it together, so they can share
    * their first batch); rejects with a NativeError when any task is refused, and then none is
-   * queued and none emits an event. Images are decoded and grammars parsed off the JS thread
-   * before that. Continuations of this promise run before the first event of its tasks arrives.
+   * queued and none emits an event. A submission with images or a grammar is prepared off the
+   * JS thread (images decoded, grammars parsed) before that; one without is prepared in
+   * microseconds and queued before submit() returns, this promise already settled. Continuations
+   * of this promise run before the first event of its tasks arrives.
    */
   queued: Promise<void>;
 }

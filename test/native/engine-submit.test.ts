@@ -1,4 +1,5 @@
-// Engine.submit: tasks are prepared off the JS thread, queued together or refused together with
+// Engine.submit: tasks with images or a grammar are prepared off the JS thread (the others at
+// once, queued before submit() returns), queued together or refused together with
 // a coded error, cancellable while still being prepared; the submission settles before the
 // first event of its tasks. Uses the raw native engine, so that every event it emits is seen.
 import t from 'tap';
@@ -106,6 +107,23 @@ t.test('the submission resolves before the first event of its tasks', async (t) 
   await ended;
   order.push(`ended after ${events.filter((e) => e.task === ids[0]).length} events`);
   t.same(order, ['queued after 0 events', 'ended after 3 events']);
+});
+
+// Sent to libuv's pool, a task waited for the JS thread to come back to the worker's completion
+// before it was queued: in a burst of requests, behind the others being read.
+t.test('a task without images or a grammar is queued before submit() returns; one with a grammar is prepared off the JS thread', async (t) => {
+  const order = async (spec: CompletionTaskSpec): Promise<string[]> => {
+    const seen: string[] = [];
+    const { ids, queued } = engine.submit([spec]);
+    const ended = new Promise<void>((resolve) => endWaiters.set(ids[0]!, resolve));
+    setImmediate(() => seen.push('the event loop turned'));
+    await queued;
+    seen.push('queued');
+    await ended;
+    return seen;
+  };
+  t.same(await order({ prompt: prompt('At once'), nPredict: 1 }), ['queued', 'the event loop turned']);
+  t.same(await order({ prompt: prompt('With a grammar'), nPredict: 1, sampling: { grammar: 'root ::= "a"' } }), ['the event loop turned', 'queued']);
 });
 
 t.test('a task cancelled while it is prepared is never queued and emits nothing', async (t) => {
