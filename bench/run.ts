@@ -4,7 +4,7 @@
 //
 // Environment: BENCH_THREADS (default: available parallelism), BENCH_ROUNDS (default 2: each
 // scenario runs on both servers that many times, alternating which goes first; figures are
-// medians), BENCH_DEADLINE_S (default 3600: later scenarios are skipped; the whole set takes about 25 minutes on 2 vCPUs), BENCH_SKIP_AUTH=1,
+// medians), BENCH_DEADLINE_S (default 3600: later scenarios are skipped; the whole set took 35-43 minutes on 2 vCPUs in the last three runs), BENCH_SKIP_AUTH=1,
 // BENCH_SKIP_INFERENCE=1, BENCH_ONLY=id,... (inference scenarios by id: single, concurrent-8,
 // concurrent-32, prompt, their clients'-defaults variants single-default, concurrent-8-default,
 // concurrent-32-default, prompt-default, then tokenize, agent-fleet, agent-loop, mixed,
