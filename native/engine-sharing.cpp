@@ -73,7 +73,13 @@ Engine::PrefixSource Engine::longest_cached_prefix(const Slot & dst, const Compl
 }
 
 // The longest prefix of `task`'s prompt that a prompting slot is about to compute (beyond what it
-// holds now): the prefix `task` would compute a second time.
+// holds now): the prefix `task` would compute a second time. A slot that itself waits for another
+// (joined) computes its own part only a step after its source: it is a source only for a prefix
+// JOIN_MIN_TOKENS or more beyond what it takes from there. Below that, waiting a whole step for a
+// few more shared tokens costs more than computing them (12 agent requests sent together: two
+// whose prompts shared one token more with a joined slot than with the slot computing the system
+// prompt waited for the joined one, and got their first token a step, 350 ms, after the ten
+// others); its source, a candidate as well, gives the prefix they share.
 Engine::PrefixSource Engine::longest_pending_prefix(const Slot & dst, const CompletionTask & task) {
     PrefixSource best;
     const size_t limit = shareable_limit(task);
@@ -82,6 +88,7 @@ Engine::PrefixSource Engine::longest_pending_prefix(const Slot & dst, const Comp
         // What the slot holds now stays exact only up to exact_end; what it computes is exact.
         if (s.exact_end < s.cache.size()) continue;
         const size_t n = std::min(task_common_prefix(*s.task, task), limit);
+        if (s.joined() && n < s.join_len + JOIN_MIN_TOKENS) continue;
         if (n > s.n_prompt_done && n > best.n) best = {&s, n};
     }
     return best;

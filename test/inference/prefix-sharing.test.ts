@@ -311,3 +311,30 @@ t.test('a task waiting for a prefix whose computing task is cancelled takes what
   t.ok(decided >= 3, `at least 3 tokens before a near tie (${decided})`);
   t.same([...waiting.tokens].slice(0, decided), [...alone.tokens].slice(0, decided), 'its tokens are those of the prompt computed alone');
 });
+
+t.test('a prompt sharing a few more tokens with a waiting prompt than with the computing one waits for the computing one', async (t) => {
+  // Three prompts submitted together: A computes the shared prefix P; B (P, then " Question", then
+  // its own words) and C (P, " Question", other words) wait for it. C shares one token more with
+  // B than with A, but B computes its own part only after A, a step later: C takes P from A in the
+  // same step as B, rather than P and one token from B a step after it (12 agent requests: two
+  // first tokens a step, 350 ms, after the ten others).
+  const server = await startTestServer(models.chat, { parallel: 1, ctxSize: 1024 });
+  t.teardown(server.close);
+  const { model } = await server.server.ready;
+  const e = await InferenceEngine.create(model, { nCtx: 4096, nParallel: 3 });
+  t.teardown(() => e.dispose());
+  const p = [...model.tokenize(PREFIX, true, true)];
+  const words = (text: string): number[] => [...model.tokenize(text, false, false)];
+  const question = words(' Question')[0]!;
+  const a = [...p, ...words('\nAnswer A now.')];
+  const b = [...p, question, ...words(' one: what comes after two?')];
+  const c = [...p, question, ...words(' two: what comes after three?')];
+  t.not(a[p.length], question, 'A leaves P another way');
+  const task = (prompt: number[]) => ({ prompt: Int32Array.from(prompt), nPredict: 1, sampling: { temperature: 0 } });
+  const before = e.native.metrics();
+  const outcomes = await Promise.all(await e.submitAll([task(a), task(b), task(c)]));
+  const after = e.native.metrics();
+  t.same(outcomes.map((o) => o.nCached), [0, p.length, p.length], 'B and C took P from A');
+  t.equal(after.sharedJoins - before.sharedJoins, 2, 'both waited for A');
+  t.equal(after.decodeCalls - before.decodeCalls, 2, 'A\'s prompt, then B\'s and C\'s parts in one step');
+});
