@@ -268,6 +268,7 @@ Napi::Function Engine::define(Napi::Env env) {
     Napi::Function fn = DefineClass(env, "Engine", {
         StaticMethod<&Engine::create>("create"),
         InstanceMethod<&Engine::js_submit>("submit"),
+        InstanceMethod<&Engine::js_announce>("announce"),
         InstanceMethod<&Engine::js_cancel>("cancel"),
         InstanceMethod<&Engine::js_slots>("slots"),
         InstanceMethod<&Engine::js_metrics>("metrics"),
@@ -429,10 +430,12 @@ public:
     // prompt's token count; nothing is queued.
     enum class Mode { SUBMIT, COUNT };
 
+    // `announced`: the tasks are an announced request's (Engine::announce), which stops counting
+    // when they are queued or refused.
     TaskSubmitWorker(Napi::Env env, Engine * engine, std::vector<TaskRequest> requests, std::vector<std::shared_ptr<std::atomic<bool>>> cancelled,
-                     Mode mode = Mode::SUBMIT)
+                     Mode mode = Mode::SUBMIT, bool announced = false)
         : Napi::AsyncWorker(env), deferred_(Napi::Promise::Deferred::New(env)), engine_(engine), limits_(engine->task_limits()),
-          requests_(std::move(requests)), cancelled_(std::move(cancelled)), mode_(mode) {
+          requests_(std::move(requests)), cancelled_(std::move(cancelled)), mode_(mode), announced_(announced) {
         engine_ref_ = Napi::Persistent(engine->Value());
         engine_->model_->retain();
         if (engine_->vision_) engine_->vision_->retain();
@@ -458,6 +461,7 @@ public:
     void OnOK() override {
         settle_users();
         if (engine_->disposed_) {
+            if (announced_) engine_->settle_announcement();
             deferred_.Reject(coded_error(Env(), ErrorCode::DISPOSED, "engine is disposed").Value());
             return;
         }
@@ -469,12 +473,14 @@ public:
         for (size_t i = 0; i < requests_.size(); i++) {
             if (!cancelled_[i]->load()) tasks.push_back(std::move(requests_[i].task));
         }
-        engine_->enqueue(std::move(tasks));
+        engine_->enqueue(std::move(tasks), announced_);
+        announced_ = false;
         deferred_.Resolve(Env().Undefined());
     }
 
     void OnError(const Napi::Error &) override {
         settle_users();
+        if (announced_) engine_->settle_announcement();
         deferred_.Reject(refusal_->to_js(Env()).Value());
     }
 
@@ -495,6 +501,30 @@ private:
     Mode mode_;
     std::vector<size_t> counts_;
     std::unique_ptr<Refusal> refusal_;
+    bool announced_;
+};
+
+// A submission's hold on its request's announcement (Engine::js_announce): it stops counting on
+// every way out of submit(), when its tasks are queued (take(), then enqueue) or refused, or when
+// submit() throws; a submission prepared on the pool takes it along (TaskSubmitWorker).
+class Announcement {
+public:
+    Announcement(Engine * engine, bool held) : engine_(engine), held_(held) {}
+    ~Announcement() {
+        if (held_) engine_->settle_announcement();
+    }
+    Announcement(const Announcement &) = delete;
+    Announcement & operator=(const Announcement &) = delete;
+    // The hold, passed on to whoever queues the tasks.
+    bool take() {
+        const bool held = held_;
+        held_ = false;
+        return held;
+    }
+
+private:
+    Engine * engine_;
+    bool held_;
 };
 
 // Whether a task's preparation can take long enough to leave the JS thread: images or audio to
@@ -510,7 +540,7 @@ static bool prepared_off_thread(const TaskRequest & r) {
 // tiny model, no burst wait) 2-6 ms after they were ready at the median and up to 23 ms, behind
 // the burst's other requests being read. The order of events is kept: they reach JS through the
 // ThreadSafeFunction, never before the current callback and its microtasks are done.
-Napi::Promise Engine::submit_now(Napi::Env env, std::vector<TaskRequest> & requests, const TaskLimits & limits) {
+Napi::Promise Engine::submit_now(Napi::Env env, std::vector<TaskRequest> & requests, const TaskLimits & limits, Announcement & announcement) {
     auto queued = Napi::Promise::Deferred::New(env);
     std::vector<std::unique_ptr<CompletionTask>> tasks;
     try {
@@ -525,7 +555,7 @@ Napi::Promise Engine::submit_now(Napi::Env env, std::vector<TaskRequest> & reque
         queued.Reject(Refusal(ErrorCode::LOAD_FAILED, std::string("the task could not be prepared: ") + e.what()).to_js(env).Value());
         return queued.Promise();
     }
-    enqueue(std::move(tasks));
+    enqueue(std::move(tasks), announcement.take());
     queued.Resolve(env.Undefined());
     return queued.Promise();
 }
@@ -533,9 +563,12 @@ Napi::Promise Engine::submit_now(Napi::Env env, std::vector<TaskRequest> & reque
 // submit(tasks) -> { ids, queued }: the ids are allocated at once. `queued` resolves when every
 // task is on the engine's queue (they enter it together, so they can share their first batch),
 // or rejects with a coded Error when any task is refused; then none is queued and none emits an
-// event. Wrong argument types and a disposed engine throw synchronously.
+// event. Wrong argument types and a disposed engine throw synchronously. `announced` (optional,
+// boolean): the tasks are those of a request announced by announce(1), which stops counting
+// once they are queued or refused (or submit throws).
 Napi::Value Engine::js_submit(const Napi::CallbackInfo & info) {
     Napi::Env env = info.Env();
+    Announcement announcement(this, info.Length() > 1 && info[1].IsBoolean() && info[1].As<Napi::Boolean>().Value());
     if (disposed_) throw_coded(env, ErrorCode::DISPOSED, "engine is disposed");
     if (info.Length() < 1 || !info[0].IsArray()) throw_coded(env, ErrorCode::INVALID_ARGUMENT, "submit(tasks): tasks must be an array");
     Napi::Array arr = info[0].As<Napi::Array>();
@@ -564,7 +597,7 @@ Napi::Value Engine::js_submit(const Napi::CallbackInfo & info) {
     }
     for (size_t i = 0; i < requests.size(); i++) requests[i].task->id = first_id + static_cast<int64_t>(i);
     if (std::none_of(requests.begin(), requests.end(), prepared_off_thread)) {
-        out.Set("queued", submit_now(env, requests, limits));
+        out.Set("queued", submit_now(env, requests, limits, announcement));
         return out;
     }
     std::vector<std::shared_ptr<std::atomic<bool>>> cancelled;
@@ -572,7 +605,7 @@ Napi::Value Engine::js_submit(const Napi::CallbackInfo & info) {
         cancelled.push_back(std::make_shared<std::atomic<bool>>(false));
         preparing_[requests[i].task->id] = cancelled.back();
     }
-    auto * worker = new TaskSubmitWorker(env, this, std::move(requests), std::move(cancelled));
+    auto * worker = new TaskSubmitWorker(env, this, std::move(requests), std::move(cancelled), TaskSubmitWorker::Mode::SUBMIT, announcement.take());
     out.Set("queued", worker->promise());
     worker->Queue();
     return out;
@@ -602,7 +635,7 @@ Napi::Value Engine::js_count_tokens(const Napi::CallbackInfo & info) {
 }
 
 // Prepared tasks enter the engine thread's inbox together.
-void Engine::enqueue(std::vector<std::unique_ptr<CompletionTask>> tasks) {
+void Engine::enqueue(std::vector<std::unique_ptr<CompletionTask>> tasks, bool announced) {
     for (const auto & t : tasks) {
         track_active(t->id, true);
         counters_.queued++;
@@ -614,8 +647,35 @@ void Engine::enqueue(std::vector<std::unique_ptr<CompletionTask>> tasks) {
             t->t_queued_us = now;
             inbox_.push_back(std::move(t));
         }
+        if (announced && announced_ > 0) announced_--;
     }
     inbox_cv_.notify_one();
+}
+
+void Engine::settle_announcement() {
+    {
+        std::lock_guard<std::mutex> lock(inbox_mutex_);
+        if (announced_ > 0) announced_--;
+    }
+    inbox_cv_.notify_one();
+}
+
+// announce(delta): +1 when the server has received a generating request and begins preparing it
+// (rendering its chat template, tokenizing its prompt), -1 when such a request is withdrawn
+// before its tasks were submitted (an error, the client gone); submit(tasks, true) settles one
+// itself. An idle engine that gathers a burst waits for the announced requests too (gather_burst).
+Napi::Value Engine::js_announce(const Napi::CallbackInfo & info) {
+    Napi::Env env = info.Env();
+    if (info.Length() < 1 || !info[0].IsNumber()) throw_coded(env, ErrorCode::INVALID_ARGUMENT, "announce(delta): delta must be 1 or -1");
+    const int32_t delta = info[0].As<Napi::Number>().Int32Value();
+    if (delta != 1 && delta != -1) throw_coded(env, ErrorCode::INVALID_ARGUMENT, "announce(delta): delta must be 1 or -1");
+    if (delta < 0) {
+        settle_announcement();
+        return env.Undefined();
+    }
+    std::lock_guard<std::mutex> lock(inbox_mutex_);
+    announced_++;
+    return env.Undefined();
 }
 
 // cancel(taskId): the task stops at the next step and emits no further events. A task still
@@ -718,6 +778,10 @@ Napi::Value Engine::js_metrics(const Napi::CallbackInfo & info) {
     m.Set("promptCacheBytes", prompt_cache_ ? static_cast<double>(prompt_cache_->published_bytes()) : 0.0);
     m.Set("tasksDone", static_cast<double>(counters_.tasks_done.load()));
     m.Set("queued", counters_.queued.load());
+    {
+        std::lock_guard<std::mutex> lock(inbox_mutex_);
+        m.Set("announced", announced_);
+    }
     m.Set("busySlots", counters_.busy_slots.load());
     if (spec_) {
         SpeculationCounters & c = spec_->counters();

@@ -39,6 +39,7 @@ namespace addon {
 class Model;
 class LoraAdapter;
 class Vision;
+class Announcement;
 
 struct EngineParams {
     uint32_t n_ctx = 0;
@@ -75,7 +76,8 @@ struct EngineParams {
     double overload_lifo_ms = 1000;
     // Burst wait (ms): an idle engine that receives tasks waits for the rest of their burst while
     // it keeps coming, until none came for this long (at most five times this long in all), so
-    // that requests sent together share their first batch. 0: starts at once. Engine.create's
+    // that requests sent together share their first batch; requests the server announced (still
+    // being prepared) are waited for up to 25 times this long. 0: starts at once. Engine.create's
     // default: 4 where the build has no GPU device, 0 where it has one (gather_burst()).
     double burst_wait_ms = 4;
     // llama-server's -sps: a task without id_slot goes to the idle slot whose cache holds the
@@ -151,11 +153,15 @@ public:
 
 private:
     friend class TaskSubmitWorker;
+    friend class Announcement;
 
     // JS thread (engine-js.cpp)
     static Napi::Value create(const Napi::CallbackInfo & info);
     Napi::Value js_submit(const Napi::CallbackInfo & info);
-    Napi::Promise submit_now(Napi::Env env, std::vector<TaskRequest> & requests, const TaskLimits & limits);
+    Napi::Promise submit_now(Napi::Env env, std::vector<TaskRequest> & requests, const TaskLimits & limits, Announcement & announcement);
+    Napi::Value js_announce(const Napi::CallbackInfo & info);
+    // One announced request has its tasks queued or refused, or was withdrawn: it no longer counts.
+    void settle_announcement();
     Napi::Value js_count_tokens(const Napi::CallbackInfo & info);
     Napi::Value js_cancel(const Napi::CallbackInfo & info);
     Napi::Value js_slots(const Napi::CallbackInfo & info);
@@ -166,7 +172,8 @@ private:
     void settle_slot_actions(Napi::Env env, std::vector<SlotActionResult> & results);
     void reject_slot_actions(Napi::Env env);
     TaskLimits task_limits() const;
-    void enqueue(std::vector<std::unique_ptr<CompletionTask>> tasks);
+    // Puts the tasks on the inbox; `announced`: they are an announced request's, which stops counting.
+    void enqueue(std::vector<std::unique_ptr<CompletionTask>> tasks, bool announced = false);
     void deliver(Napi::Env env, Napi::Function callback);
     void track_active(int64_t id, bool active);
     void stop_thread();
@@ -319,6 +326,9 @@ private:
     std::vector<std::unique_ptr<CompletionTask>> inbox_;
     std::vector<int64_t> cancel_inbox_;
     std::vector<SlotAction> action_inbox_;
+    // Requests the server has received and is preparing (announce()), not yet submitted: an idle
+    // engine gathering a burst waits for them (gather_burst).
+    int32_t announced_ = 0;
     bool stopping_ = false;
 
     std::mutex events_mutex_;

@@ -21,6 +21,7 @@ import { handleTranscriptions } from './handlers/transcriptions.js';
 import { handleApplyTemplate, handleDetokenize, handleTokenize } from './handlers/tokenize.js';
 import { resumable } from './streams/resumable.js';
 import type { StreamSessions } from './streams/stream-sessions.js';
+import type { InferenceService } from './service/service.js';
 
 /** Endpoints llama-server serves only when asked (--metrics, --props) or until told not to (--no-slots). */
 export interface RouteOptions {
@@ -42,13 +43,33 @@ function whenEnabled<I>(enabled: boolean, what: string, flag: string, handler: I
   };
 }
 
+/**
+ * A generating route's handler, its request announced to the engine from its arrival until it
+ * submits its tasks (InferenceService.announce), or withdrawn when it ends without: an idle engine
+ * that starts the first of several requests sent together waits for the others while their chat
+ * templates are rendered and their prompts tokenized, so they share its first batch.
+ */
+function announcedWhilePrepared(handler: InferenceHandler<InferenceService>): InferenceHandler<InferenceService> {
+  return async (service, req) => {
+    service.announce(req.signal);
+    try {
+      return await handler(service, req);
+    } finally {
+      service.withdraw(req.signal);
+    }
+  };
+}
+
 export function inferenceRoutes(ctx: RouteContext, options: RouteOptions): Route[] {
   const prefix = options.apiPrefix ?? '';
   const route = <I>(method: Method, path: string, guard: Guard<I>, handler: InferenceHandler<I>): Route => inferenceRoute(ctx, method, prefix + path, guard, handler);
   const streams = options.streams;
-  // The generating routes (llama-server's server_res_generator): resumable with X-Conversation-Id.
-  const gen = <I>(handler: InferenceHandler<I>): InferenceHandler<I> =>
-    streams ? (input, req) => resumable(streams, req, (view) => handler(input, view)) : handler;
+  // The generating routes (llama-server's server_res_generator): announced to the engine while
+  // they are prepared, resumable with X-Conversation-Id.
+  const gen = (handler: InferenceHandler<InferenceService>): InferenceHandler<InferenceService> => {
+    const announced = announcedWhilePrepared(handler);
+    return streams ? (input, req) => resumable(streams, req, (view) => announced(input, view)) : announced;
+  };
   return [
     route('GET',  '/health',               publicAccess, handleHealth),
     route('GET',  '/v1/health',            publicAccess, handleHealth),

@@ -607,6 +607,8 @@ export interface EngineMetrics {
   promptCacheBytes: number;
   tasksDone: number;
   queued: number;
+  /** Generating requests announced (NativeEngine.announce) that have not submitted their tasks yet. */
+  announced: number;
   busySlots: number;
   /** Speculative decoding (absent when off): drafted tokens, accepted ones, verification steps, accepted per draft position. */
   draftTokens?: number;
@@ -696,8 +698,19 @@ export interface SlotActionResult {
 }
 
 export interface NativeEngine {
-  /** Submits tasks. Throws INVALID_ARGUMENT (wrong types) or DISPOSED synchronously. */
-  submit(tasks: CompletionTaskSpec[]): Submission;
+  /**
+   * Submits tasks. Throws INVALID_ARGUMENT (wrong types) or DISPOSED synchronously. `announced`:
+   * they are the tasks of a request announced with announce(1), which stops counting once they
+   * are queued or refused, or when submit throws.
+   */
+  submit(tasks: CompletionTaskSpec[], announced?: boolean): Submission;
+  /**
+   * +1: the server has received a generating request and is preparing it (its chat template
+   * rendered, its prompt tokenized); -1: such a request is withdrawn before it submitted tasks.
+   * An idle engine that has tasks waits for announced requests to submit theirs, up to 25 times
+   * burstWaitMs, so that requests sent together share their first batch.
+   */
+  announce(delta: 1 | -1): void;
   /**
    * The number of tokens of a task's prompt, its images (`media` with `promptText`) tokenized by
    * the projector and each counted as its tokens, as llama-server counts them; on a worker,

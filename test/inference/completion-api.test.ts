@@ -327,6 +327,46 @@ t.test('a request whose client left while it was being prepared starts no task',
   t.same([after.tasksDone, after.promptTokens + after.cachedTokens], [before.tasksDone, before.promptTokens + before.cachedTokens], 'no task ran');
 });
 
+// Generating routes announce their request to the engine from its arrival until it submits its
+// tasks (an idle engine gathering a burst waits for it), and withdraw it when it ends without:
+// what the engine is told, request by request, and nothing left counting after any of them.
+t.test('a generating request is announced to the engine until it submits its tasks, or withdrawn when it fails first', async (t) => {
+  const service = server.host.ready();
+  const engine = service.engine;
+  const told: string[] = [];
+  const { announce, withdraw, submitAll } = engine;
+  engine.announce = () => {
+    told.push('announce');
+    announce.call(engine);
+  };
+  engine.withdraw = () => {
+    told.push('withdraw');
+    withdraw.call(engine);
+  };
+  engine.submitAll = (specs, options) => {
+    told.push(`submit ${options?.announced ? 'announced' : 'not announced'}`);
+    return submitAll.call(engine, specs, options);
+  };
+  t.teardown(() => Object.assign(engine, { announce, withdraw, submitAll }));
+  const chat = (body: object) => postJson(`${base}/v1/chat/completions`, { messages: [{ role: 'user', content: 'Hello' }], max_tokens: 2, ...body });
+  const cases: Array<[string, () => Promise<{ status: number }>, number, string[]]> = [
+    ['a chat completion', () => chat({}), 200, ['announce', 'submit announced']],
+    ['a streamed chat completion', () => chat({ stream: true }), 200, ['announce', 'submit announced']],
+    ['two choices, one submission', () => chat({ n: 2 }), 200, ['announce', 'submit announced']],
+    ['a completion', () => completion({ prompt: 'Hello', n_predict: 2 }), 200, ['announce', 'submit announced']],
+    ['a body that fails validation', () => chat({ max_tokens: 'two' }), 400, ['announce', 'withdraw']],
+    ['a prompt longer than the context', () => completion({ prompt: 'word '.repeat(5000), n_predict: 2 }), 400, ['announce', 'withdraw']],
+    ['a request that generates nothing (/tokenize)', () => postJson(`${base}/tokenize`, { content: 'Hello' }), 200, []],
+  ];
+  for (const [what, send, status, want] of cases) {
+    told.length = 0;
+    const res = await send();
+    t.equal(res.status, status, `${what}: ${status}`);
+    t.same(told, want, `${what}: ${want.join(', ') || 'nothing told'}`);
+    t.equal(engine.native.metrics().announced, 0, `${what}: nothing left counting`);
+  }
+});
+
 t.test('a client that disconnects frees its slot within a step', async (t) => {
   const engine = server.host.ready().engine.native;
   // The server cancels the task when it sees the disconnect: wait for that, not for a time.

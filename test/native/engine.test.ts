@@ -790,6 +790,47 @@ t.test('burst wait: a task cancelled during the wait is never decoded', async (t
   t.equal(m.busySlots, 0, 'no slot held');
 });
 
+// Requests the server announced (InferenceEngine.announce: received, their chat template or
+// prompt still being prepared) are waited for too, up to 25 times burstWaitMs. With a 40 ms wait
+// a burst ends 40 ms after its last task and 200 ms after its first at most; a task submitted
+// 400 ms after the first goes into a second call unless it was announced (waited for up to
+// 1,000 ms). A withdrawn announcement (its request failed) holds nothing: with a 400 ms wait the
+// engine would wait for it 10 s, and it starts as soon as the burst's quiet time has passed.
+async function twoArrivals(announced: boolean): Promise<{ calls: number; announcedAfter: number }> {
+  const e = await InferenceEngine.create(model, { nCtx: 1024, nParallel: 2, burstWaitMs: 40 });
+  try {
+    const before = e.native.metrics().decodeCalls;
+    if (announced) {
+      e.announce();
+      e.announce();
+    }
+    const [first] = await e.submitAll([greedy('First arrival', 1, { cachePrompt: false })], { announced });
+    await new Promise((resolve) => setTimeout(resolve, 400)); // the second request being prepared
+    const [second] = await e.submitAll([greedy('Second arrival', 1, { cachePrompt: false })], { announced });
+    await Promise.all([first, second]);
+    return { calls: e.native.metrics().decodeCalls - before, announcedAfter: e.native.metrics().announced };
+  } finally {
+    await e.dispose();
+  }
+}
+
+t.test('burst wait: an idle engine waits for announced requests to submit their tasks; a withdrawn one holds nothing', async (t) => {
+  t.same(await twoArrivals(true), { calls: 1, announcedAfter: 0 }, 'announced: both in one call');
+  t.same(await twoArrivals(false), { calls: 2, announcedAfter: 0 }, 'not announced: the first decoded alone once the burst was over');
+
+  const e = await InferenceEngine.create(model, { nCtx: 1024, nParallel: 2, burstWaitMs: 400 });
+  t.teardown(() => e.dispose());
+  e.announce();
+  const startedAt = performance.now();
+  const [alone] = await e.submitAll([greedy('Submitted beside a request that fails', 1, { cachePrompt: false })]);
+  setTimeout(() => e.withdraw(), 100);
+  const outcome = await alone!;
+  const elapsed = performance.now() - startedAt;
+  t.equal(outcome.tokens.length, 1);
+  t.ok(elapsed < 5000, `decoded ${elapsed.toFixed(0)} ms after it was submitted, not after the 10 s an announced request is waited for`);
+  t.equal(e.native.metrics().announced, 0);
+});
+
 t.test('the burst wait is validated; 4 ms by default where the build has no GPU backend, 0 where it has one', async (t) => {
   for (const bad of [-1, 1001, Number.NaN, Number.POSITIVE_INFINITY, 'soon']) {
     await t.rejects(InferenceEngine.create(model, { nCtx: 1024, nParallel: 1, burstWaitMs: bad as number }),

@@ -87,6 +87,8 @@ export interface SubmitOptions {
   signal?: AbortSignal;
   /** Task `index`'s token callback, if any. */
   onToken?: (index: number) => TokenCallback | undefined;
+  /** The tasks are those of a request announced with announce(): it stops counting now. */
+  announced?: boolean;
 }
 
 export class InferenceEngine {
@@ -118,9 +120,12 @@ export class InferenceEngine {
    * runs before the first token of these tasks reaches `onToken` (see NativeEngine.submit).
    */
   async submitAll(specs: readonly CompletionTaskSpec[], options: SubmitOptions = {}): Promise<Array<Promise<CompletionOutcome>>> {
-    const { signal, onToken } = options;
-    if (signal?.aborted) throw signal.reason ?? new Error('aborted');
-    const { ids, queued } = this.engine.submit([...specs]);
+    const { signal, onToken, announced = false } = options;
+    if (signal?.aborted) {
+      if (announced) this.engine.announce(-1);
+      throw signal.reason ?? new Error('aborted');
+    }
+    const { ids, queued } = this.engine.submit([...specs], announced);
     const outcomes = ids.map((id, index) => this.track(id, specs[index]!, onToken?.(index)));
     const onAbort = (): void => {
       for (const id of ids) {
@@ -146,6 +151,21 @@ export class InferenceEngine {
       throw err;
     }
     return outcomes;
+  }
+
+  /**
+   * A generating request has arrived and is being prepared (chat template, tokens): while it is,
+   * an idle engine that has tasks waits for its tasks too (up to 25 times burstWaitMs), so that
+   * requests sent together share their first batch. Each announce() is settled once: by a
+   * submitAll with `announced`, or by withdraw().
+   */
+  announce(): void {
+    this.engine.announce(1);
+  }
+
+  /** An announced request that will submit nothing (it failed, or its client left). */
+  withdraw(): void {
+    this.engine.announce(-1);
   }
 
   /** Runs one completion task to its end: submitAll of one task. */

@@ -60,6 +60,8 @@ export class InferenceService implements GenerationContext {
   readonly info: EngineInfo;
   readonly vocabSize: number;
   readonly createdAt = Math.floor(Date.now() / 1000);
+  /** Generating requests announced to the engine and not yet submitted, by their AbortSignal. */
+  private readonly preparing = new WeakSet<AbortSignal>();
 
   constructor(
     readonly model: NativeModel,
@@ -106,6 +108,21 @@ export class InferenceService implements GenerationContext {
   }
 
   /**
+   * A generating request has arrived (known by its AbortSignal) and is being prepared: the engine
+   * counts it until its first startAll submits its tasks, or withdraw() (InferenceEngine.announce).
+   */
+  announce(signal: AbortSignal): void {
+    if (this.info.embeddings || this.preparing.has(signal)) return;
+    this.preparing.add(signal);
+    this.engine.announce();
+  }
+
+  /** The request announced with `signal` will submit nothing more (it failed, or it is done). */
+  withdraw(signal: AbortSignal): void {
+    if (this.preparing.delete(signal)) this.engine.withdraw();
+  }
+
+  /**
    * Starts the tasks of one request (several prompts or choices), submitted together, and
    * resolves once the engine has queued them, to one outcome per task. A refusal (bad grammar,
    * bad media, prompt too long) rejects instead, as an HttpError, before any task runs: a
@@ -125,7 +142,7 @@ export class InferenceService implements GenerationContext {
     if (signal.aborted) cancelGroup();
     let started: Array<Promise<CompletionOutcome>>;
     try {
-      started = await this.engine.submitAll(specs, { signal: group.signal, onToken });
+      started = await this.engine.submitAll(specs, { signal: group.signal, onToken, announced: this.preparing.delete(signal) });
     } catch (err) {
       signal.removeEventListener('abort', cancelGroup);
       throw this.taskError(err, signal);
