@@ -778,10 +778,12 @@ Napi::Value Engine::js_metrics(const Napi::CallbackInfo & info) {
     m.Set("promptCacheBytes", prompt_cache_ ? static_cast<double>(prompt_cache_->published_bytes()) : 0.0);
     m.Set("tasksDone", static_cast<double>(counters_.tasks_done.load()));
     m.Set("queued", counters_.queued.load());
+    int32_t announced = 0;
     {
         std::lock_guard<std::mutex> lock(inbox_mutex_);
-        m.Set("announced", announced_);
+        announced = announced_;
     }
+    m.Set("announced", announced);
     m.Set("busySlots", counters_.busy_slots.load());
     if (spec_) {
         SpeculationCounters & c = spec_->counters();
