@@ -365,6 +365,15 @@ t.test('a generating request is announced to the engine until it submits its tas
     t.same(told, want, `${what}: ${want.join(', ') || 'nothing told'}`);
     t.equal(engine.native.metrics().announced, 0, `${what}: nothing left counting`);
   }
+  // A client that left while its request was prepared: the submission settles the announcement
+  // without submitting anything.
+  const left = new AbortController();
+  service.announce(left.signal);
+  t.equal(engine.native.metrics().announced, 1, 'announced while prepared');
+  left.abort();
+  await t.rejects(service.runAll([{ prompt: service.model.tokenize('never run', true, true), nPredict: 4 }], left.signal),
+    { status: 400, message: 'the client closed the connection' });
+  t.equal(engine.native.metrics().announced, 0, 'a client gone before its submission: settled');
 });
 
 t.test('a client that disconnects frees its slot within a step', async (t) => {

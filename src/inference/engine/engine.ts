@@ -122,7 +122,7 @@ export class InferenceEngine {
   async submitAll(specs: readonly CompletionTaskSpec[], options: SubmitOptions = {}): Promise<Array<Promise<CompletionOutcome>>> {
     const { signal, onToken, announced = false } = options;
     if (signal?.aborted) {
-      if (announced) this.engine.announce(-1);
+      if (announced) this.withdraw();
       throw signal.reason ?? new Error('aborted');
     }
     const { ids, queued } = this.engine.submit([...specs], announced);
