@@ -1,31 +1,54 @@
-// A server-sent-events response with backpressure. Each `send` writes one whole event
-// (`data: ...\n\n`) in one corked write, so bytes of two events never interleave. When the
-// socket's buffer is full, `send` resolves only after uWS reports the socket writable again:
-// a slow reader therefore slows its producer instead of growing server memory.
+// A server-sent-events response with backpressure: the one way every streaming route writes its
+// events. Each `send` writes one whole event in one corked write, so bytes of two events never
+// interleave. When the socket's buffer is full, `send` resolves only after uWS reports the socket
+// writable again: a slow reader therefore slows its producer instead of growing server memory.
 // With a ping interval, a stream that stays silent that long after an event gets the SSE comment
 // `:\n\n`, and again after each further interval, as llama-server's --sse-ping-interval
 // (clients such as undici time out a silent connection). As there, no ping comes before the
 // first event: the status line and headers go out with it.
 
+/** One event: its name (the `event:` field; none for a plain `data:` event) and its data line. */
+export interface ServerSentEvent {
+  event?: string;
+  /** One line: JSON, or a marker such as `[DONE]`. */
+  data: string;
+}
+
+/** An event's bytes: `event: <name>\n` when named, `data: <data>\n`, and the blank line that ends it. */
+export function formatEvent(event: string | ServerSentEvent): string {
+  if (typeof event === 'string') return `data: ${event}\n\n`;
+  return `${event.event === undefined ? '' : `event: ${event.event}\n`}data: ${event.data}\n\n`;
+}
+
 export interface EventStream {
-  /** Writes `data: <data>\n\n`. Resolves when the client can take more. Never rejects. */
-  send(data: string): Promise<void>;
-  /** Writes a raw, already framed chunk (e.g. `data: [DONE]\n\n`), or raw bytes. */
-  sendRaw(chunk: string | Uint8Array): Promise<void>;
+  /** Writes one event (a string is a plain `data:` event). Resolves when the client can take more. Never rejects. */
+  send(event: string | ServerSentEvent): Promise<void>;
+  /**
+   * Writes bytes framed elsewhere: a relayed body piece by piece, or (`wholeEvents`) bytes that
+   * end where an event ends (a replayed stream), which then go on the wire complete as events do.
+   */
+  sendRaw(chunk: string | Uint8Array, wholeEvents?: boolean): Promise<void>;
+  /** True once the status line went out with a first write: from then on an error can only be an event. */
+  readonly started: boolean;
   /** True once the client went away or the stream ended; further sends are dropped. */
   readonly closed: boolean;
   /** Ends the response. Idempotent. */
   end(): void;
 }
 
-/** The three operations an EventStream needs from the transport (implemented by the uWS adapter). */
+/** What an EventStream needs from the transport (implemented by the uWS adapter). */
 export interface EventSink {
-  /** Writes a chunk; returns false when it was buffered because of backpressure. */
-  write(chunk: string | Uint8Array): boolean;
+  /**
+   * Writes a chunk; returns false when it was buffered because of backpressure. `wholeEvents`
+   * says the chunk is one or more whole events, which the transport puts on the wire complete now.
+   */
+  write(chunk: string | Uint8Array, wholeEvents: boolean): boolean;
   /** Calls `ready` once the buffered bytes have drained. */
   whenWritable(ready: () => void): void;
   end(): void;
   isOpen(): boolean;
+  /** True once the status line went out. */
+  hasStarted(): boolean;
 }
 
 /** llama-server's ping: an SSE comment line, ignored by clients. */
@@ -52,18 +75,18 @@ export function createEventStream(sink: EventSink, options: EventStreamOptions =
     if (interval <= 0 || ended) return;
     pingTimer = setTimeout(() => {
       pingTimer = null;
-      void sendRaw(SSE_PING);
+      void write(SSE_PING, true);
     }, interval);
     pingTimer.unref();
   };
 
-  const sendRaw = async (chunk: string | Uint8Array): Promise<void> => {
+  const write = async (chunk: string | Uint8Array, wholeEvents: boolean): Promise<void> => {
     await drained;
     if (ended || !sink.isOpen()) {
       stopPings();
       return;
     }
-    const flushed = sink.write(chunk);
+    const flushed = sink.write(chunk, wholeEvents);
     armPing();
     if (!flushed) {
       drained = new Promise<void>((resolve) => sink.whenWritable(resolve));
@@ -72,8 +95,11 @@ export function createEventStream(sink: EventSink, options: EventStreamOptions =
   };
 
   return {
-    send: (data) => sendRaw(`data: ${data}\n\n`),
-    sendRaw,
+    send: (event) => write(formatEvent(event), true),
+    sendRaw: (chunk, wholeEvents = false) => write(chunk, wholeEvents),
+    get started() {
+      return sink.hasStarted();
+    },
     get closed() {
       return ended || !sink.isOpen();
     },

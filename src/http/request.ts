@@ -16,12 +16,15 @@ export interface HttpRequest {
   readonly signal: AbortSignal;
   readonly remoteAddress: string;
   /**
-   * Switches the response to a `text/event-stream`. After this, the handler's return value is
-   * ignored; the stream is ended when the handler settles. The status line and headers go out
+   * Switches the response to a `text/event-stream`, or returns the stream already opened. After
+   * its first event the handler's return value is ignored; the stream is ended when the handler
+   * settles. The status line and headers go out
    * with the first event: a handler that throws before it is answered with a plain error
    * response, one that throws later gets its error sent as a last event.
    */
   openEventStream(init?: { status?: number; headers?: Record<string, string>; ping?: boolean }): EventStream;
+  /** True once the event stream's status line went out: an error can then only be a last event. */
+  readonly streamStarted: boolean;
 }
 
 export interface HttpResult {

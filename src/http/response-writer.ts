@@ -3,6 +3,7 @@
 // after the end or after the client left, and errors are mapped and logged in one place.
 import { STATUS_CODES } from 'node:http';
 import { HttpError, HttpLayerCode, toHttpError, type ErrorFormatter } from './errors.js';
+import { completingPieces } from './complete-chunks.js';
 import { createEventStream, type EventStream } from './event-stream.js';
 import type { HttpResult } from './request.js';
 
@@ -48,30 +49,6 @@ function encodeBody(result: HttpResult): { payload: string | Buffer; contentType
   return { payload: JSON.stringify(result.body), contentType: 'application/json; charset=utf-8' };
 }
 
-/**
- * Writes `chunk` so that all of it but its last byte is a complete HTTP chunk on the wire now.
- * uWS frames every write as a chunk and sends that chunk's closing CRLF only with the next write,
- * and a client that hands a chunk over only once it is complete (Python's urllib3, under
- * `requests`) would then read every event one event late: a stream's first token only with its
- * second, as llama-server never does. Written as two chunks, the event's lines arrive with it and
- * only its last byte (an SSE event's closing newline) waits for the next write or the end. The
- * bytes are those of one write (only the framing differs), in one corked send. Returns false when
- * uWS buffered them (backpressure).
- */
-function writeCompleting(res: ResponseSink, chunk: string | Uint8Array): boolean {
-  // The last code point of a string: a surrogate pair stays whole.
-  const tail = typeof chunk === 'string' && chunk.length >= 2 && isLowSurrogate(chunk.charCodeAt(chunk.length - 1)) ? 2 : 1;
-  if (chunk.length <= tail) return res.write(chunk);
-  const head = typeof chunk === 'string' ? chunk.slice(0, -tail) : chunk.subarray(0, -tail);
-  const last = typeof chunk === 'string' ? chunk.slice(-tail) : chunk.subarray(-tail);
-  const headWritten = res.write(head);
-  return res.write(last) && headWritten;
-}
-
-function isLowSurrogate(code: number): boolean {
-  return code >= 0xdc00 && code <= 0xdfff;
-}
-
 function statusLine(status: number): string {
   return `${status} ${STATUS_CODES[status] ?? 'Unknown'}`;
 }
@@ -107,6 +84,11 @@ export class ResponseWriter {
   /** True until the response ended or the client went away. */
   get isOpen(): boolean {
     return !this.finished;
+  }
+
+  /** True once an event stream sent its status line. */
+  get streamStarted(): boolean {
+    return this.stream?.started ?? false;
   }
 
   /** Aborted when the client disconnects. */
@@ -155,11 +137,12 @@ export class ResponseWriter {
       this.writeHead(init.status ?? 200, { 'Content-Type': 'text/event-stream', 'Cache-Control': 'no-cache', ...init.headers });
     };
     this.stream = createEventStream({
-      write: (chunk) => {
+      // The pieces of one write go out in one corked send; false when uWS buffered any of them.
+      write: (chunk, wholeEvents) => {
         let ok = true;
         this.res.cork(() => {
           this.sendStreamHead();
-          ok = writeCompleting(this.res, chunk);
+          for (const piece of completingPieces(chunk, wholeEvents)) ok = this.res.write(piece) && ok;
         });
         return ok;
       },
@@ -172,6 +155,7 @@ export class ResponseWriter {
         });
       },
       isOpen: () => !this.finished,
+      hasStarted: () => this.streamHead === null,
     }, { pingIntervalMs: init.ping === false ? 0 : this.settings.ssePingIntervalMs ?? 0 });
     return this.stream;
   }
@@ -203,16 +187,19 @@ export class ResponseWriter {
     this.res.close();
   }
 
-  /** Ends the response with a handler's outcome: its result, or the end of its event stream. */
+  /**
+   * Ends the response with a handler's outcome: the end of its event stream, or its result (also
+   * when it opened a stream that has sent nothing: e.g. an error answered in its own format).
+   */
   finish(result: HttpResult | void): void {
-    if (this.stream) this.stream.end();
+    if (this.stream && (this.stream.started || result === undefined)) this.stream.end();
     else this.writeResult(result ?? { status: 204 });
   }
 
   /** Ends the response with a handler's failure: a plain error, or a last event once streaming began. */
   async fail(thrown: unknown): Promise<void> {
     const stream = this.stream;
-    if (!stream || this.streamHead !== null) {
+    if (!stream || !stream.started) {
       this.writeError(thrown);
       return;
     }

@@ -116,6 +116,9 @@ function handlerRequest(head: RequestHead, params: Record<string, string>, body:
     },
     remoteAddress: head.remoteAddress,
     openEventStream: (init) => writer.openEventStream(init),
+    get streamStarted() {
+      return writer.streamStarted;
+    },
   };
 }
 

@@ -133,6 +133,7 @@ function internalRequest(req: HttpRequest, route: Route, payload: Record<string,
     openEventStream: () => {
       throw badRequest('predict route does not support streaming responses');
     },
+    streamStarted: false,
   };
 }
 

@@ -27,6 +27,7 @@ function recordingSink(): EventSink & { writes: Array<{ chunk: string; at: numbe
     whenWritable: (ready) => ready(),
     end() { ended = true; },
     isOpen: () => !ended,
+    hasStarted: () => writes.length > 0,
     next: () => new Promise((resolve) => { waiting = resolve; }),
   };
 }

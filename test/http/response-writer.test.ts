@@ -100,18 +100,36 @@ t.test('a failure after the first event is sent as the last event', async (t) =>
   await stream.send('1');
   await writer.fail(new HttpError(400, 'BAD', 'bad'));
   t.same(res.writes.slice(0, 4), ['status 200 OK', 'Access-Control-Allow-Origin: *', 'Content-Type: text/event-stream', 'Cache-Control: no-cache']);
-  t.same(res.writes.slice(4), ['chunk data: 1\n\n', 'chunk data: {"error":{"code":"BAD"}}\n\n']);
+  t.same(res.writes.slice(4), ['chunk data: 1\n\n\n\n', 'chunk data: {"error":{"code":"BAD"}}\n\n\n\n']);
   t.same(res.ended, { body: undefined, close: undefined });
 });
 
-t.test('each stream write leaves as two chunks, all but its last code point then it, so the first is complete on the wire at once', async (t) => {
+t.test('an event leaves as its own chunk, then a blank-line tail, so the event is complete on the wire at once', async (t) => {
   const res = new FakeResponse();
   const stream = new ResponseWriter(res, { method: 'GET', path: '/x' }, settings(), CORS).openEventStream({ ping: false });
   await stream.send('1');
+  await stream.send({ event: 'message_stop', data: '{}' });
+  await stream.sendRaw('data: replayed\n\n', true);
+  t.same(res.chunks, ['data: 1\n\n', '\n\n', 'event: message_stop\ndata: {}\n\n', '\n\n', 'data: replayed\n\n', '\n\n']);
+});
+
+t.test('relayed bytes leave as two chunks, all but their last code point then it, so their lines are complete at once', async (t) => {
+  const res = new FakeResponse();
+  const stream = new ResponseWriter(res, { method: 'GET', path: '/x' }, settings(), CORS).openEventStream({ ping: false });
   await stream.sendRaw('relayed text ending in 🙂');
   await stream.sendRaw(new Uint8Array([1, 2, 3]));
   await stream.sendRaw('x');
-  t.same(res.chunks, ['data: 1\n', '\n', 'relayed text ending in ', '🙂', [1, 2], [3], 'x'], 'a surrogate pair stays whole; a single byte stays one chunk');
+  t.same(res.chunks, ['relayed text ending in ', '🙂', [1, 2], [3], 'x'], 'a surrogate pair stays whole; a single byte stays one chunk');
+});
+
+t.test('a stream opened but not started yields to the handler\'s result', async (t) => {
+  const res = new FakeResponse();
+  const writer = new ResponseWriter(res, { method: 'GET', path: '/x' }, settings(), CORS);
+  writer.openEventStream();
+  t.equal(writer.streamStarted, false);
+  writer.finish({ status: 429, body: { type: 'error' } });
+  t.equal(res.writes[0], 'status 429 Too Many Requests');
+  t.same(res.ended, { body: '{"type":"error"}', close: false });
 });
 
 t.test('a full socket holds the next event until it drains', async (t) => {
@@ -153,5 +171,5 @@ t.test('write timeout: a client that drains in time keeps its connection', async
   await stream.send('2');
   stream.end();
   t.equal(res.closed, false);
-  t.same(res.writes.slice(-2), ['chunk data: 1\n\n', 'chunk data: 2\n\n']);
+  t.same(res.writes.slice(-2), ['chunk data: 1\n\n\n\n', 'chunk data: 2\n\n\n\n']);
 });

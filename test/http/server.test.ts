@@ -35,7 +35,7 @@ const server = await startHttpServer({
       method: 'GET', path: '/events', handler: async (req) => {
         const stream = req.openEventStream();
         for (let i = 0; i < 3; i++) await stream.send(JSON.stringify({ i }));
-        await stream.sendRaw('data: [DONE]\n\n');
+        await stream.send({ event: 'done', data: '[DONE]' });
       },
     },
     {
@@ -202,10 +202,10 @@ t.test('an unexpected exception is 500 without internals', async (t) => {
   t.equal(JSON.parse(text).error.code, 'INTERNAL');
 });
 
-t.test('an event stream sends whole events in order', async (t) => {
+t.test('an event stream sends whole events in order, each followed by a blank-line tail', async (t) => {
   const res = await fetch(`${base}/events`);
   t.equal(res.headers.get('content-type'), 'text/event-stream');
-  t.equal(await res.text(), 'data: {"i":0}\n\ndata: {"i":1}\n\ndata: {"i":2}\n\ndata: [DONE]\n\n');
+  t.equal(await res.text(), 'data: {"i":0}\n\n\n\ndata: {"i":1}\n\n\n\ndata: {"i":2}\n\n\n\nevent: done\ndata: [DONE]\n\n\n\n');
 });
 
 t.test('an event stream whose handler throws before the first event is answered with a plain error', async (t) => {
@@ -219,7 +219,7 @@ t.test('an event stream whose handler throws after the first event ends with the
   const res = await fetch(`${base}/events/failed`);
   t.equal(res.status, 200);
   t.equal(res.headers.get('content-type'), 'text/event-stream');
-  t.equal(await res.text(), 'data: {"i":0}\n\ndata: {"error":{"code":"FAILED","message":"failed after the first event"}}\n\n');
+  t.equal(await res.text(), 'data: {"i":0}\n\n\n\ndata: {"error":{"code":"FAILED","message":"failed after the first event"}}\n\n\n\n');
 });
 
 t.test('a client that disconnects aborts the request signal', async (t) => {

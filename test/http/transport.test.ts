@@ -119,18 +119,24 @@ t.test('--sse-ping-interval N: `:\\n\\n` after N seconds of silence, on the wire
   t.equal(res.headers.get('content-type'), 'text/event-stream');
   const reader = res.body!.getReader();
   const decoder = new TextDecoder();
-  const read = async (): Promise<string> => decoder.decode((await reader.read()).value);
-  t.equal(await read(), 'data: {"n":1}\n\n');
-  t.equal(await read(), ':\n\n', 'the ping, while the producer is silent');
+  let text = '';
+  /** Reads until the body so far ends with `end`; returns what came since the last call. */
+  const readThrough = async (end: string): Promise<string> => {
+    const from = text.length;
+    while (!text.endsWith(end)) text += decoder.decode((await reader.read()).value);
+    return text.slice(from);
+  };
+  t.equal(await readThrough('data: {"n":1}\n\n\n\n'), 'data: {"n":1}\n\n\n\n', 'the event and its tail');
+  t.equal(await readThrough(':\n\n\n\n'), ':\n\n\n\n', 'the ping, while the producer is silent');
   // The event was written after the request was sent, and the ping one interval after the event.
   const waited = Date.now() - requested;
   t.ok(waited >= 1000 && waited < 6000, `not before one interval (${waited} ms after the request)`);
   release();
-  t.equal(await read(), 'data: {"n":2}\n\n');
+  t.equal(await readThrough('data: {"n":2}\n\n\n\n'), 'data: {"n":2}\n\n\n\n');
   t.equal((await reader.read()).done, true);
 });
 
-t.test('an event\'s line is in a whole chunk as soon as it is sent: a client that reads whole chunks (urllib3) is not one event late', async (t) => {
+t.test('an event is in whole chunks as soon as it is sent: a client that reads whole chunks (urllib3, strict SSE parsers on it) is not one event late', async (t) => {
   let release!: () => void;
   const released = new Promise<void>((resolve) => { release = resolve; });
   const route: Route = {
@@ -163,9 +169,9 @@ t.test('an event\'s line is in a whole chunk as soon as it is sent: a client tha
     check();
   });
   socket.write('GET /events HTTP/1.1\r\nHost: x\r\n\r\n');
-  await arrived(() => decoded().includes('\n'), 'the first event\'s line');
-  t.equal(decoded(), 'data: {"n":"é 🙂"}\n', 'the line is readable while the producer waits; only the closing newline waits for the next write');
+  await arrived(() => decoded().includes('\n\n'), 'the first event');
+  t.equal(decoded(), 'data: {"n":"é 🙂"}\n\n', 'the whole event is readable while the producer waits; only its tail waits for the next write');
   release();
   await arrived(() => wholeChunks(received).ended, 'the end of the stream');
-  t.equal(decoded(), 'data: {"n":"é 🙂"}\n\ndata: {"n":2}\n\n', 'the bytes are the events, unchanged');
+  t.equal(decoded(), 'data: {"n":"é 🙂"}\n\n\n\ndata: {"n":2}\n\n\n\n', 'the events, each with its blank-line tail');
 });

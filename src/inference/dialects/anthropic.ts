@@ -2,6 +2,7 @@
 // to_json_anthropic / to_json_anthropic_stream): the message, its streamed events, its usage,
 // its stop reasons and its errors.
 import type { HttpError } from '../../http/errors.js';
+import type { ServerSentEvent } from '../../http/event-stream.js';
 import type { StopType } from '../../native/binding.js';
 import type { CompletionOutcome } from '../engine/engine.js';
 import type { ChatMessageOut } from '../service/chat-output.js';
@@ -65,8 +66,8 @@ export function anthropicMessage(header: MessageHeader, message: ChatMessageOut,
 }
 
 /** One server-sent event; its name is its data's type. */
-export function sseEvent(data: { type: string } & Record<string, unknown>): string {
-  return `event: ${data.type}\ndata: ${JSON.stringify(data)}\n\n`;
+export function sseEvent(data: { type: string } & Record<string, unknown>): ServerSentEvent {
+  return { event: data.type, data: JSON.stringify(data) };
 }
 
 /**
@@ -87,7 +88,7 @@ export class AnthropicEventWriter {
   constructor(private readonly header: MessageHeader) {}
 
   /** message_start, once: the prompt's length is known with the first token (cache reuse only at the end). */
-  start(nPrompt: number): string[] {
+  start(nPrompt: number): ServerSentEvent[] {
     if (this.started) return [];
     this.started = true;
     const message = {
@@ -99,8 +100,8 @@ export class AnthropicEventWriter {
   }
 
   /** The events of ChatOutput deltas. */
-  deltas(deltas: ReadonlyArray<Record<string, unknown>>): string[] {
-    const events: string[] = [];
+  deltas(deltas: ReadonlyArray<Record<string, unknown>>): ServerSentEvent[] {
+    const events: ServerSentEvent[] = [];
     for (const delta of deltas) {
       if (typeof delta.reasoning_content === 'string') {
         if (this.thinkingIndex === null) {
@@ -122,7 +123,7 @@ export class AnthropicEventWriter {
   }
 
   /** The closing events, once generation has ended. */
-  finish(outcome: CompletionOutcome, toolCalls: boolean): string[] {
+  finish(outcome: CompletionOutcome, toolCalls: boolean): ServerSentEvent[] {
     const events = this.start(outcome.nPrompt);
     const order = [this.thinkingIndex, this.textIndex, ...this.toolIndex.values()].filter((i): i is number => i !== null).sort((a, b) => a - b);
     for (const index of order) {
@@ -138,8 +139,8 @@ export class AnthropicEventWriter {
     return events;
   }
 
-  private toolEvents(call: ToolCallDelta): string[] {
-    const events: string[] = [];
+  private toolEvents(call: ToolCallDelta): ServerSentEvent[] {
+    const events: ServerSentEvent[] = [];
     let index = this.toolIndex.get(call.index);
     if (index === undefined && call.function?.name) {
       index = this.blocks++;

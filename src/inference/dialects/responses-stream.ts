@@ -5,6 +5,7 @@
 // response.output_item.added, then response.function_call_arguments.delta; at the end
 // response.output_item.done for each item (with output_text.done and content_part.done for the
 // message) and response.completed.
+import type { ServerSentEvent } from '../../http/event-stream.js';
 import type { CompletionOutcome } from '../engine/engine.js';
 import type { ChatMessageOut } from '../service/chat-output.js';
 import { functionCallItem, inProgress, outputItems, outputTextPart, responseUsage, type ResponseEvent, type ResponseIds } from './responses.js';
@@ -92,7 +93,7 @@ export class ResponseEvents {
   }
 }
 
-/** An event as an SSE payload for `namedEventStream`: its name, a newline, its JSON. */
-export function eventPayload(event: ResponseEvent): string {
-  return `${event.type}\n${JSON.stringify(event)}`;
+/** An event as a named server-sent event: its type names it, its JSON is the data. */
+export function eventPayload(event: ResponseEvent): ServerSentEvent {
+  return { event: event.type, data: JSON.stringify(event) };
 }

@@ -2,7 +2,6 @@
 // The request is converted to chat fields as llama-server converts it, then rendered, run and
 // parsed exactly as a chat completion; only the answer's shape is Anthropic's. Every error of
 // these routes, the guard's included, is answered in Anthropic's shape by anthropicRoute.
-import type { EventStream } from '../../http/event-stream.js';
 import { HttpError } from '../../http/errors.js';
 import type { HttpRequest, HttpResult } from '../../http/request.js';
 import type { Route } from '../../http/router.js';
@@ -60,45 +59,23 @@ export async function handleAnthropicMessages(service: InferenceService, req: Ht
 /**
  * A route whose every answer is Anthropic's: errors, the guard's included, as
  * {"type": "error", "error": {...}} with their status, or, once events have gone out, as a last
- * `event: error`. Its handler's event stream takes whole frames (sseEvent), and opens only with
- * the first one, so an error before any event is still a plain error response.
+ * `event: error`.
  */
 export function anthropicRoute(route: Route): Route {
   return {
     ...route,
     handler: async (req) => {
-      let stream: EventStream | null = null;
-      const framed = lazyFramedStream(req, (s) => (stream = s));
       try {
-        return await route.handler(Object.assign(Object.create(req) as HttpRequest, { openEventStream: () => framed }));
+        return await route.handler(req);
       } catch (thrown) {
         // Unexpected failures (not HttpErrors) go on to the server, which logs them as 500s.
         if (!(thrown instanceof HttpError)) throw thrown;
         const body = anthropicError(thrown);
-        if (stream === null) return { status: thrown.status, body };
-        await (stream as EventStream).sendRaw(sseEvent(body));
+        if (!req.streamStarted) return { status: thrown.status, body };
+        // The stream the handler opened: openEventStream returns it.
+        await req.openEventStream().send(sseEvent(body));
         return;
       }
     },
-  };
-}
-
-/** An event stream whose send writes a whole frame, opening the response's stream on first use. */
-function lazyFramedStream(req: HttpRequest, opened: (stream: EventStream) => void): EventStream {
-  let inner: EventStream | null = null;
-  const open = (): EventStream => {
-    if (inner === null) {
-      inner = req.openEventStream();
-      opened(inner);
-    }
-    return inner;
-  };
-  return {
-    send: (frame) => open().sendRaw(frame),
-    sendRaw: (chunk) => open().sendRaw(chunk),
-    get closed() {
-      return inner === null ? req.signal.aborted : inner.closed;
-    },
-    end: () => inner?.end(),
   };
 }

@@ -110,7 +110,7 @@ export async function handleChatCompletions(service: InferenceService, req: Http
   // and with timings_per_token every token chunk carries the timings so far.
   const includeUsage = body.stream_options?.include_usage ?? false;
   const outputs = specs.map(() => new ChatOutput(chat));
-  const outcomes = await streamTasks(req, service, specs, {
+  await streamTasks(req, service, specs, {
     opening: (index) => JSON.stringify(chunk([{ index, delta: { role: 'assistant', content: null }, logprobs: null, finish_reason: null }])),
     tokens: (index) => {
       const timer = new StreamTimer(spec.prompt.length);
@@ -140,8 +140,9 @@ export async function handleChatCompletions(service: InferenceService, req: Http
       const last = chunk([{ index, delta: {}, logprobs: null, finish_reason: chatFinishReason(outcome.stop, output.hasToolCalls) }]);
       return [...rest, JSON.stringify(withTimings(last, includeUsage ? undefined : outcome))];
     },
+    final: (outcomes) => [
+      ...(includeUsage ? [JSON.stringify(withTimings({ ...chunk([]), usage: usage(outcomes) }, outcomes.length === 1 ? outcomes[0] : undefined))] : []),
+      '[DONE]',
+    ],
   });
-  const stream = req.openEventStream();
-  if (includeUsage) await stream.send(JSON.stringify(withTimings({ ...chunk([]), usage: usage(outcomes) }, outcomes.length === 1 ? outcomes[0] : undefined)));
-  await stream.sendRaw('data: [DONE]\n\n');
 }

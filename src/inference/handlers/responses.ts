@@ -1,7 +1,6 @@
 // POST /v1/responses (and /responses), POST /v1/responses/input_tokens: OpenAI's Responses API,
 // as llama-server serves it: the request is converted to a chat completion (responsesToChat),
 // run through the chat path, and answered as a response object or its stream of named events.
-import type { EventStream } from '../../http/event-stream.js';
 import type { HttpRequest, HttpResult } from '../../http/request.js';
 import { parseJson } from '../../http/validation.js';
 import type { GeneratedToken } from '../engine/engine.js';
@@ -17,26 +16,6 @@ import { streamTasks } from './streaming.js';
 /** The request's body, converted and checked as the chat completion it stands for. */
 function chatRequest(req: HttpRequest): ChatRequest {
   return ChatBody.check(responsesToChat(parseJson(req, false)));
-}
-
-/** A stream whose payloads are `eventPayload`s, written as `event: <name>` and `data: <json>`. */
-function namedEvents(stream: EventStream): EventStream {
-  return {
-    send: (payload) => {
-      const newline = payload.indexOf('\n');
-      return stream.sendRaw(`event: ${payload.slice(0, newline)}\ndata: ${payload.slice(newline + 1)}\n\n`);
-    },
-    sendRaw: (chunk) => stream.sendRaw(chunk),
-    get closed() {
-      return stream.closed;
-    },
-    end: () => stream.end(),
-  };
-}
-
-/** The request, its event stream writing named events. */
-function withNamedEvents(req: HttpRequest): HttpRequest {
-  return Object.create(req, { openEventStream: { value: (init?: Parameters<HttpRequest['openEventStream']>[0]) => namedEvents(req.openEventStream(init)) } }) as HttpRequest;
 }
 
 /** POST /v1/responses/input_tokens: the length of the prompt a Responses request would run. */
@@ -57,7 +36,7 @@ export async function handleResponses(service: InferenceService, req: HttpReques
 
   const output = new ChatOutput(chat);
   const events = new ResponseEvents(ids, service.alias);
-  await streamTasks(withNamedEvents(req), service, [spec], {
+  await streamTasks(req, service, [spec], {
     tokens: () => {
       const timer = new StreamTimer(spec.prompt.length);
       return (batch: GeneratedToken[]) => {

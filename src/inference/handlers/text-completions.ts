@@ -50,7 +50,7 @@ export async function handleTextCompletions(service: InferenceService, req: Http
   }
 
   const chunk = (choice: Record<string, unknown>): string => JSON.stringify({ ...base, choices: [choice] });
-  const outcomes = await streamTasks(req, service, specs, {
+  await streamTasks(req, service, specs, {
     opening: (index) => (echo ? chunk({ text: echo, index, logprobs: null, finish_reason: null }) : null),
     tokens: (index) => {
       // As llama-server: with timings_per_token, every chunk carries the timings so far.
@@ -68,8 +68,6 @@ export async function handleTextCompletions(service: InferenceService, req: Http
       };
     },
     closing: (outcome, index) => JSON.stringify(withTimings({ ...base, choices: [{ text: '', index, logprobs: null, finish_reason: finishReason(outcome.stop) }] }, outcome)),
+    final: (outcomes) => [...(body.stream_options?.include_usage ? [JSON.stringify({ ...base, choices: [], usage: usage(outcomes) })] : []), '[DONE]'],
   });
-  const stream = req.openEventStream();
-  if (body.stream_options?.include_usage) await stream.send(JSON.stringify({ ...base, choices: [], usage: usage(outcomes) }));
-  await stream.sendRaw('data: [DONE]\n\n');
 }

@@ -2,8 +2,17 @@
 // (its clients count tokens and probabilities per chunk). Tokens wait here, in order, while the
 // client's socket is full; a slow reader therefore costs the tokens generated meanwhile, never
 // more, and the engine never waits for it.
-import type { EventStream } from '../../http/event-stream.js';
+import type { EventStream, ServerSentEvent } from '../../http/event-stream.js';
 import type { GeneratedToken } from '../engine/engine.js';
+
+/** An event of a stream: a plain `data:` payload, or a named event (Anthropic's, Responses'). */
+export type StreamEvent = string | ServerSentEvent;
+
+/** One event or several, as a list. */
+export function eventList(events: StreamEvent | readonly StreamEvent[] | null): readonly StreamEvent[] {
+  if (events === null) return [];
+  return typeof events === 'string' || !Array.isArray(events) ? [events as StreamEvent] : events;
+}
 
 export class TokenStream {
   private pending: GeneratedToken[] = [];
@@ -13,8 +22,8 @@ export class TokenStream {
 
   constructor(
     private readonly stream: EventStream,
-    /** Renders the `data:` payloads of a token's events (a batch of one): one, several, or null for none. */
-    private readonly render: (tokens: GeneratedToken[]) => string | readonly string[] | null,
+    /** Renders a token's events (a batch of one): one, several, or null for none. */
+    private readonly render: (tokens: GeneratedToken[]) => StreamEvent | readonly StreamEvent[] | null,
   ) {}
 
   push(token: GeneratedToken): void {
@@ -26,8 +35,7 @@ export class TokenStream {
     this.running = true;
     try {
       while (this.pending.length > 0 && !this.stream.closed) {
-        const data = this.render(this.pending.splice(0, 1));
-        for (const event of data === null ? [] : typeof data === 'string' ? [data] : data) await this.stream.send(event);
+        for (const event of eventList(this.render(this.pending.splice(0, 1)))) await this.stream.send(event);
       }
     } finally {
       this.pending = [];

@@ -105,6 +105,6 @@ export async function handleTranscriptions(service: InferenceService, req: HttpR
       return delta ? JSON.stringify({ type: 'transcript.text.delta', delta }) : null;
     },
     closing: (outcome) => JSON.stringify({ type: 'transcript.text.done', text: new ChatOutput(chat).message(outcome.content).content, usage: transcriptUsage(outcome) }),
+    final: () => ['[DONE]'],
   });
-  await req.openEventStream().sendRaw('data: [DONE]\n\n');
 }

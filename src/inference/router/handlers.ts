@@ -231,17 +231,11 @@ async function streamModelEvents(registry: ModelRegistry, req: HttpRequest, clos
   closing.addEventListener('abort', onEnd);
   try {
     // The status line goes out with the first write: a comment opens the stream at once.
-    await stream.sendRaw(': connected\n\n');
+    await stream.sendRaw(': connected\n\n', true);
     while (!req.signal.aborted && !closing.aborted && !stream.closed) {
       const event = pending.shift();
       if (event) {
         await stream.send(JSON.stringify(event));
-        // Every write's last byte waits for the next write to complete its HTTP chunk (see
-        // ResponseWriter): here the event's closing blank line, which a strict SSE parser on a
-        // client that reads whole chunks (Python's urllib3) needs before it dispatches the event.
-        // This stream's events are rare, so one more blank line (no event to an SSE parser)
-        // completes the event now rather than with the next event or a ping.
-        if (pending.length === 0) await stream.sendRaw('\n');
       } else {
         await new Promise<void>((resolve) => (wake = resolve));
       }

@@ -3,7 +3,8 @@
 // session, and its generation is stopped by DELETE /v1/stream (or a newer request of the same
 // conversation), not by the client going away, so GET /v1/stream can replay it. Without the
 // header the request is untouched: a client that disconnects cancels it at once.
-import type { EventStream } from '../../http/event-stream.js';
+import { EVENT_STREAM_TAIL } from '../../http/complete-chunks.js';
+import { formatEvent, type EventStream } from '../../http/event-stream.js';
 import { toHttpError } from '../../http/errors.js';
 import type { HttpRequest, HttpResult } from '../../http/request.js';
 import { formatInferenceError } from '../errors.js';
@@ -12,21 +13,32 @@ import type { StreamSessions } from './stream-sessions.js';
 
 export const CONVERSATION_HEADER = 'x-conversation-id';
 
-/** Writes to the session always, to the client while it is there; closed only once stopped. */
+/**
+ * Writes to the session always, to the client while it is there; closed only once stopped. The
+ * session keeps the bytes the client gets, whole events' tails included (complete-chunks.ts), so
+ * that a replay from any byte offset continues the client's stream exactly.
+ */
 function teeStream(session: StreamSession, client: EventStream | null): EventStream {
-  const sendRaw = async (chunk: string | Uint8Array): Promise<void> => {
+  const write = async (chunk: string | Uint8Array, wholeEvents: boolean): Promise<void> => {
     if (session.signal.aborted) return;
-    session.append(chunk);
-    if (client && !client.closed) await client.sendRaw(chunk);
+    session.append(wholeEvents ? concat(chunk, EVENT_STREAM_TAIL) : chunk);
+    if (client && !client.closed) await client.sendRaw(chunk, wholeEvents);
   };
   return {
-    send: (data) => sendRaw(`data: ${data}\n\n`),
-    sendRaw,
+    send: (event) => write(formatEvent(event), true),
+    sendRaw: (chunk, wholeEvents = false) => write(chunk, wholeEvents),
+    get started() {
+      return client?.started ?? false;
+    },
     get closed() {
       return session.signal.aborted;
     },
     end: () => client?.end(),
   };
+}
+
+function concat(chunk: string | Uint8Array, tail: string): string | Uint8Array {
+  return typeof chunk === 'string' ? chunk + tail : Buffer.concat([chunk, Buffer.from(tail)]);
 }
 
 /** Runs `run` on a view of `req` bound to a stream session when the request names a conversation. */
@@ -52,12 +64,15 @@ export async function resumable(sessions: StreamSessions, req: HttpRequest, run:
       stream = teeStream(session, client);
       return stream;
     },
+    get streamStarted() {
+      return req.streamStarted;
+    },
   };
   try {
     return await run(view);
   } catch (err) {
     // The error event the client gets once streaming began is the session's last event too.
-    if (stream) session.append(`data: ${JSON.stringify(formatInferenceError(toHttpError(err)).body)}\n\n`);
+    if (stream) session.append(formatEvent(JSON.stringify(formatInferenceError(toHttpError(err)).body)) + EVENT_STREAM_TAIL);
     throw err;
   } finally {
     // A request that never streamed leaves nothing to replay.
