@@ -11,10 +11,9 @@ import { anthropicError, anthropicMessage, AnthropicEventWriter, sseEvent } from
 import { anthropicToChat } from '../dialects/anthropic-request.js';
 import { completionId } from '../dialects/openai.js';
 import { AnthropicMessagesBody, BODY_OPTIONS, ChatCompletionBody, ChatMessage } from '../schemas.js';
-import { renderChat } from '../service/chat-prompt.js';
 import { ChatOutput } from '../service/chat-output.js';
 import type { InferenceService } from '../service/service.js';
-import { chatTaskSpec, countChatTokens, type ChatRequest } from './chat-completions.js';
+import { chatTaskSpec, countChatTokens, renderChatRequest, type ChatRequest } from '../service/chat-task.js';
 import { streamTasks } from './streaming.js';
 import { Type } from '@sinclair/typebox';
 
@@ -29,13 +28,13 @@ function chatRequest(req: HttpRequest): ChatRequest {
 /** POST /v1/messages/count_tokens: the prompt's length, {"input_tokens": n}. */
 export async function handleAnthropicCountTokens(service: InferenceService, req: HttpRequest): Promise<HttpResult> {
   const body = chatRequest(req);
-  return { body: { input_tokens: await countChatTokens(service, await renderChat(service, body, service.settings.media)) } };
+  return { body: { input_tokens: await countChatTokens(service, await renderChatRequest(service, body)) } };
 }
 
 /** POST /v1/messages: one message, or (stream: true) its events. */
 export async function handleAnthropicMessages(service: InferenceService, req: HttpRequest): Promise<HttpResult | void> {
   const body = chatRequest(req);
-  const chat = await renderChat(service, body, service.settings.media);
+  const chat = await renderChatRequest(service, body);
   const spec = await chatTaskSpec(service, body, chat, undefined);
   const header = { id: completionId('chatcmpl'), model: service.alias };
 

@@ -1,23 +1,20 @@
 // POST /v1/chat/completions (and /chat/completions): OpenAI's chat format over the engine.
 import type { HttpRequest, HttpResult } from '../../http/request.js';
 import { compileBody } from '../../http/validation.js';
-import type { CompletionTaskSpec } from '../../native/binding.js';
 import type { CompletionOutcome, GeneratedToken } from '../engine/engine.js';
 import { badRequest } from '../errors.js';
 import { completionResponse, generationSettings } from '../dialects/llama-server.js';
 import { chatFinishReason, chatLogprobs, completionId, systemFingerprint, tokenProbabilities, usage, withTimings } from '../dialects/openai.js';
 import { progressTimings, StreamTimer } from '../dialects/timings.js';
 import { BODY_OPTIONS, ChatCompletionBody } from '../schemas.js';
-import { chatSampling, renderChat, type RenderedChat } from '../service/chat-prompt.js';
+import { chatTaskSpec, countChatTokens, renderChatRequest, type ChatRequest } from '../service/chat-task.js';
 import { ChatOutput } from '../service/chat-output.js';
 import { choiceCount, perChoice } from '../service/choices.js';
-import { buildTaskSpec } from '../service/generation.js';
 import type { InferenceService } from '../service/service.js';
 import { promptText } from './completion.js';
 import { streamTasks } from './streaming.js';
 
 export const ChatBody = compileBody(ChatCompletionBody, BODY_OPTIONS);
-export type ChatRequest = ReturnType<typeof ChatBody.parse>;
 
 /** OpenAI's logprobs/top_logprobs, or llama-server's n_probs (listed for chat): `top` alternatives per token. */
 function logprobsRequest(body: ChatRequest): { want: boolean; top: number } {
@@ -28,19 +25,6 @@ function logprobsRequest(body: ChatRequest): { want: boolean; top: number } {
   return { want: body.logprobs === true || top > 0, top };
 }
 
-/** OpenAI's response_format, as the JSON schema the reply must follow. */
-function responseSchema(body: ChatRequest): unknown {
-  const format = body.response_format;
-  if (format?.type === 'json_object') return format.schema ?? { type: 'object' };
-  if (format?.type === 'json_schema') return format.json_schema.schema ?? { type: 'object' };
-  return body.json_schema;
-}
-
-export function renderRequest(service: InferenceService, body: ChatRequest): Promise<RenderedChat> {
-  const schema = responseSchema(body);
-  return renderChat(service, { ...body, ...(schema !== undefined ? { jsonSchema: schema } : {}) }, service.settings.media);
-}
-
 /** POST /v1/chat/completions/input_tokens: the length of the prompt a chat request would run. */
 export function handleChatInputTokens(service: InferenceService, req: HttpRequest): Promise<HttpResult> {
   return chatInputTokens(service, ChatBody.parse(req));
@@ -48,35 +32,13 @@ export function handleChatInputTokens(service: InferenceService, req: HttpReques
 
 /** The input_tokens answer for a chat request (also the Responses API's). */
 export async function chatInputTokens(service: InferenceService, body: ChatRequest): Promise<HttpResult> {
-  return { body: { input_tokens: await countChatTokens(service, await renderRequest(service, body)), object: 'response.input_tokens' } };
-}
-
-/** The tokens of a rendered chat's prompt, its images included (the token-count routes of every dialect). */
-export async function countChatTokens(service: InferenceService, chat: Pick<RenderedChat, 'prompt' | 'media'>): Promise<number> {
-  if (chat.media.length > 0) return service.countTokensWithMedia(chat.prompt, chat.media);
-  return (await service.model.tokenizeAsync(chat.prompt, true, true)).length;
-}
-
-/** The task of a rendered chat: its prompt, and what the template's format asks of the sampler. */
-export async function chatTaskSpec(service: InferenceService, body: ChatRequest, chat: RenderedChat, nProbs: number | undefined): Promise<CompletionTaskSpec> {
-  // With images the prompt is tokenized natively, around the images.
-  const tokens = chat.media.length > 0 ? new Int32Array(0) : await service.model.tokenizeAsync(chat.prompt, true, true);
-  if (chat.media.length === 0) service.checkPromptFits(tokens);
-  // A grammar the template's format returns (tools, response_format) replaces the request's own.
-  const spec = buildTaskSpec(service, body, tokens, {
-    nPredict: body.max_completion_tokens ?? body.max_tokens ?? body.n_predict ?? undefined,
-    ...(nProbs !== undefined ? { nProbs } : {}),
-  });
-  spec.sampling = { ...spec.sampling, ...chatSampling(chat) };
-  spec.stop = [...(spec.stop ?? []), ...chat.params.additionalStops];
-  if (chat.media.length > 0) Object.assign(spec, { promptText: chat.prompt, media: chat.media });
-  return spec;
+  return { body: { input_tokens: await countChatTokens(service, await renderChatRequest(service, body)), object: 'response.input_tokens' } };
 }
 
 export async function handleChatCompletions(service: InferenceService, req: HttpRequest): Promise<HttpResult | void> {
   const body = ChatBody.parse(req);
   const n = choiceCount(body.n, 'n', service);
-  const chat = await renderRequest(service, body);
+  const chat = await renderChatRequest(service, body);
   const logprobs = logprobsRequest(body);
   const spec = await chatTaskSpec(service, body, chat, logprobs.want ? Math.max(1, logprobs.top) : undefined);
   const specs = perChoice(spec, n);

@@ -10,7 +10,8 @@ import { progressTimings, StreamTimer } from '../dialects/timings.js';
 import { ChatOutput } from '../service/chat-output.js';
 import { responsesToChat } from '../service/responses-input.js';
 import type { InferenceService } from '../service/service.js';
-import { ChatBody, chatInputTokens, chatTaskSpec, renderRequest, type ChatRequest } from './chat-completions.js';
+import { chatTaskSpec, renderChatRequest, type ChatRequest } from '../service/chat-task.js';
+import { ChatBody, chatInputTokens } from './chat-completions.js';
 import { streamTasks } from './streaming.js';
 
 /** The request's body, converted and checked as the chat completion it stands for. */
@@ -25,7 +26,7 @@ export function handleResponsesInputTokens(service: InferenceService, req: HttpR
 
 export async function handleResponses(service: InferenceService, req: HttpRequest): Promise<HttpResult | void> {
   const body = chatRequest(req);
-  const chat = await renderRequest(service, body);
+  const chat = await renderChatRequest(service, body);
   const spec = await chatTaskSpec(service, body, chat, undefined);
   const ids = responseIds();
 

@@ -26,10 +26,7 @@ export async function handleTextCompletions(service: InferenceService, req: Http
   const wantLogprobs = (body.logprobs !== undefined && body.logprobs !== null) || (body.n_probs ?? 0) > 0;
   const top = body.logprobs ?? body.n_probs ?? 0;
   const spec = {
-    ...buildTaskSpec(service, body, fields.prompt, {
-      nPredict: body.max_tokens ?? body.n_predict ?? undefined,
-      ...(wantLogprobs ? { nProbs: Math.max(1, top) } : {}),
-    }),
+    ...buildTaskSpec(service, body, fields.prompt, wantLogprobs ? { nProbs: Math.max(1, top) } : {}),
     ...fields,
   };
   const specs = perChoice(spec, n);

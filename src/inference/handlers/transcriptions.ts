@@ -11,7 +11,8 @@ import type { CompletionOutcome, GeneratedToken } from '../engine/engine.js';
 import { badRequest, ErrorType, inferenceError } from '../errors.js';
 import { ChatOutput } from '../service/chat-output.js';
 import type { InferenceService } from '../service/service.js';
-import { ChatBody, chatTaskSpec, renderRequest } from './chat-completions.js';
+import { chatTaskSpec, renderChatRequest } from '../service/chat-task.js';
+import { ChatBody } from './chat-completions.js';
 import { streamTasks } from './streaming.js';
 
 const FORMATS = ['json', 'text', 'verbose_json'] as const;
@@ -86,7 +87,7 @@ export async function handleTranscriptions(service: InferenceService, req: HttpR
     ...(maxTokens !== undefined ? { max_tokens: maxTokens } : {}),
     ...(temperature !== undefined ? { temperature } : {}),
   });
-  const chat = await renderRequest(service, body);
+  const chat = await renderChatRequest(service, body);
   const spec = await chatTaskSpec(service, body, chat, undefined);
 
   if (textField(form, 'stream') !== 'true') {

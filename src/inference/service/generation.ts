@@ -207,15 +207,31 @@ function samplingParams(ctx: GenerationContext, body: GenerationRequest, grammar
   };
 }
 
+/** The fields a request may give its token limit in, on any route. */
+export interface TokenLimitFields {
+  n_predict?: number | null;
+  max_completion_tokens?: number | null;
+  max_tokens?: number | null;
+}
+
+/**
+ * The request's token limit, as llama-server reads it on every route (params_from_json: the
+ * n_predict field, then its aliases in order): n_predict, else max_completion_tokens, else
+ * max_tokens; a null counts as absent. Undefined when none is given (the server's -n applies).
+ */
+export function requestedNPredict(body: TokenLimitFields): number | undefined {
+  return body.n_predict ?? body.max_completion_tokens ?? body.max_tokens ?? undefined;
+}
+
 /**
  * Builds the native task for one prompt. `overrides` lets the OpenAI endpoints supply values
- * that come from their own fields (max_tokens, response_format, top_logprobs).
+ * that come from their own fields (response_format, logprobs/top_logprobs).
  */
 export function buildTaskSpec(
   ctx: GenerationContext,
-  body: GenerationRequest,
+  body: GenerationRequest & TokenLimitFields,
   prompt: Int32Array,
-  overrides: { nPredict?: number; grammar?: string; grammarFromSchema?: boolean; nProbs?: number } = {},
+  overrides: { grammar?: string; grammarFromSchema?: boolean; nProbs?: number } = {},
 ): CompletionTaskSpec {
   if (body.grammar !== undefined && body.json_schema !== undefined) throw badRequest('Use either "grammar" or "json_schema", not both');
   if (body.grammar !== undefined && grammarNesting(body.grammar) > MAX_GRAMMAR_NESTING) {
@@ -228,7 +244,7 @@ export function buildTaskSpec(
     grammar = grammarFromSchema(body.json_schema);
     fromSchema = true;
   }
-  const nPredict = overrides.nPredict ?? body.n_predict ?? (body.max_tokens ?? undefined) ?? ctx.defaultNPredict;
+  const nPredict = requestedNPredict(body) ?? ctx.defaultNPredict;
   if (nPredict < -1) throw badRequest('Invalid field "n_predict": must be -1 (unlimited) or >= 0', { field: 'n_predict' });
 
   if (grammar === undefined && ctx.defaults.sampling.grammar !== '') grammar = ctx.defaults.sampling.grammar;
