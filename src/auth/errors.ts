@@ -21,6 +21,7 @@ export const AUTH_ERRORS = {
   ADMIN_KEY_INVALID: { status: 401, message: 'The X-Admin-Key header is missing or wrong' },
   APP_NOT_FOUND: { status: 404, message: 'The app does not exist' },
   APP_SLUG_TAKEN: { status: 409, message: 'An app with this slug already exists' },
+  SESSION_NOT_FOUND: { status: 404, message: 'The user has no such session' },
   WEBHOOK_NOT_FOUND: { status: 404, message: 'The app has no such webhook endpoint' },
   WEBHOOK_DELIVERY_NOT_FOUND: { status: 404, message: 'The app has no such webhook delivery' },
   // The OAuth token endpoints (RFC 7009 revocation, RFC 7662 introspection); see OAUTH_ERROR_NAMES.

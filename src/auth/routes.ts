@@ -13,10 +13,11 @@ import { handleMe } from './handlers/me.js';
 import { handleTokenIntrospection, handleTokenRevocation } from './handlers/oauth.js';
 import { handleRoleAssign, handleRoleRevoke } from './handlers/roles.js';
 import { handleRefresh, handleRevoke, handleRevokeUser } from './handlers/sessions.js';
+import * as userSessions from './handlers/user-sessions.js';
 import * as webhooks from './handlers/webhooks.js';
 import { handleDiscovery, handleJwks } from './handlers/well-known.js';
 import { adminKey, appSecret, appSecretInQuery, authRoute, bearer, oauthClient, publicAccess, type AuthHandler, type Guard } from './respond.js';
-import { OtpRequestBody, OtpVerifyBody, RefreshBody, RevokeBody, RevokeUserBody, RoleAssignBody, RoleRevokeBody } from './schemas.js';
+import { OtpRequestBody, OtpVerifyBody, RefreshBody, RevokeBody, RevokeUserBody, RoleAssignBody, RoleRevokeBody, SessionEndBody, SessionsBody } from './schemas.js';
 
 export function authRoutes(ctx: AuthContext): Route[] {
   const route = <I>(method: Method, path: string, guard: Guard<I>, handler: AuthHandler<I>): Route => authRoute(ctx, method, path, guard, handler);
@@ -26,6 +27,9 @@ export function authRoutes(ctx: AuthContext): Route[] {
     route('POST',   '/auth/refresh',                             appSecretInQuery(RefreshBody),   handleRefresh),
     route('POST',   '/auth/revoke',                              appSecret(RevokeBody),           handleRevoke),
     route('POST',   '/auth/revoke-user',                         appSecret(RevokeUserBody),       handleRevokeUser),
+    route('POST',   '/auth/sessions',                            appSecret(SessionsBody),         userSessions.handleListOwnSessions),
+    route('POST',   '/auth/sessions/revoke',                     appSecret(SessionEndBody),       userSessions.handleEndOwnSession),
+    route('POST',   '/auth/sessions/revoke-others',              appSecret(SessionsBody),         userSessions.handleEndOtherSessions),
     route('POST',   '/auth/roles/assign',                        appSecret(RoleAssignBody),       handleRoleAssign),
     route('POST',   '/auth/roles/revoke',                        appSecret(RoleRevokeBody),       handleRoleRevoke),
     route('GET',    '/auth/me',                                  bearer,                          handleMe),
@@ -50,6 +54,8 @@ export function authRoutes(ctx: AuthContext): Route[] {
     route('DELETE', '/admin/users/:user_id',                     adminKey,                        admin.handleDeleteUser),
     route('POST',   '/admin/users/:user_id/restore',             adminKey,                        admin.handleRestoreUser),
     route('POST',   '/admin/users/:user_id/revoke-sessions',     adminKey,                        admin.handleRevokeUserSessions),
+    route('GET',    '/admin/users/:user_id/sessions',            adminKey,                        userSessions.handleListUserSessions),
+    route('DELETE', '/admin/users/:user_id/sessions/:session_id', adminKey,                       userSessions.handleEndUserSession),
     route('GET',    '/admin/audit-events',                       adminKey,                        admin.handleListAuditEvents),
     route('GET',    '/admin/rate-limits',                        adminKey,                        admin.handleListRateLimits),
     route('DELETE', '/admin/rate-limits/blocks/:rule/:subject',  adminKey,                        admin.handleLiftRateLimitBlock),

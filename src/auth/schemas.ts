@@ -49,6 +49,12 @@ export type RefreshBody = Static<typeof RefreshBody>;
 export const RevokeBody = Type.Object({ ...appCredentials, refresh_token: text(MAX_TOKEN_CHARS) }, strict);
 export type RevokeBody = Static<typeof RevokeBody>;
 
+export const SessionsBody = Type.Object({ ...appCredentials, refresh_token: text(MAX_TOKEN_CHARS) }, strict);
+export type SessionsBody = Static<typeof SessionsBody>;
+
+export const SessionEndBody = Type.Object({ ...appCredentials, refresh_token: text(MAX_TOKEN_CHARS), session_id: Uuid }, strict);
+export type SessionEndBody = Static<typeof SessionEndBody>;
+
 export const RevokeUserBody = Type.Object({ ...appCredentials, user_id: Uuid }, strict);
 export type RevokeUserBody = Static<typeof RevokeUserBody>;
 

@@ -194,3 +194,58 @@ export async function findRefreshTokenStatus(sql: Queryable, tokenHash: Buffer):
   `;
   return row;
 }
+
+/** A live session (refresh family) as its user and the admin see it. */
+export interface SessionRow {
+  id: string;
+  app_id: string;
+  app_slug: string;
+  created_at: Date;
+  /** Issue time of the live token: the login, or the last refresh. */
+  last_used_at: Date;
+  /** When the live token expires (capped at the session's end); a refresh moves it. */
+  expires_at: Date;
+  ip: string | null;
+  user_agent: string | null;
+}
+
+/**
+ * The user's live sessions (not revoked, live token not expired at `now`), of one app or of
+ * every app when appId is null, most recently used first. ip and user_agent are those of the
+ * family's latest login or refresh audit event: a live token is at most 30 days old, so that
+ * event is within the default 90-day retention (null when a shorter retention purged it).
+ */
+export async function listLiveSessionsOfUser(sql: Queryable, userId: string, appId: string | null, now: Date): Promise<SessionRow[]> {
+  return sql<SessionRow[]>`
+    select f.id, f.app_id, a.slug as app_slug, f.created_at, t.issued_at as last_used_at, t.expires_at, e.ip, e.user_agent
+    from refresh_families f
+    join refresh_tokens t on t.id = f.current_token_id
+    join apps a on a.id = f.app_id
+    left join lateral (
+      select ip, user_agent
+      from audit_events
+      where user_id = f.user_id and family_id = f.id and type in ('login.succeeded', 'token.refreshed')
+      order by id desc
+      limit 1
+    ) e on true
+    where f.user_id = ${userId} and f.revoked_at is null and t.expires_at > ${now}
+      ${appId === null ? sql`` : sql`and f.app_id = ${appId}`}
+    order by t.issued_at desc, f.id
+  `;
+}
+
+/**
+ * Locks one family of the user (of one app, or any app when appId is null) by id; undefined when
+ * the user has no such family (another user's session is not found). After a wait for the lock
+ * PostgreSQL re-reads the row: current_token_id and revoked_at are the committed values.
+ */
+export async function lockFamilyOfUser(sql: Queryable, familyId: string, userId: string, appId: string | null): Promise<{ id: string; app_id: string; current_token_id: string; revoked_at: Date | null } | undefined> {
+  const [row] = await sql<{ id: string; app_id: string; current_token_id: string; revoked_at: Date | null }[]>`
+    select id, app_id, current_token_id, revoked_at
+    from refresh_families
+    where id = ${familyId} and user_id = ${userId}
+      ${appId === null ? sql`` : sql`and app_id = ${appId}`}
+    for update
+  `;
+  return row;
+}
