@@ -24,9 +24,6 @@ const refused = (why: string): FlagSupport => ({ kind: 'refused', why });
 const CPU_AFFINITY = ignored('thread placement is left to the OS; the thread counts (-t, -tb) apply');
 const NOT_YET = refused('not implemented in this server yet');
 
-/** Options of ours, parsed before llama-server's command line is (they are not llama-server's). */
-export const OWN_FLAG_NAMES = ['--auth', '--auth-app', '--auth-role', '--auth-issuer', '--auth-jwks-url', '--max-body-bytes', '--media-allow-remote', '--layer-window'];
-
 export const LLAMA_SERVER_FLAGS: Readonly<Record<string, FlagSupport>> = {
   '-h': served,
   '--version': served,

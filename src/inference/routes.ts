@@ -63,24 +63,24 @@ function announcedWhilePrepared(handler: InferenceHandler<InferenceService>): In
 export function inferenceRoutes(ctx: RouteContext, options: RouteOptions): Route[] {
   const prefix = options.apiPrefix ?? '';
   const route = <I>(method: Method, path: string, guard: Guard<I>, handler: InferenceHandler<I>): Route => inferenceRoute(ctx, method, prefix + path, guard, handler);
+  // The generating routes (llama-server's server_res_generator) get two wrappers, each visible on
+  // their line: announcedWhilePrepared (counted by the engine until they submit) and resumed
+  // (with X-Conversation-Id, a stream session that outlives the client; as is without sessions).
   const streams = options.streams;
-  // The generating routes (llama-server's server_res_generator): announced to the engine while
-  // they are prepared, resumable with X-Conversation-Id.
-  const gen = (handler: InferenceHandler<InferenceService>): InferenceHandler<InferenceService> => {
-    const announced = announcedWhilePrepared(handler);
-    return streams ? (input, req) => resumable(streams, req, (view) => announced(input, view)) : announced;
-  };
+  const resumed = (handler: InferenceHandler<InferenceService>): InferenceHandler<InferenceService> =>
+    (streams ? (input, req) => resumable(streams, req, (view) => handler(input, view)) : handler);
+  const announced = announcedWhilePrepared;
   return [
     route('GET',  '/health',               publicAccess, handleHealth),
     route('GET',  '/v1/health',            publicAccess, handleHealth),
-    route('POST', '/completion',           apiKey,       gen(handleCompletion)),
-    route('POST', '/completions',          apiKey,       gen(handleCompletion)),
-    route('POST', '/infill',               apiKey,       gen(handleInfill)),
-    route('POST', '/v1/completions',       apiKey,       gen(handleTextCompletions)),
-    route('POST', '/v1/chat/completions',  apiKey,       gen(handleChatCompletions)),
-    route('POST', '/chat/completions',     apiKey,       gen(handleChatCompletions)),
-    route('POST', '/v1/responses',         apiKey,       gen(handleResponses)),
-    route('POST', '/responses',            apiKey,       gen(handleResponses)),
+    route('POST', '/completion',           apiKey,       resumed(announced(handleCompletion))),
+    route('POST', '/completions',          apiKey,       resumed(announced(handleCompletion))),
+    route('POST', '/infill',               apiKey,       resumed(announced(handleInfill))),
+    route('POST', '/v1/completions',       apiKey,       resumed(announced(handleTextCompletions))),
+    route('POST', '/v1/chat/completions',  apiKey,       resumed(announced(handleChatCompletions))),
+    route('POST', '/chat/completions',     apiKey,       resumed(announced(handleChatCompletions))),
+    route('POST', '/v1/responses',         apiKey,       resumed(announced(handleResponses))),
+    route('POST', '/responses',            apiKey,       resumed(announced(handleResponses))),
     route('GET',  '/v1/models',            apiKeyReadOnly, handleModels),
     route('GET',  '/models',               apiKeyReadOnly, handleModels),
     route('GET',  '/props',                apiKeyReadOnly, handleProps),
@@ -104,10 +104,10 @@ export function inferenceRoutes(ctx: RouteContext, options: RouteOptions): Route
     route('POST', '/v1/chat/completions/input_tokens', apiKey, handleChatInputTokens),
     route('POST', '/responses/input_tokens',           apiKey, handleResponsesInputTokens),
     route('POST', '/v1/responses/input_tokens',        apiKey, handleResponsesInputTokens),
-    route('POST', '/v1/audio/transcriptions',          apiKey,       handleTranscriptions),
-    route('POST', '/audio/transcriptions',             apiKey,       handleTranscriptions),
+    route('POST', '/v1/audio/transcriptions',          apiKey,       resumed(announced(handleTranscriptions))),
+    route('POST', '/audio/transcriptions',             apiKey,       resumed(announced(handleTranscriptions))),
     // Anthropic's Messages API: every answer, errors included, in Anthropic's shape.
-    anthropicRoute(route('POST', '/v1/messages',              apiKey, gen(handleAnthropicMessages))),
+    anthropicRoute(route('POST', '/v1/messages',              apiKey, resumed(announced(handleAnthropicMessages)))),
     anthropicRoute(route('POST', '/v1/messages/count_tokens', apiKey, handleAnthropicCountTokens)),
   ];
 }

@@ -7,7 +7,7 @@ import { PoolingType, type LogLevel, type PoolingName, type ReasoningFormat, typ
 import { LLAMA_SERVER_FLAGS } from './llama-server-flags.js';
 import { DEFAULT_OVERLOAD_LIFO_MS, DEFAULT_PREFILL_BUDGET, DEFAULT_PREFILL_BUDGET_MS, type RuntimeOptions } from './options.js';
 import type { InferenceServerOptions } from './server.js';
-import type { RouterServerOptions } from './router/server.js';
+import type { RouterServerOptions } from './multi-model/server.js';
 import type { TransportOptions } from './transport.js';
 import type { GenerationDefaults } from './service/generation.js';
 

@@ -6,10 +6,10 @@ import { cacheIdleSlotsWarning, logLevel, OWN_FLAGS, refusedOptions, routerOptio
 import { createInferenceAuth, type InferenceAuth } from './access/auth-bridge.js';
 import { startInferenceServer } from './server.js';
 import { modelEntry } from './dialects/server-info.js';
-import { ROUTER_CHILD_ENV, routerLink, spareCommandLine } from './router/child-link.js';
+import { ROUTER_CHILD_ENV, routerLink, spareCommandLine } from './multi-model/child-link.js';
 import { vertexSettings, type VertexSettings } from './vertex-predict.js';
-import { readMcpServerConfigs } from './tools/mcp-config.js';
-import type { ToolsOptions } from './tools/tools-service.js';
+import { readMcpServerConfigs } from './server-tools/mcp-config.js';
+import type { ToolsOptions } from './server-tools/tools-service.js';
 import { checkRpcEndpoints, rpcArgument } from './rpc-servers.js';
 import { namesRemoteModel, resolveModels } from './download/resolve-models.js';
 import { logProgress, terminalProgress } from './download/progress.js';
@@ -116,7 +116,7 @@ async function runSingleModel(params: NativeServerParams, own: OwnFlags): Promis
     Promise.all([server.close(), auth.close()]).then(() => process.exit(0), () => process.exit(1));
   };
   onSignals(shutdown);
-  // A router's model process reports to its router (router/child-link.ts).
+  // A router's model process reports to its router (multi-model/child-link.ts).
   const link = routerLink(shutdown);
   link?.listening(server.port);
   try {
@@ -140,7 +140,7 @@ async function runRouter(params: NativeServerParams, own: OwnFlags): Promise<num
   // The children run this same program (node, its flags and this script) with their model's flags.
   const command = [process.execPath, ...process.execArgv, process.argv[1]!];
   // Imported here: a model process (or a single-model server) does not load the router.
-  const { startRouterServer } = await import('./router/server.js');
+  const { startRouterServer } = await import('./multi-model/server.js');
   const server = await startRouterServer({
     ...options,
     command,

@@ -349,6 +349,11 @@ t.test('a generating request is announced to the engine until it submits its tas
   };
   t.teardown(() => Object.assign(engine, { announce, withdraw, submitAll }));
   const chat = (body: object) => postJson(`${base}/v1/chat/completions`, { messages: [{ role: 'user', content: 'Hello' }], max_tokens: 2, ...body });
+  const transcription = async () => {
+    const form = new FormData();
+    form.append('file', new Blob([new Uint8Array(4)]), 'speech.wav');
+    return { status: (await fetch(`${base}/v1/audio/transcriptions`, { method: 'POST', body: form })).status };
+  };
   const cases: Array<[string, () => Promise<{ status: number }>, number, string[]]> = [
     ['a chat completion', () => chat({}), 200, ['announce', 'submit announced']],
     ['a streamed chat completion', () => chat({ stream: true }), 200, ['announce', 'submit announced']],
@@ -356,6 +361,7 @@ t.test('a generating request is announced to the engine until it submits its tas
     ['a completion', () => completion({ prompt: 'Hello', n_predict: 2 }), 200, ['announce', 'submit announced']],
     ['a body that fails validation', () => chat({ max_tokens: 'two' }), 400, ['announce', 'withdraw']],
     ['a prompt longer than the context', () => completion({ prompt: 'word '.repeat(5000), n_predict: 2 }), 400, ['announce', 'withdraw']],
+    ['a transcription this model cannot take (no audio projector)', () => transcription(), 501, ['announce', 'withdraw']],
     ['a request that generates nothing (/tokenize)', () => postJson(`${base}/tokenize`, { content: 'Hello' }), 200, []],
   ];
   for (const [what, send, status, want] of cases) {

@@ -217,7 +217,7 @@ t.test('--tools, --tools-runtime and -ag are served: the tools, the runtime, the
 // and single-model server share one HTTP layer. (Its model processes get no --ssl-* flags: they
 // answer the router on the loopback, as llama-server's children do.)
 t.test('router mode: the transport flags apply to the router\'s port (HTTPS, --path, -to, --sse-ping-interval, --reuse-port)', async (t) => {
-  const { startRouterServer } = await import('../../src/inference/router/server.js');
+  const { startRouterServer } = await import('../../src/inference/multi-model/server.js');
   const { routerOptions } = await import('../../src/inference/server-config.js');
   const emptyModels = mkdtempSync(join(dir, 'models-'));
   const routerArgs = (...argv: string[]) => native.ServerParams.parse(['llama-server', '--models-dir', emptyModels, ...argv]);

@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import t from 'tap';
 import type { Route } from '../../src/http/router.js';
 import { MAX_INSTANCES, requestFormatOf, vertexRoutes, vertexSettings } from '../../src/inference/vertex-predict.js';
-import { startRouterServer } from '../../src/inference/router/server.js';
+import { startRouterServer } from '../../src/inference/multi-model/server.js';
 import { native } from '../../src/native/binding.js';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';

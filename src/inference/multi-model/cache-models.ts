@@ -1,4 +1,5 @@
-// Router mode's downloads (llama-server's POST /models and DELETE /models): a model named by its
+// Router mode's cache models added and removed by hub name (llama-server's POST /models and
+// DELETE /models), through download/: a model named by its
 // hub name ("owner/name[:tag]") is fetched into the cache, with its mmproj, while the router keeps
 // serving; /models/sse reports it as llama-server does (model_status "downloading",
 // download_progress with {progress: {url: {done, total}}} at most every 100 ms, then
@@ -32,7 +33,7 @@ interface Download {
 /** Progress events are sent at most this often per download, as llama-server's child throttles them. */
 const PROGRESS_EVERY_MS = 100;
 
-export class ModelDownloads {
+export class CacheModels {
   private readonly active = new Map<string, Download>();
 
   constructor(private readonly registry: ModelRegistry, private readonly settings: DownloadSettings) {}

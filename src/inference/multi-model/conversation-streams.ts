@@ -39,7 +39,7 @@ async function callChild(port: number, method: string, path: string, body?: stri
   }
 }
 
-export function routerStreamHandlers(registry: ModelRegistry, owners: ConversationOwners) {
+export function conversationStreamHandlers(registry: ModelRegistry, owners: ConversationOwners) {
   return {
     replay: (req: HttpRequest): Promise<HttpResult | void> => {
       const conversationId = conversationParam(req);

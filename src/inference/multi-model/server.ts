@@ -9,14 +9,14 @@ import { formatInferenceError } from '../errors.js';
 import { webTransport, withVertexRoutes, type TransportOptions } from '../transport.js';
 import { ConversationOwners } from './conversation-owners.js';
 import { routerHandlers } from './handlers.js';
-import { routerStreamHandlers } from './stream-handlers.js';
+import { conversationStreamHandlers } from './conversation-streams.js';
 import { ModelRegistry, type RegistryOptions } from './model-registry.js';
-import { ModelDownloads } from './model-downloads.js';
+import { CacheModels } from './cache-models.js';
 import { routerRoutes, withKey, type RouterAccess } from './routes.js';
 import { corsProxyRoutes } from '../cors-proxy-routes.js';
 import { checkKey, type Mount } from '../guards.js';
-import { toolsRoutes } from '../tools/tools-routes.js';
-import { ToolsService, type ToolsOptions } from '../tools/tools-service.js';
+import { toolsRoutes } from '../server-tools/tools-routes.js';
+import { ToolsService, type ToolsOptions } from '../server-tools/tools-service.js';
 
 export interface RouterServerOptions extends Omit<RegistryOptions, 'loadTimeoutMs' | 'fakeTiming'>, TransportOptions {
   host: string;
@@ -65,9 +65,9 @@ export async function startRouterServer(options: RouterServerOptions): Promise<R
   });
   const closing = new AbortController();
   const owners = new ConversationOwners();
-  const downloads = new ModelDownloads(registry, { env: options.env ?? process.env, hfToken: options.hfToken ?? '', userAgent: `inference-server llama-cpp/${options.buildInfo}`, log: options.log });
+  const downloads = new CacheModels(registry, { env: options.env ?? process.env, hfToken: options.hfToken ?? '', userAgent: `inference-server llama-cpp/${options.buildInfo}`, log: options.log });
   const handlers = routerHandlers(registry, { autoload: options.autoload, buildInfo: options.buildInfo, closing: closing.signal }, owners, downloads);
-  const streams = routerStreamHandlers(registry, owners);
+  const streams = conversationStreamHandlers(registry, owners);
   const apiPrefix = options.apiPrefix ?? '';
   const access: RouterAccess = { keys: new ApiKeys(options.apiKeys), ...(options.acceptBearer ? { acceptBearer: options.acceptBearer } : {}) };
   const mount: Mount = (method, path, handler) => ({ method, path, handler: withKey(access, handler) });

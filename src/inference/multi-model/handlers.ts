@@ -12,7 +12,7 @@ import { modelNotFound, ModelRegistry, type ModelEntry, type ModelEvent } from '
 import { CONVERSATION_HEADER } from '../streams/resumable.js';
 import type { ConversationOwners } from './conversation-owners.js';
 import { forward } from './proxy.js';
-import type { ModelDownloads } from './model-downloads.js';
+import type { CacheModels } from './cache-models.js';
 
 export interface RouterSettings {
   /** --models-autoload (default) / --no-models-autoload. */
@@ -150,7 +150,7 @@ function downloadListing(name: string, created: number): Record<string, unknown>
   };
 }
 
-export function routerHandlers(registry: ModelRegistry, settings: RouterSettings, owners: ConversationOwners, downloads: ModelDownloads): RouterHandlers {
+export function routerHandlers(registry: ModelRegistry, settings: RouterSettings, owners: ConversationOwners, downloads: CacheModels): RouterHandlers {
   const proxyGet = (req: HttpRequest): Promise<HttpResult | void> => {
     const autoload = autoloadOf(req, settings);
     return proxyTo(registry, req, requestedModel(registry, req.query.get('model') ?? '', autoload), autoload, false);
