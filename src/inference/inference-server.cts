@@ -3,17 +3,17 @@
 //
 // The pool tokenizes (/tokenize, prompts) and reads files. Its size is read once, when it is first
 // used, and an ES module's loading already uses it, so it is set here, in CommonJS, before any
-// import: one thread per CPU (libuv's default is 4). On 2 cores, POST /tokenize of 111 characters
-// under 64 connections: 15.6-16.7k req/s with 2 threads, 12.9-14.2k with 4 (the JS thread is
-// saturated either way; fewer pool threads contend less with it). UV_THREADPOOL_SIZE, when set,
-// wins.
+// import: one thread per CPU (libuv's default is 4): the JS thread is saturated either way, and
+// fewer pool threads contend less with it (figures: docs/benchmarks.md, "Figures moved from code
+// comments"). UV_THREADPOOL_SIZE, when set, wins.
 process.env.UV_THREADPOOL_SIZE ??= String(require('node:os').availableParallelism());
 
 /**
  * server-main as one bundle (dist/bundle/server-main.js, scripts/bundle.mjs) when it was built
  * after the compiled dist/inference/server-main.js, else the compiled modules themselves (from
  * src/ under ts-node, or after a `tsc` run without the bundle step). The bundle starts the server
- * about 150 ms sooner: one file instead of ~320 for Node's module loader.
+ * sooner: one file instead of ~320 for Node's module loader (docs/benchmarks.md, "Figures moved
+ * from code comments").
  */
 function mainModule(): string {
   const { statSync } = require('node:fs') as typeof import('node:fs');

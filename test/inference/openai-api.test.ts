@@ -141,7 +141,7 @@ t.test('logprobs and top_logprobs map to token probabilities', async (t) => {
   t.equal(Object.keys(text.body.choices[0].logprobs.top_logprobs[0]).length, 2);
 });
 
-t.test('n_probs (the spec lists it for chat) returns logprobs.content with that many alternatives, as /completion', async (t) => {
+t.test('n_probs (llama-server reads it for chat too) returns logprobs.content with that many alternatives, as /completion', async (t) => {
   const native = await postJson(`${base}/completion`, { prompt: 'Hello', n_predict: 3, temperature: 0, n_probs: 3 });
   const text = await postJson(`${base}/v1/completions`, { prompt: 'Hello', max_tokens: 3, temperature: 0, n_probs: 3 });
   t.same(text.body.choices[0].logprobs.tokens, native.body.completion_probabilities.map((p: any) => p.token));

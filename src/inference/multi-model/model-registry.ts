@@ -290,8 +290,9 @@ export class ModelRegistry extends EventEmitter<{ event: [ModelEvent]; spare: [p
 
   /**
    * A spare taken by a load is replaced once the router is idle (no request in flight, no load
-   * under way, for SPARE_REFILL_IDLE_MS): starting one costs a CPU core for about 200 ms, which
-   * would otherwise slow the new model's first requests.
+   * under way, for SPARE_REFILL_IDLE_MS): starting one takes a CPU core for a while (figure:
+   * docs/benchmarks.md, "Figures moved from code comments"), which would otherwise slow the new
+   * model's first requests.
    */
   private scheduleRefill(): void {
     if (this.closed || this.spares.length >= (this.options.spares ?? 0)) return;
