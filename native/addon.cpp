@@ -5,8 +5,8 @@
 #endif
 
 #include "chat-parser.h"
-#include "engine.h"
-#include "errors.h"
+#include "engine-binding.h"
+#include "errors-js.h"
 #include "common.h"
 #include "ggml-backend.h"
 #include "llama.h"
@@ -88,7 +88,7 @@ static Napi::Object init(Napi::Env env, Napi::Object exports) {
     log_install();
     llama_backend_init();
     exports.Set("Model", Model::define(env));
-    exports.Set("Engine", Engine::define(env));
+    exports.Set("Engine", EngineBinding::define(env));
     exports.Set("LoraAdapter", LoraAdapter::define(env));
     exports.Set("Vision", Vision::define(env));
     exports.Set("ChatParser", ChatParser::define(env));

@@ -1,5 +1,5 @@
 #include "chat-parser.h"
-#include "errors.h"
+#include "errors-js.h"
 
 #include "chat-template.h"
 
@@ -29,9 +29,9 @@ static bool read_flag(Napi::Object o, const char * key, bool fallback) {
 
 ChatParser::ChatParser(const Napi::CallbackInfo & info) : Napi::ObjectWrap<ChatParser>(info) {
     Napi::Env env = info.Env();
-    if (info.Length() < 1 || !info[0].IsObject()) throw Napi::TypeError::New(env, "new ChatParser(options): options must be an object");
+    if (info.Length() < 1 || !info[0].IsObject()) throw_coded(env, ErrorCode::INVALID_ARGUMENT, "new ChatParser(options): options must be an object");
     Napi::Object o = info[0].As<Napi::Object>();
-    if (!o.Get("format").IsString()) throw Napi::TypeError::New(env, "ChatParser: format must be a string");
+    if (!o.Get("format").IsString()) throw_coded(env, ErrorCode::INVALID_ARGUMENT, "ChatParser: format must be a string");
     std::string format = o.Get("format").As<Napi::String>();
     if (!format_from_name(format, params_.format)) throw_coded(env, ErrorCode::BAD_PARSER, "unknown chat format: " + format);
     if (o.Get("generationPrompt").IsString()) params_.generation_prompt = o.Get("generationPrompt").As<Napi::String>();
@@ -70,7 +70,7 @@ static Napi::Object message_to_js(Napi::Env env, const common_chat_msg & msg) {
 
 Napi::Value ChatParser::parse(const Napi::CallbackInfo & info) {
     Napi::Env env = info.Env();
-    if (info.Length() < 1 || !info[0].IsString()) throw Napi::TypeError::New(env, "parse(text, isPartial): text must be a string");
+    if (info.Length() < 1 || !info[0].IsString()) throw_coded(env, ErrorCode::INVALID_ARGUMENT, "parse(text, isPartial): text must be a string");
     const bool is_partial = info.Length() > 1 && info[1].ToBoolean();
     common_chat_msg msg;
     try {
@@ -88,7 +88,7 @@ static std::string optional_string(Napi::Object o, const char * key) {
 
 // The inverse of message_to_js, for diff().
 static common_chat_msg message_from_js(Napi::Env env, Napi::Value v, const char * name) {
-    if (!v.IsObject()) throw Napi::TypeError::New(env, std::string("diff(previous, current): ") + name + " must be a parsed message");
+    if (!v.IsObject()) throw_coded(env, ErrorCode::INVALID_ARGUMENT, std::string("diff(previous, current): ") + name + " must be a parsed message");
     Napi::Object o = v.As<Napi::Object>();
     common_chat_msg msg;
     msg.role = "assistant";
@@ -98,7 +98,7 @@ static common_chat_msg message_from_js(Napi::Env env, Napi::Value v, const char 
     if (calls.IsArray()) {
         Napi::Array arr = calls.As<Napi::Array>();
         for (uint32_t i = 0; i < arr.Length(); i++) {
-            if (!arr.Get(i).IsObject()) throw Napi::TypeError::New(env, std::string(name) + ".toolCalls entries must be objects");
+            if (!arr.Get(i).IsObject()) throw_coded(env, ErrorCode::INVALID_ARGUMENT, std::string(name) + ".toolCalls entries must be objects");
             Napi::Object c = arr.Get(i).As<Napi::Object>();
             msg.tool_calls.push_back({optional_string(c, "name"), optional_string(c, "arguments"), optional_string(c, "id")});
         }

@@ -1,5 +1,5 @@
 #include "chat-template.h"
-#include "errors.h"
+#include "errors-js.h"
 #include "model-worker.h"
 
 #include <chrono>
@@ -54,10 +54,10 @@ static std::string string_field(Napi::Env env, Napi::Object o, const char * key,
     Napi::Value v = o.Get(key);
     if (v.IsString()) return v.As<Napi::String>();
     if (v.IsUndefined() || v.IsNull()) {
-        if (required) throw Napi::TypeError::New(env, where + "." + key + " must be a string");
+        if (required) throw_coded(env, ErrorCode::INVALID_ARGUMENT, where + "." + key + " must be a string");
         return "";
     }
-    throw Napi::TypeError::New(env, where + "." + key + " must be a string");
+    throw_coded(env, ErrorCode::INVALID_ARGUMENT, where + "." + key + " must be a string");
 }
 
 static void read_content(Napi::Env env, Napi::Value v, const std::string & where, common_chat_msg & msg) {
@@ -66,15 +66,15 @@ static void read_content(Napi::Env env, Napi::Value v, const std::string & where
         msg.content = v.As<Napi::String>();
         return;
     }
-    if (!v.IsArray()) throw Napi::TypeError::New(env, where + ".content must be a string or an array of parts");
+    if (!v.IsArray()) throw_coded(env, ErrorCode::INVALID_ARGUMENT, where + ".content must be a string or an array of parts");
     Napi::Array parts = v.As<Napi::Array>();
     for (uint32_t i = 0; i < parts.Length(); i++) {
         std::string at = where + ".content[" + std::to_string(i) + "]";
-        if (!parts.Get(i).IsObject()) throw Napi::TypeError::New(env, at + " must be an object");
+        if (!parts.Get(i).IsObject()) throw_coded(env, ErrorCode::INVALID_ARGUMENT, at + " must be an object");
         Napi::Object p = parts.Get(i).As<Napi::Object>();
         common_chat_msg_content_part part;
         part.type = string_field(env, p, "type", at, true);
-        if (part.type != "text" && part.type != "media_marker") throw Napi::TypeError::New(env, at + ".type must be text or media_marker");
+        if (part.type != "text" && part.type != "media_marker") throw_coded(env, ErrorCode::INVALID_ARGUMENT, at + ".type must be text or media_marker");
         part.text = string_field(env, p, "text", at, true);
         msg.content_parts.push_back(std::move(part));
     }
@@ -82,7 +82,7 @@ static void read_content(Napi::Env env, Napi::Value v, const std::string & where
 
 static common_chat_msg message_from_js(Napi::Env env, Napi::Value v, uint32_t index) {
     std::string where = "messages[" + std::to_string(index) + "]";
-    if (!v.IsObject()) throw Napi::TypeError::New(env, where + " must be an object");
+    if (!v.IsObject()) throw_coded(env, ErrorCode::INVALID_ARGUMENT, where + " must be an object");
     Napi::Object o = v.As<Napi::Object>();
     common_chat_msg msg;
     msg.role = string_field(env, o, "role", where, true);
@@ -95,7 +95,7 @@ static common_chat_msg message_from_js(Napi::Env env, Napi::Value v, uint32_t in
         Napi::Array arr = calls.As<Napi::Array>();
         for (uint32_t i = 0; i < arr.Length(); i++) {
             std::string at = where + ".toolCalls[" + std::to_string(i) + "]";
-            if (!arr.Get(i).IsObject()) throw Napi::TypeError::New(env, at + " must be an object");
+            if (!arr.Get(i).IsObject()) throw_coded(env, ErrorCode::INVALID_ARGUMENT, at + " must be an object");
             Napi::Object c = arr.Get(i).As<Napi::Object>();
             common_chat_tool_call call;
             call.id = string_field(env, c, "id", at);
@@ -104,7 +104,7 @@ static common_chat_msg message_from_js(Napi::Env env, Napi::Value v, uint32_t in
             msg.tool_calls.push_back(std::move(call));
         }
     } else if (!calls.IsUndefined() && !calls.IsNull()) {
-        throw Napi::TypeError::New(env, where + ".toolCalls must be an array");
+        throw_coded(env, ErrorCode::INVALID_ARGUMENT, where + ".toolCalls must be an array");
     }
     return msg;
 }
@@ -145,7 +145,7 @@ static common_chat_tool_choice tool_choice_from_js(Napi::Env env, Napi::Value v)
     if (s == "auto") return COMMON_CHAT_TOOL_CHOICE_AUTO;
     if (s == "none") return COMMON_CHAT_TOOL_CHOICE_NONE;
     if (s == "required") return COMMON_CHAT_TOOL_CHOICE_REQUIRED;
-    throw Napi::TypeError::New(env, "toolChoice must be auto, none or required");
+    throw_coded(env, ErrorCode::INVALID_ARGUMENT, "toolChoice must be auto, none or required");
 }
 
 static common_chat_continuation continuation_from_js(Napi::Env env, Napi::Value v) {
@@ -155,7 +155,7 @@ static common_chat_continuation continuation_from_js(Napi::Env env, Napi::Value 
     if (s == "auto") return COMMON_CHAT_CONTINUATION_AUTO;
     if (s == "reasoning") return COMMON_CHAT_CONTINUATION_REASONING;
     if (s == "content") return COMMON_CHAT_CONTINUATION_CONTENT;
-    throw Napi::TypeError::New(env, "continueFinalMessage must be none, auto, reasoning or content");
+    throw_coded(env, ErrorCode::INVALID_ARGUMENT, "continueFinalMessage must be none, auto, reasoning or content");
 }
 
 common_reasoning_format reasoning_format_from_js(Napi::Env env, Napi::Value v) {
@@ -165,7 +165,7 @@ common_reasoning_format reasoning_format_from_js(Napi::Env env, Napi::Value v) {
     if (s == "auto") return COMMON_REASONING_FORMAT_AUTO;
     if (s == "deepseek") return COMMON_REASONING_FORMAT_DEEPSEEK;
     if (s == "deepseek-legacy") return COMMON_REASONING_FORMAT_DEEPSEEK_LEGACY;
-    throw Napi::TypeError::New(env, "reasoningFormat must be none, auto, deepseek or deepseek-legacy");
+    throw_coded(env, ErrorCode::INVALID_ARGUMENT, "reasoningFormat must be none, auto, deepseek or deepseek-legacy");
 }
 
 static void check_json(Napi::Env env, const std::string & text, const std::string & what) {
@@ -180,7 +180,7 @@ static void check_json(Napi::Env env, const std::string & text, const std::strin
 static common_chat_templates_inputs chat_inputs_from_js(Napi::Env env, Napi::Object o) {
     common_chat_templates_inputs in;
     in.use_jinja = true;
-    if (!o.Get("messages").IsArray()) throw Napi::TypeError::New(env, "applyChat(inputs): inputs.messages must be an array");
+    if (!o.Get("messages").IsArray()) throw_coded(env, ErrorCode::INVALID_ARGUMENT, "applyChat(inputs): inputs.messages must be an array");
     Napi::Array messages = o.Get("messages").As<Napi::Array>();
     for (uint32_t i = 0; i < messages.Length(); i++) in.messages.push_back(message_from_js(env, messages.Get(i), i));
     Napi::Value tools = o.Get("tools");
@@ -209,7 +209,7 @@ static common_chat_templates_inputs chat_inputs_from_js(Napi::Env env, Napi::Obj
         for (uint32_t i = 0; i < keys.Length(); i++) {
             std::string key = keys.Get(i).As<Napi::String>();
             Napi::Value val = kw.Get(key);
-            if (!val.IsString()) throw Napi::TypeError::New(env, "kwargs." + key + " must be JSON text");
+            if (!val.IsString()) throw_coded(env, ErrorCode::INVALID_ARGUMENT, "kwargs." + key + " must be JSON text");
             std::string text = val.As<Napi::String>();
             check_json(env, text, "kwargs." + key);
             in.chat_template_kwargs[key] = text;
@@ -288,7 +288,7 @@ static std::shared_ptr<const ChatTemplates> templates_for(Napi::Env env, const l
 }
 
 Napi::Value chat_template_info_js(Napi::Env env, const llama_model * model, ChatTemplateCache & cache, Napi::Value override_source) {
-    if (!override_source.IsUndefined() && !override_source.IsString()) throw Napi::TypeError::New(env, "chatTemplateInfo(template?): template must be a string");
+    if (!override_source.IsUndefined() && !override_source.IsString()) throw_coded(env, ErrorCode::INVALID_ARGUMENT, "chatTemplateInfo(template?): template must be a string");
     std::shared_ptr<const ChatTemplates> templates = templates_for(env, model, cache, override_source.IsString() ? override_source.As<Napi::String>().Utf8Value() : "");
     Napi::Object o = Napi::Object::New(env);
     o.Set("source", templates->source());
@@ -311,7 +311,7 @@ struct ChatRender {
 };
 
 static ChatRender chat_render_from_js(Napi::Env env, const llama_model * model, ChatTemplateCache & cache, Napi::Value value) {
-    if (!value.IsObject()) throw Napi::TypeError::New(env, "applyChat(inputs): inputs must be an object");
+    if (!value.IsObject()) throw_coded(env, ErrorCode::INVALID_ARGUMENT, "applyChat(inputs): inputs must be an object");
     Napi::Object o = value.As<Napi::Object>();
     ChatRender r;
     r.inputs = chat_inputs_from_js(env, o);

@@ -29,18 +29,4 @@ const char * error_code_name(ErrorCode code) {
     return "INVALID_ARGUMENT";
 }
 
-Napi::Error coded_error(Napi::Env env, ErrorCode code, const std::string & message) {
-    Napi::Error err = code == ErrorCode::INVALID_ARGUMENT ? Napi::TypeError::New(env, message) : Napi::Error::New(env, message);
-    err.Set("code", error_code_name(code));
-    return err;
-}
-
-void throw_coded(Napi::Env env, ErrorCode code, const std::string & message) { throw coded_error(env, code, message); }
-
-Napi::Error Refusal::to_js(Napi::Env env) const {
-    Napi::Error err = coded_error(env, code, message);
-    for (const auto & [key, value] : details) err.Set(key, Napi::Number::New(env, value));
-    return err;
-}
-
 }  // namespace addon

@@ -2,7 +2,7 @@
 // The addon's error codes. Every Error the addon throws or rejects with carries a `code`
 // property naming one of these; src/native/binding.ts declares the same set as NativeErrorCode.
 // Engine task failures that happen while a task runs are `error` events, not Errors (no code).
-#include <napi.h>
+// No N-API here: the engine core throws Refusals; errors-js.h turns them into JS Errors.
 
 #include <exception>
 #include <string>
@@ -37,14 +37,9 @@ enum class ErrorCode {
 
 const char * error_code_name(ErrorCode code);
 
-// A JS Error carrying `code` (a TypeError for INVALID_ARGUMENT).
-Napi::Error coded_error(Napi::Env env, ErrorCode code, const std::string & message);
-
-[[noreturn]] void throw_coded(Napi::Env env, ErrorCode code, const std::string & message);
-
 // A refusal found where no JS value may be built (worker threads), or that the caller reports
-// later (as a rejected promise). to_js() builds the coded Error on the JS thread; `details`
-// become numeric properties of it.
+// later (as a rejected promise). refusal_to_js (errors-js.h) builds the coded Error on the JS
+// thread; `details` become numeric properties of it.
 struct Refusal : std::exception {
     ErrorCode code;
     std::string message;
@@ -53,7 +48,6 @@ struct Refusal : std::exception {
     Refusal(ErrorCode code, std::string message, std::vector<std::pair<std::string, double>> details = {})
         : code(code), message(std::move(message)), details(std::move(details)) {}
     const char * what() const noexcept override { return message.c_str(); }
-    Napi::Error to_js(Napi::Env env) const;
 };
 
 }  // namespace addon

@@ -2,7 +2,7 @@
 
 #include <sys/stat.h>
 
-#include "errors.h"
+#include "errors-js.h"
 #include "log.h"
 #include "model-worker.h"
 #include "model.h"

@@ -6,7 +6,7 @@
 // Error coded LOAD_FAILED unless Execute() chose another code with fail().
 #include <napi.h>
 
-#include "errors.h"
+#include "errors-js.h"
 #include "model.h"
 
 namespace addon {

@@ -14,7 +14,7 @@
 
 #include "chat-template.h"
 #include "common.h"
-#include "errors.h"
+#include "errors-js.h"
 #include "log.h"
 #include "model-worker.h"
 

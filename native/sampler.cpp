@@ -2,7 +2,7 @@
 
 #include <cmath>
 
-#include "errors.h"
+#include "errors-js.h"
 #include "json-schema-to-grammar.h"
 #include "json.h"
 #include "sampling.h"
@@ -53,7 +53,7 @@ static void chat_sampling_from_js(Napi::Env env, Napi::Object o, const llama_voc
         for (uint32_t i = 0; i < arr.Length(); i++) {
             Napi::Value v = arr.Get(i);
             if (!v.IsObject() || !v.As<Napi::Object>().Get("type").IsString() || !v.As<Napi::Object>().Get("value").IsString()) {
-                throw Napi::TypeError::New(env, "grammarTriggers entries must be { type, value, token? }");
+                throw_coded(env, ErrorCode::INVALID_ARGUMENT, "grammarTriggers entries must be { type, value, token? }");
             }
             Napi::Object t = v.As<Napi::Object>();
             std::string type = t.Get("type").As<Napi::String>();
@@ -61,7 +61,7 @@ static void chat_sampling_from_js(Napi::Env env, Napi::Object o, const llama_voc
             trigger.value = t.Get("value").As<Napi::String>();
             int found = -1;
             for (int k = 0; k < 4; k++) if (type == trigger_types[k]) found = k;
-            if (found < 0) throw Napi::TypeError::New(env, "grammarTriggers type must be token, word, pattern or patternFull");
+            if (found < 0) throw_coded(env, ErrorCode::INVALID_ARGUMENT, "grammarTriggers type must be token, word, pattern or patternFull");
             trigger.type = static_cast<common_grammar_trigger_type>(found);
             if (trigger.type == COMMON_GRAMMAR_TRIGGER_TYPE_WORD) {
                 auto ids = common_tokenize(vocab, trigger.value, false, true);
@@ -73,7 +73,7 @@ static void chat_sampling_from_js(Napi::Env env, Napi::Object o, const llama_voc
                     trigger.token = ids[0];
                 }
             } else if (trigger.type == COMMON_GRAMMAR_TRIGGER_TYPE_TOKEN) {
-                if (!t.Get("token").IsNumber()) throw Napi::TypeError::New(env, "a token trigger needs its token id");
+                if (!t.Get("token").IsNumber()) throw_coded(env, ErrorCode::INVALID_ARGUMENT, "a token trigger needs its token id");
                 trigger.token = t.Get("token").As<Napi::Number>().Int32Value();
             }
             p.grammar_triggers.push_back(std::move(trigger));

@@ -6,7 +6,7 @@
 #include "arg.h"
 #include "build-info.h"
 #include "download.h"
-#include "errors.h"
+#include "errors-js.h"
 #include "preset.h"
 #include "chat.h"
 #include "sampling.h"

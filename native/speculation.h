@@ -110,4 +110,20 @@ private:
     SpeculationCounters counters_;
 };
 
+// The engine thread's steps of speculative decoding (speculation-steps.cpp), as llama-server's
+// update_slots/post_decode: drafts are made before the batch is built and ride in it after each
+// slot's sampled token, and the draft model decodes every batch the target decodes. The target's
+// verdict on a drafted slot is the scheduler's (Scheduler::verify_draft).
+struct LoraGroup;
+struct Slot;
+// A task speculates when it generates text token by token with no image and no probabilities
+// (llama-server reports no probabilities for drafted tokens; here such a task simply does not draft).
+void speculation_start(Speculation & spec, const Slot & slot);
+// One draft per generating slot of the group that may speculate.
+void speculation_make_drafts(Speculation & spec, std::vector<Slot> & slots, const LoraGroup & group, int32_t n_batch);
+// The slot's drafted tokens after its sampled token (already in the batch at row i_batch).
+void speculation_add_draft_tokens(Speculation & spec, Slot & slot, llama_batch & batch);
+// The draft model decodes the batch the target just decoded.
+void speculation_process_batch(Speculation & spec, const llama_batch & batch, const std::vector<Slot> & slots);
+
 }  // namespace addon

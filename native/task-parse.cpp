@@ -4,7 +4,7 @@
 #include <cmath>
 #include <cstring>
 
-#include "errors.h"
+#include "errors-js.h"
 #include "js-values.h"
 #include "mtmd-helper.h"
 #include "sampler.h"

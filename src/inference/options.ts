@@ -68,27 +68,6 @@ export function resolveRuntime(flags: ParsedFlags<typeof MODEL_FLAGS>, gpuAvaila
   };
 }
 
-/**
- * Chunked prefill's default budget (--prefill-budget) on a build without a GPU device: one
- * physical batch (-ub's default) per step while streams generate, so a long prompt delays them by
- * about one ubatch's compute per step. Where the build has a GPU device the engine's default is 0
- * (the time target alone): there a step of -b prompt tokens takes milliseconds.
- */
-export const DEFAULT_PREFILL_BUDGET = 512;
-
-/**
- * Chunked prefill's default time target (--prefill-budget-ms): while streams generate, a step
- * carries the prompt tokens that fit in about this long beside their tokens, so a running stream's
- * next token waits about a second at most for someone else's prompt, on any machine or model.
- */
-export const DEFAULT_PREFILL_BUDGET_MS = 1000;
-
-/**
- * Adaptive LIFO's default threshold (--overload-lifo-ms): once the oldest request waiting for a
- * slot has waited this long, free slots go to the newest waiting requests first.
- */
-export const DEFAULT_OVERLOAD_LIFO_MS = 1000;
-
 /** Default context: the model's training context, capped at 8192 tokens to bound KV memory. */
 export const DEFAULT_CTX_CAP = 8192;
 

@@ -44,18 +44,18 @@ function whenEnabled<I>(enabled: boolean, what: string, flag: string, handler: I
 }
 
 /**
- * A generating route's handler, its request announced to the engine from its arrival until it
- * submits its tasks (InferenceService.announce), or withdrawn when it ends without: an idle engine
- * that starts the first of several requests sent together waits for the others while their chat
- * templates are rendered and their prompts tokenized, so they share its first batch.
+ * A generating route's handler, its request counted by the engine as being prepared from its
+ * arrival until it submits its tasks (InferenceService.beginPreparing), or until it ends without:
+ * an idle engine that starts the first of several requests sent together waits for the others
+ * while their chat templates are rendered and their prompts tokenized, so they share its first batch.
  */
-function announcedWhilePrepared(handler: InferenceHandler<InferenceService>): InferenceHandler<InferenceService> {
+function countedWhilePrepared(handler: InferenceHandler<InferenceService>): InferenceHandler<InferenceService> {
   return async (service, req) => {
-    service.announce(req.signal);
+    service.beginPreparing(req.signal);
     try {
       return await handler(service, req);
     } finally {
-      service.withdraw(req.signal);
+      service.endPreparing(req.signal);
     }
   };
 }
@@ -64,23 +64,23 @@ export function inferenceRoutes(ctx: RouteContext, options: RouteOptions): Route
   const prefix = options.apiPrefix ?? '';
   const route = <I>(method: Method, path: string, guard: Guard<I>, handler: InferenceHandler<I>): Route => inferenceRoute(ctx, method, prefix + path, guard, handler);
   // The generating routes (llama-server's server_res_generator) get two wrappers, each visible on
-  // their line: announcedWhilePrepared (counted by the engine until they submit) and resumed
+  // their line: countedWhilePrepared (counted by the engine until they submit) and resumed
   // (with X-Conversation-Id, a stream session that outlives the client; as is without sessions).
   const streams = options.streams;
   const resumed = (handler: InferenceHandler<InferenceService>): InferenceHandler<InferenceService> =>
     (streams ? (input, req) => resumable(streams, req, (view) => handler(input, view)) : handler);
-  const announced = announcedWhilePrepared;
+  const prepared = countedWhilePrepared;
   return [
     route('GET',  '/health',               publicAccess, handleHealth),
     route('GET',  '/v1/health',            publicAccess, handleHealth),
-    route('POST', '/completion',           apiKey,       resumed(announced(handleCompletion))),
-    route('POST', '/completions',          apiKey,       resumed(announced(handleCompletion))),
-    route('POST', '/infill',               apiKey,       resumed(announced(handleInfill))),
-    route('POST', '/v1/completions',       apiKey,       resumed(announced(handleTextCompletions))),
-    route('POST', '/v1/chat/completions',  apiKey,       resumed(announced(handleChatCompletions))),
-    route('POST', '/chat/completions',     apiKey,       resumed(announced(handleChatCompletions))),
-    route('POST', '/v1/responses',         apiKey,       resumed(announced(handleResponses))),
-    route('POST', '/responses',            apiKey,       resumed(announced(handleResponses))),
+    route('POST', '/completion',           apiKey,       resumed(prepared(handleCompletion))),
+    route('POST', '/completions',          apiKey,       resumed(prepared(handleCompletion))),
+    route('POST', '/infill',               apiKey,       resumed(prepared(handleInfill))),
+    route('POST', '/v1/completions',       apiKey,       resumed(prepared(handleTextCompletions))),
+    route('POST', '/v1/chat/completions',  apiKey,       resumed(prepared(handleChatCompletions))),
+    route('POST', '/chat/completions',     apiKey,       resumed(prepared(handleChatCompletions))),
+    route('POST', '/v1/responses',         apiKey,       resumed(prepared(handleResponses))),
+    route('POST', '/responses',            apiKey,       resumed(prepared(handleResponses))),
     route('GET',  '/v1/models',            apiKeyReadOnly, handleModels),
     route('GET',  '/models',               apiKeyReadOnly, handleModels),
     route('GET',  '/props',                apiKeyReadOnly, handleProps),
@@ -104,10 +104,10 @@ export function inferenceRoutes(ctx: RouteContext, options: RouteOptions): Route
     route('POST', '/v1/chat/completions/input_tokens', apiKey, handleChatInputTokens),
     route('POST', '/responses/input_tokens',           apiKey, handleResponsesInputTokens),
     route('POST', '/v1/responses/input_tokens',        apiKey, handleResponsesInputTokens),
-    route('POST', '/v1/audio/transcriptions',          apiKey,       resumed(announced(handleTranscriptions))),
-    route('POST', '/audio/transcriptions',             apiKey,       resumed(announced(handleTranscriptions))),
+    route('POST', '/v1/audio/transcriptions',          apiKey,       resumed(prepared(handleTranscriptions))),
+    route('POST', '/audio/transcriptions',             apiKey,       resumed(prepared(handleTranscriptions))),
     // Anthropic's Messages API: every answer, errors included, in Anthropic's shape.
-    anthropicRoute(route('POST', '/v1/messages',              apiKey, resumed(announced(handleAnthropicMessages)))),
+    anthropicRoute(route('POST', '/v1/messages',              apiKey, resumed(prepared(handleAnthropicMessages)))),
     anthropicRoute(route('POST', '/v1/messages/count_tokens', apiKey, handleAnthropicCountTokens)),
   ];
 }

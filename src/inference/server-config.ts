@@ -3,9 +3,9 @@
 // Pure functions from the parsed values to the server's options, so they can be tested alone.
 import type { RoleName } from '../auth/mount.js';
 import { UsageError, parseFlags, type FlagSpec, type ParsedFlags } from '../cli/flags.js';
-import { PoolingType, type LogLevel, type PoolingName, type ReasoningFormat, type ServerParamValues } from '../native/binding.js';
+import { native, PoolingType, type EngineSettings, type LogLevel, type PoolingName, type ReasoningFormat, type ServerParamValues } from '../native/binding.js';
 import { LLAMA_SERVER_FLAGS } from './llama-server-flags.js';
-import { DEFAULT_OVERLOAD_LIFO_MS, DEFAULT_PREFILL_BUDGET, DEFAULT_PREFILL_BUDGET_MS, type RuntimeOptions } from './options.js';
+import type { RuntimeOptions } from './options.js';
 import type { InferenceServerOptions } from './server.js';
 import type { RouterServerOptions } from './multi-model/server.js';
 import type { TransportOptions } from './transport.js';
@@ -23,11 +23,11 @@ const AUTH_ROLES = Object.keys({ owner: 0, admin: 0, staff: 0, viewer: 0 } satis
 export const OWN_FLAGS = [
   { names: ['--max-body-bytes'], kind: 'int', key: 'maxBodyBytes', help: 'largest accepted request body (default 33554432)' },
   { names: ['--media-allow-remote'], kind: 'bool', key: 'mediaAllowRemote', help: 'fetch http(s) image URLs in chat messages (default: only data URLs)' },
-  { names: ['--prefill-budget'], kind: 'int', key: 'prefillBudget', help: 'chunked prefill: most tokens a step decodes while any slot is generating (its tokens first, prompt chunks fill the rest); shorter stalls of running streams against slower long prompts; 0 = no budget, prompts fill -b as in llama-server (default ' + DEFAULT_PREFILL_BUDGET + ', 0 where the build has a GPU device)' },
-  { names: ['--prefill-budget-ms'], kind: 'int', key: 'prefillBudgetMs', help: 'chunked prefill: while any slot is generating, a step carries only the prompt tokens that the last steps\' costs say fit beside the generating tokens in this many ms (at least a quarter of -ub); with --prefill-budget, the smaller share wins; 0 = no time target (default ' + DEFAULT_PREFILL_BUDGET_MS + ')' },
+  { names: ['--prefill-budget'], kind: 'int', key: 'prefillBudget', help: 'chunked prefill: most tokens a step decodes while any slot is generating (its tokens first, prompt chunks fill the rest); shorter stalls of running streams against slower long prompts; 0 = no budget, prompts fill -b as in llama-server (default 512, 0 where the build has a GPU device)' },
+  { names: ['--prefill-budget-ms'], kind: 'int', key: 'prefillBudgetMs', help: 'chunked prefill: while any slot is generating, a step carries only the prompt tokens that the last steps\' costs say fit beside the generating tokens in this many ms (at least a quarter of -ub); with --prefill-budget, the smaller share wins; 0 = no time target (default 1000)' },
   { names: ['--prefix-sharing'], kind: 'bool', key: 'prefixSharing', help: 'prompts share prefixes across slots: a prompt starts from the longest prefix any slot\'s KV cells hold and waits for one another slot is computing, instead of computing it again (default: on with a unified KV pool, i.e. --kv-unified or -np not given; without one each share copies a slot\'s whole buffer)' },
   { names: ['--no-prefix-sharing'], kind: 'bool', key: 'noPrefixSharing', help: 'turn prefix sharing across slots off (each slot reuses only its own cache, as llama-server)' },
-  { names: ['--overload-lifo-ms'], kind: 'int', key: 'overloadLifoMs', help: 'adaptive LIFO: requests wait for a free slot oldest first, but once the oldest has waited this many ms (overload), newest first: most clients get a prompt answer while the oldest wait longer; 0 = always oldest first (default ' + DEFAULT_OVERLOAD_LIFO_MS + ')' },
+  { names: ['--overload-lifo-ms'], kind: 'int', key: 'overloadLifoMs', help: 'adaptive LIFO: requests wait for a free slot oldest first, but once the oldest has waited this many ms (overload), newest first: most clients get a prompt answer while the oldest wait longer; 0 = always oldest first (default 1000)' },
   { names: ['--burst-wait-ms'], kind: 'int', key: 'burstWaitMs', help: 'an idle server that receives requests waits for more while they keep coming, until none came for this many ms (at most five times it), so that requests sent together share their first batch; a lone request starts this much later; 0 = start at once (default 4, 0 where the build has a GPU device)' },
   { names: ['--layer-window'], kind: 'string', key: 'layerWindow', choices: ['auto'], help: '"auto": as many layers on the GPU as its free memory holds (-ngl auto)' },
   { names: ['--models-spare'], kind: 'int', key: 'modelsSpare', help: 'router mode: model processes kept started without a model (Node and the addon loaded, about 75 MB each), so that loading a model skips process start-up (default 1; 0 = none)' },
@@ -178,34 +178,6 @@ function transportOptions(v: ServerParamValues): TransportOptions & Pick<Inferen
   };
 }
 
-/** --prefill-budget: an integer >= 0 (0 = no budget); absent: the engine's default (512, or 0 where the build has a GPU device). */
-export function prefillBudget(given: number | undefined): number | undefined {
-  if (given === undefined) return undefined;
-  if (given < 0) throw new UsageError(`--prefill-budget: expected 0 (no budget) or a positive number of tokens, got ${given}`);
-  return given;
-}
-
-/** --prefill-budget-ms: an integer from 0 (no time target) to an hour, 1000 when absent. */
-export function prefillBudgetMs(given: number | undefined): number {
-  if (given === undefined) return DEFAULT_PREFILL_BUDGET_MS;
-  if (given < 0 || given > 3_600_000) throw new UsageError(`--prefill-budget-ms: expected 0 (no time target) or a number of milliseconds up to 3600000, got ${given}`);
-  return given;
-}
-
-/** --overload-lifo-ms: an integer from 0 (always oldest first) to an hour, 1000 when absent. */
-export function overloadLifoMs(given: number | undefined): number {
-  if (given === undefined) return DEFAULT_OVERLOAD_LIFO_MS;
-  if (given < 0 || given > 3_600_000) throw new UsageError(`--overload-lifo-ms: expected 0 (always oldest first) or a number of milliseconds up to 3600000, got ${given}`);
-  return given;
-}
-
-/** --burst-wait-ms: an integer from 0 (start at once) to 1000; absent: the engine's default (4, or 0 where the build has a GPU device). */
-export function burstWaitMs(given: number | undefined): number | undefined {
-  if (given === undefined) return undefined;
-  if (given < 0 || given > 1000) throw new UsageError(`--burst-wait-ms: expected 0 (start at once) or a number of milliseconds up to 1000, got ${given}`);
-  return given;
-}
-
 /** llama-server's start-up warning when --cache-idle-slots (on by default) meets --cache-ram 0; serverOptions then turns it off. */
 export function cacheIdleSlotsWarning(v: ServerParamValues): string | null {
   return v.cacheIdleSlots && v.cacheRamMib === 0 ? '--cache-idle-slots requires --cache-ram, disabling' : null;
@@ -216,6 +188,47 @@ export function prefixSharingOption(own: OwnFlags): { prefixSharing?: boolean } 
   if (own.prefixSharing && own.noPrefixSharing) throw new UsageError('--prefix-sharing and --no-prefix-sharing contradict each other');
   if (own.noPrefixSharing) return { prefixSharing: false };
   return own.prefixSharing ? { prefixSharing: true } : {};
+}
+
+/** Our flags that set an engine setting, by the setting (a usage error names the flag). */
+const ENGINE_FLAGS: ReadonlyArray<[keyof EngineSettings, string]> = [
+  ['prefillBudget', '--prefill-budget'],
+  ['prefillBudgetMs', '--prefill-budget-ms'],
+  ['overloadLifoMs', '--overload-lifo-ms'],
+  ['burstWaitMs', '--burst-wait-ms'],
+];
+
+/**
+ * What llama-server's command line and our own flags decide of the engine: one settings object,
+ * passed to Engine.create unchanged. Absent flags are left out (the engine's defaults apply); a
+ * value out of range is refused here by the engine's own rules (Engine.checkParams), so that it
+ * fails at start-up as a usage error naming its flag.
+ */
+export function engineSettings(v: ServerParamValues, own: OwnFlags): EngineSettings {
+  const settings: EngineSettings = {
+    contextShift: v.ctxShift,
+    promptCacheMib: v.cacheRamMib,
+    // As llama-server: idle slots go to the prompt cache only when there is one.
+    cacheIdleSlots: v.cacheIdleSlots && cacheIdleSlotsWarning(v) === null,
+    special: v.special,
+    backendSampling: v.sampling.backendSampling,
+    ...(v.kvUnifiedPerSlot > 0 ? { nCtxSlotMax: v.kvUnifiedPerSlot } : {}),
+    // As llama-server: with -np left to its default the slots share one KV pool; with -np given,
+    // each slot has n_ctx / np unless --kv-unified.
+    kvUnified: v.nParallel < 0 ? true : v.kvUnified,
+    ...prefixSharingOption(own),
+  };
+  for (const [key, flag] of ENGINE_FLAGS) {
+    const value = own[key as keyof OwnFlags] as number | undefined;
+    if (value === undefined) continue;
+    try {
+      native.Engine.checkParams({ [key]: value });
+    } catch (err) {
+      throw new UsageError(`${flag}: ${(err as Error).message.replace(/^params\.\w+ /, '')}, got ${value}`);
+    }
+    Object.assign(settings, { [key]: value });
+  }
+  return settings;
 }
 
 /** The server's options from llama-server's parsed command line and our own flags. */
@@ -229,21 +242,7 @@ export function serverOptions(v: ServerParamValues, own: OwnFlags, gpuAvailable:
     port: v.port,
     // llama-server's -np default (-1) is 4 slots.
     parallel: v.nParallel > 0 ? v.nParallel : 4,
-    contextShift: v.ctxShift,
-    promptCacheMib: v.cacheRamMib,
-    // As llama-server: idle slots go to the prompt cache only when there is one.
-    cacheIdleSlots: v.cacheIdleSlots && cacheIdleSlotsWarning(v) === null,
-    special: v.special,
-    backendSampling: v.sampling.backendSampling,
-    ...(v.kvUnifiedPerSlot > 0 ? { slotContextMax: v.kvUnifiedPerSlot } : {}),
-    prefillBudget: prefillBudget(own.prefillBudget),
-    prefillBudgetMs: prefillBudgetMs(own.prefillBudgetMs),
-    overloadLifoMs: overloadLifoMs(own.overloadLifoMs),
-    ...(own.burstWaitMs !== undefined ? { burstWaitMs: burstWaitMs(own.burstWaitMs) } : {}),
-    // As llama-server: with -np left to its default the slots share one KV pool; with -np given,
-    // each slot has n_ctx / np unless --kv-unified.
-    kvUnified: v.nParallel < 0 ? true : v.kvUnified,
-    ...prefixSharingOption(own),
+    engine: engineSettings(v, own),
     ...(v.aliases[0] !== undefined ? { alias: v.aliases[0], aliases: v.aliases } : {}),
     // As llama-server: a model named by -hf is called by its repo[:tag] unless -a names it.
     ...(v.aliases[0] === undefined && v.hfRepo !== '' ? { alias: v.hfRepo } : {}),

@@ -6,7 +6,7 @@ import { startHttpServer } from '../http/server.js';
 import { corsProxyRoutes } from './cors-proxy-routes.js';
 import { ToolsService, type ToolsOptions } from './server-tools/tools-service.js';
 import { toolsRoutes } from './server-tools/tools-routes.js';
-import type { NativeServerParams, PoolingName } from '../native/binding.js';
+import type { EngineSettings, NativeServerParams, PoolingName } from '../native/binding.js';
 import { LLAMA_SERVER_DEFAULTS, type GenerationDefaults } from './service/generation.js';
 import { ApiKeys } from './access/api-key.js';
 import { checkKey, readOnlyMount, type RouteContext } from './guards.js';
@@ -14,7 +14,7 @@ import { inferenceRoutes } from './routes.js';
 import { streamRoutes } from './streams/stream-routes.js';
 import { StreamSessions } from './streams/stream-sessions.js';
 import { formatInferenceError } from './errors.js';
-import { DEFAULT_OVERLOAD_LIFO_MS, DEFAULT_PREFILL_BUDGET_MS, type RuntimeOptions } from './options.js';
+import type { RuntimeOptions } from './options.js';
 import { loadInferenceService, type ServiceLoadOptions } from './service/load.js';
 import type { ChatSettings, InferenceService } from './service/service.js';
 import { ServiceHost } from './service/host.js';
@@ -25,30 +25,12 @@ export interface InferenceServerOptions extends TransportOptions {
   host: string;
   port: number;
   parallel: number;
-  /** A generating slot whose context is full drops old tokens instead of stopping (llama-server's --context-shift). */
-  contextShift?: boolean;
-  /** llama-server's --cache-ram: MiB of host memory for the prompt cache (-1 no limit, 0 off; default 8192 as there). */
-  promptCacheMib?: number;
-  /** llama-server's --cache-idle-slots (default on). */
-  cacheIdleSlots?: boolean;
-  /** llama-server's -sp / --special: generated special tokens keep their text. */
-  special?: boolean;
-  /** llama-server's --kv-unified-per-slot: the most tokens one slot may hold. */
-  slotContextMax?: number;
-  /** llama-server's -bs: the context runs sampler chains in its graph (requests opt in with backend_sampling, default from the flag). */
-  backendSampling?: boolean;
-  /** --prefill-budget: tokens per step while any slot is generating (chunked prefill); 0 = none. Default: the engine's (512, or 0 where the build has a GPU device). */
-  prefillBudget?: number;
-  /** --prefill-budget-ms: chunked prefill's time target per step while any slot is generating; 0 = none. Default 1000. */
-  prefillBudgetMs?: number;
-  /** --overload-lifo-ms: once the oldest request waiting for a slot has waited this long, the newest is served first; 0 = always oldest first. Default 1000. */
-  overloadLifoMs?: number;
-  /** --burst-wait-ms: an idle server that receives requests waits for more while they keep coming, until none came for this long. Default: the engine's (4, or 0 where the build has a GPU device). */
-  burstWaitMs?: number;
-  /** One KV pool shared by the slots (default); false gives each slot n_ctx / parallel, as llama-server's --no-kv-unified. */
-  kvUnified?: boolean;
-  /** --prefix-sharing / --no-prefix-sharing: prompts share prefixes across slots' KV cells; default on with a unified pool. */
-  prefixSharing?: boolean;
+  /**
+   * What the command line decides of the engine (server-config.ts engineSettings), passed to it
+   * unchanged: absent fields take the engine's defaults (native/engine-params.cpp), except the
+   * prompt cache, which a server has by default as llama-server (its --cache-ram default, 8192 MiB).
+   */
+  engine?: EngineSettings;
   alias?: string;
   apiKeys: string[];
   metrics: boolean;
@@ -129,22 +111,14 @@ export interface InferenceServer {
   close(): Promise<void>;
 }
 
+/** llama-server's --cache-ram default (MiB). */
+const LLAMA_SERVER_CACHE_RAM_MIB = 8192;
+
 function serviceLoadOptions(options: InferenceServerOptions): ServiceLoadOptions {
   return {
     runtime: options.runtime,
     parallel: options.parallel,
-    contextShift: options.contextShift ?? false,
-    promptCacheMib: options.promptCacheMib ?? 8192,
-    cacheIdleSlots: options.cacheIdleSlots ?? true,
-    special: options.special ?? false,
-    slotContextMax: options.slotContextMax ?? 0,
-    backendSampling: options.backendSampling ?? false,
-    ...(options.prefillBudget !== undefined ? { prefillBudget: options.prefillBudget } : {}),
-    prefillBudgetMs: options.prefillBudgetMs ?? DEFAULT_PREFILL_BUDGET_MS,
-    overloadLifoMs: options.overloadLifoMs ?? DEFAULT_OVERLOAD_LIFO_MS,
-    ...(options.burstWaitMs !== undefined ? { burstWaitMs: options.burstWaitMs } : {}),
-    kvUnified: options.kvUnified ?? true,
-    ...(options.prefixSharing !== undefined ? { prefixSharing: options.prefixSharing } : {}),
+    engine: { promptCacheMib: LLAMA_SERVER_CACHE_RAM_MIB, ...options.engine },
     alias: options.alias,
     nPredict: options.nPredict,
     embedding: options.embedding ?? false,

@@ -405,6 +405,13 @@ export interface EngineParams {
    * slot. A number 0..1, 0 = always the least recently used. Default: serverParams' value, else 0.1.
    */
   slotPromptSimilarity?: number;
+  /**
+   * The step modes, for comparisons (EngineInfo says what each does and when it applies):
+   * absent, the engine decides; false turns one off; true asks for it where it applies.
+   */
+  splitSteps?: boolean;
+  earlyOutputs?: boolean;
+  prepareSaves?: boolean;
   /** LoRA adapters of this model that tasks may apply (task.loraScales indexes them). */
   loras?: NativeLoraAdapter[];
   /** A multimodal projector for this model: tasks may then carry images, audio, or both. */
@@ -412,6 +419,17 @@ export interface EngineParams {
   /** llama-server's command line: its context flags (-ctk, -ctv, --swa-full, RoPE/YaRN, -nkvo, --no-op-offload) apply as there. */
   serverParams?: NativeServerParams;
 }
+
+/**
+ * What a server's command line decides of its engine, passed to Engine.create unchanged (the
+ * fields' meanings are EngineParams'); the model, its adapters and projector, and the sizes
+ * (nCtx, nParallel, nBatch, threads) come from elsewhere. Defaults and ranges are the engine's
+ * (native/engine-params.cpp): an absent field takes its default, and Engine.checkParams refuses
+ * a value out of range as Engine.create would.
+ */
+export type EngineSettings = Pick<EngineParams, 'contextShift' | 'promptCacheMib' | 'cacheIdleSlots' | 'special' | 'nCtxSlotMax' | 'backendSampling' |
+  'prefillBudget' | 'prefillBudgetMs' | 'overloadLifoMs' | 'burstWaitMs' | 'kvUnified' | 'prefixSharing' | 'slotPromptSimilarity' |
+  'splitSteps' | 'earlyOutputs' | 'prepareSaves'>;
 
 export interface NativeVision {
   /** The text that stands for one image or audio clip in a prompt (e.g. "<__media__>"). */
@@ -607,8 +625,8 @@ export interface EngineMetrics {
   promptCacheBytes: number;
   tasksDone: number;
   queued: number;
-  /** Generating requests announced (NativeEngine.announce) that have not submitted their tasks yet. */
-  announced: number;
+  /** Generating requests being prepared (NativeEngine.beginPreparing) that have not submitted their tasks yet. */
+  preparing: number;
   busySlots: number;
   /** Speculative decoding (absent when off): drafted tokens, accepted ones, verification steps, accepted per draft position. */
   draftTokens?: number;
@@ -699,18 +717,20 @@ export interface SlotActionResult {
 
 export interface NativeEngine {
   /**
-   * Submits tasks. Throws INVALID_ARGUMENT (wrong types) or DISPOSED synchronously. `announced`:
-   * they are the tasks of a request announced with announce(1), which stops counting once they
+   * Submits tasks. Throws INVALID_ARGUMENT (wrong types) or DISPOSED synchronously. `prepared`:
+   * they are the tasks of a request counted by beginPreparing(), which stops counting once they
    * are queued or refused, or when submit throws.
    */
-  submit(tasks: CompletionTaskSpec[], announced?: boolean): Submission;
+  submit(tasks: CompletionTaskSpec[], prepared?: boolean): Submission;
   /**
-   * +1: the server has received a generating request and is preparing it (its chat template
-   * rendered, its prompt tokenized); -1: such a request is withdrawn before it submitted tasks.
-   * An idle engine that has tasks waits for announced requests to submit theirs, up to 25 times
-   * burstWaitMs, so that requests sent together share their first batch.
+   * The server has received a generating request and is preparing it (its chat template
+   * rendered, its prompt tokenized). An idle engine that has tasks waits for requests being
+   * prepared to submit theirs, up to 25 times burstWaitMs, so that requests sent together share
+   * their first batch. Ended by submit(tasks, true), or by endPreparing().
    */
-  announce(delta: 1 | -1): void;
+  beginPreparing(): void;
+  /** A request counted by beginPreparing() is withdrawn before it submitted tasks (it failed, or its client left). */
+  endPreparing(): void;
   /**
    * The number of tokens of a task's prompt, its images (`media` with `promptText`) tokenized by
    * the projector and each counted as its tokens, as llama-server counts them; on a worker,
@@ -837,7 +857,11 @@ export interface NativeAddon {
     /** llama.cpp's stream deltas from one parse to the next; throws code INVALID_DIFF when something is withdrawn. */
     diff(previous: ChatParsedMessage, current: ChatParsedMessage): ChatMessageDiff[];
   };
-  Engine: { create(model: NativeModel, params: EngineParams, onEvents: (events: EngineEvent[]) => void): Promise<NativeEngine> };
+  Engine: {
+    create(model: NativeModel, params: EngineParams, onEvents: (events: EngineEvent[]) => void): Promise<NativeEngine>;
+    /** Reads `params` as create() does, without creating anything: throws INVALID_ARGUMENT for a value of the wrong type or out of range. */
+    checkParams(params: EngineParams): void;
+  };
   ServerParams: {
     /**
      * Parses argv (argv[0] is the program name) exactly as llama-server does: --help and

@@ -49,3 +49,17 @@ export async function llamaSimpleGreedy(model: string, prompt: string, nPredict:
   if (!text.startsWith(prompt)) throw new Error(`unexpected llama-simple output: ${JSON.stringify(text.slice(0, 80))}`);
   return text.slice(prompt.length);
 }
+
+/**
+ * Path of one of the project's own C++ test programs (CMakeLists.txt, EXCLUDE_FROM_ALL), built
+ * incrementally every time (it links the engine core, which changes with the addon).
+ */
+export async function nativeTestProgram(target: 'engine_rules_test'): Promise<string> {
+  return withLock('native-test-build', () => {
+    execFileSync('cmake', ['--build', BUILD_DIR, '--config', 'Release', '--target', target, '--parallel'], {
+      stdio: ['ignore', 'ignore', 'inherit'],
+      env: { ...process.env, CCACHE_BASEDIR: process.env.CCACHE_BASEDIR ?? REPO_ROOT },
+    });
+    return join(BUILD_DIR, 'bin', target);
+  });
+}

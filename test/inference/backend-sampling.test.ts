@@ -8,7 +8,7 @@ import { startLlamaServer } from '../helpers/llama-server.js';
 
 const models = await ensureTestModels();
 const flags = serverOptions(native.ServerParams.parse(['llama-server', '-m', models.chat, '-bs']).values(), {}, false);
-const ours = await startTestServer(models.chat, { parallel: 2, ctxSize: 1024, backendSampling: flags.backendSampling!, generation: flags.generation! });
+const ours = await startTestServer(models.chat, { parallel: 2, ctxSize: 1024, engine: { backendSampling: flags.engine!.backendSampling! }, generation: flags.generation! });
 t.teardown(ours.close);
 
 const request = (backend: boolean) => ({
@@ -18,7 +18,7 @@ const request = (backend: boolean) => ({
 const probs = (body: any) => body.completion_probabilities.map((p: any) => ({ id: p.id, top: p.top_probs.filter((x: any) => x.prob > 0).map((x: any) => [x.id, x.prob]) }));
 
 t.test('the same tokens and post-sampling probabilities with and without backend sampling', async (t) => {
-  t.equal(flags.backendSampling, true, '-bs is parsed');
+  t.equal(flags.engine!.backendSampling, true, '-bs is parsed');
   const on = await postJson(`${ours.base}/completion`, request(true));
   const off = await postJson(`${ours.base}/completion`, request(false));
   t.equal(on.status, 200);

@@ -10,7 +10,7 @@ import { startLlamaServer } from '../helpers/llama-server.js';
 
 const models = await ensureTestModels();
 const flags = serverOptions(native.ServerParams.parse(['llama-server', '-m', models.chat, '--cache-reuse', '8', '--cache-ram', '0']).values(), {}, false);
-const ours = await startTestServer(models.chat, { parallel: 1, ctxSize: 1024, generation: flags.generation!, promptCacheMib: flags.promptCacheMib! });
+const ours = await startTestServer(models.chat, { parallel: 1, ctxSize: 1024, generation: flags.generation!, engine: { promptCacheMib: flags.engine!.promptCacheMib! } });
 t.teardown(ours.close);
 const reference = await startLlamaServer(['-m', models.chat, '-c', '1024', '-np', '1', '--cache-reuse', '8', '--cache-ram', '0']);
 t.teardown(reference.close);

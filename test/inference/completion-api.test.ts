@@ -327,27 +327,27 @@ t.test('a request whose client left while it was being prepared starts no task',
   t.same([after.tasksDone, after.promptTokens + after.cachedTokens], [before.tasksDone, before.promptTokens + before.cachedTokens], 'no task ran');
 });
 
-// Generating routes announce their request to the engine from its arrival until it submits its
-// tasks (an idle engine gathering a burst waits for it), and withdraw it when it ends without:
+// Generating routes have the engine count their request as being prepared from its arrival until
+// it submits its tasks (an idle engine gathering a burst waits for it), and end it when it ends without:
 // what the engine is told, request by request, and nothing left counting after any of them.
-t.test('a generating request is announced to the engine until it submits its tasks, or withdrawn when it fails first', async (t) => {
+t.test('a generating request counts as being prepared until it submits its tasks, or ends when it fails first', async (t) => {
   const service = server.host.ready();
   const engine = service.engine;
   const told: string[] = [];
-  const { announce, withdraw, submitAll } = engine;
-  engine.announce = () => {
-    told.push('announce');
-    announce.call(engine);
+  const { beginPreparing, endPreparing, submitAll } = engine;
+  engine.beginPreparing = () => {
+    told.push('begin');
+    beginPreparing.call(engine);
   };
-  engine.withdraw = () => {
-    told.push('withdraw');
-    withdraw.call(engine);
+  engine.endPreparing = () => {
+    told.push('end');
+    endPreparing.call(engine);
   };
   engine.submitAll = (specs, options) => {
-    told.push(`submit ${options?.announced ? 'announced' : 'not announced'}`);
+    told.push(`submit ${options?.prepared ? 'prepared' : 'not prepared'}`);
     return submitAll.call(engine, specs, options);
   };
-  t.teardown(() => Object.assign(engine, { announce, withdraw, submitAll }));
+  t.teardown(() => Object.assign(engine, { beginPreparing, endPreparing, submitAll }));
   const chat = (body: object) => postJson(`${base}/v1/chat/completions`, { messages: [{ role: 'user', content: 'Hello' }], max_tokens: 2, ...body });
   const transcription = async () => {
     const form = new FormData();
@@ -355,13 +355,13 @@ t.test('a generating request is announced to the engine until it submits its tas
     return { status: (await fetch(`${base}/v1/audio/transcriptions`, { method: 'POST', body: form })).status };
   };
   const cases: Array<[string, () => Promise<{ status: number }>, number, string[]]> = [
-    ['a chat completion', () => chat({}), 200, ['announce', 'submit announced']],
-    ['a streamed chat completion', () => chat({ stream: true }), 200, ['announce', 'submit announced']],
-    ['two choices, one submission', () => chat({ n: 2 }), 200, ['announce', 'submit announced']],
-    ['a completion', () => completion({ prompt: 'Hello', n_predict: 2 }), 200, ['announce', 'submit announced']],
-    ['a body that fails validation', () => chat({ max_tokens: 'two' }), 400, ['announce', 'withdraw']],
-    ['a prompt longer than the context', () => completion({ prompt: 'word '.repeat(5000), n_predict: 2 }), 400, ['announce', 'withdraw']],
-    ['a transcription this model cannot take (no audio projector)', () => transcription(), 501, ['announce', 'withdraw']],
+    ['a chat completion', () => chat({}), 200, ['begin', 'submit prepared']],
+    ['a streamed chat completion', () => chat({ stream: true }), 200, ['begin', 'submit prepared']],
+    ['two choices, one submission', () => chat({ n: 2 }), 200, ['begin', 'submit prepared']],
+    ['a completion', () => completion({ prompt: 'Hello', n_predict: 2 }), 200, ['begin', 'submit prepared']],
+    ['a body that fails validation', () => chat({ max_tokens: 'two' }), 400, ['begin', 'end']],
+    ['a prompt longer than the context', () => completion({ prompt: 'word '.repeat(5000), n_predict: 2 }), 400, ['begin', 'end']],
+    ['a transcription this model cannot take (no audio projector)', () => transcription(), 501, ['begin', 'end']],
     ['a request that generates nothing (/tokenize)', () => postJson(`${base}/tokenize`, { content: 'Hello' }), 200, []],
   ];
   for (const [what, send, status, want] of cases) {
@@ -369,17 +369,17 @@ t.test('a generating request is announced to the engine until it submits its tas
     const res = await send();
     t.equal(res.status, status, `${what}: ${status}`);
     t.same(told, want, `${what}: ${want.join(', ') || 'nothing told'}`);
-    t.equal(engine.native.metrics().announced, 0, `${what}: nothing left counting`);
+    t.equal(engine.native.metrics().preparing, 0, `${what}: nothing left counting`);
   }
-  // A client that left while its request was prepared: the submission settles the announcement
-  // without submitting anything.
+  // A client that left while its request was prepared: the submission ends its count without
+  // submitting anything.
   const left = new AbortController();
-  service.announce(left.signal);
-  t.equal(engine.native.metrics().announced, 1, 'announced while prepared');
+  service.beginPreparing(left.signal);
+  t.equal(engine.native.metrics().preparing, 1, 'counted while prepared');
   left.abort();
   await t.rejects(service.runAll([{ prompt: service.model.tokenize('never run', true, true), nPredict: 4 }], left.signal),
     { status: 400, message: 'the client closed the connection' });
-  t.equal(engine.native.metrics().announced, 0, 'a client gone before its submission: settled');
+  t.equal(engine.native.metrics().preparing, 0, 'a client gone before its submission: settled');
 });
 
 t.test('a client that disconnects frees its slot within a step', async (t) => {

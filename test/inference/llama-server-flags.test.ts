@@ -72,17 +72,17 @@ t.test('the sampling flags become the defaults of requests, as in llama-server',
 
 t.test('-np with and without --kv-unified: one shared pool, or n_ctx / np per slot', async (t) => {
   const shared = serverOptions(parse('-m', models.chat, '-c', '1024').values(), {}, false);
-  t.same([shared.parallel, shared.kvUnified], [4, true], 'the default -np is 4 slots on one pool');
+  t.same([shared.parallel, shared.engine!.kvUnified], [4, true], 'the default -np is 4 slots on one pool');
   const split = serverOptions(parse('-m', models.chat, '-c', '1024', '-np', '2').values(), {}, false);
-  t.same([split.parallel, split.kvUnified], [2, false]);
+  t.same([split.parallel, split.engine!.kvUnified], [2, false]);
   const unified = serverOptions(parse('-m', models.chat, '-c', '1024', '-np', '2', '-kvu').values(), {}, false);
-  t.same([unified.parallel, unified.kvUnified], [2, true]);
+  t.same([unified.parallel, unified.engine!.kvUnified], [2, true]);
 
   for (const [options, perSlot] of [[split, 512], [unified, 1024]] as const) {
     const server = await startInferenceServer({ ...options, host: '127.0.0.1', port: 0 });
     await server.ready;
     const props = await (await fetch(`http://127.0.0.1:${server.port}/props`)).json();
-    t.equal(props.default_generation_settings.n_ctx, perSlot, `n_ctx per slot with kvUnified ${options.kvUnified}`);
+    t.equal(props.default_generation_settings.n_ctx, perSlot, `n_ctx per slot with kvUnified ${options.engine!.kvUnified}`);
     t.equal(props.total_slots, 2);
     await server.close();
   }
@@ -154,12 +154,12 @@ t.test('an option this server cannot honour fails at start-up naming why, exit 1
 
 t.test('--prefill-budget and --prefill-budget-ms reach the engine; when absent, the engine default token budget and 1000 ms', async (t) => {
   const values = parse('-m', models.chat).values();
-  t.equal(serverOptions(values, splitCommandLine(['--prefill-budget', '64']).own, false).prefillBudget, 64);
-  t.equal(serverOptions(values, splitCommandLine(['--prefill-budget=0']).own, false).prefillBudget, 0, '0: no budget');
-  t.equal(serverOptions(values, {}, false).prefillBudget, undefined, 'absent: the engine decides (512, or 0 with a GPU device)');
-  t.equal(serverOptions(values, splitCommandLine(['--prefill-budget-ms', '250']).own, false).prefillBudgetMs, 250);
-  t.equal(serverOptions(values, splitCommandLine(['--prefill-budget-ms=0']).own, false).prefillBudgetMs, 0, '0: no time target');
-  t.equal(serverOptions(values, {}, false).prefillBudgetMs, 1000);
+  t.equal(serverOptions(values, splitCommandLine(['--prefill-budget', '64']).own, false).engine!.prefillBudget, 64);
+  t.equal(serverOptions(values, splitCommandLine(['--prefill-budget=0']).own, false).engine!.prefillBudget, 0, '0: no budget');
+  t.equal(serverOptions(values, {}, false).engine!.prefillBudget, undefined, 'absent: the engine decides (512, or 0 with a GPU device)');
+  t.equal(serverOptions(values, splitCommandLine(['--prefill-budget-ms', '250']).own, false).engine!.prefillBudgetMs, 250);
+  t.equal(serverOptions(values, splitCommandLine(['--prefill-budget-ms=0']).own, false).engine!.prefillBudgetMs, 0, '0: no time target');
+  t.equal(serverOptions(values, {}, false).engine!.prefillBudgetMs, undefined, 'absent: the engine decides (1000 ms)');
   const own = splitCommandLine(['--prefill-budget', '64', '--prefill-budget-ms', '250']).own;
   const server = await startInferenceServer({ ...serverOptions(values, own, false), host: '127.0.0.1', port: 0, runtime: { ...serverOptions(values, {}, false).runtime, ctxSize: 512 } });
   t.teardown(() => server.close());
@@ -174,9 +174,9 @@ t.test('--prefill-budget and --prefill-budget-ms reach the engine; when absent, 
 
 t.test('--overload-lifo-ms reaches the engine; 1000 ms when absent; a bad value fails at start-up, exit 1', async (t) => {
   const values = parse('-m', models.chat).values();
-  t.equal(serverOptions(values, splitCommandLine(['--overload-lifo-ms', '250']).own, false).overloadLifoMs, 250);
-  t.equal(serverOptions(values, splitCommandLine(['--overload-lifo-ms=0']).own, false).overloadLifoMs, 0, '0: always oldest first');
-  t.equal(serverOptions(values, {}, false).overloadLifoMs, 1000);
+  t.equal(serverOptions(values, splitCommandLine(['--overload-lifo-ms', '250']).own, false).engine!.overloadLifoMs, 250);
+  t.equal(serverOptions(values, splitCommandLine(['--overload-lifo-ms=0']).own, false).engine!.overloadLifoMs, 0, '0: always oldest first');
+  t.equal(serverOptions(values, {}, false).engine!.overloadLifoMs, undefined, 'absent: the engine decides (1000 ms)');
   const own = splitCommandLine(['--overload-lifo-ms', '250']).own;
   const server = await startInferenceServer({ ...serverOptions(values, own, false), host: '127.0.0.1', port: 0, runtime: { ...serverOptions(values, {}, false).runtime, ctxSize: 512 } });
   t.teardown(() => server.close());
@@ -184,14 +184,14 @@ t.test('--overload-lifo-ms reaches the engine; 1000 ms when absent; a bad value 
   t.equal(service.engine.native.info().overloadLifoMs, 250);
   const negative = await runServer(['-m', models.chat, '--overload-lifo-ms', '-5']);
   t.equal(negative.code, 1);
-  t.match(negative.stderr, /--overload-lifo-ms: expected 0 \(always oldest first\) or a number of milliseconds up to 3600000, got -5/);
+  t.match(negative.stderr, /--overload-lifo-ms: must be a number of milliseconds from 0 \(always oldest first\) to 3600000, got -5/);
 });
 
 t.test('--burst-wait-ms reaches the engine; the engine\'s default when absent; a bad value fails at start-up, exit 1', async (t) => {
   const values = parse('-m', models.chat).values();
-  t.equal(serverOptions(values, splitCommandLine(['--burst-wait-ms', '10']).own, false).burstWaitMs, 10);
-  t.equal(serverOptions(values, splitCommandLine(['--burst-wait-ms=0']).own, false).burstWaitMs, 0, '0: start at once');
-  t.equal(serverOptions(values, {}, false).burstWaitMs, undefined, 'absent: the engine decides (4 ms, 0 with a GPU device)');
+  t.equal(serverOptions(values, splitCommandLine(['--burst-wait-ms', '10']).own, false).engine!.burstWaitMs, 10);
+  t.equal(serverOptions(values, splitCommandLine(['--burst-wait-ms=0']).own, false).engine!.burstWaitMs, 0, '0: start at once');
+  t.equal(serverOptions(values, {}, false).engine!.burstWaitMs, undefined, 'absent: the engine decides (4 ms, 0 with a GPU device)');
   const own = splitCommandLine(['--burst-wait-ms', '10']).own;
   const server = await startInferenceServer({ ...serverOptions(values, own, false), host: '127.0.0.1', port: 0, runtime: { ...serverOptions(values, {}, false).runtime, ctxSize: 512 } });
   t.teardown(() => server.close());
@@ -199,13 +199,13 @@ t.test('--burst-wait-ms reaches the engine; the engine\'s default when absent; a
   t.equal(service.engine.native.info().burstWaitMs, 10);
   const tooLong = await runServer(['-m', models.chat, '--burst-wait-ms', '1001']);
   t.equal(tooLong.code, 1);
-  t.match(tooLong.stderr, /--burst-wait-ms: expected 0 \(start at once\) or a number of milliseconds up to 1000, got 1001/);
+  t.match(tooLong.stderr, /--burst-wait-ms: must be a number of milliseconds from 0 \(no wait\) to 1000, got 1001/);
 });
 
 t.test('--cache-idle-slots needs a prompt cache: with --cache-ram 0 it is turned off with llama-server\'s warning', async (t) => {
-  t.equal(serverOptions(parse('-m', models.chat).values(), {}, false).cacheIdleSlots, true, 'on by default (--cache-ram 8192)');
-  t.equal(serverOptions(parse('-m', models.chat, '--no-cache-idle-slots').values(), {}, false).cacheIdleSlots, false);
-  t.equal(serverOptions(parse('-m', models.chat, '--cache-ram', '0').values(), {}, false).cacheIdleSlots, false);
+  t.equal(serverOptions(parse('-m', models.chat).values(), {}, false).engine!.cacheIdleSlots, true, 'on by default (--cache-ram 8192)');
+  t.equal(serverOptions(parse('-m', models.chat, '--no-cache-idle-slots').values(), {}, false).engine!.cacheIdleSlots, false);
+  t.equal(serverOptions(parse('-m', models.chat, '--cache-ram', '0').values(), {}, false).engine!.cacheIdleSlots, false);
   const off = await runServer(['-m', models.chat, '-c', '512', '--port', '0', '--cache-ram', '0'], /model ready/);
   t.match(off.stderr, /--cache-idle-slots requires --cache-ram, disabling/);
   const on = await runServer(['-m', models.chat, '-c', '512', '--port', '0'], /model ready/);
@@ -225,13 +225,13 @@ t.test('-sps reaches the engine\'s slot choice; 0.1 when absent, as llama-server
 t.test('a bad --prefill-budget or --prefill-budget-ms fails at start-up with a clear message, exit 1', async (t) => {
   const negative = await runServer(['-m', models.chat, '--prefill-budget', '-1']);
   t.equal(negative.code, 1);
-  t.match(negative.stderr, /--prefill-budget: expected 0 \(no budget\) or a positive number of tokens, got -1/);
+  t.match(negative.stderr, /--prefill-budget: must be an integer >= 0 \(0: no budget\), got -1/);
   const text = await runServer(['-m', models.chat, '--prefill-budget', 'lots']);
   t.equal(text.code, 1);
   t.match(text.stderr, /--prefill-budget: expected an integer, got "lots"/);
   const time = await runServer(['-m', models.chat, '--prefill-budget-ms', '-5']);
   t.equal(time.code, 1);
-  t.match(time.stderr, /--prefill-budget-ms: expected 0 \(no time target\) or a number of milliseconds up to 3600000, got -5/);
+  t.match(time.stderr, /--prefill-budget-ms: must be a number of milliseconds from 0 \(no time target\) to 3600000, got -5/);
   const huge = await runServer(['-m', models.chat, '--prefill-budget-ms', '3600001']);
   t.equal(huge.code, 1);
   t.match(huge.stderr, /--prefill-budget-ms: expected 0 \(no time target\) or a number of milliseconds up to 3600000, got 3600001/);

@@ -84,7 +84,7 @@ t.test('/props default parameters match llama-server', async (t) => {
 });
 
 t.test('--context-shift: generation past a full context is the same as llama-server\'s, for each n_keep / n_discard', async (t) => {
-  const mine = await startTestServer(models.chat, { parallel: 1, ctxSize: 64, contextShift: true });
+  const mine = await startTestServer(models.chat, { parallel: 1, ctxSize: 64, engine: { contextShift: true } });
   t.teardown(mine.close);
   const theirs = await startLlamaServer(['-m', models.chat, '-c', '64', '-np', '1', '--context-shift']);
   t.teardown(theirs.close);

@@ -66,7 +66,7 @@ async function metric(base: string, name: string): Promise<number> {
 async function pair(options: Parameters<typeof startTestServer>[1], t: Tap.Test): Promise<{ shared: TestServer; plain: TestServer }> {
   const shared = await startTestServer(models.chat, options);
   t.teardown(shared.close);
-  const plain = await startTestServer(models.chat, { ...options, prefixSharing: false });
+  const plain = await startTestServer(models.chat, { ...options, engine: { ...options.engine, prefixSharing: false } });
   t.teardown(plain.close);
   return { shared, plain };
 }
@@ -113,7 +113,7 @@ t.test('tasks submitted together join the one computing their common prefix: it 
 t.test('a prompt takes a prefix from an idle slot that keeps its own cache', async (t) => {
   // No host-memory prompt cache: idle slots keep their cells in the pool (with one, as
   // llama-server's --cache-idle-slots, they go to host memory whenever a task starts).
-  const { shared } = await pair({ parallel: 2, ctxSize: 4096, promptCacheMib: 0 }, t);
+  const { shared } = await pair({ parallel: 2, ctxSize: 4096, engine: { promptCacheMib: 0 } }, t);
   // The first prompt's own part is long (a tenth of it and more): the second, sharing only the
   // prefix, goes to the empty slot rather than destroy it.
   const [a0, b] = prompts(2);
@@ -132,7 +132,7 @@ t.test('context shift: a slot whose shared cells move gets cells of its own firs
   // Each slot holds at most 580 tokens (--kv-unified-per-slot), a dozen past the prompts: the
   // answers shift every 20 tokens, keeping 10 and dropping the 20 after them, so the cells that
   // move are shared ones.
-  const { shared, plain } = await pair({ parallel: 3, ctxSize: 2048, contextShift: true, slotContextMax: 580 }, t);
+  const { shared, plain } = await pair({ parallel: 3, ctxSize: 2048, engine: { contextShift: true, nCtxSlotMax: 580 } }, t);
   const body = (prompt: string) => ({ prompt, n_predict: 48, n_keep: 10, n_discard: 20, ignore_eos: true });
   const texts = prompts(3);
   const want = await Promise.all(texts.map((p) => complete(plain.base, body(p))));
@@ -145,7 +145,7 @@ t.test('context shift: a slot whose shared cells move gets cells of its own firs
 });
 
 t.test('--cache-reuse: cells a slot moved are not shared; a prompt takes only the exact prefix before them', async (t) => {
-  const { shared, plain } = await pair({ parallel: 2, ctxSize: 4096, promptCacheMib: 0 }, t);
+  const { shared, plain } = await pair({ parallel: 2, ctxSize: 4096, engine: { promptCacheMib: 0 } }, t);
   const middle = ' Then think about it once more and answer in full sentences.'.repeat(6);
   const tail = '\nQuestion: what comes after 41? Answer with a number and nothing else, please.';
   const full = `${PREFIX}${middle}${tail}`;
@@ -198,8 +198,8 @@ t.test('images: the same image at the same place is shared, another image is not
 t.test('a shared prefix outlives the task that computed it, and sharing fits in the pool what copies would not', async (t) => {
   // 4 prompts of ~570 tokens: about 4 x 600 = 2400 cells as copies, about 570 + 4 x 70 with the
   // prefix shared; the pool holds 1024.
-  const { shared } = await pair({ parallel: 4, ctxSize: 1024, promptCacheMib: 0 }, t);
-  const solo = await startTestServer(models.chat, { parallel: 1, ctxSize: 1024, prefixSharing: false, promptCacheMib: 0 });
+  const { shared } = await pair({ parallel: 4, ctxSize: 1024, engine: { promptCacheMib: 0 } }, t);
+  const solo = await startTestServer(models.chat, { parallel: 1, ctxSize: 1024, engine: { prefixSharing: false, promptCacheMib: 0 } });
   t.teardown(solo.close);
   const [first, ...rest] = prompts(4);
   const bodies = rest.map((prompt) => ({ prompt, n_predict: 60, ignore_eos: true }));
@@ -242,7 +242,7 @@ t.test('KV pressure evicts the least recently used idle slot first; the others k
   // No host-memory prompt cache: an evicted slot's prompt is gone. Two unrelated prompts of ~290
   // tokens fill two idle slots; a third generating 300 more needs room for ~590: the older idle
   // slot goes, the newer one stays (1024 cells: 290 + 590 fit, 2 x 290 + 590 do not).
-  const { shared } = await pair({ parallel: 3, ctxSize: 1024, promptCacheMib: 0 }, t);
+  const { shared } = await pair({ parallel: 3, ctxSize: 1024, engine: { promptCacheMib: 0 } }, t);
   const short = PREFIX.slice(0, PREFIX.indexOf('Rule 20:'));
   const older = `Old ${short}`;
   const newer = `New ${short}`;
@@ -267,10 +267,10 @@ t.test('--prefix-sharing and --no-prefix-sharing on the command line', async (t)
 });
 
 t.test('without a unified pool sharing is off unless asked for, and then copies between streams', async (t) => {
-  const off = await startTestServer(models.chat, { parallel: 2, ctxSize: 2048, kvUnified: false });
+  const off = await startTestServer(models.chat, { parallel: 2, ctxSize: 2048, engine: { kvUnified: false } });
   t.teardown(off.close);
   t.equal((await off.server.ready).engine.native.info().prefixSharing, false, 'off by default (-np without --kv-unified)');
-  const on = await startTestServer(models.chat, { parallel: 2, ctxSize: 2048, kvUnified: false, prefixSharing: true });
+  const on = await startTestServer(models.chat, { parallel: 2, ctxSize: 2048, engine: { kvUnified: false, prefixSharing: true } });
   t.teardown(on.close);
   const [a, b] = prompts(2);
   const first = await complete(on.base, { prompt: a });

@@ -35,8 +35,8 @@ t.test('a prompt that comes back after another is restored from host memory, as 
 
 t.test('--cache-ram 0 turns it off, as on llama-server', async (t) => {
   const flags = serverOptions(native.ServerParams.parse(['llama-server', '-m', models.chat, '--cache-ram', '0']).values(), {}, false);
-  t.equal(flags.promptCacheMib, 0);
-  const ours = await startTestServer(models.chat, { parallel: 1, ctxSize: 1024, promptCacheMib: flags.promptCacheMib! });
+  t.equal(flags.engine!.promptCacheMib, 0);
+  const ours = await startTestServer(models.chat, { parallel: 1, ctxSize: 1024, engine: { promptCacheMib: flags.engine!.promptCacheMib! } });
   t.teardown(ours.close);
   const reference = await startLlamaServer(['-m', models.chat, '-c', '1024', '-np', '1', '--cache-ram', '0']);
   t.teardown(reference.close);
@@ -49,7 +49,7 @@ t.test('--cache-ram 0 turns it off, as on llama-server', async (t) => {
 
 t.test('an idle slot dropped for room in the KV pool is kept in the prompt cache (--cache-idle-slots)', async (t) => {
   for (const cacheIdleSlots of [true, false]) {
-    const ours = await startTestServer(models.chat, { parallel: 2, ctxSize: 256, cacheIdleSlots });
+    const ours = await startTestServer(models.chat, { parallel: 2, ctxSize: 256, engine: { cacheIdleSlots } });
     const run = (prompt: string, slot: number, n: number) => postJson(`${ours.base}/completion`, { prompt, n_predict: n, temperature: 0, id_slot: slot, ignore_eos: true });
     const first = await run(A, 0, 4);
     // Slot 1 needs more of the pool than slot 0 leaves free: slot 0's cache is dropped; then slot 1,

@@ -151,49 +151,48 @@ t.test('decoding a large image does not hold the JS thread', async (t) => {
   t.match(events.find((e) => e.task === ids[0] && e.kind !== 'token'), { kind: 'done', nPredicted: 2 }, 'the task then ran');
 });
 
-// announce(1) counts a request the server is preparing (an idle engine gathering a burst waits for
-// it); each is settled once: by submit(tasks, true) however the submission ends (queued at once,
-// queued after the pool prepared it, refused there or at once, thrown), or by announce(-1).
-t.test('an announced request stops counting once its submission is queued, refused or thrown, or when it is withdrawn', async (t) => {
-  const announced = (): number => engine.metrics().announced;
-  t.equal(announced(), 0);
-  engine.announce(1);
-  engine.announce(1);
-  t.equal(announced(), 2, 'two requests being prepared');
+// beginPreparing() counts a request the server is preparing (an idle engine gathering a burst
+// waits for it); each count ends once: by submit(tasks, true) however the submission ends (queued
+// at once, queued after the pool prepared it, refused there or at once, thrown), or by endPreparing().
+t.test('a request being prepared stops counting once its submission is queued, refused or thrown, or when it ends without', async (t) => {
+  const preparing = (): number => engine.metrics().preparing;
+  t.equal(preparing(), 0);
+  engine.beginPreparing();
+  engine.beginPreparing();
+  t.equal(preparing(), 2, 'two requests being prepared');
   await runToEnd([{ prompt: prompt('Queued at once'), nPredict: 1 }]);
-  t.equal(announced(), 2, 'a submission not announced settles none');
+  t.equal(preparing(), 2, 'a submission not counted ends none');
 
   const ended = (id: number): Promise<void> => new Promise((resolve) => endWaiters.set(id, resolve));
-  const plain = engine.submit([{ prompt: prompt('Announced, queued at once'), nPredict: 1 }], true);
-  t.equal(announced(), 1, 'queued before submit() returned: settled');
+  const plain = engine.submit([{ prompt: prompt('Prepared, queued at once'), nPredict: 1 }], true);
+  t.equal(preparing(), 1, 'queued before submit() returned: settled');
   const plainEnded = ended(plain.ids[0]!);
   await plain.queued;
 
-  const withGrammar = engine.submit([{ prompt: prompt('Announced, with a grammar'), nPredict: 1, sampling: { grammar: 'root ::= "a"' } }], true);
-  t.equal(announced(), 1, 'prepared on the pool: counts until it is queued');
+  const withGrammar = engine.submit([{ prompt: prompt('Prepared, with a grammar'), nPredict: 1, sampling: { grammar: 'root ::= "a"' } }], true);
+  t.equal(preparing(), 1, 'prepared on the pool: counts until it is queued');
   const grammarEnded = ended(withGrammar.ids[0]!);
   await withGrammar.queued;
-  t.equal(announced(), 0, 'queued: settled');
+  t.equal(preparing(), 0, 'queued: settled');
   await Promise.all([plainEnded, grammarEnded]);
 
-  engine.announce(1);
+  engine.beginPreparing();
   const badGrammar = engine.submit([{ prompt: prompt('Bad grammar'), nPredict: 1, sampling: { grammar: 'root ::= (' } }], true);
   await t.rejects(badGrammar.queued, { code: 'BAD_SAMPLING' });
-  t.equal(announced(), 0, 'refused on the pool: settled');
+  t.equal(preparing(), 0, 'refused on the pool: settled');
 
-  engine.announce(1);
+  engine.beginPreparing();
   const outOfRange = engine.submit([{ prompt: Int32Array.of(1 << 30), nPredict: 1 }], true);
   await t.rejects(outOfRange.queued, { code: 'TOKEN_OUT_OF_RANGE' });
-  t.equal(announced(), 0, 'refused at once: settled');
+  t.equal(preparing(), 0, 'refused at once: settled');
 
-  engine.announce(1);
+  engine.beginPreparing();
   t.throws(() => engine.submit('not an array' as unknown as CompletionTaskSpec[], true), { code: 'INVALID_ARGUMENT' });
-  t.equal(announced(), 0, 'submit() threw: settled');
+  t.equal(preparing(), 0, 'submit() threw: settled');
 
-  engine.announce(1);
-  engine.announce(-1);
-  t.equal(announced(), 0, 'withdrawn');
-  engine.announce(-1);
-  t.equal(announced(), 0, 'never below zero');
-  t.throws(() => engine.announce(2 as 1), { code: 'INVALID_ARGUMENT', message: 'announce(delta): delta must be 1 or -1' });
+  engine.beginPreparing();
+  engine.endPreparing();
+  t.equal(preparing(), 0, 'ended without a submission');
+  engine.endPreparing();
+  t.equal(preparing(), 0, 'never below zero');
 });

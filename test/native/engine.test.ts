@@ -296,16 +296,10 @@ t.test('the prompt cache copies into buffers written ahead (for the tasks starte
   t.equal(busy.native.metrics().promptCacheSaves, 3);
   t.equal(busy.native.metrics().promptCacheReuses, busy.native.info().prepareSaves ? 2 : 1, "only A's second save reused a buffer (the one its restored entry left)");
 
-  // LLAMA_ADDON_NO_PREPARE_SAVES (for comparisons): no thread writes buffers, even with one to spare.
-  process.env.LLAMA_ADDON_NO_PREPARE_SAVES = '1';
-  let unprepared: InferenceEngine;
-  try {
-    unprepared = await InferenceEngine.create(model, { nCtx: 1024, nParallel: 1, promptCacheMib: 64, cacheIdleSlots: false, nThreads: 1 });
-  } finally {
-    delete process.env.LLAMA_ADDON_NO_PREPARE_SAVES;
-  }
+  // prepareSaves: false (for comparisons): no thread writes buffers, even with one to spare.
+  const unprepared = await InferenceEngine.create(model, { nCtx: 1024, nParallel: 1, promptCacheMib: 64, cacheIdleSlots: false, nThreads: 1, prepareSaves: false });
   t.teardown(() => unprepared.dispose());
-  t.equal(unprepared.native.info().prepareSaves, false, 'LLAMA_ADDON_NO_PREPARE_SAVES turns it off');
+  t.equal(unprepared.native.info().prepareSaves, false, 'prepareSaves: false turns it off');
   for (const p of [a, b, a, b]) await unprepared.run(greedy(p, 4));
   t.equal(unprepared.native.metrics().promptCacheReuses, 1, "as when decoding takes every thread: only A's second save reused a buffer");
 
@@ -556,16 +550,10 @@ t.test('a step with generating slots and 64+ rows is decoded in two calls when s
   t.equal(on, native.systemInfo().backend === 'CPU', 'on where the build has no GPU backend');
 });
 
-// LLAMA_ADDON_NO_SPLIT_STEPS (for comparisons): an engine created while it is set decodes every
-// step in one call; the same streams and prompt give the same tokens.
-t.test('with LLAMA_ADDON_NO_SPLIT_STEPS set, no step is split; greedy output equals each task alone', async (t) => {
-  process.env.LLAMA_ADDON_NO_SPLIT_STEPS = '1';
-  let whole: InferenceEngine;
-  try {
-    whole = await InferenceEngine.create(model, { nCtx: 2048, nParallel: 3, prefillBudget: 80, prefillBudgetMs: 0 });
-  } finally {
-    delete process.env.LLAMA_ADDON_NO_SPLIT_STEPS;
-  }
+// splitSteps: false (for comparisons): the engine decodes every step in one call; the same
+// streams and prompt give the same tokens.
+t.test('with splitSteps: false, no step is split; greedy output equals each task alone', async (t) => {
+  const whole = await InferenceEngine.create(model, { nCtx: 2048, nParallel: 3, prefillBudget: 80, prefillBudgetMs: 0, splitSteps: false });
   t.teardown(() => whole.dispose());
   t.equal(whole.native.info().splitSteps, false);
   const alone = await eachAloneUpToNearTie(t, whole, 40);
@@ -639,15 +627,9 @@ t.test('prompts admitted together: those ending in the first ubatch of a long ba
     t.ok(got.deliveredApart, 'the short prompt\'s first token reached the caller before the long prompt\'s was sampled');
   }
 
-  process.env.LLAMA_ADDON_NO_EARLY_OUTPUTS = '1';
-  let whole: InferenceEngine;
-  try {
-    whole = await InferenceEngine.create(model, params);
-  } finally {
-    delete process.env.LLAMA_ADDON_NO_EARLY_OUTPUTS;
-  }
+  const whole = await InferenceEngine.create(model, { ...params, earlyOutputs: false });
   t.teardown(() => whole.dispose());
-  t.equal(whole.native.info().earlyOutputs, false, 'LLAMA_ADDON_NO_EARLY_OUTPUTS turns it off');
+  t.equal(whole.native.info().earlyOutputs, false, 'earlyOutputs: false turns it off');
   const ref = await shortsBesideLong(whole);
   t.equal(ref.calls, 0, 'one call for the whole batch');
   t.notOk(ref.deliveredApart, 'every first token delivered together');
@@ -790,45 +772,46 @@ t.test('burst wait: a task cancelled during the wait is never decoded', async (t
   t.equal(m.busySlots, 0, 'no slot held');
 });
 
-// Requests the server announced (InferenceEngine.announce: received, their chat template or
-// prompt still being prepared) are waited for too, up to 25 times burstWaitMs. With a 40 ms wait
-// a burst ends 40 ms after its last task and 200 ms after its first at most; a task submitted
-// 400 ms after the first goes into a second call unless it was announced (waited for up to
-// 1,000 ms). A withdrawn announcement (its request failed) holds nothing: with a 400 ms wait the
-// engine would wait for it 10 s, and it starts as soon as the burst's quiet time has passed.
-async function twoArrivals(announced: boolean): Promise<{ calls: number; announcedAfter: number }> {
+// Requests the server is preparing (InferenceEngine.beginPreparing: received, their chat template
+// or prompt still being prepared) are waited for too, up to 25 times burstWaitMs. With a 40 ms
+// wait a burst ends 40 ms after its last task and 200 ms after its first at most; a task
+// submitted 400 ms after the first goes into a second call unless it was counted as being
+// prepared (waited for up to 1,000 ms). One that ends without submitting (its request failed)
+// holds nothing: with a 400 ms wait the engine would wait for it 10 s, and it starts as soon as
+// the burst's quiet time has passed.
+async function twoArrivals(prepared: boolean): Promise<{ calls: number; preparingAfter: number }> {
   const e = await InferenceEngine.create(model, { nCtx: 1024, nParallel: 2, burstWaitMs: 40 });
   try {
     const before = e.native.metrics().decodeCalls;
-    if (announced) {
-      e.announce();
-      e.announce();
+    if (prepared) {
+      e.beginPreparing();
+      e.beginPreparing();
     }
-    const [first] = await e.submitAll([greedy('First arrival', 1, { cachePrompt: false })], { announced });
+    const [first] = await e.submitAll([greedy('First arrival', 1, { cachePrompt: false })], { prepared });
     await new Promise((resolve) => setTimeout(resolve, 400)); // the second request being prepared
-    const [second] = await e.submitAll([greedy('Second arrival', 1, { cachePrompt: false })], { announced });
+    const [second] = await e.submitAll([greedy('Second arrival', 1, { cachePrompt: false })], { prepared });
     await Promise.all([first, second]);
-    return { calls: e.native.metrics().decodeCalls - before, announcedAfter: e.native.metrics().announced };
+    return { calls: e.native.metrics().decodeCalls - before, preparingAfter: e.native.metrics().preparing };
   } finally {
     await e.dispose();
   }
 }
 
-t.test('burst wait: an idle engine waits for announced requests to submit their tasks; a withdrawn one holds nothing', async (t) => {
-  t.same(await twoArrivals(true), { calls: 1, announcedAfter: 0 }, 'announced: both in one call');
-  t.same(await twoArrivals(false), { calls: 2, announcedAfter: 0 }, 'not announced: the first decoded alone once the burst was over');
+t.test('burst wait: an idle engine waits for requests being prepared to submit their tasks; one that ends without holds nothing', async (t) => {
+  t.same(await twoArrivals(true), { calls: 1, preparingAfter: 0 }, 'counted as being prepared: both in one call');
+  t.same(await twoArrivals(false), { calls: 2, preparingAfter: 0 }, 'not counted: the first decoded alone once the burst was over');
 
   const e = await InferenceEngine.create(model, { nCtx: 1024, nParallel: 2, burstWaitMs: 400 });
   t.teardown(() => e.dispose());
-  e.announce();
+  e.beginPreparing();
   const startedAt = performance.now();
   const [alone] = await e.submitAll([greedy('Submitted beside a request that fails', 1, { cachePrompt: false })]);
-  setTimeout(() => e.withdraw(), 100);
+  setTimeout(() => e.endPreparing(), 100);
   const outcome = await alone!;
   const elapsed = performance.now() - startedAt;
   t.equal(outcome.tokens.length, 1);
-  t.ok(elapsed < 5000, `decoded ${elapsed.toFixed(0)} ms after it was submitted, not after the 10 s an announced request is waited for`);
-  t.equal(e.native.metrics().announced, 0);
+  t.ok(elapsed < 5000, `decoded ${elapsed.toFixed(0)} ms after it was submitted, not after the 10 s a request being prepared is waited for`);
+  t.equal(e.native.metrics().preparing, 0);
 });
 
 t.test('the burst wait is validated; 4 ms by default where the build has no GPU backend, 0 where it has one', async (t) => {

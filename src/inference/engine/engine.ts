@@ -87,8 +87,8 @@ export interface SubmitOptions {
   signal?: AbortSignal;
   /** Task `index`'s token callback, if any. */
   onToken?: (index: number) => TokenCallback | undefined;
-  /** The tasks are those of a request announced with announce(): it stops counting now. */
-  announced?: boolean;
+  /** The tasks are those of a request counted by beginPreparing(): it stops counting now. */
+  prepared?: boolean;
 }
 
 export class InferenceEngine {
@@ -120,12 +120,12 @@ export class InferenceEngine {
    * runs before the first token of these tasks reaches `onToken` (see NativeEngine.submit).
    */
   async submitAll(specs: readonly CompletionTaskSpec[], options: SubmitOptions = {}): Promise<Array<Promise<CompletionOutcome>>> {
-    const { signal, onToken, announced = false } = options;
+    const { signal, onToken, prepared = false } = options;
     if (signal?.aborted) {
-      if (announced) this.withdraw();
+      if (prepared) this.endPreparing();
       throw signal.reason ?? new Error('aborted');
     }
-    const { ids, queued } = this.engine.submit([...specs], announced);
+    const { ids, queued } = this.engine.submit([...specs], prepared);
     const outcomes = ids.map((id, index) => this.track(id, specs[index]!, onToken?.(index)));
     const onAbort = (): void => {
       for (const id of ids) {
@@ -156,16 +156,16 @@ export class InferenceEngine {
   /**
    * A generating request has arrived and is being prepared (chat template, tokens): while it is,
    * an idle engine that has tasks waits for its tasks too (up to 25 times burstWaitMs), so that
-   * requests sent together share their first batch. Each announce() is settled once: by a
-   * submitAll with `announced`, or by withdraw().
+   * requests sent together share their first batch. Each beginPreparing() is ended once: by a
+   * submitAll with `prepared`, or by endPreparing().
    */
-  announce(): void {
-    this.engine.announce(1);
+  beginPreparing(): void {
+    this.engine.beginPreparing();
   }
 
-  /** An announced request that will submit nothing (it failed, or its client left). */
-  withdraw(): void {
-    this.engine.announce(-1);
+  /** A request being prepared that will submit nothing (it failed, or its client left). */
+  endPreparing(): void {
+    this.engine.endPreparing();
   }
 
   /** Runs one completion task to its end: submitAll of one task. */

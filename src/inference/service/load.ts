@@ -1,7 +1,7 @@
 // Loading what a server serves: the model, its LoRA adapters and projector, and the engine over
 // them, as one InferenceService. Everything loaded so far is freed when a later step fails.
 import { basename } from 'node:path';
-import { native, PoolingType, type NativeLoraAdapter, type NativeModel, type NativeServerParams, type NativeVision, type PoolingName } from '../../native/binding.js';
+import { native, PoolingType, type EngineSettings, type NativeLoraAdapter, type NativeModel, type NativeServerParams, type NativeVision, type PoolingName } from '../../native/binding.js';
 import type { GenerationDefaults } from './generation.js';
 import type { MediaPolicy } from './media.js';
 import { InferenceEngine } from '../engine/engine.js';
@@ -12,27 +12,8 @@ import { InferenceService, type ChatSettings } from './service.js';
 export interface ServiceLoadOptions {
   runtime: RuntimeOptions;
   parallel: number;
-  contextShift: boolean;
-  /** --cache-ram (MiB; -1 no limit, 0 off) and --cache-idle-slots. */
-  promptCacheMib: number;
-  cacheIdleSlots: boolean;
-  /** -sp: generated special tokens keep their text. */
-  special: boolean;
-  /** --kv-unified-per-slot (0: none). */
-  slotContextMax: number;
-  /** -bs. */
-  backendSampling: boolean;
-  /** Chunked prefill budget (EngineParams.prefillBudget); undefined: the engine's default. */
-  prefillBudget?: number;
-  /** Chunked prefill's time target (EngineParams.prefillBudgetMs). */
-  prefillBudgetMs: number;
-  /** Adaptive LIFO's threshold (EngineParams.overloadLifoMs). */
-  overloadLifoMs: number;
-  /** The burst wait (EngineParams.burstWaitMs); undefined: the engine's default. */
-  burstWaitMs?: number;
-  kvUnified: boolean;
-  /** Prefix sharing across slots (EngineParams.prefixSharing); undefined: the engine's default (on with a unified pool). */
-  prefixSharing?: boolean;
+  /** What the command line decides of the engine, passed to Engine.create unchanged. */
+  engine: EngineSettings;
   alias?: string;
   nPredict: number;
   /** --embedding / --rerank: an engine that embeds (and refuses completions). */
@@ -101,19 +82,8 @@ export function loadInferenceService(options: ServiceLoadOptions, onProgress: (p
         nThreads: runtime.threads,
         nThreadsBatch: runtime.threadsBatch,
         flashAttn: runtime.flashAttn,
-        kvUnified: options.kvUnified,
         ...(options.serverParams ? { serverParams: options.serverParams } : {}),
-        contextShift: options.contextShift,
-        promptCacheMib: options.promptCacheMib,
-        cacheIdleSlots: options.cacheIdleSlots,
-        special: options.special,
-        nCtxSlotMax: options.slotContextMax,
-        backendSampling: options.backendSampling,
-        ...(options.prefillBudget !== undefined ? { prefillBudget: options.prefillBudget } : {}),
-        prefillBudgetMs: options.prefillBudgetMs,
-        overloadLifoMs: options.overloadLifoMs,
-        ...(options.burstWaitMs !== undefined ? { burstWaitMs: options.burstWaitMs } : {}),
-        ...(options.prefixSharing !== undefined ? { prefixSharing: options.prefixSharing } : {}),
+        ...options.engine,
       });
       return new InferenceService(model, vision, engine, {
         modelPath: runtime.model,

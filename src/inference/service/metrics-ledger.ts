@@ -6,8 +6,8 @@
 // once, then nothing.
 import type { EngineMetrics } from '../../native/binding.js';
 
-/** The cumulative fields; the others (queued, announced, busySlots, promptCacheBytes) are the live engine's or zero. */
-type Cumulative = Omit<EngineMetrics, 'queued' | 'announced' | 'busySlots' | 'promptCacheBytes'>;
+/** The cumulative fields; the others (queued, preparing, busySlots, promptCacheBytes) are the live engine's or zero. */
+type Cumulative = Omit<EngineMetrics, 'queued' | 'preparing' | 'busySlots' | 'promptCacheBytes'>;
 
 const ZERO: Cumulative = {
   promptTokens: 0, cachedTokens: 0, sharedTokens: 0, sharedJoins: 0, busySlotDecodes: 0, nTokensMax: 0, promptMs: 0,
@@ -48,7 +48,7 @@ export class MetricsLedger {
 
   /** The totals with `live` (the running engine's counters, or none while asleep); starts a new window. */
   scrape(live: EngineMetrics | null): MetricsReport {
-    const totals: EngineMetrics = { ...add(this.retired, live ?? ZERO), queued: live?.queued ?? 0, announced: live?.announced ?? 0, busySlots: live?.busySlots ?? 0, promptCacheBytes: live?.promptCacheBytes ?? 0 };
+    const totals: EngineMetrics = { ...add(this.retired, live ?? ZERO), queued: live?.queued ?? 0, preparing: live?.preparing ?? 0, busySlots: live?.busySlots ?? 0, promptCacheBytes: live?.promptCacheBytes ?? 0 };
     const start = this.windowStart;
     const rate = (tokens: number, ms: number): number => (ms > 0 ? (1000 * tokens) / ms : 0);
     const report = {

@@ -60,7 +60,7 @@ export class InferenceService implements GenerationContext {
   readonly info: EngineInfo;
   readonly vocabSize: number;
   readonly createdAt = Math.floor(Date.now() / 1000);
-  /** Generating requests announced to the engine and not yet submitted, by their AbortSignal. */
+  /** Generating requests being prepared (counted by the engine) and not yet submitted, by their AbortSignal. */
   private readonly preparing = new WeakSet<AbortSignal>();
 
   constructor(
@@ -109,17 +109,17 @@ export class InferenceService implements GenerationContext {
 
   /**
    * A generating request has arrived (known by its AbortSignal) and is being prepared: the engine
-   * counts it until its first startAll submits its tasks, or withdraw() (InferenceEngine.announce).
+   * counts it until its first startAll submits its tasks, or endPreparing() (InferenceEngine.beginPreparing).
    */
-  announce(signal: AbortSignal): void {
+  beginPreparing(signal: AbortSignal): void {
     if (this.info.embeddings || this.preparing.has(signal)) return;
     this.preparing.add(signal);
-    this.engine.announce();
+    this.engine.beginPreparing();
   }
 
-  /** The request announced with `signal` will submit nothing more (it failed, or it is done). */
-  withdraw(signal: AbortSignal): void {
-    if (this.preparing.delete(signal)) this.engine.withdraw();
+  /** The request being prepared with `signal` will submit nothing more (it failed, or it is done). */
+  endPreparing(signal: AbortSignal): void {
+    if (this.preparing.delete(signal)) this.engine.endPreparing();
   }
 
   /**
@@ -142,7 +142,7 @@ export class InferenceService implements GenerationContext {
     if (signal.aborted) cancelGroup();
     let started: Array<Promise<CompletionOutcome>>;
     try {
-      started = await this.engine.submitAll(specs, { signal: group.signal, onToken, announced: this.preparing.delete(signal) });
+      started = await this.engine.submitAll(specs, { signal: group.signal, onToken, prepared: this.preparing.delete(signal) });
     } catch (err) {
       signal.removeEventListener('abort', cancelGroup);
       throw this.taskError(err, signal);

@@ -16,15 +16,11 @@
 //   sequence holding it, so the slot first gets cells of its own (unshare).
 #include <algorithm>
 
-#include "engine.h"
 #include "log.h"
-#include "model.h"
+#include "slot-cache-policy.h"
+#include "speculation.h"
 
 namespace addon {
-
-// Tokens below this are not worth waiting for: a prompt that would wait for another slot to
-// compute fewer shared tokens computes them itself in the same step.
-static constexpr size_t JOIN_MIN_TOKENS = 32;
 
 // Length of the common prefix of two tasks' prompts: equal tokens, and the same image (hash and
 // size) at the same position.
@@ -51,17 +47,8 @@ static size_t shareable_limit(const CompletionTask & task) { return task.prompt.
 
 static bool may_share(const CompletionTask & task) { return task.kind == TaskKind::COMPLETION && task.cache_prompt; }
 
-// Whether prefix sharing applies (`wanted`: -1 the default, on exactly with a unified pool; 0 off;
-// 1 on). Cells can be shared when each holds one position's K/V for good: not recurrent states,
-// not a sliding window that drops early positions; and embeddings reuse nothing.
-bool Engine::prefix_sharing_in_effect(int32_t wanted) const {
-    const llama_model * m = model_->get();
-    const bool shareable = !llama_model_is_recurrent(m) && !llama_model_is_hybrid(m) && llama_model_n_swa(m) == 0;
-    return !embeddings_ && shareable && (wanted < 0 ? params_.kv_unified : wanted > 0);
-}
-
 // The longest exact prefix of `task`'s prompt that another slot's cells hold now.
-Engine::PrefixSource Engine::longest_cached_prefix(const Slot & dst, const CompletionTask & task) {
+SlotCachePolicy::PrefixSource SlotCachePolicy::longest_cached_prefix(const Slot & dst, const CompletionTask & task) const {
     PrefixSource best;
     const size_t limit = shareable_limit(task);
     for (auto & s : slots_) {
@@ -75,12 +62,12 @@ Engine::PrefixSource Engine::longest_cached_prefix(const Slot & dst, const Compl
 // The longest prefix of `task`'s prompt that a prompting slot is about to compute (beyond what it
 // holds now): the prefix `task` would compute a second time. A slot that itself waits for another
 // (joined) computes its own part only a step after its source: it is a source only for a prefix
-// JOIN_MIN_TOKENS or more beyond what it takes from there. Below that, waiting a whole step for a
+// kJoinMinTokens or more beyond what it takes from there. Below that, waiting a whole step for a
 // few more shared tokens costs more than computing them (12 agent requests sent together: two
 // whose prompts shared one token more with a joined slot than with the slot computing the system
 // prompt waited for the joined one, and got their first token a step, 350 ms, after the ten
 // others); its source, a candidate as well, gives the prefix they share.
-Engine::PrefixSource Engine::longest_pending_prefix(const Slot & dst, const CompletionTask & task) {
+SlotCachePolicy::PrefixSource SlotCachePolicy::longest_pending_prefix(const Slot & dst, const CompletionTask & task) const {
     PrefixSource best;
     const size_t limit = shareable_limit(task);
     for (auto & s : slots_) {
@@ -88,7 +75,7 @@ Engine::PrefixSource Engine::longest_pending_prefix(const Slot & dst, const Comp
         // What the slot holds now stays exact only up to exact_end; what it computes is exact.
         if (s.exact_end < s.cache.size()) continue;
         const size_t n = std::min(task_common_prefix(*s.task, task), limit);
-        if (s.joined() && n < s.join_len + JOIN_MIN_TOKENS) continue;
+        if (s.joined() && n < s.join_len + kJoinMinTokens) continue;
         if (n > s.n_prompt_done && n > best.n) best = {&s, n};
     }
     return best;
@@ -97,7 +84,7 @@ Engine::PrefixSource Engine::longest_pending_prefix(const Slot & dst, const Comp
 // start_task, once the slot has kept `keep` tokens of its own cache: the prompt takes a longer
 // prefix from another slot's cells if one holds it, and waits (joins) for a slot that is about to
 // compute a longer one still. Returns the tokens the slot now holds.
-size_t Engine::adopt_shared_prefix(Slot & slot, size_t keep) {
+size_t SlotCachePolicy::adopt_shared_prefix(Slot & slot, size_t keep) {
     const CompletionTask & task = *slot.task;
     if (!sharing_ || !may_share(task)) return keep;
     const PrefixSource cached = longest_cached_prefix(slot, task);
@@ -106,7 +93,7 @@ size_t Engine::adopt_shared_prefix(Slot & slot, size_t keep) {
         keep = cached.n;
     }
     const PrefixSource pending = longest_pending_prefix(slot, task);
-    if (pending.slot && pending.n >= keep + JOIN_MIN_TOKENS) {
+    if (pending.slot && pending.n >= keep + kJoinMinTokens) {
         slot.join_slot = pending.slot->id;
         slot.join_task = pending.slot->task->id;
         slot.join_len = pending.n;
@@ -116,7 +103,7 @@ size_t Engine::adopt_shared_prefix(Slot & slot, size_t keep) {
 }
 
 // dst's sequence becomes src's first n positions (dst is busy, its prompt not yet fed past them).
-void Engine::share_prefix(Slot & dst, Slot & src, size_t n) {
+void SlotCachePolicy::share_prefix(Slot & dst, Slot & src, size_t n) {
     llama_memory_t mem = llama_get_memory(ctx_);
     const size_t before = dst.cache.size();
     llama_memory_seq_rm(mem, dst.id, -1, -1);
@@ -149,7 +136,8 @@ void Engine::share_prefix(Slot & dst, Slot & src, size_t n) {
 // Each joined slot takes its prefix once its source holds it, or whatever the source holds when
 // its task ends (`ending`: the slot whose task is ending now, whose cells may be freed next) or
 // went to another stage; it computes the rest itself.
-void Engine::settle_joins(const Slot * ending) {
+std::vector<Slot *> SlotCachePolicy::settle_joins(const Slot * ending) {
+    std::vector<Slot *> settled;
     for (auto & d : slots_) {
         if (!d.joined() || !d.task) continue;
         Slot & src = slots_[d.join_slot];
@@ -161,14 +149,15 @@ void Engine::settle_joins(const Slot * ending) {
         d.join_task = -1;
         d.join_len = 0;
         if (available > d.cache.size()) share_prefix(d, src, available);
-        if (d.task->return_progress) emit_progress(d);
+        settled.push_back(&d);
     }
+    return settled;
 }
 
 // Gives the slot cells of its own for everything it holds (a copy of its sequence's state), so
 // that moving its cells moves no other sequence's. False when the copy found no room: the slot's
 // cache is then empty.
-bool Engine::unshare(Slot & slot) {
+bool SlotCachePolicy::unshare(Slot & slot) {
     if (slot.shared_len == 0) return true;
     llama_memory_t mem = llama_get_memory(ctx_);
     std::vector<uint8_t> state(llama_state_seq_get_size(ctx_, slot.id));
@@ -185,21 +174,6 @@ bool Engine::unshare(Slot & slot) {
     return true;
 }
 
-// KV pressure with prefix sharing: the least recently used idle slot's cells go (to the prompt
-// cache first with --cache-ram and --cache-idle-slots); cells that running slots share stay with
-// them. True when a slot was emptied.
-bool Engine::evict_lru_idle() {
-    Slot * lru = nullptr;
-    for (auto & s : slots_) {
-        if (s.busy() || s.cache.empty()) continue;
-        if (!lru || s.t_last_used_us < lru->t_last_used_us) lru = &s;
-    }
-    if (!lru) return false;
-    if (prompt_cache_ && params_.cache_idle_slots && save_to_prompt_cache(*lru)) prompt_cache_->trim();
-    clear_slot(*lru);
-    return true;
-}
-
 // Whether an idle slot's cells are worth their place in the pool while they wait for a prompt
 // that continues them (cache_idle_slots; copied to the host-memory prompt cache when they go).
 // Every cell below the pool's highest used one widens the span that each step's attention
@@ -209,47 +183,15 @@ bool Engine::evict_lru_idle() {
 // a running task (an agent's conversation beside others on the same system prompt and tools)
 // adds little to the span beyond cells that stay anyway, and coming back it is taken whole, where
 // from host memory it would be copied into cells of its own. So: kept when at least half of it,
-// and JOIN_MIN_TOKENS or more, is a prefix of a running task's prompt under the same adapters.
-bool Engine::worth_keeping_idle(const Slot & idle) const {
-    const size_t need = std::max(JOIN_MIN_TOKENS, (idle.cache.size() + 1) / 2);
+// and kJoinMinTokens or more, is a prefix of a running task's prompt under the same adapters.
+bool SlotCachePolicy::worth_keeping_idle(const Slot & idle) const {
+    const size_t need = std::max(kJoinMinTokens, (idle.cache.size() + 1) / 2);
     if (idle.cache.size() < need) return false;
     for (const auto & s : slots_) {
         if (!s.busy() || !s.task || s.task->lora_scales != idle.cache_lora || s.task->prompt.size() < need) continue;
         if (std::equal(idle.cache.begin(), idle.cache.begin() + static_cast<std::ptrdiff_t>(need), s.task->prompt.begin())) return true;
     }
     return false;
-}
-
-// A cache the prompt keeps almost all of: it loses at most this many tokens (or a tenth of itself).
-static constexpr size_t CONTINUATION_LOSS = 32;
-
-// Slot choice with prefix sharing: where a prompt starts from matters little (any slot can take a
-// prefix from any other at no cost); what the choice destroys matters. In this order:
-// - the idle slot of the conversation the prompt continues: one whose cache the prompt keeps but
-//   for its last answer's tail (the longest such);
-// - an empty slot: it loses nothing, and the prompt takes its prefix from wherever it is;
-// - the least recently used idle slot, as llama-server: an unrelated idle cache is not kept at the
-//   expense of the others, since every cell in the pool widens the span each step's attention covers.
-Slot * Engine::choose_slot_sharing(const CompletionTask & task) {
-    Slot * continued = nullptr;
-    size_t continued_kept = 0;
-    Slot * empty = nullptr;
-    Slot * lru = nullptr;
-    for (auto & s : slots_) {
-        if (s.busy()) continue;
-        if (!lru || s.t_last_used_us < lru->t_last_used_us) lru = &s;
-        if (s.cache.empty()) {
-            if (!empty || s.t_last_used_us < empty->t_last_used_us) empty = &s;
-            continue;
-        }
-        const size_t kept = s.cache_lora == task.lora_scales ? std::min(s.common_prefix(task), s.cache.size()) : 0;
-        const size_t loss = s.cache.size() - kept;
-        if (kept > 0 && loss <= std::max(CONTINUATION_LOSS, s.cache.size() / 10) && kept > continued_kept) {
-            continued = &s;
-            continued_kept = kept;
-        }
-    }
-    return continued ? continued : empty ? empty : lru;
 }
 
 }  // namespace addon

@@ -1,0 +1,262 @@
+// The engine thread's loop: taking what arrived, slot actions, admission, and one step per turn.
+#include "scheduler.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "common.h"
+#include "log.h"
+#include "mtmd-helper.h"
+
+namespace addon {
+
+static int64_t now_us() { return ggml_time_us(); }
+
+Scheduler::Scheduler(const EngineParams & params, const EngineModes & modes, SchedulerParts parts, TaskQueue & queue, EngineCounters & counters)
+    : params_(params),
+      modes_(modes),
+      parts_(std::move(parts)),
+      vocab_(llama_model_get_vocab(parts_.model)),
+      queue_(queue),
+      counters_(counters),
+      slots_(static_cast<size_t>(params.n_parallel)),
+      batch_(llama_batch_init(static_cast<int32_t>(std::max<uint32_t>(params.n_batch, params.n_parallel)), 0, 1)),
+      policy_(parts_.ctx, slots_, params, modes.sharing, parts_.spec, counters),
+      builder_(slots_, batch_, params, step_cost_, static_cast<int32_t>(llama_n_ubatch(parts_.ctx)), !parts_.loras.empty()) {
+    policy_.set_prepare_saves(modes.prepare_saves);
+    pooling_ = llama_pooling_type(parts_.ctx);
+    n_embd_out_ = pooling_ == LLAMA_POOLING_TYPE_RANK ? static_cast<int32_t>(std::max<uint32_t>(1, llama_model_n_cls_out(parts_.model)))
+                                                      : llama_model_n_embd_out(parts_.model);
+    for (int32_t i = 0; i < params.n_parallel; i++) {
+        slots_[i].id = i;
+        slots_[i].n_ctx = parts_.n_ctx_seq;
+    }
+    queue_.publish(slots_);
+}
+
+Scheduler::~Scheduler() {
+    release_all();
+    if (batch_.token) llama_batch_free(batch_);
+}
+
+void Scheduler::release_all() {
+    for (auto & slot : slots_) {
+        if (slot.backend_sampler) llama_set_sampler(parts_.ctx, slot.id, nullptr);  // its chain goes with the task
+        slot.backend_sampler = false;
+        slot.task.reset();
+    }
+    waiting_.clear();
+}
+
+void Scheduler::run() {
+    while (true) {
+        // Slot actions, then tasks, left waiting by an earlier turn take the slots freed since.
+        run_slot_actions();
+        admit_waiting(now_us());
+        const bool any_busy = std::any_of(slots_.begin(), slots_.end(), [](const Slot & s) { return s.busy(); });
+        if (!take_inbox(!any_busy)) break;
+        if (!any_busy && !waiting_.empty() && params_.burst_wait_ms > 0 && !gather_burst()) break;
+        run_slot_actions();
+        // A burst of requests reaches the queue over a few milliseconds, and an admission can take
+        // longer (copying idle caches to host memory): the rest of the burst, arrived meanwhile,
+        // starts now and goes into this step, as in llama-server, which launches them while the
+        // first one's copies run and decodes the whole burst in one batch.
+        if (admit_waiting(now_us()) > 0) {
+            if (!take_inbox(false)) break;
+            admit_waiting(now_us());
+        }
+        step();
+        queue_.publish(slots_);
+        queue_.flush();
+    }
+}
+
+// Moves what the queue received to waiting_ and actions_ and applies its cancels, first waiting
+// for something to arrive when `wait`; false once the engine is stopping.
+bool Scheduler::take_inbox(bool wait) {
+    Intake in;
+    if (!queue_.take(wait, in)) return false;
+    for (auto & t : in.tasks) waiting_.push_back(std::move(t));
+    for (auto & a : in.actions) actions_.push_back(std::move(a));
+    if (!in.cancels.empty()) apply_cancels(in.cancels);
+    return true;
+}
+
+// Requests sent together reach the engine one by one, and an idle engine that started the first
+// at once decoded it alone while the others waited for that step (docs/benchmarks.md, "burst
+// wait"); llama-server decodes such a burst in one batch. So an idle engine that got tasks takes
+// the burst's rest while it keeps coming: until none came for burst_wait_ms, at most five times
+// that in all; a lone request pays burst_wait_ms before its first step. Chat requests take longer
+// to reach the engine (their template rendered, their prompt tokenized, their grammar parsed on
+// libuv's pool), so while requests are being prepared (TaskQueue::begin_preparing) the engine
+// waits for them too, up to 25 times burst_wait_ms in all. False once the engine is stopping.
+bool Scheduler::gather_burst() {
+    using clock = std::chrono::steady_clock;
+    const auto quiet = std::chrono::microseconds(static_cast<int64_t>(params_.burst_wait_ms * 1000));
+    const auto start = clock::now();
+    while (true) {
+        switch (queue_.wait_for_burst(quiet, start + 5 * quiet, start + 25 * quiet)) {
+            case BurstWait::QUIET: return true;
+            case BurstWait::STOPPING: return false;
+            case BurstWait::ARRIVED:
+                if (!take_inbox(false)) return false;
+                break;
+        }
+    }
+}
+
+void Scheduler::apply_cancels(const std::vector<int64_t> & cancels) {
+    for (int64_t id : cancels) {
+        auto it = std::find_if(waiting_.begin(), waiting_.end(), [id](const auto & t) { return t->id == id; });
+        if (it != waiting_.end()) {
+            waiting_.erase(it);
+            counters_.queued--;
+            continue;
+        }
+        for (auto & slot : slots_) {
+            if (slot.task && slot.task->id == id) {
+                // The KV cache keeps what was decoded, so a retry of the same prompt reuses it.
+                release_slot(slot, now_us());
+                counters_.tasks_done++;
+            }
+        }
+    }
+}
+
+// Gives free slots to waiting tasks (waiting_ is in arrival order): oldest first, or newest
+// first once the oldest has waited overload_lifo_ms (adaptive LIFO, as in Facebook's "Fail at
+// Scale": under overload a FIFO queue makes every client wait for the backlog; newest first
+// answers most of them at once and leaves the backlog's oldest to wait longer). Prompts then go
+// in by admission (BatchBuilder::add_prompt_tokens), so the order holds for tasks admitted
+// together. Returns how many started.
+size_t Scheduler::admit_waiting(int64_t now) {
+    if (waiting_.empty()) return 0;
+    const bool newest_first = params_.overload_lifo_ms > 0 && now - waiting_.front()->t_queued_us >= params_.overload_lifo_ms * 1000;
+    std::vector<Slot *> started;
+    for (size_t skipped = 0; skipped < waiting_.size();) {
+        const size_t i = newest_first ? waiting_.size() - 1 - skipped : skipped;
+        Slot * slot = policy_.choose_slot(*waiting_[i]);
+        if (!slot) {
+            skipped++;
+            continue;
+        }
+        std::unique_ptr<CompletionTask> task = std::move(waiting_[i]);
+        waiting_.erase(waiting_.begin() + static_cast<std::ptrdiff_t>(i));
+        counters_.queued--;
+        start_task(*slot, std::move(task), now);
+        started.push_back(slot);
+    }
+    // Once every task admitted together has its slot: an idle cache that one of them continues or
+    // shares is judged against all of them, not freed under the first.
+    policy_.after_admission(started);
+    // As llama-server's t_start_process_prompt: a prompt's time (timings.prompt_ms) starts once the
+    // host-memory prompt cache has been served and the idle slots copied there. The first progress
+    // report (return_progress) goes out from there, so that its elapsed time is never above a
+    // later one's.
+    const int64_t t = now_us();
+    for (Slot * s : started) {
+        s->t_start_us = t;
+        if (s->busy() && s->task->return_progress) emit_progress(*s);
+    }
+    return started.size();
+}
+
+void Scheduler::start_task(Slot & slot, std::unique_ptr<CompletionTask> task, int64_t now) {
+    policy_.place(slot, std::move(task), now);
+    slot.admission = ++admissions_;
+    slot.admitted_at = step_counter_;
+    if (parts_.spec) speculation_start(*parts_.spec, slot);
+    // Penalty samplers see the prompt, as in llama-server.
+    if (slot.task->sampler) {
+        for (llama_token t : slot.task->prompt) common_sampler_accept(slot.task->sampler.get(), t, false);
+    }
+    attach_backend_sampler(slot);
+}
+
+// -bs / backend_sampling: the task's sampler chain runs in the decode graph, as llama-server does
+// it: not with a grammar or a reasoning budget (common_sampling refuses those), nor when raw
+// probabilities are asked for (they need the logits before sampling).
+void Scheduler::attach_backend_sampler(Slot & slot) {
+    if (!params_.backend_sampling) return;
+    const CompletionTask & t = *slot.task;
+    const bool use = t.kind == TaskKind::COMPLETION && t.sampler && t.sampling.backend_sampling && t.sampling.grammar.empty() &&
+                     t.sampling.reasoning_budget_tokens < 0 && !(t.n_probs > 0 && !t.post_sampling_probs);
+    llama_set_sampler(parts_.ctx, slot.id, use ? common_sampler_get(t.sampler.get()) : nullptr);
+    slot.backend_sampler = use;
+}
+
+// Ends the slot's task; its sampler chain leaves the decode graph first (it is freed with the task).
+// A task that did not use the prompt cache (cache_prompt false) leaves nothing in it either:
+// llama-server keeps such a task's cells, and every idle slot's cells widen the span of the KV
+// pool that later batches' attention covers; this frees them for the next task instead
+// (docs/llama-server-differences.md, "cache_prompt").
+void Scheduler::release_slot(Slot & slot, int64_t now) {
+    // Slots waiting for this one's prefix take what it holds before its cells may go.
+    if (policy_.sharing()) {
+        for (Slot * settled : policy_.settle_joins(&slot)) {
+            if (settled->task->return_progress) emit_progress(*settled);
+        }
+    }
+    if (slot.backend_sampler) {
+        llama_set_sampler(parts_.ctx, slot.id, nullptr);
+        slot.backend_sampler = false;
+    }
+    if (slot.task && !slot.task->cache_prompt) policy_.clear_slot(slot);
+    slot.release(now);
+}
+
+// Runs the queued slot actions whose slots are idle, in arrival order; the others keep waiting.
+void Scheduler::run_slot_actions() {
+    std::vector<SlotActionResult> done;
+    for (auto it = actions_.begin(); it != actions_.end();) {
+        Slot & slot = slots_[it->id_slot];
+        if (slot.busy()) {
+            ++it;
+            continue;
+        }
+        done.push_back(slot_action_run(parts_.ctx, parts_.vision != nullptr, policy_, slot, *it));
+        it = actions_.erase(it);
+    }
+    if (done.empty()) return;
+    queue_.push_action_results(std::move(done));
+    queue_.publish(slots_);
+    queue_.flush();
+}
+
+void Scheduler::step() {
+    if (!std::any_of(slots_.begin(), slots_.end(), [](const Slot & s) { return s.busy(); })) return;
+    if (policy_.sharing()) {
+        for (Slot * settled : policy_.settle_joins(nullptr)) {
+            if (settled->task->return_progress) emit_progress(*settled);
+        }
+    }
+    if (parts_.vision) eval_media();
+    decode_batch();
+}
+
+// Encodes and decodes the images that slots have reached, one image per slot and step; text
+// around them goes through the shared batch.
+void Scheduler::eval_media() {
+    for (auto & s : slots_) {
+        if (s.state != SlotState::PROMPT || s.task->media.empty() || s.joined()) continue;
+        for (const auto & span : s.task->media) {
+            if (span.start != s.n_prompt_done) continue;
+            llama_pos new_n_past = 0;
+            const int32_t ret = mtmd_helper_eval_chunk_single(parts_.vision, parts_.ctx, span.chunk.get(), static_cast<llama_pos>(s.cache.size()),
+                                                              s.id, static_cast<int32_t>(params_.n_batch), false, &new_n_past);
+            counters_.decode_calls++;
+            if (ret != 0) {
+                llama_memory_seq_rm(llama_get_memory(parts_.ctx), s.id, -1, -1);
+                s.cache.clear();
+                fail(s, "failed to evaluate an image");
+                break;
+            }
+            s.cache.insert(s.cache.end(), span.n_pos, LLAMA_TOKEN_NULL);
+            s.media_cached(span);
+            s.n_prompt_done += span.n_pos;
+            break;
+        }
+    }
+}
+
+}  // namespace addon

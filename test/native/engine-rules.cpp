@@ -1,0 +1,276 @@
+// The engine's scheduling and cache rules, tested on the engine core without a server:
+// SlotCachePolicy (slot choice, joins and the chained-join rule, eviction under pressure,
+// unsharing before cells move) and BatchBuilder (step composition). Run by
+// test/native/engine-rules.test.ts: `engine_rules_test MODEL.gguf` prints one line per check,
+// "ok - NAME" or "not ok - NAME # DETAIL", and exits 1 when any failed.
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "batch-builder.h"
+#include "engine-counters.h"
+#include "engine-params.h"
+#include "slot-cache-policy.h"
+#include "slot.h"
+#include "step-cost.h"
+
+using namespace addon;
+
+static int failures = 0;
+
+static void check(bool ok, const std::string & name, const std::string & detail = "") {
+    if (!ok) failures++;
+    std::printf("%s - %s%s\n", ok ? "ok" : "not ok", name.c_str(), ok || detail.empty() ? "" : (" # " + detail).c_str());
+}
+
+static void check_eq(long long got, long long want, const std::string & name) {
+    check(got == want, name, "got " + std::to_string(got) + ", want " + std::to_string(want));
+}
+
+// Token ids: `base` then `n` distinct tokens (all inside any vocabulary used here).
+static std::vector<llama_token> tokens(llama_token base, size_t n) {
+    std::vector<llama_token> out(n);
+    for (size_t i = 0; i < n; i++) out[i] = base + static_cast<llama_token>(i);
+    return out;
+}
+
+static std::vector<llama_token> concat(std::vector<llama_token> a, const std::vector<llama_token> & b) {
+    a.insert(a.end(), b.begin(), b.end());
+    return a;
+}
+
+static std::unique_ptr<CompletionTask> task(int64_t id, std::vector<llama_token> prompt) {
+    auto t = std::make_unique<CompletionTask>();
+    t->id = id;
+    t->prompt = std::move(prompt);
+    t->n_predict = 4;
+    return t;
+}
+
+// A model's context with `n` slots in one unified KV pool, and the policy over its slots.
+struct Bench {
+    llama_context * ctx = nullptr;
+    EngineParams params;
+    EngineCounters counters;
+    std::vector<Slot> slots;
+    std::unique_ptr<SlotCachePolicy> policy;
+
+    Bench(llama_model * model, int32_t n, bool sharing, double similarity = 0.1) {
+        params.n_parallel = n;
+        params.n_ctx = 2048;
+        params.n_batch = 512;
+        params.slot_prompt_similarity = similarity;
+        params.prompt_cache_mib = 0;
+        llama_context_params cp = llama_context_default_params();
+        cp.n_ctx = params.n_ctx;
+        cp.n_batch = params.n_batch;
+        cp.n_ubatch = params.n_batch;
+        cp.n_seq_max = static_cast<uint32_t>(n);
+        cp.kv_unified = true;
+        cp.n_threads = 1;
+        cp.n_threads_batch = 1;
+        ctx = llama_init_from_model(model, cp);
+        slots.resize(static_cast<size_t>(n));
+        for (int32_t i = 0; i < n; i++) {
+            slots[i].id = i;
+            slots[i].n_ctx = static_cast<int32_t>(params.n_ctx) / n;
+        }
+        policy = std::make_unique<SlotCachePolicy>(ctx, slots, params, sharing, nullptr, counters);
+    }
+    ~Bench() {
+        for (auto & s : slots) s.task.reset();
+        llama_free(ctx);
+    }
+
+    // Decodes `prompt` into slot `id`'s sequence (its cells computed), leaving the slot idle with
+    // that cache, last used at `used_us`.
+    void compute(int32_t id, const std::vector<llama_token> & prompt, int64_t used_us) {
+        Slot & s = slots[id];
+        llama_memory_seq_rm(llama_get_memory(ctx), id, -1, -1);
+        llama_batch batch = llama_batch_init(static_cast<int32_t>(prompt.size()), 0, 1);
+        for (size_t i = 0; i < prompt.size(); i++) common_batch_add(batch, prompt[i], static_cast<llama_pos>(i), {id}, false);
+        const int32_t ret = llama_decode(ctx, batch);
+        llama_batch_free(batch);
+        check(ret == 0, "setup: slot " + std::to_string(id) + "'s prompt decodes");
+        s.cache = prompt;
+        s.cache_lora.clear();
+        s.state = SlotState::IDLE;
+        s.t_last_used_us = used_us;
+    }
+
+    llama_pos pos_max(int32_t id) { return llama_memory_seq_pos_max(llama_get_memory(ctx), id); }
+};
+
+static void slot_choice(llama_model * model) {
+    const auto system = tokens(100, 40);
+    {
+        Bench b(model, 3, false, 0.5);
+        b.slots[0].cache = concat(system, tokens(500, 40));  // shares 40 of the prompt's 50
+        b.slots[0].t_last_used_us = 30;
+        b.slots[1].cache = tokens(900, 10);
+        b.slots[1].t_last_used_us = 10;
+        b.slots[2].t_last_used_us = 20;
+        auto t = task(1, concat(system, tokens(700, 10)));
+        check(b.policy->choose_slot(*t) == &b.slots[0], "without sharing: the slot holding the largest fraction of the prompt above -sps");
+        b.slots[0].cache = concat(tokens(100, 20), tokens(500, 60));  // shares 20 of 50: 0.4 < 0.5
+        check(b.policy->choose_slot(*t) == &b.slots[1], "without sharing: below -sps, the least recently used idle slot");
+        t->id_slot = 2;
+        check(b.policy->choose_slot(*t) == &b.slots[2], "id_slot: that slot when it is idle");
+        b.slots[2].state = SlotState::GENERATING;
+        check(b.policy->choose_slot(*t) == nullptr, "id_slot: none while that slot is busy");
+    }
+    {
+        Bench b(model, 3, true);
+        b.slots[0].cache = concat(system, tokens(500, 60));  // another conversation on the same system prompt
+        b.slots[0].t_last_used_us = 10;
+        b.slots[1].cache = concat(system, tokens(600, 40));  // the conversation the prompt continues
+        b.slots[1].t_last_used_us = 30;
+        b.slots[2].t_last_used_us = 20;
+        auto t = task(1, concat(concat(system, tokens(600, 40)), tokens(800, 5)));
+        check(b.policy->choose_slot(*t) == &b.slots[1], "sharing: the slot of the conversation the prompt continues");
+        auto other = task(2, concat(system, tokens(700, 20)));
+        check(b.policy->choose_slot(*other) == &b.slots[2], "sharing: no continuation, an empty slot (it loses nothing)");
+        b.slots[2].cache = tokens(900, 5);
+        check(b.policy->choose_slot(*other) == &b.slots[0], "sharing: no empty slot, the least recently used");
+    }
+}
+
+// Joins: a prompt waits for a prefix another slot is about to compute, when it is at least
+// kJoinMinTokens longer than what it holds; a slot that itself waits is a source only for
+// kJoinMinTokens beyond its own join.
+static void joins(llama_model * model) {
+    const auto system = tokens(100, 64);
+    Bench b(model, 4, true);
+    b.policy->place(b.slots[0], task(1, concat(system, tokens(300, 36))), 1);
+    check(!b.slots[0].joined(), "the first prompt computes its prefix itself");
+    b.policy->place(b.slots[1], task(2, concat(system, tokens(400, 40))), 2);
+    check(b.slots[1].joined() && b.slots[1].join_slot == 0, "a prompt sharing 64 tokens with one being computed waits for it");
+    check_eq(static_cast<long long>(b.slots[1].join_len), 64, "it waits for the 64 shared tokens");
+    // Shares 64 + 31 tokens with the joined slot 1, 64 with slot 0: below slot 1's join + 32.
+    b.policy->place(b.slots[2], task(3, concat(concat(system, tokens(400, 31)), tokens(800, 10))), 3);
+    check(b.slots[2].joined() && b.slots[2].join_slot == 0, "chained joins: 31 tokens beyond a joined slot's join: waits for that slot's source");
+    // Shares 64 + 32 with slot 1: a source now.
+    b.policy->place(b.slots[3], task(4, concat(concat(system, tokens(400, 32)), tokens(900, 10))), 4);
+    check(b.slots[3].joined() && b.slots[3].join_slot == 1, "chained joins: 32 tokens beyond a joined slot's join: waits for that slot");
+    Bench short_share(model, 2, true);
+    short_share.policy->place(short_share.slots[0], task(1, concat(tokens(100, 31), tokens(300, 20))), 1);
+    short_share.policy->place(short_share.slots[1], task(2, concat(tokens(100, 31), tokens(400, 20))), 2);
+    check(!short_share.slots[1].joined(), "fewer than 32 shared tokens: computed, not waited for");
+}
+
+// A prompt starts from the longest prefix another slot's cells hold (no computation), and gives
+// the slot cells of its own before they move (unshare), so that the source's stay in place.
+static void sharing_and_unsharing(llama_model * model) {
+    const auto system = tokens(100, 48);
+    Bench b(model, 2, true);
+    b.compute(0, system, 10);
+    b.policy->place(b.slots[1], task(2, concat(system, tokens(400, 8))), 20);
+    check_eq(static_cast<long long>(b.slots[1].cache.size()), 48, "the shared prefix is taken from slot 0's cells");
+    check_eq(static_cast<long long>(b.slots[1].n_prompt_done), 48, "the prompt's decode starts after it");
+    check(b.slots[1].shared_len == 48 && b.slots[0].shared_len == 48, "both slots know those cells are shared");
+    check_eq(b.pos_max(1), 47, "slot 1's sequence holds the 48 positions");
+    check(b.policy->unshare(b.slots[1]), "unshare finds room");
+    check_eq(static_cast<long long>(b.slots[1].shared_len), 0, "after unshare the slot's cells are its own");
+    llama_memory_t mem = llama_get_memory(b.ctx);
+    llama_memory_seq_rm(mem, 1, 8, 16);
+    llama_memory_seq_add(mem, 1, 16, 48, -8);  // a context shift of slot 1
+    check_eq(b.pos_max(0), 47, "moving the unshared slot's cells leaves the source's in place");
+    check_eq(b.pos_max(1), 39, "and moves the slot's own");
+}
+
+// Eviction under KV pressure: with sharing the least recently used idle slot's cells go (cells
+// running slots share stay); without, every idle slot's.
+static void eviction(llama_model * model) {
+    for (const bool sharing : {true, false}) {
+        const std::string mode = sharing ? "sharing: " : "no sharing: ";
+        Bench b(model, 3, sharing);
+        b.compute(0, tokens(100, 20), 30);
+        b.compute(1, tokens(200, 20), 10);
+        b.compute(2, tokens(300, 20), 20);
+        b.slots[2].state = SlotState::GENERATING;  // busy: never evicted
+        b.slots[2].task = task(9, tokens(300, 20));
+        check(b.policy->free_idle_cells(), mode + "frees idle cells");
+        check_eq(static_cast<long long>(b.slots[1].cache.size()), 0, mode + "the least recently used idle slot is emptied");
+        check_eq(b.pos_max(1), -1, mode + "its cells are gone");
+        check_eq(static_cast<long long>(b.slots[0].cache.size()), sharing ? 20 : 0, mode + (sharing ? "the other idle slot keeps its cache" : "every idle slot is emptied"));
+        check_eq(static_cast<long long>(b.slots[2].cache.size()), 20, mode + "a busy slot keeps its cache");
+        if (sharing) {
+            check(b.policy->free_idle_cells(), "sharing: a second eviction takes the next idle slot");
+            check_eq(static_cast<long long>(b.slots[0].cache.size()), 0, "sharing: ... slot 0");
+        }
+        check(!b.policy->free_idle_cells(), mode + "nothing idle left: false");
+    }
+}
+
+// Step composition: generating tokens first, prompt chunks in admission order within the
+// prompt share, and rows taken back exactly.
+static void step_composition(llama_model * model) {
+    Bench b(model, 3, false);
+    llama_batch batch = llama_batch_init(512, 0, 1);
+    StepCost cost;
+    b.params.prefill_budget = 64;
+    b.params.prefill_budget_ms = 0;
+    BatchBuilder builder(b.slots, batch, b.params, cost, 512, false);
+    Slot & gen = b.slots[0];
+    gen.task = task(1, tokens(100, 10));
+    gen.state = SlotState::GENERATING;
+    gen.cache = tokens(100, 10);
+    gen.sampled = 7;
+    gen.first_token_at = 1;
+    Slot & late = b.slots[1];
+    late.task = task(2, tokens(200, 100));
+    late.state = SlotState::PROMPT;
+    late.admission = 2;
+    late.admitted_at = 2;  // admitted after slot 0's first token: held back
+    Slot & early = b.slots[2];
+    early.task = task(3, tokens(300, 20));
+    early.state = SlotState::PROMPT;
+    early.admission = 1;
+    early.admitted_at = 2;
+    const LoraGroup group = builder.next_lora_group();
+    common_batch_clear(batch);
+    const int32_t n_gen = builder.add_generating_tokens(group, nullptr);
+    check_eq(n_gen, 1, "one row per generating slot");
+    check(batch.token[0] == 7 && batch.seq_id[0][0] == 0 && batch.logits[0], "the generating row comes first, its sampled token, with logits");
+    const bool held = builder.prompts_came_after_generation(group);
+    check(held, "prompts admitted after a first token are held back");
+    const int32_t share = builder.prompt_share(n_gen, held);
+    check_eq(share, 63, "prefill budget 64: 63 prompt tokens beside one generating token");
+    check_eq(builder.prompt_share(n_gen, false), 511, "not held back: what n_batch leaves");
+    builder.add_prompt_tokens(group, share);
+    check(batch.seq_id[1][0] == 2, "prompts in admission order: the earlier admitted first");
+    check_eq(static_cast<long long>(early.n_prompt_done), 20, "the earlier prompt whole");
+    check(early.i_batch == 20 && batch.logits[20], "its last token gives logits");
+    check_eq(static_cast<long long>(late.n_prompt_done), 43, "the later prompt gets the rest of the share");
+    check_eq(batch.n_tokens, 64, "the step holds the budget");
+    builder.take_back_rows(0, batch.n_tokens);
+    check(gen.cache.size() == 10 && early.cache.empty() && late.cache.empty(), "taken back: every cache as before the step");
+    check(early.n_prompt_done == 0 && late.n_prompt_done == 0 && gen.i_batch == -1 && early.i_batch == -1, "taken back: prompts and outputs as before");
+    gen.first_token_at = 3;
+    check(!builder.prompts_came_after_generation(group), "prompts admitted with the generating slots (one burst) are not held back");
+    llama_batch_free(batch);
+}
+
+int main(int argc, char ** argv) {
+    if (argc < 2) {
+        std::fprintf(stderr, "usage: engine_rules_test MODEL.gguf\n");
+        return 2;
+    }
+    llama_log_set([](ggml_log_level, const char *, void *) {}, nullptr);
+    llama_backend_init();
+    llama_model_params mp = llama_model_default_params();
+    llama_model * model = llama_model_load_from_file(argv[1], mp);
+    if (!model) {
+        std::fprintf(stderr, "cannot load %s\n", argv[1]);
+        return 2;
+    }
+    slot_choice(model);
+    joins(model);
+    sharing_and_unsharing(model);
+    eviction(model);
+    step_composition(model);
+    llama_model_free(model);
+    llama_backend_free();
+    return failures == 0 ? 0 : 1;
+}
