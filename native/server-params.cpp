@@ -194,7 +194,7 @@ static Napi::Object sampling_values(Napi::Env env, const common_params_sampling 
     return o;
 }
 
-// flat field mapping
+// A flat field mapping (exempt from the function-length rule).
 Napi::Value ServerParams::js_values(const Napi::CallbackInfo & info) {
     Napi::Env env = info.Env();
     const common_params & p = params_;
