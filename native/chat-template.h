@@ -4,9 +4,9 @@
 // generation (grammar, lazy-grammar triggers, preserved tokens, extra stops, the parser of its
 // output), as llama-server's oaicompat_chat_params_parse does.
 // Thread: parsing inputs and building results on the JS thread; rendering (applyChatAsync) on a
-// worker thread, as llama-server renders on its HTTP threads: a conversation with six tool schemas
-// took about 3.5 ms on the 2-vCPU build machine, which a burst of agent requests paid one after
-// another on the JS thread. ChatTemplates::render is const and safe from several threads at once.
+// worker thread, as llama-server renders on its HTTP threads: on the JS thread a burst of agent
+// requests paid each rendering one after another (docs/benchmarks.md, "Figures moved from code
+// comments"). ChatTemplates::render is const and safe from several threads at once.
 #include <napi.h>
 
 #include <map>

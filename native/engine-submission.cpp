@@ -132,9 +132,8 @@ static bool prepared_off_thread(const TaskRequest & r) {
 
 // Tasks that prepare in microseconds are prepared and queued here, on the JS thread, and `queued`
 // is settled before submit() returns. Sent to libuv's pool they were queued only once the JS
-// thread came back to the worker's completion: in a burst of 32 streamed requests (2-core VM,
-// tiny model, no burst wait) 2-6 ms after they were ready at the median and up to 23 ms, behind
-// the burst's other requests being read. The order of events is kept: they reach JS through the
+// thread came back to the worker's completion, behind a burst's other requests being read
+// (docs/benchmarks.md, "Figures moved from code comments"). The order of events is kept: they reach JS through the
 // ThreadSafeFunction, never before the current callback and its microtasks are done.
 Napi::Promise EngineBinding::submit_now(Napi::Env env, std::vector<TaskRequest> & requests, const TaskLimits & limits, Preparation & preparation) {
     auto queued = Napi::Promise::Deferred::New(env);

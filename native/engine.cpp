@@ -19,7 +19,7 @@ EngineContext::~EngineContext() {
 // libgomp keeps that team's threads for the master until the master exits. A decode on a
 // long-lived libuv worker (the speculation check decodes two tokens) would leave an idle team
 // behind; with more OpenMP threads than CPUs libgomp stops spinning at barriers for every team,
-// the engine thread's included (speculative decoding was measured 25-35% slower on 2 cores).
+// the engine thread's included (docs/benchmarks.md, "Figures moved from code comments").
 // Such work runs on a thread of its own that exits at once and takes its team with it.
 template <typename Fn>
 static void on_own_thread(Fn && fn) {

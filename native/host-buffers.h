@@ -1,9 +1,8 @@
 #pragma once
 // HostBuffers: host memory for the prompt cache's saved states, ready before the copies need it.
-// A copy into fresh memory pays a page fault per 4 KiB page as it writes: on the 2-core VM a
-// 74 MiB state (2,000 tokens of the bench model) took 50-95 ms into a new allocation and 9-13 ms
-// into memory already written; on an H100 machine a 1,400-token cache took about 40 ms of the step
-// loop. So buffers given back (an entry restored or evicted) are kept, and a thread of the pool
+// A copy into fresh memory pays a page fault per 4 KiB page as it writes, several times slower
+// than into memory already written (docs/benchmarks.md, "Figures moved from code comments"). So
+// buffers given back (an entry restored or evicted) are kept, and a thread of the pool
 // writes new ones ahead of time (prepare), while the engine decodes, for the saves it expects.
 // Thread-safe; the engine thread takes and gives, the pool's own thread prepares.
 #include <condition_variable>

@@ -29,8 +29,8 @@ public:
     llama_model * get() const { return model_; }
     const llama_vocab * vocab() const { return vocab_; }
     // Every end-of-generation token (llama_vocab_is_eog), found once at load: ignore_eos biases
-    // them all (as llama-server's logit_bias_eog), and a scan of a 49k-token vocabulary per request
-    // took 0.5 ms of the JS thread.
+    // them all (as llama-server's logit_bias_eog), instead of a scan of the vocabulary on the JS
+    // thread per request (docs/benchmarks.md, "Figures moved from code comments").
     const std::vector<llama_token> & eog_tokens() const { return eog_tokens_; }
     std::string path() const { return path_; }
 

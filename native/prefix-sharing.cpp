@@ -63,10 +63,8 @@ SlotCachePolicy::PrefixSource SlotCachePolicy::longest_cached_prefix(const Slot 
 // holds now): the prefix `task` would compute a second time. A slot that itself waits for another
 // (joined) computes its own part only a step after its source: it is a source only for a prefix
 // kJoinMinTokens or more beyond what it takes from there. Below that, waiting a whole step for a
-// few more shared tokens costs more than computing them (12 agent requests sent together: two
-// whose prompts shared one token more with a joined slot than with the slot computing the system
-// prompt waited for the joined one, and got their first token a step, 350 ms, after the ten
-// others); its source, a candidate as well, gives the prefix they share.
+// few more shared tokens costs more than computing them (docs/benchmarks.md, "chained joins");
+// its source, a candidate as well, gives the prefix they share.
 SlotCachePolicy::PrefixSource SlotCachePolicy::longest_pending_prefix(const Slot & dst, const CompletionTask & task) const {
     PrefixSource best;
     const size_t limit = shareable_limit(task);
@@ -177,9 +175,8 @@ bool SlotCachePolicy::unshare(Slot & slot) {
 // Whether an idle slot's cells are worth their place in the pool while they wait for a prompt
 // that continues them (cache_idle_slots; copied to the host-memory prompt cache when they go).
 // Every cell below the pool's highest used one widens the span that each step's attention
-// covers, running tasks' rows included: measured on one client's requests one after another
-// (each its own prompt), kept idle caches cost 8% of the decode rate and 10% of the time to first
-// token against llama-server, which frees them. An idle cache whose prompt is mostly shared with
+// covers, running tasks' rows included, so kept idle caches slow every step (docs/benchmarks.md,
+// "Figures moved from code comments"); llama-server frees them. An idle cache whose prompt is mostly shared with
 // a running task (an agent's conversation beside others on the same system prompt and tools)
 // adds little to the span beyond cells that stay anyway, and coming back it is taken whole, where
 // from host memory it would be copied into cells of its own. So: kept when at least half of it,
