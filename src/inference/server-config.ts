@@ -29,6 +29,9 @@ export const OWN_FLAGS = [
   { names: ['--no-prefix-sharing'], kind: 'bool', key: 'noPrefixSharing', help: 'turn prefix sharing across slots off (each slot reuses only its own cache, as llama-server)' },
   { names: ['--overload-lifo-ms'], kind: 'int', key: 'overloadLifoMs', help: 'adaptive LIFO: requests wait for a free slot oldest first, but once the oldest has waited this many ms (overload), newest first: most clients get a prompt answer while the oldest wait longer; 0 = always oldest first (default 1000)' },
   { names: ['--burst-wait-ms'], kind: 'int', key: 'burstWaitMs', help: 'an idle server that receives requests waits for more while they keep coming, until none came for this many ms (at most five times it), so that requests sent together share their first batch; a lone request starts this much later; 0 = start at once (default 4, 0 where the build has a GPU device)' },
+  { names: ['--no-split-steps'], kind: 'bool', key: 'noSplitSteps', help: 'decode a step\'s generating rows and prompt rows in one call (for comparisons; by default a CPU build decodes them apart, see docs/options.md)' },
+  { names: ['--no-early-outputs'], kind: 'bool', key: 'noEarlyOutputs', help: 'sample a step\'s outputs once, after its last ubatch (for comparisons; by default a CPU build sends the first ubatches\' outputs sooner, see docs/options.md)' },
+  { names: ['--no-prepare-saves'], kind: 'bool', key: 'noPrepareSaves', help: 'no thread writes the prompt cache\'s buffers ahead (for comparisons; see docs/options.md)' },
   { names: ['--layer-window'], kind: 'string', key: 'layerWindow', choices: ['auto'], help: '"auto": as many layers on the GPU as its free memory holds (-ngl auto)' },
   { names: ['--models-spare'], kind: 'int', key: 'modelsSpare', help: 'router mode: model processes kept started without a model (Node and the addon loaded, about 75 MB each), so that loading a model skips process start-up (default 1; 0 = none)' },
   { names: ['--auth'], kind: 'bool', key: 'auth', help: 'mount the authentication service on this port (configured by the AUTH_* variables, see docs/auth-service.md)' },
@@ -217,6 +220,10 @@ export function engineSettings(v: ServerParamValues, own: OwnFlags): EngineSetti
     // each slot has n_ctx / np unless --kv-unified.
     kvUnified: v.nParallel < 0 ? true : v.kvUnified,
     ...prefixSharingOption(own),
+    // The step modes, off for comparisons; otherwise the engine decides.
+    ...(own.noSplitSteps ? { splitSteps: false } : {}),
+    ...(own.noEarlyOutputs ? { earlyOutputs: false } : {}),
+    ...(own.noPrepareSaves ? { prepareSaves: false } : {}),
   };
   for (const [key, flag] of ENGINE_FLAGS) {
     const value = own[key as keyof OwnFlags] as number | undefined;
