@@ -42,6 +42,8 @@ function holdAfterFirstToken(service: InferenceService): { firstToken: Promise<v
     const runs = await startAll.call(service, specs, signal, gated);
     void released.then(() => held.forEach((deliver) => deliver()));
     return runs.map((run) => run.then(async (outcome) => {
+      // A task that ended before a token with text has sent all it will before the release.
+      firstToken();
       await released;
       return outcome;
     }));
@@ -61,7 +63,8 @@ interface RawRequest {
   body: Buffer;
 }
 
-const json = (path: string, body: object): RawRequest => ({ path, contentType: 'application/json', body: Buffer.from(JSON.stringify(body)) });
+/** A JSON request, greedy and to its token limit, so that every run sends the same events. */
+const json = (path: string, body: object): RawRequest => ({ path, contentType: 'application/json', body: Buffer.from(JSON.stringify({ ...body, temperature: 0, ignore_eos: true })) });
 
 /**
  * Sends `request` over a raw socket and reads its chunked body: at each arrival of bytes, the
@@ -70,6 +73,7 @@ const json = (path: string, body: object): RawRequest => ({ path, contentType: '
  */
 async function readWhileHeld(t: Test, server: TestServer, request: RawRequest): Promise<{ held: string; whole: string }> {
   const gate = holdAfterFirstToken(server.server.host.ready());
+  t.teardown(() => gate.release());
   const socket = connect(Number(new URL(server.base).port), '127.0.0.1');
   t.teardown(() => socket.destroy());
   socket.setEncoding('latin1');
@@ -83,18 +87,20 @@ async function readWhileHeld(t: Test, server: TestServer, request: RawRequest): 
     if (text !== '' && !text.endsWith('\n\n')) torn.push(text);
     if (waiting?.enough()) waiting.resolve();
   });
-  const until = (enough: () => boolean): Promise<void> => new Promise((resolve) => {
-    waiting = { enough, resolve };
-    if (enough()) resolve();
+  // A deadline, not a pause: without complete chunks the awaited bytes would never arrive.
+  const until = (enough: () => boolean, what: string): Promise<void> => new Promise((resolve, reject) => {
+    const deadline = setTimeout(() => reject(new Error(`${what} did not arrive in whole chunks: ${JSON.stringify(received)}`)), 20_000);
+    waiting = { enough, resolve: () => { clearTimeout(deadline); resolve(); } };
+    if (enough()) waiting.resolve();
   });
   const head = `POST ${request.path} HTTP/1.1\r\nHost: x\r\nContent-Type: ${request.contentType}\r\nContent-Length: ${request.body.length}\r\n\r\n`;
   socket.write(Buffer.concat([Buffer.from(head, 'latin1'), request.body]));
   await gate.firstToken;
   // The first token's events are sent once it is in: wait for the first whole event.
-  await until(() => body().includes('\n\n'));
+  await until(() => body().includes('\n\n'), 'the first event');
   const held = body();
   gate.release();
-  await until(() => wholeChunks(received).ended);
+  await until(() => wholeChunks(received).ended, 'the end of the stream');
   t.same(torn, [], 'whenever bytes arrived, the whole chunks ended with a whole event');
   return { held, whole: body() };
 }
@@ -137,6 +143,7 @@ t.test('/v1/audio/transcriptions: each event is complete on the wire when it is 
   form.append('file', new Blob([wav(0.1)], { type: 'audio/wav' }), 'speech.wav');
   form.append('max_tokens', '4');
   form.append('stream', 'true');
+  form.append('temperature', '0');
   const encoded = new Response(form);
   const request = { path: '/v1/audio/transcriptions', contentType: encoded.headers.get('content-type')!, body: Buffer.from(await encoded.arrayBuffer()) };
   const { held, whole } = await readWhileHeld(t, audio, request);
