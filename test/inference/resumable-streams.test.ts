@@ -63,7 +63,7 @@ t.test('a client that disconnects with X-Conversation-Id leaves the generation r
   const text = bytes.toString('utf8');
   t.equal(contentOf(text), longContent, 'the whole generation, as a normal greedy stream');
   t.ok(longContent.length > 0);
-  t.ok(text.endsWith('data: [DONE]\n\n'), 'it ran to its end');
+  t.ok(text.endsWith('data: [DONE]\n\n\n\n'), 'it ran to its end (the last event and its tail)');
 
   const offset = text.indexOf('\n\n') + 2;
   const resumed = Buffer.from(await (await fetch(streamUrl('conv-a::chat', offset))).arrayBuffer());
