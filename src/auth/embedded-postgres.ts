@@ -16,7 +16,30 @@
 //   option does) and hand the cluster directory to that user.
 //
 // Layout of `dir`: `pgdata/` (the cluster, owned by the database user), `password` (the
-// superuser password generated at initdb time, mode 0600), `postgres.log`.
+// superuser password generated at initdb time, mode 0600), `postgres.log`, `owner` (the process
+// that started the running PostgreSQL: its PID and start time, see below).
+//
+// Surviving a crash of the process that started it (kill -9, OOM kill, a runtime's stop timeout):
+//
+// - The child dies with its parent. Linux's PR_SET_PDEATHSIG is not reachable from Node without
+//   native code, so postgres is started under a watchdog of a few lines of POSIX sh (WATCHDOG
+//   below) whose stdin is a pipe from this process. When this process ends, however it ends, the
+//   kernel closes the pipe; the watchdog reads end-of-file and asks postgres for a fast shutdown
+//   (SIGINT), which rolls back what the dead process left open and checkpoints. stop() closes the
+//   same pipe. The watchdog ignores SIGINT, SIGTERM and SIGHUP, so that a terminal's Ctrl-C or a
+//   supervisor's SIGTERM to the whole group stops postgres through postgres's own handlers and
+//   the pipe, never by leaving it without a watchdog. No polling: the pipe is the event.
+// - An orphan is shut down before start. If the watchdog was killed too (kill -9 of the whole
+//   process group but postgres, or a restart faster than the shutdown), the next start finds
+//   `pgdata/postmaster.pid` naming a live postgres process on this data directory whose owner
+//   (the `owner` file: PID and start time, so a reused PID is not mistaken for it) is gone. It
+//   sends that postmaster SIGINT (fast shutdown), waits for it to exit (SIGQUIT, then SIGKILL,
+//   when it does not within STOP_TIMEOUT_MS), and starts as usual. An owner that is alive is
+//   another instance on the same data directory: the start is refused with its PID, and nothing
+//   of the other instance is touched.
+// - A postgres killed too (power loss) left a stale postmaster.pid: postgres itself sees its PID
+//   gone, replaces the lock file and runs crash recovery from its WAL (fsync is on unless
+//   `disposable`), so every committed transaction is there.
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes, createHash } from 'node:crypto';
 import { existsSync } from 'node:fs';
@@ -54,6 +77,27 @@ export interface EmbeddedPostgres {
 const SUPERUSER = 'postgres';
 const STOP_TIMEOUT_MS = 15_000;
 const START_TIMEOUT_MS = 30_000;
+/** How long a start waits for the backends of a killed postmaster to release its shared memory. */
+const SHARED_MEMORY_WAIT_MS = 5_000;
+
+/**
+ * Runs `"$@"` (postgres and its arguments) and shuts it down when stdin reaches end-of-file (the
+ * starting process closed it or died). Prints postgres's PID on stdout; exits with its status.
+ * fd 3 keeps the pipe for the reader; postgres gets /dev/null and never holds the pipe.
+ */
+const WATCHDOG = [
+  'trap "" INT TERM HUP',
+  'exec 3<&0 </dev/null',
+  '"$@" 3<&- 1>&2 &',
+  'postmaster=$!',
+  'echo "$postmaster"',
+  '(read -r _ <&3; kill -INT "$postmaster" 2>/dev/null) &',
+  'reader=$!',
+  'exec 3<&-',
+  'wait "$postmaster"; status=$?',
+  'kill -KILL "$reader" 2>/dev/null', // it inherited the ignored SIGTERM
+  'exit "$status"',
+].join('\n');
 
 export async function startEmbeddedPostgres(options: EmbeddedPostgresOptions): Promise<EmbeddedPostgres> {
   const log = options.log ?? (() => {});
@@ -78,9 +122,12 @@ export async function startEmbeddedPostgres(options: EmbeddedPostgresOptions): P
     await fs.writeFile(passwordFile, `${password}\n`, { mode: 0o600 });
   }
   const password = (await fs.readFile(passwordFile, 'utf8')).trim();
+  await stopOrphanedPostmaster(dir, pgdata, log);
+  await writeOwner(dir);
 
   let lastError: unknown;
-  for (let attempt = 0; attempt < 3; attempt++) {
+  const sharedMemoryDeadline = Date.now() + SHARED_MEMORY_WAIT_MS;
+  for (let attempt = 0; ; attempt++) {
     const port = options.port || (await freePort());
     try {
       const server = await startServer(native, dir, pgdata, port, password, env, owner, options.disposable ?? false);
@@ -89,10 +136,111 @@ export async function startEmbeddedPostgres(options: EmbeddedPostgresOptions): P
     } catch (error) {
       lastError = error;
       // A free port picked here can be taken by someone else before postgres binds it: retry.
-      if (options.port || !/could not bind|Address already in use/i.test(String(error))) break;
+      const portTaken = !options.port && attempt < 2 && /could not bind|Address already in use/i.test(String(error));
+      // A postmaster killed with SIGKILL leaves its backends running for a moment (they notice
+      // its death and exit); until the last one has, its shared memory block is in use.
+      const backendsLeft = /pre-existing shared memory block .* is still in use/i.test(String(error)) && Date.now() < sharedMemoryDeadline;
+      if (!portTaken && !backendsLeft) break;
+      if (backendsLeft) await new Promise((resolve) => setTimeout(resolve, 100));
     }
   }
   throw lastError;
+}
+
+/** What `postmaster.pid` says: PID (line 1) and data directory (line 2) of the postmaster holding the lock. */
+async function readPostmasterLock(pgdata: string): Promise<{ pid: number; dataDir: string } | null> {
+  const text = await fs.readFile(path.join(pgdata, 'postmaster.pid'), 'utf8').catch(() => null);
+  if (text === null) return null;
+  const [pidLine = '', dataDir = ''] = text.split('\n');
+  const pid = Number.parseInt(pidLine, 10);
+  return Number.isInteger(pid) && pid > 0 ? { pid, dataDir } : null;
+}
+
+/** The process that started the running postgres: written before every start. */
+interface Owner { pid: number; started: string | null }
+
+async function writeOwner(dir: string): Promise<void> {
+  const owner: Owner = { pid: process.pid, started: await processStartTime(process.pid) };
+  await fs.writeFile(path.join(dir, 'owner'), `${JSON.stringify(owner)}\n`, { mode: 0o600 });
+}
+
+async function ownerAlive(dir: string): Promise<number | null> {
+  const text = await fs.readFile(path.join(dir, 'owner'), 'utf8').catch(() => null);
+  if (text === null) return null; // started by a version that wrote no owner: its parent is unknown, treat it as gone
+  let owner: Owner;
+  try {
+    owner = JSON.parse(text) as Owner;
+  } catch {
+    return null;
+  }
+  if (owner.pid === process.pid || !(await processAlive(owner.pid))) return null;
+  // Where the start time is known (Linux), a live process with another one reused the PID.
+  if (owner.started !== null && (await processStartTime(owner.pid)) !== owner.started) return null;
+  return owner.pid;
+}
+
+/**
+ * Shuts down a postgres left running on `pgdata` by a process that is gone, and waits for it to
+ * exit; refuses (throws) when the process that started it is alive. Does nothing when there is
+ * no lock file, or its PID is gone or is no postgres on this directory (postgres handles a stale
+ * lock file itself).
+ */
+async function stopOrphanedPostmaster(dir: string, pgdata: string, log: (line: string) => void): Promise<void> {
+  const lock = await readPostmasterLock(pgdata);
+  if (lock === null || path.resolve(lock.dataDir) !== pgdata || !(await processAlive(lock.pid))) return;
+  if (!(await isPostgres(lock.pid))) return;
+  const owner = await ownerAlive(dir);
+  if (owner !== null) {
+    throw new Error(`the embedded PostgreSQL in ${pgdata} is in use by the running process ${owner} (its PostgreSQL is PID ${lock.pid}); stop it or choose another data directory`);
+  }
+  log(`stopping the embedded PostgreSQL (PID ${lock.pid}) left running on ${pgdata} by a process that is gone`);
+  // Fast shutdown: the dead process's connections are gone, their open transactions roll back.
+  for (const [signal, waitMs] of [['SIGINT', STOP_TIMEOUT_MS], ['SIGQUIT', 5_000], ['SIGKILL', 5_000]] as const) {
+    try {
+      process.kill(lock.pid, signal);
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code === 'ESRCH') return;
+      throw new Error(`cannot stop the embedded PostgreSQL (PID ${lock.pid}) left running on ${pgdata}`, { cause: error });
+    }
+    // Not our child: nothing to wait on but its PID. 20 ms steps; a fast shutdown takes 50-300 ms.
+    const deadline = Date.now() + waitMs;
+    while (Date.now() < deadline) {
+      if (!(await processAlive(lock.pid))) return;
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+    log(`the embedded PostgreSQL (PID ${lock.pid}) did not stop on ${signal}`);
+  }
+  throw new Error(`the embedded PostgreSQL (PID ${lock.pid}) left running on ${pgdata} does not stop`);
+}
+
+/** Whether `pid` is a live process: signal 0 reaches it (EPERM: another user's), and on Linux it is not a zombie. */
+async function processAlive(pid: number): Promise<boolean> {
+  try {
+    process.kill(pid, 0);
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== 'EPERM') return false;
+  }
+  // A zombie (an orphan reparented to this process, when it runs as PID 1 of a container) has exited.
+  const stat = await fs.readFile(`/proc/${pid}/stat`, 'utf8').catch(() => null);
+  return stat === null || procStatFields(stat)[0] !== 'Z';
+}
+
+/** Fields of /proc/<pid>/stat after the command name: [state, ppid, ...]; the start time is index 19. */
+function procStatFields(stat: string): string[] {
+  return stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+}
+
+/** The start time of a process (Linux: clock ticks since boot), null where /proc does not say. */
+async function processStartTime(pid: number): Promise<string | null> {
+  const stat = await fs.readFile(`/proc/${pid}/stat`, 'utf8').catch(() => null);
+  return stat === null ? null : procStatFields(stat)[19] ?? null;
+}
+
+/** Linux: whether the process runs a `postgres` binary (not a PID reused by something else); elsewhere true. */
+async function isPostgres(pid: number): Promise<boolean> {
+  const cmdline = await fs.readFile(`/proc/${pid}/cmdline`, 'utf8').catch(() => null);
+  if (cmdline === null) return process.platform !== 'linux';
+  return /^postgres(:|$)/.test(path.basename(cmdline.split('\0')[0] ?? ''));
 }
 
 interface UserIds {
@@ -212,14 +360,26 @@ async function startServer(
     ...(disposable ? ['fsync=off', 'synchronous_commit=off', 'full_page_writes=off'] : []),
   ];
   const args = ['-D', pgdata, '-p', String(port), ...settings.flatMap((s) => ['-c', s])];
-  const child: ChildProcess = spawn(path.join(native, 'bin', 'postgres'), args, {
-    env, stdio: ['ignore', logHandle.fd, logHandle.fd], ...(owner ?? {}),
-  });
+  const postgresBinary = path.join(native, 'bin', 'postgres');
+  // Windows has no sh: postgres runs without the watchdog there (an orphan is still stopped at the next start).
+  const watched = process.platform !== 'win32';
+  const child: ChildProcess = watched
+    ? spawn('/bin/sh', ['-c', WATCHDOG, 'postgres-watchdog', postgresBinary, ...args], {
+      env, stdio: ['pipe', 'pipe', logHandle.fd], ...(owner ?? {}),
+    })
+    : spawn(postgresBinary, args, { env, stdio: ['ignore', logHandle.fd, logHandle.fd], ...(owner ?? {}) });
   await logHandle.close();
   let exited = false;
   const exit = new Promise<void>((resolve) => child.once('exit', () => { exited = true; resolve(); }));
-  // If this process exits without calling stop(), do not leave an orphaned server behind.
-  const killOnExit = (): void => { if (!exited) child.kill('SIGINT'); };
+  // The watchdog's first line: the PID of postgres itself, for a SIGKILL when a stop times out.
+  let postmasterPid = watched ? 0 : child.pid ?? 0;
+  child.stdout?.setEncoding('utf8').once('data', (line: string) => { postmasterPid = Number.parseInt(line, 10) || 0; });
+  // Neither the pipe nor the child may keep this process alive; an exit closes the pipe anyway.
+  child.unref();
+  (child.stdin as unknown as { unref?: () => void } | null)?.unref?.();
+  (child.stdout as unknown as { unref?: () => void } | null)?.unref?.();
+  const shutdown = (): void => { if (watched) child.stdin?.end(); else child.kill('SIGINT'); };
+  const killOnExit = (): void => { if (!exited) shutdown(); };
   process.once('exit', killOnExit);
 
   const url = `postgres://${SUPERUSER}:${encodeURIComponent(password)}@127.0.0.1:${port}/postgres`;
@@ -232,6 +392,7 @@ async function startServer(
     }
     if (await acceptsQueries(url)) break;
     if (Date.now() > deadline) {
+      if (postmasterPid) process.kill(postmasterPid, 'SIGKILL');
       child.kill('SIGKILL');
       throw new Error(`embedded PostgreSQL did not accept connections within ${START_TIMEOUT_MS} ms (see ${logFile})`);
     }
@@ -246,8 +407,11 @@ async function startServer(
       stopping ??= (async () => {
         process.removeListener('exit', killOnExit);
         if (exited) return;
-        child.kill('SIGINT');
-        const timer = setTimeout(() => child.kill('SIGKILL'), STOP_TIMEOUT_MS);
+        shutdown();
+        const timer = setTimeout(() => {
+          if (postmasterPid) try { process.kill(postmasterPid, 'SIGKILL'); } catch { /* gone meanwhile */ }
+          child.kill('SIGKILL');
+        }, STOP_TIMEOUT_MS);
         await exit;
         clearTimeout(timer);
       })();
