@@ -11,40 +11,12 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { OTP_DELIVERY_RETRY_DELAYS_MS } from './limits.js';
 import { smsOtpDelivery, type SmsDeliveryConfig } from './otp-sms.js';
 import { smtpOtpDelivery, type SmtpDeliveryConfig } from './otp-smtp.js';
-import type { OtpTemplate } from './otp-templates.js';
+import { DeliveryError, type OtpDelivery, type OtpMessage } from './otp-channel.js';
 
-export interface OtpMessage {
-  channel: 'email' | 'phone';
-  /** Normalised destination: lower-case e-mail address or E.164 phone number. */
-  to: string;
-  /** Six digits, leading zeros kept. */
-  code: string;
-  /** The app UUID (the app_id of request bodies). */
-  appId: string;
-  /** The app's sender and texts (otp-templates.ts). */
-  template: OtpTemplate;
-}
-
-export interface OtpDelivery {
-  readonly name: string;
-  /** The channels it can send to; absent: both. */
-  readonly channels?: ReadonlyArray<OtpMessage['channel']>;
-  /** Resolves once the code is handed over; rejects when it could not be (the caller answers 502). */
-  send(message: OtpMessage): Promise<void>;
-}
+export { DeliveryError, type OtpDelivery, type OtpMessage } from './otp-channel.js';
 
 export type WebhookDeliveryConfig = { kind: 'webhook'; url: string; /** Sent as `Authorization: Bearer <secret>` when set. */ secret?: string; timeoutMs?: number };
 export type OtpDeliveryConfig = { kind: 'log' } | WebhookDeliveryConfig | SmtpDeliveryConfig | SmsDeliveryConfig;
-
-/** A failed hand-over; `permanent` ones (a refused address, a 4xx answer) are not retried. */
-export class DeliveryError extends Error {
-  readonly permanent: boolean;
-  constructor(message: string, options: { permanent: boolean }) {
-    super(message);
-    this.name = 'DeliveryError';
-    this.permanent = options.permanent;
-  }
-}
 
 /**
  * Builds the configured delivery (one, or several serving the channels in turn). `log` is

@@ -2,7 +2,7 @@
 // default, or TLS from the first byte on port 465), optional AUTH, the app's sender and texts.
 import fs from 'node:fs';
 import nodemailer from 'nodemailer';
-import { DeliveryError, type OtpDelivery } from './otp-delivery.js';
+import { DeliveryError, type OtpDelivery } from './otp-channel.js';
 import { renderTemplate } from './otp-templates.js';
 
 export interface SmtpDeliveryConfig {
