@@ -22,6 +22,13 @@ export const AUTH_ERRORS = {
   APP_NOT_FOUND: { status: 404, message: 'The app does not exist' },
   APP_SLUG_TAKEN: { status: 409, message: 'An app with this slug already exists' },
   SESSION_NOT_FOUND: { status: 404, message: 'The user has no such session' },
+  PASSKEY_INVALID: { status: 401, message: 'The passkey response could not be verified' },
+  PASSKEY_NOT_FOUND: { status: 404, message: 'The user has no such passkey' },
+  PASSKEYS_NOT_CONFIGURED: { status: 409, message: 'The app has no relying party set for passkeys' },
+  SMS_COUNTRY_NOT_ALLOWED: { status: 403, message: 'The app does not send codes to numbers of this country' },
+  SMS_COUNTRY_THROTTLED: { status: 429, message: 'Codes to this country are paused for the rest of the hour; retry later' },
+  SMS_DAILY_CAP_REACHED: { status: 429, message: 'The app has sent its SMS codes for today; retry tomorrow' },
+  SMS_VELOCITY_EXCEEDED: { status: 429, message: 'Too many codes to numbers like this one; retry later' },
   WEBHOOK_NOT_FOUND: { status: 404, message: 'The app has no such webhook endpoint' },
   WEBHOOK_DELIVERY_NOT_FOUND: { status: 404, message: 'The app has no such webhook delivery' },
   // The OAuth token endpoints (RFC 7009 revocation, RFC 7662 introspection); see OAUTH_ERROR_NAMES.

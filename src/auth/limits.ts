@@ -24,6 +24,9 @@ export const OTP_DEFAULT_LIMITS = {
 export type OtpLimits = { resendIntervalMs: number; destinationHourly: number; appHourly: number };
 export const OTP_WINDOW_MS = 3600 * 1000;
 
+/** A passkey ceremony (registration or login) must be verified within 5 minutes of its options. */
+export const PASSKEY_CEREMONY_TTL_MS = 5 * 60 * 1000;
+
 /** Waits before the second and third try of a code delivery that failed in a way that may pass. */
 export const OTP_DELIVERY_RETRY_DELAYS_MS = [250, 1000];
 

@@ -16,6 +16,8 @@ export const RATE_LIMIT_RULES = {
   refresh_app: { maxHits: 200_000, windowSeconds: 60 },
   /** Refreshes per session (refresh family): an honest client refreshes about every 30 minutes. */
   refresh_family: { maxHits: 30, windowSeconds: 60 },
+  /** Passkey ceremony requests (options and verifications, registration and login) per client IP. */
+  passkey_ceremony_ip: { maxHits: 100, windowSeconds: 600 },
   /** Wrong or missing X-Admin-Key per client IP; once reached, the IP gets 429 on every admin route until the window ends. */
   admin_key_failure_ip: { maxHits: 10, windowSeconds: 900 },
 } as const satisfies Record<string, RateLimit>;

@@ -15,7 +15,8 @@ import { authError, authErrorBody, oauthErrorResponse, toAuthError } from './err
 import { MAX_BODY_BYTES } from './limits.js';
 import { parseOAuthTokenRequest, type OAuthTokenRequest } from './oauth-request.js';
 import { recordRejectedAdminKey } from './service/admin.js';
-import { countRateLimitHits, refuseIfBlocked } from './service/rate-limits.js';
+import type { RateLimitRule } from './rate-limits.js';
+import { countRateLimitHits, enforceRateLimits, refuseIfBlocked } from './service/rate-limits.js';
 import { authenticateApp, checkAdminKey, presentedCredentials, type AuthenticatedApp, type PresentedCredentials } from './service/credentials.js';
 import { presentedAccessToken, verifyAccessToken, type AccessTokenClaims } from './tokens/access-token.js';
 
@@ -73,6 +74,22 @@ export const bearer: Guard<{ claims: AccessTokenClaims }> = {
     }),
   }),
 };
+
+/**
+ * Counts a hit of `rule` for the client's IP before `guard` runs: 429 RATE_LIMITED (with
+ * Retry-After) over the limit, before any credential is checked. Written on the route's line,
+ * so the table shows which routes are limited and by which rule.
+ */
+export function limitedPerIp<I>(rule: RateLimitRule, guard: Guard<I>): Guard<I> {
+  return {
+    name: `${guard.name} (${rule})`,
+    ...(guard.errorFormat ? { errorFormat: guard.errorFormat } : {}),
+    authenticate: async (ctx, req) => {
+      await enforceRateLimits(ctx, [{ rule, subject: requestOrigin(ctx, req).ip }]);
+      return guard.authenticate(ctx, req);
+    },
+  };
+}
 
 /**
  * app_id and app_secret in the JSON body. The whole body is validated against `schema` (which
@@ -143,8 +160,8 @@ function errorResult(ctx: AuthContext, thrown: unknown, req: HttpRequest, format
   const error: HttpError = toAuthError(thrown);
   if (error.status >= 500) ctx.logError(error, { method: req.method, path: req.path });
   const headers: Record<string, string> = { ...NO_STORE };
-  if (error.code === 'RATE_LIMITED') {
-    // A rate-limit rule knows when its window ends; the OTP resend throttle waits one interval.
+  if (error.status === 429) {
+    // A rate-limit rule or SMS defence knows when its window ends; the OTP resend throttle waits one interval.
     const retryAfter = error.details.retryAfterSeconds;
     headers['Retry-After'] = String(typeof retryAfter === 'number' ? retryAfter : Math.ceil(ctx.otp.limits.resendIntervalMs / 1000));
   }

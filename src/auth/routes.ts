@@ -13,11 +13,16 @@ import { handleMe } from './handlers/me.js';
 import { handleTokenIntrospection, handleTokenRevocation } from './handlers/oauth.js';
 import { handleRoleAssign, handleRoleRevoke } from './handlers/roles.js';
 import { handleRefresh, handleRevoke, handleRevokeUser } from './handlers/sessions.js';
+import * as passkeys from './handlers/passkeys.js';
+import * as smsDefences from './handlers/sms-defences.js';
 import * as userSessions from './handlers/user-sessions.js';
 import * as webhooks from './handlers/webhooks.js';
 import { handleDiscovery, handleJwks } from './handlers/well-known.js';
-import { adminKey, appSecret, appSecretInQuery, authRoute, bearer, oauthClient, publicAccess, type AuthHandler, type Guard } from './respond.js';
-import { OtpRequestBody, OtpVerifyBody, RefreshBody, RevokeBody, RevokeUserBody, RoleAssignBody, RoleRevokeBody, SessionEndBody, SessionsBody } from './schemas.js';
+import { adminKey, appSecret, appSecretInQuery, authRoute, bearer, limitedPerIp, oauthClient, publicAccess, type AuthHandler, type Guard } from './respond.js';
+import {
+  OtpRequestBody, OtpVerifyBody, PasskeyLoginOptionsBody, PasskeyLoginVerifyBody, PasskeyRegisterOptionsBody, PasskeyRegisterVerifyBody, PasskeyRemoveBody,
+  RefreshBody, RevokeBody, RevokeUserBody, RoleAssignBody, RoleRevokeBody, SessionEndBody, SessionsBody,
+} from './schemas.js';
 
 export function authRoutes(ctx: AuthContext): Route[] {
   const route = <I>(method: Method, path: string, guard: Guard<I>, handler: AuthHandler<I>): Route => authRoute(ctx, method, path, guard, handler);
@@ -30,6 +35,12 @@ export function authRoutes(ctx: AuthContext): Route[] {
     route('POST',   '/auth/sessions',                            appSecret(SessionsBody),         userSessions.handleListOwnSessions),
     route('POST',   '/auth/sessions/revoke',                     appSecret(SessionEndBody),       userSessions.handleEndOwnSession),
     route('POST',   '/auth/sessions/revoke-others',              appSecret(SessionsBody),         userSessions.handleEndOtherSessions),
+    route('POST',   '/auth/passkeys/register/options',           limitedPerIp('passkey_ceremony_ip', appSecret(PasskeyRegisterOptionsBody)), passkeys.handlePasskeyRegisterOptions),
+    route('POST',   '/auth/passkeys/register/verify',            limitedPerIp('passkey_ceremony_ip', appSecret(PasskeyRegisterVerifyBody)),  passkeys.handlePasskeyRegisterVerify),
+    route('POST',   '/auth/passkeys/login/options',              limitedPerIp('passkey_ceremony_ip', appSecret(PasskeyLoginOptionsBody)),    passkeys.handlePasskeyLoginOptions),
+    route('POST',   '/auth/passkeys/login/verify',               limitedPerIp('passkey_ceremony_ip', appSecret(PasskeyLoginVerifyBody)),     passkeys.handlePasskeyLoginVerify),
+    route('POST',   '/auth/passkeys',                            appSecret(PasskeyRegisterOptionsBody), passkeys.handleListPasskeys),
+    route('POST',   '/auth/passkeys/remove',                     appSecret(PasskeyRemoveBody),    passkeys.handleRemovePasskey),
     route('POST',   '/auth/roles/assign',                        appSecret(RoleAssignBody),       handleRoleAssign),
     route('POST',   '/auth/roles/revoke',                        appSecret(RoleRevokeBody),       handleRoleRevoke),
     route('GET',    '/auth/me',                                  bearer,                          handleMe),
@@ -44,6 +55,9 @@ export function authRoutes(ctx: AuthContext): Route[] {
     route('GET',    '/admin/apps/:app_id/tenants/:tenant_id',    adminKey,                        admin.handleGetTenant),
     route('GET',    '/admin/apps/:app_id/message-templates',     adminKey,                        admin.handleGetMessageTemplates),
     route('PUT',    '/admin/apps/:app_id/message-templates',     adminKey,                        admin.handlePutMessageTemplates),
+    route('GET',    '/admin/apps/:app_id/sms-defences',          adminKey,                        smsDefences.handleGetSmsDefences),
+    route('PUT',    '/admin/apps/:app_id/sms-defences',          adminKey,                        smsDefences.handlePutSmsDefences),
+    route('PUT',    '/admin/apps/:app_id/passkeys',              adminKey,                        passkeys.handlePutPasskeySettings),
     route('POST',   '/admin/apps/:app_id/webhooks',              adminKey,                        webhooks.handleCreateWebhook),
     route('GET',    '/admin/apps/:app_id/webhooks',              adminKey,                        webhooks.handleListWebhooks),
     route('DELETE', '/admin/apps/:app_id/webhooks/:webhook_id',  adminKey,                        webhooks.handleDeleteWebhook),

@@ -55,6 +55,45 @@ export type SessionsBody = Static<typeof SessionsBody>;
 export const SessionEndBody = Type.Object({ ...appCredentials, refresh_token: text(MAX_TOKEN_CHARS), session_id: Uuid }, strict);
 export type SessionEndBody = Static<typeof SessionEndBody>;
 
+/** A WebAuthn response as the browser's PublicKeyCredential.toJSON() gives it; the library checks its fields. */
+const WebAuthnResponse = Type.Object({ id: text(1024), rawId: text(1024), type: text(32), response: Type.Object({}, { additionalProperties: true }) }, { additionalProperties: true });
+
+export const PasskeyRegisterOptionsBody = Type.Object({ ...appCredentials, refresh_token: text(MAX_TOKEN_CHARS) }, strict);
+export type PasskeyRegisterOptionsBody = Static<typeof PasskeyRegisterOptionsBody>;
+
+export const PasskeyRegisterVerifyBody = Type.Object({
+  ...appCredentials, refresh_token: text(MAX_TOKEN_CHARS), ceremony_id: text(64), response: WebAuthnResponse, name: Type.Optional(text(100)),
+}, strict);
+export type PasskeyRegisterVerifyBody = Static<typeof PasskeyRegisterVerifyBody>;
+
+export const PasskeyRemoveBody = Type.Object({ ...appCredentials, refresh_token: text(MAX_TOKEN_CHARS), passkey_id: text(64) }, strict);
+export type PasskeyRemoveBody = Static<typeof PasskeyRemoveBody>;
+
+export const PasskeyLoginOptionsBody = Type.Object({ ...appCredentials }, strict);
+export type PasskeyLoginOptionsBody = Static<typeof PasskeyLoginOptionsBody>;
+
+export const PasskeyLoginVerifyBody = Type.Object({ ...appCredentials, ceremony_id: text(64), response: WebAuthnResponse, tenant_id: optionalTenant }, strict);
+export type PasskeyLoginVerifyBody = Static<typeof PasskeyLoginVerifyBody>;
+
+export const PasskeySettingsBody = Type.Object({
+  /** A registrable domain of the app's pages, lower-case (e.g. example.com; localhost for development). */
+  rp_id: Type.String({ pattern: '^[a-z0-9]([a-z0-9.-]{0,251}[a-z0-9])?$' }),
+  rp_name: text(100),
+  origins: Type.Array(text(300), { minItems: 1, maxItems: 20 }),
+}, strict);
+export type PasskeySettingsBody = Static<typeof PasskeySettingsBody>;
+
+/** Every field optional: absent (or null) turns that defence off. */
+export const SmsDefencesBody = Type.Object({
+  allowed_calling_codes: Type.Optional(Type.Union([Type.Array(Type.String({ pattern: '^[1-9][0-9]{0,2}$' }), { maxItems: 300 }), Type.Null()])),
+  daily_cap: Type.Optional(Type.Union([Type.Integer({ minimum: 1, maximum: 1e9 }), Type.Null()])),
+  prefix_hourly: Type.Optional(Type.Union([Type.Integer({ minimum: 1, maximum: 1e9 }), Type.Null()])),
+  country_hourly: Type.Optional(Type.Union([Type.Integer({ minimum: 1, maximum: 1e9 }), Type.Null()])),
+  ratio_min_sent: Type.Optional(Type.Integer({ minimum: 1, maximum: 1e9 })),
+  ratio_min_verified: Type.Optional(Type.Union([Type.Number({ minimum: 0, maximum: 1 }), Type.Null()])),
+}, strict);
+export type SmsDefencesBody = Static<typeof SmsDefencesBody>;
+
 export const RevokeUserBody = Type.Object({ ...appCredentials, user_id: Uuid }, strict);
 export type RevokeUserBody = Static<typeof RevokeUserBody>;
 

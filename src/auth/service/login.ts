@@ -13,6 +13,7 @@ import { findAppMessageTemplate } from '../queries/message-templates.js';
 import { listRolesOfUser } from '../queries/roles.js';
 import { templateOf } from '../otp-templates.js';
 import { enforceRateLimits } from './rate-limits.js';
+import { checkSmsDefences, recordSmsVerified } from './sms-defences.js';
 import { findOrInsertUser, upsertMembership, type Identifier } from '../queries/users.js';
 import type { AuthenticatedApp } from './credentials.js';
 import { chooseTenant, startSession, type SessionTokens } from './sessions.js';
@@ -32,6 +33,7 @@ export async function requestOtp(ctx: AuthContext, app: AuthenticatedApp, identi
     { rule: 'otp_request_address', subject: addressSubject(destination) },
     { rule: 'otp_request_ip', subject: origin.ip },
   ]);
+  if (identifier.channel === 'phone') await checkSmsDefences(ctx, app, identifier.value, origin);
   const nowMs = ctx.clock.now();
   const { limits } = ctx.otp;
   const template = await ctx.sql.begin(async (tx) => {
@@ -81,7 +83,7 @@ export async function verifyOtp(ctx: AuthContext, app: AuthenticatedApp, identif
   try {
     const stored = await recordOtpAttempt(ctx.sql, { ...destination, now, maxAttempts: OTP_MAX_ATTEMPTS });
     if (!stored || !timingSafeEqual(stored, codeHash)) throw authError('OTP_INVALID');
-    return await ctx.sql.begin(async (tx) => {
+    const tokens = await ctx.sql.begin(async (tx) => {
       if (!(await consumeOtpCode(tx, { ...destination, codeHash }))) throw authError('OTP_INVALID');
       const user = await findOrInsertUser(tx, identifier, now);
       if (user.deleted_at) throw authError('USER_DELETED');
@@ -91,6 +93,8 @@ export async function verifyOtp(ctx: AuthContext, app: AuthenticatedApp, identif
       await insertAuditEvent(tx, { ...audit, type: 'login.succeeded', userId: user.id, familyId });
       return startSession(tx, ctx, { app, userId: user.id, familyId, tenant, nowMs });
     });
+    if (identifier.channel === 'phone') await recordSmsVerified(ctx, app, identifier.value);
+    return tokens;
   } catch (error) {
     // The transaction rolled back: the failure is recorded on its own.
     if (error instanceof HttpError && error.status < 500) {

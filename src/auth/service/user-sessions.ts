@@ -33,7 +33,7 @@ export interface SessionJson {
  * 403 USER_DELETED. Read without a lock: the family id it returns never changes, and each
  * operation below locks what it changes.
  */
-async function presentedSession(ctx: AuthContext, app: AuthenticatedApp, presented: string): Promise<{ userId: string; familyId: string }> {
+export async function presentedSession(ctx: AuthContext, app: AuthenticatedApp, presented: string): Promise<{ userId: string; familyId: string }> {
   const hash = hashRefreshToken(presented);
   const status = hash ? await findRefreshTokenStatus(ctx.sql, hash) : undefined;
   if (!status || status.app_id !== app.id) throw authError('TOKEN_INVALID', 'Invalid refresh token');
