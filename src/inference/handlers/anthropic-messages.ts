@@ -8,7 +8,7 @@ import type { Route } from '../../http/router.js';
 import { compileBody } from '../../http/validation.js';
 import type { GeneratedToken } from '../engine/engine.js';
 import { anthropicError, anthropicMessage, AnthropicEventWriter, sseEvent } from '../dialects/anthropic.js';
-import { anthropicToChat } from '../dialects/anthropic-request.js';
+import { anthropicToChat } from '../service/anthropic-input.js';
 import { completionId } from '../dialects/openai.js';
 import { AnthropicMessagesBody, BODY_OPTIONS, ChatCompletionBody, ChatMessage } from '../schemas.js';
 import { ChatOutput } from '../service/chat-output.js';
