@@ -16,12 +16,10 @@ export const OTP_MAX_ATTEMPTS = 5;
 export const OTP_DEFAULT_LIMITS = {
   /** Minimum time between two codes to the same destination of one app. */
   resendIntervalMs: 60 * 1000,
-  /** Codes per destination of one app per fixed hour window. */
-  destinationHourly: 5,
-  /** Codes per app per fixed hour window (all destinations). */
+  /** Codes per app per fixed hour window (all destinations). Codes per address: the rate-limit rule otp_request_address. */
   appHourly: 1000,
 } as const;
-export type OtpLimits = { resendIntervalMs: number; destinationHourly: number; appHourly: number };
+export type OtpLimits = { resendIntervalMs: number; appHourly: number };
 export const OTP_WINDOW_MS = 3600 * 1000;
 
 /** A passkey ceremony (registration or login) must be verified within 5 minutes of its options. */

@@ -9,7 +9,7 @@ import type { HttpError } from '../http/errors.js';
 import type { HttpRequest, HttpResult } from '../http/request.js';
 import type { Method, Route } from '../http/router.js';
 import { compileBody } from '../http/validation.js';
-import { requestOrigin } from './audit.js';
+import { requestOrigin, type RequestOrigin } from './audit.js';
 import type { AuthContext } from './context.js';
 import { authError, authErrorBody, oauthErrorResponse, toAuthError } from './errors.js';
 import { MAX_BODY_BYTES } from './limits.js';
@@ -75,18 +75,31 @@ export const bearer: Guard<{ claims: AccessTokenClaims }> = {
   }),
 };
 
+/** A rate-limit rule and the subject it counts, named from the authenticated request. */
+export interface RateLimitCount<I> {
+  readonly rule: RateLimitRule;
+  subject(input: I, origin: RequestOrigin): string;
+}
+
+/** Counts the rule per client IP (the audit trail's IP: the peer, or X-Forwarded-For with trustProxy). */
+export function perClientIp(rule: RateLimitRule): RateLimitCount<unknown> {
+  return { rule, subject: (_, origin) => origin.ip };
+}
+
 /**
- * Counts a hit of `rule` for the client's IP before `guard` runs: 429 RATE_LIMITED (with
- * Retry-After) over the limit, before any credential is checked. Written on the route's line,
- * so the table shows which routes are limited and by which rule.
+ * Runs `guard` (400/415 and 401 first), then counts one hit of each rule for its subject, all in
+ * one statement: 429 RATE_LIMITED with Retry-After when any is over its limit, before the handler
+ * runs. Written on the route's line, so the route table shows every route's limits.
  */
-export function limitedPerIp<I>(rule: RateLimitRule, guard: Guard<I>): Guard<I> {
+export function limited<I>(guard: Guard<I>, ...counts: RateLimitCount<NoInfer<I>>[]): Guard<I> {
   return {
-    name: `${guard.name} (${rule})`,
+    name: `${guard.name} (${counts.map((count) => count.rule).join(', ')})`,
     ...(guard.errorFormat ? { errorFormat: guard.errorFormat } : {}),
     authenticate: async (ctx, req) => {
-      await enforceRateLimits(ctx, [{ rule, subject: requestOrigin(ctx, req).ip }]);
-      return guard.authenticate(ctx, req);
+      const input = await guard.authenticate(ctx, req);
+      const origin = requestOrigin(ctx, req);
+      await enforceRateLimits(ctx, counts.map((count) => ({ rule: count.rule, subject: count.subject(input, origin) })));
+      return input;
     },
   };
 }

@@ -5,6 +5,7 @@
 //   bearer     Authorization: Bearer <access token>
 //   adminKey   X-Admin-Key header
 //   oauthClient       the app as an OAuth client: Basic credentials or client_id + client_secret in a form body (RFC 6749 2.3.1)
+//   limited(guard, ...)  the guard, then the rate-limit rules counted for the request (rate-limits.ts), 429 over any
 import type { Method, Route } from '../http/router.js';
 import type { AuthContext } from './context.js';
 import * as admin from './handlers/admin.js';
@@ -18,7 +19,8 @@ import * as smsDefences from './handlers/sms-defences.js';
 import * as userSessions from './handlers/user-sessions.js';
 import * as webhooks from './handlers/webhooks.js';
 import { handleDiscovery, handleJwks } from './handlers/well-known.js';
-import { adminKey, appSecret, appSecretInQuery, authRoute, bearer, limitedPerIp, oauthClient, publicAccess, type AuthHandler, type Guard } from './respond.js';
+import { adminKey, appSecret, appSecretInQuery, authRoute, bearer, limited, oauthClient, perClientIp, publicAccess, type AuthHandler, type Guard } from './respond.js';
+import { perAddress } from './service/login.js';
 import {
   OtpRequestBody, OtpVerifyBody, PasskeyLoginOptionsBody, PasskeyLoginVerifyBody, PasskeyRegisterOptionsBody, PasskeyRegisterVerifyBody, PasskeyRemoveBody,
   RefreshBody, RevokeBody, RevokeUserBody, RoleAssignBody, RoleRevokeBody, SessionEndBody, SessionsBody,
@@ -27,18 +29,19 @@ import {
 export function authRoutes(ctx: AuthContext): Route[] {
   const route = <I>(method: Method, path: string, guard: Guard<I>, handler: AuthHandler<I>): Route => authRoute(ctx, method, path, guard, handler);
   return [
-    route('POST',   '/auth/otp/request',                         appSecret(OtpRequestBody),       handleOtpRequest),
-    route('POST',   '/auth/otp/verify',                          appSecret(OtpVerifyBody),        handleOtpVerify),
+    route('POST',   '/auth/otp/request',                         limited(appSecret(OtpRequestBody), perAddress('otp_request_address'), perClientIp('otp_request_ip')), handleOtpRequest),
+    route('POST',   '/auth/otp/verify',                          limited(appSecret(OtpVerifyBody), perAddress('otp_verify_address'), perClientIp('otp_verify_ip')),    handleOtpVerify),
+    // refresh_app and refresh_family are counted by the rotation's own statements (sessions.ts, rotate_refresh_token).
     route('POST',   '/auth/refresh',                             appSecretInQuery(RefreshBody),   handleRefresh),
     route('POST',   '/auth/revoke',                              appSecret(RevokeBody),           handleRevoke),
     route('POST',   '/auth/revoke-user',                         appSecret(RevokeUserBody),       handleRevokeUser),
     route('POST',   '/auth/sessions',                            appSecret(SessionsBody),         userSessions.handleListOwnSessions),
     route('POST',   '/auth/sessions/revoke',                     appSecret(SessionEndBody),       userSessions.handleEndOwnSession),
     route('POST',   '/auth/sessions/revoke-others',              appSecret(SessionsBody),         userSessions.handleEndOtherSessions),
-    route('POST',   '/auth/passkeys/register/options',           limitedPerIp('passkey_ceremony_ip', appSecret(PasskeyRegisterOptionsBody)), passkeys.handlePasskeyRegisterOptions),
-    route('POST',   '/auth/passkeys/register/verify',            limitedPerIp('passkey_ceremony_ip', appSecret(PasskeyRegisterVerifyBody)),  passkeys.handlePasskeyRegisterVerify),
-    route('POST',   '/auth/passkeys/login/options',              limitedPerIp('passkey_ceremony_ip', appSecret(PasskeyLoginOptionsBody)),    passkeys.handlePasskeyLoginOptions),
-    route('POST',   '/auth/passkeys/login/verify',               limitedPerIp('passkey_ceremony_ip', appSecret(PasskeyLoginVerifyBody)),     passkeys.handlePasskeyLoginVerify),
+    route('POST',   '/auth/passkeys/register/options',           limited(appSecret(PasskeyRegisterOptionsBody), perClientIp('passkey_ceremony_ip')), passkeys.handlePasskeyRegisterOptions),
+    route('POST',   '/auth/passkeys/register/verify',            limited(appSecret(PasskeyRegisterVerifyBody), perClientIp('passkey_ceremony_ip')),  passkeys.handlePasskeyRegisterVerify),
+    route('POST',   '/auth/passkeys/login/options',              limited(appSecret(PasskeyLoginOptionsBody), perClientIp('passkey_ceremony_ip')),    passkeys.handlePasskeyLoginOptions),
+    route('POST',   '/auth/passkeys/login/verify',               limited(appSecret(PasskeyLoginVerifyBody), perClientIp('passkey_ceremony_ip')),     passkeys.handlePasskeyLoginVerify),
     route('POST',   '/auth/passkeys',                            appSecret(PasskeyRegisterOptionsBody), passkeys.handleListPasskeys),
     route('POST',   '/auth/passkeys/remove',                     appSecret(PasskeyRemoveBody),    passkeys.handleRemovePasskey),
     route('POST',   '/auth/roles/assign',                        appSecret(RoleAssignBody),       handleRoleAssign),

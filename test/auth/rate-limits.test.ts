@@ -22,7 +22,7 @@ const LIMITS = {
   admin_key_failure_ip: { maxHits: 3, windowSeconds: 900 },
 };
 // The OTP resend interval is off, so that only the rules above refuse.
-const h = await startAuthHarness({ rateLimits: LIMITS, otpLimits: { resendIntervalMs: 0, destinationHourly: 10_000 } });
+const h = await startAuthHarness({ rateLimits: LIMITS, otpLimits: { resendIntervalMs: 0 } });
 t.teardown(() => h.close());
 
 let app: TestApp;
@@ -133,7 +133,7 @@ t.test('two instances on one database share the counters', async (t) => {
   const dataDir = await fs.mkdtemp(path.join(os.tmpdir(), 'auth-second-'));
   const second = await createAuthService({
     databaseUrl: h.service.databaseUrl, dataDir, keyDir: path.join(h.dataDir, 'keys'), issuer: 'http://auth.test', adminKey: ADMIN_KEY,
-    otpDelivery: h.outbox, clock: h.clock, rateLimits: LIMITS, otpLimits: { resendIntervalMs: 0, destinationHourly: 10_000 }, log: () => {},
+    otpDelivery: h.outbox, clock: h.clock, rateLimits: LIMITS, otpLimits: { resendIntervalMs: 0 }, log: () => {},
   });
   const server = await startHttpServer({ host: '127.0.0.1', port: 0, routes: second.routes, formatError: formatAuthError, maxBodyBytes: MAX_BODY_BYTES });
   t.teardown(async () => { server.close(); await second.close(); await fs.rm(dataDir, { recursive: true, force: true }); });

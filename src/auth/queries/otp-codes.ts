@@ -15,44 +15,23 @@ export interface StoreOtpCode extends OtpDestination {
   expiresAt: Date;
   /** A new code is refused while the previous one was sent after this instant. */
   resendAfter: Date;
-  /** Start of the current hour window if a new window starts now. */
-  windowStartsAfter: Date;
-  destinationHourly: number;
 }
 
 /**
- * Replaces the destination's code with a new one (attempts reset to 0) unless a throttle refuses:
- * a code sent after `resendAfter`, or `destinationHourly` codes already sent in the current
- * hour window. Returns false when refused.
+ * Replaces the destination's code with a new one (attempts reset to 0) unless the previous one
+ * was sent after `resendAfter` (the resend interval). Returns false when refused. How many codes
+ * an address gets per hour is the rate-limit rule otp_request_address, counted before this.
  */
 export async function storeOtpCode(sql: Queryable, code: StoreOtpCode): Promise<boolean> {
   const rows = await sql`
-    insert into otp_codes (
-      app_id, channel, destination, code_hash, expires_at, attempts,
-      sent_at, window_started_at, sends_in_window
-    )
-    values (
-      ${code.appId}, ${code.channel}, ${code.destination}, ${code.codeHash}, ${code.expiresAt}, 0,
-      ${code.now}, ${code.now}, 1
-    )
+    insert into otp_codes (app_id, channel, destination, code_hash, expires_at, attempts, sent_at)
+    values (${code.appId}, ${code.channel}, ${code.destination}, ${code.codeHash}, ${code.expiresAt}, 0, ${code.now})
     on conflict (app_id, channel, destination) do update
     set code_hash = excluded.code_hash,
         expires_at = excluded.expires_at,
         attempts = 0,
-        sent_at = excluded.sent_at,
-        window_started_at = case
-          when otp_codes.window_started_at <= ${code.windowStartsAfter} then excluded.sent_at
-          else otp_codes.window_started_at
-        end,
-        sends_in_window = case
-          when otp_codes.window_started_at <= ${code.windowStartsAfter} then 1
-          else otp_codes.sends_in_window + 1
-        end
+        sent_at = excluded.sent_at
     where otp_codes.sent_at <= ${code.resendAfter}
-      and (
-        otp_codes.window_started_at <= ${code.windowStartsAfter}
-        or otp_codes.sends_in_window < ${code.destinationHourly}
-      )
     returning 1
   `;
   return rows.length === 1;

@@ -12,7 +12,9 @@ import { cancelOtpCode, consumeOtpCode, recordOtpAttempt, storeOtpCode, takeAppS
 import { findAppMessageTemplate } from '../queries/message-templates.js';
 import { listRolesOfUser } from '../queries/roles.js';
 import { templateOf } from '../otp-templates.js';
-import { enforceRateLimits } from './rate-limits.js';
+import type { RateLimitRule } from '../rate-limits.js';
+import type { RateLimitCount } from '../respond.js';
+import { identifierOf } from './identity.js';
 import { checkSmsDefences, recordSmsVerified } from './sms-defences.js';
 import { findOrInsertUser, upsertMembership, type Identifier } from '../queries/users.js';
 import type { AuthenticatedApp } from './credentials.js';
@@ -29,10 +31,6 @@ export async function requestOtp(ctx: AuthContext, app: AuthenticatedApp, identi
   const code = randomInt(0, 1_000_000).toString().padStart(6, '0');
   const destination = destinationOf(app, identifier);
   const codeHash = hashOtpCode(ctx.otp.hashKey, destination, code);
-  await enforceRateLimits(ctx, [
-    { rule: 'otp_request_address', subject: addressSubject(destination) },
-    { rule: 'otp_request_ip', subject: origin.ip },
-  ]);
   if (identifier.channel === 'phone') await checkSmsDefences(ctx, app, identifier.value, origin);
   const nowMs = ctx.clock.now();
   const { limits } = ctx.otp;
@@ -43,8 +41,6 @@ export async function requestOtp(ctx: AuthContext, app: AuthenticatedApp, identi
       now: new Date(nowMs),
       expiresAt: new Date(nowMs + OTP_TTL_MS),
       resendAfter: new Date(nowMs - limits.resendIntervalMs),
-      windowStartsAfter: new Date(nowMs - OTP_WINDOW_MS),
-      destinationHourly: limits.destinationHourly,
     });
     if (!stored) throw authError('RATE_LIMITED', 'A code was sent to this destination too recently; retry later');
     const withinQuota = await takeAppSendQuota(tx, { appId: app.id, now: new Date(nowMs), windowStartsAfter: new Date(nowMs - OTP_WINDOW_MS), appHourly: limits.appHourly });
@@ -76,10 +72,6 @@ export async function verifyOtp(ctx: AuthContext, app: AuthenticatedApp, identif
   const nowMs = ctx.clock.now();
   const now = new Date(nowMs);
   const audit = auditOf(app, identifier, origin, nowMs);
-  await enforceRateLimits(ctx, [
-    { rule: 'otp_verify_address', subject: addressSubject(destination) },
-    { rule: 'otp_verify_ip', subject: origin.ip },
-  ]);
   try {
     const stored = await recordOtpAttempt(ctx.sql, { ...destination, now, maxAttempts: OTP_MAX_ATTEMPTS });
     if (!stored || !timingSafeEqual(stored, codeHash)) throw authError('OTP_INVALID');
@@ -114,6 +106,14 @@ function auditOf(app: AuthenticatedApp, identifier: Identifier, origin: RequestO
     details: { channel: identifier.channel, destination: identifier.value },
     now: new Date(nowMs),
   };
+}
+
+/**
+ * Counts a rate-limit rule per address within its app (the normalised e-mail address or phone
+ * number of the body; 400 VALIDATION_ERROR for one that is neither), for the route table.
+ */
+export function perAddress(rule: RateLimitRule): RateLimitCount<{ app: AuthenticatedApp; body: { email?: string; phone?: string } }> {
+  return { rule, subject: ({ app, body }) => addressSubject(destinationOf(app, identifierOf(body))) };
 }
 
 /** The subject of the per-address rules: the address within its app. */
