@@ -5,8 +5,9 @@
 // one event late. So the last chunk of every write carries only bytes that may wait:
 //  - whole events: the events, then EVENT_STREAM_TAIL (a blank line twice) as a chunk of its own.
 //    To an SSE parser blank lines with no field before them dispatch nothing; a client that splits
-//    the body on `\n\n` gets empty parts, which it already skips (every body it splits ends with
-//    one). The tail is completed by the next write or the end.
+//    the body on `\n\n` gets empty parts, which it already skips (splitting a body that ends with
+//    an event always left one empty part at the end). The tail is completed by the next write or
+//    the end of the response.
 //  - other bytes (a body relayed piece by piece, e.g. a stream of ours, tails included): all but
 //    the last byte, so the lines before it are complete; the bytes sent are those of the write,
 //    only the framing differs.
