@@ -4,6 +4,9 @@
 export interface App { id: string; slug: string; name: string; created_at: string; secret_rotated_at: string | null }
 export interface Tenant { id: string; app_id: string; name: string; created_at: string }
 export interface User { id: string; email: string | null; phone: string | null; created_at: string; deleted_at: string | null }
+export interface Session {
+  id: string; app_id: string; app_slug: string; created_at: string; last_used_at: string; expires_at: string; ip: string | null; user_agent: string | null;
+}
 export interface SigningKey { kid: string; status: 'active' | 'next' | 'retired'; created_at: string; retired_at: string | null }
 export interface AuditEvent {
   id: string; occurred_at: string; type: string; actor: string; app_id: string | null; user_id: string | null;
@@ -21,7 +24,7 @@ export interface WebhookDelivery {
 }
 
 /** The audit event types (src/auth/audit.ts); an app's webhooks may subscribe to all but the last three. */
-export const AUDIT_EVENT_TYPES = ['login.succeeded', 'login.failed', 'otp.sent', 'otp.delivery_failed', 'token.refreshed', 'token.reuse_detected', 'session.revoked', 'user.sessions_revoked', 'role.assigned', 'role.revoked', 'user.deleted', 'user.restored', 'app.secret_rotated', 'app.created', 'signing_key.rotated', 'admin.key_rejected'];
+export const AUDIT_EVENT_TYPES = ['login.succeeded', 'login.failed', 'otp.sent', 'otp.delivery_failed', 'token.refreshed', 'token.reuse_detected', 'session.revoked', 'user.sessions_revoked', 'passkey.registered', 'passkey.used', 'passkey.removed', 'sms.defence_tripped', 'role.assigned', 'role.revoked', 'user.deleted', 'user.restored', 'app.secret_rotated', 'app.created', 'signing_key.rotated', 'admin.key_rejected'];
 export const WEBHOOK_EVENT_TYPES = AUDIT_EVENT_TYPES.slice(0, -3);
 
 /** An error answer of the admin API, with its catalog code. */
@@ -62,6 +65,8 @@ export const adminApi = {
   deleteUser: (userId: string) => call<User & { sessions_revoked: number }>('DELETE', `/admin/users/${id(userId)}`),
   restoreUser: (userId: string) => call<User>('POST', `/admin/users/${id(userId)}/restore`),
   revokeSessions: (userId: string) => call<{ user_id: string; sessions_revoked: number }>('POST', `/admin/users/${id(userId)}/revoke-sessions`),
+  listSessions: (userId: string) => call<{ sessions: Session[] }>('GET', `/admin/users/${id(userId)}/sessions`).then((r) => r.sessions),
+  endSession: (userId: string, sessionId: string) => call<{ success: boolean }>('DELETE', `/admin/users/${id(userId)}/sessions/${id(sessionId)}`),
   listSigningKeys: () => call<{ keys: SigningKey[] }>('GET', '/admin/signing-keys').then((r) => r.keys),
   rotateSigningKey: () => call<{ kid: string; retired_kid: string }>('POST', '/admin/signing-keys/rotate'),
   listAuditEvents: (query: AuditQuery) => {

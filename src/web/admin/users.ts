@@ -1,5 +1,5 @@
-// Users: look up by id, e-mail or phone; soft-delete, restore, revoke sessions.
-import { adminApi, type User } from './api.js';
+// Users: look up by id, e-mail or phone; soft-delete, restore, revoke sessions; the live sessions, each of which can be ended.
+import { adminApi, type Session, type User } from './api.js';
 import { button, byId, el, facts, when } from './dom.js';
 import { notify, notifyError } from './notice.js';
 
@@ -19,6 +19,38 @@ async function find(query: string): Promise<User[]> {
 
 function show(users: User[], query: string): void {
   byId('user-result').replaceChildren(users.length === 0 ? el('p', { class: 'empty' }, `No user matches “${query}”.`) : userCard(users[0]!));
+  if (users.length > 0) void showSessions(users[0]!);
+}
+
+/** The user's live sessions in every app, under the card; each can be ended. */
+async function showSessions(user: User): Promise<void> {
+  let sessions: Session[];
+  try {
+    sessions = await adminApi.listSessions(user.id);
+  } catch (error) {
+    notifyError(error);
+    return;
+  }
+  const card = document.querySelector(`article.user[data-user-id="${user.id}"]`);
+  if (!card) return; // another search replaced it meanwhile
+  const who = user.email ?? user.phone ?? user.id;
+  card.querySelector('.sessions')?.remove();
+  card.append(el('section', { class: 'sessions', 'aria-label': `Sessions of ${who}` },
+    el('h3', {}, `Live sessions (${sessions.length})`),
+    sessions.length === 0 ? el('p', { class: 'empty' }, 'None.') : el('ul', {}, ...sessions.map((session) => el('li', { 'data-session-id': session.id },
+      facts([['App', session.app_slug], ['Started', when(session.created_at)], ['Last used', when(session.last_used_at)], ['IP', session.ip], ['Client', session.user_agent]]),
+      button('End session', () => void endSession(user, session), { 'aria-label': `End the ${session.app_slug} session started ${when(session.created_at)}` }))))));
+}
+
+async function endSession(user: User, session: Session): Promise<void> {
+  if (!confirm(`End this ${session.app_slug} session? Its refresh token stops working.`)) return;
+  try {
+    await adminApi.endSession(user.id, session.id);
+    notify(`Ended the ${session.app_slug} session.`);
+    await showSessions(user);
+  } catch (error) {
+    notifyError(error);
+  }
 }
 
 function userCard(user: User): HTMLElement {
