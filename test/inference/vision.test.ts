@@ -53,7 +53,7 @@ t.test('the decoder sniffs the format whatever the data URL says; jpeg MIME with
 t.test('streaming a vision chat works', async (t) => {
   const res = await fetch(`${vision.base}/v1/chat/completions`, { method: 'POST', body: JSON.stringify({ messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url: dataUrl(blue) } }, { type: 'text', text: 'hi' }] }], max_tokens: 4, temperature: 0, stream: true }) });
   const text = await res.text();
-  t.match(text, /data: \[DONE\]\n\n$/);
+  t.match(text, /data: \[DONE\]\n\n\n\n$/, 'the last event and its tail');
 });
 
 t.test('/completion accepts llama-server multimodal_data', async (t) => {
