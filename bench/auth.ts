@@ -14,8 +14,11 @@
 // is sent next. Each /auth/me client sends its one access token again and again, as an app does
 // for a user during the token's life, so the service's token cache answers after the first
 // request; the same load is measured again on a server with the cache off (every request
-// verifies a signature), for context.
-import { generateKeyPairSync, sign, type KeyObject } from 'node:crypto';
+// verifies a signature), for context. Passkeys: each client holds a P-256 passkey registered
+// through the API (a software authenticator here: attestation "none", assertions signed with
+// node:crypto) and logs in again and again, options then verify on its connection; the rows give
+// the rate of whole passkey logins, of the options route alone, and the CPU per login.
+import { createHash, createPrivateKey, generateKeyPairSync, sign, type KeyObject } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import fs from 'node:fs/promises';
 import net from 'node:net';
@@ -57,6 +60,7 @@ export async function runAuthBench(): Promise<BenchResult[]> {
       refresh_family: { maxHits: 1_000_000_000, windowSeconds: 60 },
       otp_request_ip: { maxHits: 1_000_000, windowSeconds: 3600 },
       otp_verify_ip: { maxHits: 1_000_000, windowSeconds: 3600 },
+      passkey_ceremony_ip: { maxHits: 1_000_000_000, windowSeconds: 60 },
     },
     disposableDatabase: true,
     databasePoolSize: workerPoolSize(WORKERS),
@@ -78,6 +82,8 @@ export async function runAuthBench(): Promise<BenchResult[]> {
         method: 'POST', body: JSON.stringify({ ...credentials, email, code: codes.get(email) }),
       })).json() as { refresh_token: string; access_token: string });
     }
+    // Registered before the refresh load rotates the sessions' tokens.
+    const passkeys = await registerPasskeys(base, app, sessions.map((s) => s.refresh_token));
     // Each raw rate is measured right before the HTTP figure it is compared with, so that a
     // change in background load during the run skews both alike.
     const rawSign = measureRawSign();
@@ -89,6 +95,8 @@ export async function runAuthBench(): Promise<BenchResult[]> {
     const rawVerify = await measureRawVerify(1);
     const rawVerifyConcurrent = await measureRawVerify(CLIENTS);
     const me = await runLoad({ port: server.port, kind: 'me', appId: app.id, appSecret: app.app_secret, tokens: sessions.map((s) => s.access_token) }, databasePids);
+    const passkeyLogin = await runLoad({ port: server.port, kind: 'passkey-login', appId: app.id, appSecret: app.app_secret, tokens: passkeys }, databasePids);
+    const passkeyOptions = await runLoad({ port: server.port, kind: 'passkey-options', appId: app.id, appSecret: app.app_secret, tokens: passkeys }, databasePids);
     // The same load on a second server of the same database without the token cache: every
     // request verifies its signature, as for tokens each seen once.
     const uncached = await startAuthWorkers({ host: '127.0.0.1', port: 0, workers: WORKERS, service: { ...service, databaseUrl: server.service.databaseUrl, verifiedTokenCacheSize: 0 } });
@@ -112,13 +120,95 @@ export async function runAuthBench(): Promise<BenchResult[]> {
       { name: `refresh: ceiling on ${os.availableParallelism()} cores at that CPU cost`, value: os.availableParallelism() * 1000 / (refresh.cpu.process + refresh.cpu.database), unit: 'req/s' },
       { name: '/auth/me: CPU per request, this process (service workers + load client)', value: me.cpu.process, unit: 'ms' },
       { name: `/auth/me: ceiling on ${os.availableParallelism()} cores at that CPU cost`, value: os.availableParallelism() * 1000 / (me.cpu.process + me.cpu.database), unit: 'req/s' },
+      { name: `passkey login, options + verify (${CLIENTS} clients, ${WORKERS} workers)`, value: passkeyLogin.rate, unit: 'logins/s' },
+      { name: 'passkey login: CPU per login, this process (service workers + load client)', value: passkeyLogin.cpu.process, unit: 'ms' },
+      { name: 'passkey login: CPU per login, PostgreSQL backends', value: passkeyLogin.cpu.database, unit: 'ms' },
+      { name: `POST /auth/passkeys/login/options (${CLIENTS} clients, ${WORKERS} workers)`, value: passkeyOptions.rate, unit: 'req/s' },
+      { name: 'passkey login / raw sign (concurrent)', value: passkeyLogin.rate / rawSignConcurrent, unit: 'ratio' },
       { name: 'refresh non-200 answers', value: refresh.failures, unit: 'count' },
       { name: '/auth/me non-200 answers', value: me.failures + meUncached.failures, unit: 'count' },
+      { name: 'passkey non-200 answers', value: passkeyLogin.failures + passkeyOptions.failures, unit: 'count' },
     ];
   } finally {
     await server.close();
     await fs.rm(dataDir, { recursive: true, force: true });
   }
+}
+
+// ---------------------------------------------------------------------------------------------
+// A software authenticator for the passkey rows: P-256 keys, attestation "none", and assertions
+// with user presence and verification, their counter growing by one each time.
+
+const RP_ID = 'bench.test';
+const ORIGIN = 'https://bench.test';
+
+interface BenchPasskey { id: string; privateKeyPem: string; counter: number }
+
+/** Registers one passkey per session through the API; returns each as JSON for the load worker. */
+async function registerPasskeys(base: string, app: { id: string; app_secret: string }, refreshTokens: string[]): Promise<string[]> {
+  const credentials = { app_id: app.id, app_secret: app.app_secret };
+  const post = async (route: string, body: unknown): Promise<any> => {
+    const response = await fetch(`${base}${route}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+    if (response.status >= 300) throw new Error(`${route}: ${response.status} ${await response.text()}`);
+    return response.json();
+  };
+  const settings = await fetch(`${base}/admin/apps/${app.id}/passkeys`, {
+    method: 'PUT', headers: { 'x-admin-key': 'bench-admin-key-0123456789', 'content-type': 'application/json' },
+    body: JSON.stringify({ rp_id: RP_ID, rp_name: 'Bench', origins: [ORIGIN] }),
+  });
+  if (settings.status !== 200) throw new Error(`passkey settings: ${settings.status}`);
+  const passkeys: string[] = [];
+  for (const refreshToken of refreshTokens) {
+    const started = await post('/auth/passkeys/register/options', { ...credentials, refresh_token: refreshToken });
+    const { privateKey, publicKey } = generateKeyPairSync('ec', { namedCurve: 'P-256' });
+    const jwk = publicKey.export({ format: 'jwk' });
+    const id = createHash('sha256').update(publicKey.export({ format: 'der', type: 'spki' })).digest().subarray(0, 16);
+    // COSE_Key (RFC 9053): kty EC2, alg ES256, crv P-256, x, y.
+    const cose = cbor(new Map<number, unknown>([[1, 2], [3, -7], [-1, 1], [-2, Buffer.from(jwk.x!, 'base64url')], [-3, Buffer.from(jwk.y!, 'base64url')]]));
+    const authData = Buffer.concat([
+      createHash('sha256').update(RP_ID).digest(), Buffer.from([0x45]), Buffer.alloc(4), // UP, UV, AT; counter 0
+      Buffer.alloc(16), Buffer.from([0, id.length]), id, cose, // AAGUID, credential id, public key
+    ]);
+    const attestationObject = cbor(new Map<string, unknown>([['fmt', 'none'], ['attStmt', new Map()], ['authData', authData]]));
+    const clientDataJSON = Buffer.from(JSON.stringify({ type: 'webauthn.create', challenge: started.options.challenge, origin: ORIGIN }));
+    await post('/auth/passkeys/register/verify', {
+      ...credentials, refresh_token: refreshToken, ceremony_id: started.ceremony_id,
+      response: {
+        id: id.toString('base64url'), rawId: id.toString('base64url'), type: 'public-key', clientExtensionResults: {},
+        response: { clientDataJSON: clientDataJSON.toString('base64url'), attestationObject: attestationObject.toString('base64url'), transports: ['internal'] },
+      },
+    });
+    passkeys.push(JSON.stringify({ id: id.toString('base64url'), privateKeyPem: privateKey.export({ format: 'pem', type: 'pkcs8' }) as string, counter: 0 } satisfies BenchPasskey));
+  }
+  return passkeys;
+}
+
+const assertionKeys = new Map<string, KeyObject>();
+
+/** An assertion for `challenge`: authenticatorData (UP, UV, next counter) and an ES256 signature over it and the client data's hash. */
+function assertion(passkey: BenchPasskey, challenge: string): unknown {
+  let key = assertionKeys.get(passkey.id);
+  if (!key) assertionKeys.set(passkey.id, key = createPrivateKey(passkey.privateKeyPem));
+  const counter = Buffer.alloc(4);
+  counter.writeUInt32BE(++passkey.counter);
+  const authenticatorData = Buffer.concat([createHash('sha256').update(RP_ID).digest(), Buffer.from([0x05]), counter]);
+  const clientDataJSON = Buffer.from(JSON.stringify({ type: 'webauthn.get', challenge, origin: ORIGIN }));
+  const signature = sign('sha256', Buffer.concat([authenticatorData, createHash('sha256').update(clientDataJSON).digest()]), key);
+  return {
+    id: passkey.id, rawId: passkey.id, type: 'public-key', clientExtensionResults: {},
+    response: { clientDataJSON: clientDataJSON.toString('base64url'), authenticatorData: authenticatorData.toString('base64url'), signature: signature.toString('base64url') },
+  };
+}
+
+/** The CBOR (RFC 8949) of small integers, byte and text strings and maps: what an attestation needs. */
+function cbor(value: unknown): Buffer {
+  const head = (major: number, n: number): Buffer => n < 24 ? Buffer.from([(major << 5) | n])
+    : n < 256 ? Buffer.from([(major << 5) | 24, n]) : Buffer.from([(major << 5) | 25, n >> 8, n & 0xff]);
+  if (typeof value === 'number') return value >= 0 ? head(0, value) : head(1, -1 - value);
+  if (Buffer.isBuffer(value)) return Buffer.concat([head(2, value.length), value]);
+  if (typeof value === 'string') return Buffer.concat([head(3, Buffer.byteLength(value)), Buffer.from(value)]);
+  const entries = [...(value as Map<unknown, unknown>)];
+  return Buffer.concat([head(5, entries.length), ...entries.flatMap(([k, v]) => [cbor(k), cbor(v)])]);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -188,10 +278,10 @@ async function measureConcurrent(operation: () => Promise<void>, inFlight: numbe
 
 interface LoadPlan {
   port: number;
-  kind: 'refresh' | 'me';
+  kind: 'refresh' | 'me' | 'passkey-login' | 'passkey-options';
   appId: string;
   appSecret: string;
-  /** One per client: its refresh token (refresh) or access token (me). */
+  /** One per client: its refresh token (refresh), access token (me), or passkey (JSON of BenchPasskey). */
   tokens: string[];
 }
 
@@ -245,7 +335,19 @@ async function loadWorker(plan: LoadPlan): Promise<{ rate: number; failures: num
   const clients = plan.tokens.map(async (initial) => {
     const connection = await openConnection(plan.port);
     let token = initial;
+    const passkey = plan.kind.startsWith('passkey') ? JSON.parse(initial) as BenchPasskey : null;
     while (!done) {
+      if (passkey) {
+        const { status, body } = await connection.exchange(jsonPost('/auth/passkeys/login/options', { app_id: plan.appId, app_secret: plan.appSecret }));
+        let ok = status === 200;
+        if (ok && plan.kind === 'passkey-login') {
+          const started = JSON.parse(body) as { ceremony_id: string; options: { challenge: string } };
+          const response = assertion(passkey, started.options.challenge);
+          ok = (await connection.exchange(jsonPost('/auth/passkeys/login/verify', { app_id: plan.appId, app_secret: plan.appSecret, ceremony_id: started.ceremony_id, response }))).status === 200;
+        }
+        if (counting) ok ? completed++ : failures++;
+        continue;
+      }
       const request = plan.kind === 'refresh'
         ? jsonPost('/auth/refresh', { app_id: plan.appId, app_secret: plan.appSecret, refresh_token: token })
         : `GET /auth/me HTTP/1.1\r\nhost: bench\r\nauthorization: Bearer ${token}\r\n\r\n`;
