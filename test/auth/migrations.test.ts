@@ -19,6 +19,7 @@ t.teardown(async () => {
 });
 
 const MIGRATIONS = (await fs.readdir(migrationsDirectory())).filter((f) => f.endsWith('.sql')).sort();
+const FUNCTIONS = (await fs.readdir(path.join(migrationsDirectory(), 'functions'))).filter((f) => f.endsWith('.sql')).sort().map((f) => `functions/${f}`);
 
 let databaseCount = 0;
 /** A fresh empty database in the shared cluster. */
@@ -39,7 +40,7 @@ t.test('migrations are numbered files applied in order and recorded; a second ru
   t.ok(MIGRATIONS.every((name) => /^\d{4}_[a-z0-9_]+\.sql$/.test(name)));
   const sql = createDatabaseClient(await freshDatabase());
   t.teardown(() => sql.end());
-  t.same(await applyMigrations(sql), MIGRATIONS);
+  t.same(await applyMigrations(sql), [...MIGRATIONS, ...FUNCTIONS]);
   const recorded = await sql`select version, name from schema_migrations order by version`;
   t.same(recorded.map((r) => r.name), MIGRATIONS);
   t.same(recorded.map((r) => r.version), MIGRATIONS.map((_, i) => i + 1));
@@ -52,10 +53,41 @@ t.test('two instances migrating one database at once apply each migration exactl
   const b = createDatabaseClient(url);
   t.teardown(async () => { await a.end(); await b.end(); });
   const [fromA, fromB] = await Promise.all([applyMigrations(a), applyMigrations(b)]);
-  t.same([...fromA, ...fromB].sort(), MIGRATIONS, 'between them, every migration once');
+  t.same([...fromA, ...fromB].sort(), [...MIGRATIONS, ...FUNCTIONS].sort(), 'between them, every migration and function file once');
   t.ok(fromA.length === 0 || fromB.length === 0, 'one of them found everything applied');
   const [{ n }] = await a`select count(*)::int as n from schema_migrations`;
   t.equal(n, MIGRATIONS.length);
+});
+
+t.test('a function file is applied after the numbered migrations, again when its text changes, and not otherwise', async (t) => {
+  t.same(FUNCTIONS, ['functions/rotate_refresh_token.sql']);
+  const sql = createDatabaseClient(await freshDatabase());
+  t.teardown(() => sql.end());
+  const dir = await fs.mkdtemp(path.join(root, 'functions-'));
+  await fs.mkdir(path.join(dir, 'functions'));
+  await fs.writeFile(path.join(dir, '0001_create_things.sql'), 'create table things (id int);');
+  const define = (body: string) => fs.writeFile(path.join(dir, 'functions', 'answer.sql'), `create or replace function answer() returns int language sql as $$ select ${body} $$;`);
+  await define('41');
+  t.same(await applyMigrations(sql, dir), ['0001_create_things.sql', 'functions/answer.sql']);
+  t.same(await applyMigrations(sql, dir), [], 'unchanged: nothing runs');
+  await define('42');
+  t.same(await applyMigrations(sql, dir), ['functions/answer.sql'], 'its text changed: it runs again');
+  const [row] = await sql<{ answer: number }[]>`select answer()`;
+  t.equal(row!.answer, 42);
+  const recorded = await sql`select name from schema_functions`;
+  t.same(recorded.map((r) => r.name), ['answer.sql']);
+});
+
+t.test('rotate_refresh_token as defined by its function file is the function 0014 created', async (t) => {
+  const sql = createDatabaseClient(await freshDatabase());
+  t.teardown(() => sql.end());
+  const numberedOnly = await fs.mkdtemp(path.join(root, 'numbered-'));
+  for (const name of MIGRATIONS) await fs.copyFile(path.join(migrationsDirectory(), name), path.join(numberedOnly, name));
+  await applyMigrations(sql, numberedOnly);
+  const definition = async () => (await sql<{ def: string }[]>`select pg_get_functiondef('rotate_refresh_token'::regproc) as def`)[0]!.def;
+  const before = await definition();
+  t.same(await applyMigrations(sql), FUNCTIONS, 'an upgraded database applies the file once');
+  t.equal(await definition(), before, 'and the function is unchanged by it');
 });
 
 t.test('a failing migration leaves nothing applied', async (t) => {
