@@ -23,6 +23,15 @@ function routes(): Array<{ path: string; body: Record<string, unknown>; headers?
     { path: '/auth/revoke-user', body: { ...credentials, user_id: tokens.user_id } },
     { path: '/auth/roles/assign', body: { ...credentials, user_id: tokens.user_id, tenant_id: tenant, role: 'owner' } },
     { path: '/auth/roles/revoke', body: { ...credentials, user_id: tokens.user_id, tenant_id: tenant } },
+    { path: '/auth/sessions', body: { ...credentials, refresh_token: tokens.refresh_token } },
+    { path: '/auth/sessions/revoke', body: { ...credentials, refresh_token: tokens.refresh_token, session_id: tenant } },
+    { path: '/auth/sessions/revoke-others', body: { ...credentials, refresh_token: tokens.refresh_token } },
+    { path: '/auth/passkeys', body: { ...credentials, refresh_token: tokens.refresh_token } },
+    { path: '/auth/passkeys/remove', body: { ...credentials, refresh_token: tokens.refresh_token, passkey_id: tenant } },
+    { path: '/auth/passkeys/register/options', body: { ...credentials, refresh_token: tokens.refresh_token } },
+    { path: '/auth/passkeys/register/verify', body: { ...credentials, refresh_token: tokens.refresh_token, ceremony_id: tenant, response: { id: 'a', rawId: 'a', type: 'public-key', response: {} } } },
+    { path: '/auth/passkeys/login/options', body: { ...credentials } },
+    { path: '/auth/passkeys/login/verify', body: { ...credentials, ceremony_id: tenant, response: { id: 'a', rawId: 'a', type: 'public-key', response: {} } } },
     { path: '/admin/apps', body: { slug: 'shop', name: 'Shop' }, headers: { 'x-admin-key': ADMIN_KEY } },
     { path: `/admin/apps/${app.id}/tenants`, body: { name: 'Globex' }, headers: { 'x-admin-key': ADMIN_KEY } },
     { path: `/admin/apps/${app.id}/webhooks`, body: { url: 'https://example.com/hooks', event_types: ['session.revoked'] }, headers: { 'x-admin-key': ADMIN_KEY } },
@@ -153,7 +162,10 @@ t.test('arrays, objects, numbers, booleans and null where strings belong are 400
   for (const route of routes()) {
     for (const field of Object.keys(route.body)) {
       const value = route.body[field];
-      const wrongs: unknown[] = [[value], { value }, 42, true, {}, []];
+      // An object-valued field (a WebAuthn response) gets every other type; an object missing its
+      // members is a wrong member, named as such ("response.id"), not a wrong type.
+      const isObject = typeof value === 'object' && value !== null && !Array.isArray(value);
+      const wrongs: unknown[] = isObject ? [[value], 42, true, [], 'text'] : [[value], { value }, 42, true, {}, []];
       if (field !== 'tenant_id' || !['/auth/otp/verify', '/auth/refresh'].includes(route.path)) wrongs.push(null);
       for (const wrong of wrongs) {
         const reply = await h.request('POST', route.path, { json: { ...route.body, [field]: wrong }, headers: route.headers });
