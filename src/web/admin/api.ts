@@ -7,6 +7,15 @@ export interface User { id: string; email: string | null; phone: string | null; 
 export interface Session {
   id: string; app_id: string; app_slug: string; created_at: string; last_used_at: string; expires_at: string; ip: string | null; user_agent: string | null;
 }
+export interface SmsDefences {
+  allowed_calling_codes: string[] | null; daily_cap: number | null; prefix_hourly: number | null; country_hourly: number | null;
+  ratio_min_verified: number | null; ratio_min_sent?: number;
+}
+export interface SmsDefencesState {
+  settings: (Required<SmsDefences> & { updated_at: string }) | null;
+  sent_today: number;
+  countries_this_hour: Array<{ calling_code: string; sent: number; verified: number; throttled_at: string | null }>;
+}
 export interface SigningKey { kid: string; status: 'active' | 'next' | 'retired'; created_at: string; retired_at: string | null }
 export interface AuditEvent {
   id: string; occurred_at: string; type: string; actor: string; app_id: string | null; user_id: string | null;
@@ -67,6 +76,8 @@ export const adminApi = {
   revokeSessions: (userId: string) => call<{ user_id: string; sessions_revoked: number }>('POST', `/admin/users/${id(userId)}/revoke-sessions`),
   listSessions: (userId: string) => call<{ sessions: Session[] }>('GET', `/admin/users/${id(userId)}/sessions`).then((r) => r.sessions),
   endSession: (userId: string, sessionId: string) => call<{ success: boolean }>('DELETE', `/admin/users/${id(userId)}/sessions/${id(sessionId)}`),
+  getSmsDefences: (appId: string) => call<SmsDefencesState>('GET', `/admin/apps/${id(appId)}/sms-defences`),
+  setSmsDefences: (appId: string, settings: SmsDefences) => call<unknown>('PUT', `/admin/apps/${id(appId)}/sms-defences`, settings),
   listSigningKeys: () => call<{ keys: SigningKey[] }>('GET', '/admin/signing-keys').then((r) => r.keys),
   rotateSigningKey: () => call<{ kid: string; retired_kid: string }>('POST', '/admin/signing-keys/rotate'),
   listAuditEvents: (query: AuditQuery) => {

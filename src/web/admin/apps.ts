@@ -3,6 +3,7 @@ import { adminApi, type App, type Tenant } from './api.js';
 import { button, byId, el, facts, when } from './dom.js';
 import { notify, notifyError } from './notice.js';
 import { selectMessagesApp } from './messages.js';
+import { selectSmsApp } from './sms.js';
 import { selectWebhookApp } from './webhooks.js';
 
 const TENANT_PAGE = 100;
@@ -22,6 +23,7 @@ function appItem(app: App): HTMLLIElement {
       button('Tenants', () => void selectApp(app), { 'aria-label': `Tenants of ${app.slug}` }),
       button('Webhooks', () => void selectWebhookApp(app), { 'aria-label': `Webhooks of ${app.slug}` }),
       button('Messages', () => void selectMessagesApp(app), { 'aria-label': `Login code messages of ${app.slug}` }),
+      button('SMS', () => void selectSmsApp(app), { 'aria-label': `SMS defences of ${app.slug}` }),
       button('Rotate secret', () => void rotateSecret(app), { 'aria-label': `Rotate the secret of ${app.slug}` })));
 }
 
