@@ -75,11 +75,19 @@ void SlotCachePolicy::place(Slot & slot, std::unique_ptr<CompletionTask> task, i
     // the slot's outgoing cache goes to host memory (one kept idle in the pool has no copy there
     // yet), and a task that uses the cache gets back the cached prompt that serves it best. With
     // sharing only when host memory holds a longer prefix than the pool's cells: a prefix in the
-    // pool costs nothing, one from host memory a copy.
+    // pool costs nothing, one from host memory a copy. Both are counted as the prompt can use them,
+    // without its last token (always computed again): counted whole, an entry holding the whole
+    // prompt beat the pool's cells holding all of it the prompt can use, and a prompt sent again
+    // was restored into cells above the pool's, whose new tokens then went below them once the
+    // idle slots' cells were freed; its cells out of position order, attention summed them in
+    // another order and the greedy answer changed, where llama-server reuses its slot (one answer
+    // per request: docs/llama-server-differences.md).
     if (prompt_cache_ && task->kind == TaskKind::COMPLETION) {
         log_debug("srv  get_availabl: updating prompt cache\n");
         const bool use_ram = task->cache_prompt && task->media.empty();
-        const bool load = use_ram && (!sharing_ || prompt_cache_->longest_prefix(task->prompt, task->lora_scales) > longest_cached_prefix(slot, *task).n);
+        const size_t usable = task->prompt.empty() ? 0 : task->prompt.size() - 1;
+        const size_t in_ram = std::min(prompt_cache_->longest_prefix(task->prompt, task->lora_scales), usable);
+        const bool load = use_ram && (!sharing_ || in_ram > longest_cached_prefix(slot, *task).n);
         swap_cached_prompt(slot, *task, load);
     }
     // K/V computed under other adapter scales cannot be reused.
