@@ -1,4 +1,4 @@
-// Admin routes behind X-Admin-Key: apps and their secrets, tenants (spec section 4), user
+// Admin routes behind X-Admin-Key: apps and their secrets, tenants (one app's), user
 // soft-delete and restore.
 import t from 'tap';
 import { ADMIN_KEY, startAuthHarness, type TestApp } from './fixtures/harness.js';

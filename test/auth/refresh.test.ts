@@ -1,4 +1,4 @@
-// Refresh-token states and transitions (spec section 3): POST /auth/refresh, /auth/revoke and
+// Refresh-token states and transitions (active, rotated, revoked; reuse revokes the family): POST /auth/refresh, /auth/revoke and
 // /auth/revoke-user, token and session lifetimes.
 import t from 'tap';
 import { startAuthHarness, type TestApp, type Tokens } from './fixtures/harness.js';

@@ -14,7 +14,7 @@ let tokens: Tokens;
 t.beforeEach(async () => { ({ app, tokens } = await h.startFresh({ session: true })); });
 
 /**
- * What any backend of app `slug` does (spec section 5 rule 1): verify the RS256 signature with
+ * What any backend of app `slug` does (a token is for one app only): verify the RS256 signature with
  * the service's public key from its JWKS, then check that aud and app_id equal its own slug.
  */
 async function verifyAsBackend(token: string, slug: string, jwks: ReturnType<typeof createRemoteJWKSet>): Promise<Record<string, unknown>> {

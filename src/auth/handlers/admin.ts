@@ -63,7 +63,7 @@ function templateDefaultsJson(): Record<string, string> {
   return { email_subject: DEFAULT_TEMPLATE.emailSubject, email_text: DEFAULT_TEMPLATE.emailText, sms_text: DEFAULT_TEMPLATE.smsText };
 }
 
-/** POST /admin/apps/:app_id/tenants → 201 tenant (spec section 4). */
+/** POST /admin/apps/:app_id/tenants → 201 tenant (a tenant belongs to one app; docs/auth-service.md). */
 export async function handleCreateTenant(ctx: AuthContext, _: NoInput, req: HttpRequest): Promise<HttpResult> {
   const app = await admin.getApp(ctx, req.params.app_id!); // 404 for a missing app before a 400 for its body
   const { name } = createTenantBody.parse(req);
@@ -192,7 +192,7 @@ function appJson(app: AppRow): Record<string, unknown> {
   };
 }
 
-/** The Tenant resource of spec section 2; created_at is ISO 8601 UTC with milliseconds. */
+/** The Tenant resource (id, app_id, name, created_at); created_at is ISO 8601 UTC with milliseconds. */
 function tenantJson(tenant: TenantRow): Record<string, unknown> {
   return { id: tenant.id, app_id: tenant.app_id, name: tenant.name, created_at: tenant.created_at.toISOString() };
 }

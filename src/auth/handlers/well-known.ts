@@ -1,5 +1,5 @@
 // GET /.well-known/jwks.json and GET /.well-known/openid-configuration: how a backend obtains
-// the public keys (spec section 5 rule 4). Cacheable for 5 minutes; a verifier that meets an
+// the public keys, published so that any backend verifies tokens without calling us. Cacheable for 5 minutes; a verifier that meets an
 // unknown kid refetches (jose's createRemoteJWKSet does), so a rotation is picked up at once.
 import type { HttpResult } from '../../http/request.js';
 import type { AuthContext } from '../context.js';

@@ -2,7 +2,7 @@
 // kinds of token are told apart by their shape, not by token_type_hint (the hint only saves a
 // lookup, and RFC 7009 says to search every type when it is wrong): refresh tokens are opaque
 // `rt_...` strings, access tokens compact JWS. Access tokens are stateless (verified without the
-// database, spec section 1), so they cannot be revoked one by one: revoking one is the RFC's
+// database: a backend checks the signature and claims alone), so they cannot be revoked one by one: revoking one is the RFC's
 // `unsupported_token_type`, and revoking its session's refresh token is how a client logs out.
 import type { RequestOrigin } from '../audit.js';
 import type { AuthContext } from '../context.js';

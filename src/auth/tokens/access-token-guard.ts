@@ -4,12 +4,12 @@
 // Contract of the returned guard: given the request's Authorization header value (or undefined),
 // it resolves with the token's claims when the header is `Bearer <JWT>`, the JWT is RS256 signed
 // by one of the service's published keys, `iss` equals `issuer`, `aud` and `app_id` equal
-// `appSlug` (spec section 5 rule 1), it is not expired, and, when `role` is set, the token's
+// `appSlug` (a token issued for one app is refused by every other), it is not expired, and, when `role` is set, the token's
 // role in its tenant is that role or a higher one (owner > admin > staff > viewer). Otherwise it
 // rejects with an HttpError (src/http/errors.ts) whose status and code come from the auth error
 // catalog: 401 TOKEN_INVALID (missing/malformed header, bad signature, wrong iss/aud/app_id, ...),
 // 401 TOKEN_EXPIRED, or 403 INSUFFICIENT_ROLE. It never touches the database: revoking a session
-// does not invalidate access tokens already issued (spec section 1). A token it accepted before
+// does not invalidate access tokens already issued (they are stateless and short-lived). A token it accepted before
 // skips the signature check (VerifiedTokenCache) as long as its key resolves to the same object.
 import { createLocalJWKSet, createRemoteJWKSet, type JSONWebKeySet, type JWTVerifyGetKey } from 'jose';
 import type { Clock } from '../clock.js';
