@@ -11,6 +11,7 @@ import { startRouterServer, type RouterServer } from '../../src/inference/multi-
 import type { ModelEvent } from '../../src/inference/multi-model/model-registry.js';
 import { StreamSessions } from '../../src/inference/streams/stream-sessions.js';
 import { ensureTestModels } from '../fixtures/models.js';
+import { chatStreamTokens, sameGreedyAnswer } from '../helpers/greedy.js';
 import { parseSse, postJson, startTestServer } from '../helpers/inference-server.js';
 import { REPO_ROOT } from '../helpers/reference.js';
 
@@ -19,7 +20,9 @@ const server = await startTestServer(models.chat, { ctxSize: 512, parallel: 2 })
 t.teardown(() => server.close());
 const { base } = server;
 
-const CHAT = { messages: [{ role: 'user', content: 'hello' }], stream: true, max_tokens: 24, temperature: 0 };
+// With the top two log-probabilities of each token: greedy answers computed over other cells or in
+// other batches are compared up to their first near tie (test/helpers/greedy.ts).
+const CHAT = { messages: [{ role: 'user', content: 'hello' }], stream: true, max_tokens: 24, temperature: 0, logprobs: true, top_logprobs: 2 };
 /** Long enough that a client dropping after its first chunk leaves it running. */
 const LONG_CHAT = { ...CHAT, max_tokens: 200, ignore_eos: true };
 const streamUrl = (id: string, from?: number | string): string => `${base}/v1/stream?conv_id=${encodeURIComponent(id)}${from === undefined ? '' : `&from=${from}`}`;
@@ -29,12 +32,13 @@ function contentOf(sse: string): string {
   return parseSse(sse).map((e: any) => (e === '[DONE]' ? '' : e.choices?.[0]?.delta?.content ?? '')).join('');
 }
 
-/** Starts a streamed request, reads its first chunk, then drops the connection. */
-async function disconnectAfterFirstChunk(url: string, body: unknown, headers: Record<string, string>): Promise<void> {
+/** Starts a streamed request, reads its first chunk, then drops the connection. Returns the bytes it read. */
+async function disconnectAfterFirstChunk(url: string, body: unknown, headers: Record<string, string>): Promise<Buffer> {
   const controller = new AbortController();
   const res = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body: JSON.stringify(body), signal: controller.signal });
-  await res.body!.getReader().read();
+  const first = await res.body!.getReader().read();
   controller.abort();
+  return Buffer.from(first.value ?? []);
 }
 
 /** Resolves when the engine next cancels a task (the server's reaction to a stop or a disconnect). */
@@ -47,12 +51,13 @@ function nextCancel(t: Test): Promise<void> {
   });
 }
 
-const normal = await fetch(`${base}/v1/chat/completions`, { method: 'POST', body: JSON.stringify(CHAT) });
-const normalContent = contentOf(await normal.text());
-const longContent = contentOf(await (await fetch(`${base}/v1/chat/completions`, { method: 'POST', body: JSON.stringify(LONG_CHAT) })).text());
+const normal = await (await fetch(`${base}/v1/chat/completions`, { method: 'POST', body: JSON.stringify(CHAT) })).text();
+const normalTokens = chatStreamTokens(parseSse(normal));
+const long = await (await fetch(`${base}/v1/chat/completions`, { method: 'POST', body: JSON.stringify(LONG_CHAT) })).text();
+const longTokens = chatStreamTokens(parseSse(long));
 
 t.test('a client that disconnects with X-Conversation-Id leaves the generation running into its session', async (t) => {
-  await disconnectAfterFirstChunk(`${base}/v1/chat/completions`, LONG_CHAT, { 'X-Conversation-Id': 'conv-a::chat' });
+  const received = await disconnectAfterFirstChunk(`${base}/v1/chat/completions`, LONG_CHAT, { 'X-Conversation-Id': 'conv-a::chat' });
   const during = await postJson(`${base}/v1/streams/lookup`, { conversation_ids: ['conv-a::chat'] });
   t.equal(during.body[0].is_done, false, 'the client left while the generation ran');
   // The replay follows the session live until the generation ends.
@@ -61,9 +66,15 @@ t.test('a client that disconnects with X-Conversation-Id leaves the generation r
   t.match(replay.headers.get('content-type'), /^text\/event-stream/);
   const bytes = Buffer.from(await replay.arrayBuffer());
   const text = bytes.toString('utf8');
-  t.equal(contentOf(text), longContent, 'the whole generation, as a normal greedy stream');
-  t.ok(longContent.length > 0);
-  t.ok(text.endsWith('data: [DONE]\n\n\n\n'), 'it ran to its end (the last event and its tail)');
+  t.ok(received.length > 0 && bytes.subarray(0, received.length).equals(received), 'the replay starts with the bytes the client received before it left');
+  // The whole generation: every token the task generated after the client left, each once, in
+  // order (the content is its tokens' bytes), and the greedy answer of the request.
+  const tokens = chatStreamTokens(parseSse(text));
+  t.equal(tokens.length, LONG_CHAT.max_tokens, 'every token of the generation');
+  t.equal(contentOf(text), Buffer.from(tokens.flatMap((tk) => tk.bytes)).toString('utf8'), 'the content is the generated tokens\' text, nothing lost or repeated');
+  sameGreedyAnswer(t, tokens, longTokens, 'the whole generation, as a normal greedy stream of the same request');
+  t.equal(parseSse(text).at(-1), '[DONE]', 'it ran to its end');
+  t.ok(text.endsWith('data: [DONE]\n\n\n\n'), 'the last event and its tail');
 
   const offset = text.indexOf('\n\n') + 2;
   const resumed = Buffer.from(await (await fetch(streamUrl('conv-a::chat', offset))).arrayBuffer());
@@ -111,11 +122,12 @@ t.test('a newer request of the same conversation replaces and stops the older on
   });
   const reader = first.body!.getReader();
   await reader.read();
-  const second = await fetch(`${base}/v1/chat/completions`, { method: 'POST', headers: { 'X-Conversation-Id': 'conv-c' }, body: JSON.stringify(CHAT) });
-  t.equal(contentOf(await second.text()), normalContent);
+  // The newer request runs beside the older one: another batch than the normal stream's.
+  const second = await (await fetch(`${base}/v1/chat/completions`, { method: 'POST', headers: { 'X-Conversation-Id': 'conv-c' }, body: JSON.stringify(CHAT) })).text();
+  sameGreedyAnswer(t, chatStreamTokens(parseSse(second)), normalTokens, 'the newer request');
   while (!(await reader.read()).done);
   const replay = await (await fetch(streamUrl('conv-c', 0))).text();
-  t.equal(contentOf(replay), normalContent, 'the session is the newer request\'s');
+  t.equal(replay, second, 'the session is the newer request\'s: its bytes');
   await fetch(streamUrl('conv-c'), { method: 'DELETE' });
 });
 
@@ -211,7 +223,7 @@ t.test('router mode forwards the stream routes to the child that owns the conver
 
   // Once loaded: the stream's bytes are replayed by the owning child through the router.
   const streamed = await (await post()).text();
-  t.equal(contentOf(streamed), normalContent);
+  sameGreedyAnswer(t, chatStreamTokens(parseSse(streamed)), normalTokens, 'through the router');
   const replay = await fetch(rstream(0));
   t.equal(replay.status, 200);
   t.equal(await replay.text(), streamed);
