@@ -21,19 +21,26 @@ export interface GreedyToken {
   margin: number;
 }
 
-interface OpenAiLogprob { id: number; bytes: number[]; top_logprobs: Array<{ logprob: number }> }
+/** A token's entry in llama-server's completion_probabilities and in OpenAI's logprobs.content. */
+interface LogprobEntry { id: number; bytes: number[]; top_logprobs: Array<{ logprob: number }> }
+
+/** Tokens from their log-probability entries (asked with n_probs, or top_logprobs, of 2 or more). */
+export function greedyTokens(entries: LogprobEntry[]): GreedyToken[] {
+  return entries.map((p) => {
+    if (p.top_logprobs.length < 2) throw new Error('near ties need the top two log-probabilities (n_probs or top_logprobs >= 2)');
+    return { id: p.id, bytes: p.bytes, margin: p.top_logprobs[0]!.logprob - p.top_logprobs[1]!.logprob };
+  });
+}
 
 /** The tokens of a chat completion stream asked with `logprobs: true, top_logprobs: 2` (or more). */
 export function chatStreamTokens(events: unknown[]): GreedyToken[] {
-  const tokens: GreedyToken[] = [];
-  for (const e of events as any[]) {
-    const entries: OpenAiLogprob[] = e === '[DONE]' ? [] : (e.choices?.[0]?.logprobs?.content ?? []);
-    for (const p of entries) {
-      if (p.top_logprobs.length < 2) throw new Error('near ties need top_logprobs >= 2');
-      tokens.push({ id: p.id, bytes: p.bytes, margin: p.top_logprobs[0]!.logprob - p.top_logprobs[1]!.logprob });
-    }
-  }
-  return tokens;
+  return greedyTokens((events as any[]).flatMap((e) => (e === '[DONE]' ? [] : (e.choices?.[0]?.logprobs?.content ?? []))));
+}
+
+/** The tokens of a /completion answer asked with `n_probs: 2` (or more): the body, or a stream's events. */
+export function completionTokens(answer: unknown): GreedyToken[] {
+  const parts = (Array.isArray(answer) ? answer : [answer]) as any[];
+  return greedyTokens(parts.flatMap((e) => (e === '[DONE]' ? [] : (e.completion_probabilities ?? []))));
 }
 
 /**

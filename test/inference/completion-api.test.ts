@@ -1,5 +1,6 @@
 import t from 'tap';
 import { CHAT_TOKENS, ensureTestModels } from '../fixtures/models.js';
+import { completionTokens, sameGreedyAnswer } from '../helpers/greedy.js';
 import { parseSse, postJson, startTestServer } from '../helpers/inference-server.js';
 import { llamaSimpleGreedy } from '../helpers/reference.js';
 import { resolveRuntime } from '../../src/inference/options.js';
@@ -11,10 +12,13 @@ const completion = (body: object) => postJson(`${base}/completion`, body);
 
 t.test('8 concurrent greedy requests each get the output they get alone', async (t) => {
   const prompts = Array.from({ length: 8 }, (_, i) => `Request number ${i}: tell me about ${['cats', 'dogs', 'llamas', 'code', 'rust', 'go', 'c++', 'tea'][i]}`);
+  // Decoded together, each row's numbers round otherwise than alone (other cells, another batch):
+  // the same answer up to where a near tie went (test/helpers/greedy.ts).
+  const body = (prompt: string) => ({ prompt, n_predict: 24, temperature: 0, cache_prompt: false, n_probs: 2 });
   const alone = [];
-  for (const prompt of prompts) alone.push((await completion({ prompt, n_predict: 24, temperature: 0, cache_prompt: false })).body.content);
-  const together = await Promise.all(prompts.map((prompt) => completion({ prompt, n_predict: 24, temperature: 0, cache_prompt: false })));
-  together.forEach((res, i) => t.equal(res.body.content, alone[i], `request ${i}`));
+  for (const prompt of prompts) alone.push(completionTokens((await completion(body(prompt))).body));
+  const together = await Promise.all(prompts.map((prompt) => completion(body(prompt))));
+  together.forEach((res, i) => sameGreedyAnswer(t, completionTokens(res.body), alone[i]!, `request ${i}`, 3));
 });
 
 t.test('requests beyond the free slots wait in the queue and all complete', async (t) => {

@@ -125,7 +125,8 @@ t.test('a prompt takes a prefix from an idle slot that keeps its own cache', asy
   const again = await complete(shared.base, { prompt: a });
   t.equal(again.cacheN + again.promptN, first.promptN, 'the first prompt comes back');
   t.ok(again.promptN <= 1, `its slot still holds all of it (${again.promptN} computed): the second went to the other slot`);
-  t.same(again.tokens, first.tokens);
+  // Its last token is computed again alone (the first time in a batch of the whole prompt).
+  sameUpToNearTies(t, [again], [first], 'the prompt that came back');
 });
 
 t.test('context shift: a slot whose shared cells move gets cells of its own first; the other slot is not disturbed', async (t) => {
