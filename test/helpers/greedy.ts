@@ -43,6 +43,11 @@ export function completionTokens(answer: unknown): GreedyToken[] {
   return greedyTokens(parts.flatMap((e) => (e === '[DONE]' ? [] : (e.completion_probabilities ?? []))));
 }
 
+/** Token ids without log-probabilities (a request that could not ask for them), to compare with a reference that has them. */
+export function idsOnly(ids: number[]): GreedyToken[] {
+  return ids.map((id) => ({ id, bytes: [], margin: Number.NaN }));
+}
+
 /**
  * Where `got` first differs from `reference` (their common length when it never does), and
  * whether that is a near tie of the reference. Two computations of one request that differ only
