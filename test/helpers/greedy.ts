@@ -4,8 +4,9 @@
 // accumulates in f16 in the order of the pool's cells), so where the two best candidates are
 // closer than that the greedy pick may go the other way. The generated models' distributions
 // are flat: a long answer meets such a near tie every few dozen tokens. A test comparing greedy
-// answers that took different paths compares them up to the reference's first near tie
-// (docs/llama-server-differences.md, "one answer per request").
+// answers that took different paths asserts that they agree token for token until they part, if
+// they do, at one of the reference's near ties (sameGreedyAnswer; docs/llama-server-differences.md,
+// "one answer per request").
 
 /**
  * A greedy pick whose two best candidates are closer than this in log-probability is a near tie.
