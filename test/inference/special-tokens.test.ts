@@ -10,8 +10,8 @@ const models = await ensureTestModels();
 
 t.test('with -sp an end-of-generation token is written out; without it, it is not', async (t) => {
   const flags = serverOptions(native.ServerParams.parse(['llama-server', '-m', models.chat, '-sp']).values(), {}, false);
-  t.equal(flags.special, true);
-  const special = await startTestServer(models.chat, { parallel: 1, ctxSize: 512, special: flags.special! });
+  t.equal(flags.engine!.special, true);
+  const special = await startTestServer(models.chat, { parallel: 1, ctxSize: 512, engine: { special: flags.engine!.special! } });
   t.teardown(special.close);
   const plain = await startTestServer(models.chat, { parallel: 1, ctxSize: 512 });
   t.teardown(plain.close);
