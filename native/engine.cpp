@@ -129,7 +129,7 @@ Engine::Engine(EngineParams params, const llama_model * model, EngineContext con
     cpu.cpuparams_batch.n_threads = info_.n_threads_batch;
     threadpools_ = std::make_unique<common_threadpools>();
     threadpools_->init(ctx, cpu);
-    SchedulerParts parts{ctx, model, vision, std::move(loras), context_.spec.get(), n_ctx_seq};
+    SchedulerParts parts{ctx, model, vision, std::move(loras), context_.spec.get(), n_ctx_seq, static_cast<enum llama_pooling_type>(info_.pooling), info_.n_embd_out};
     scheduler_ = std::make_unique<Scheduler>(params_, info_.modes, std::move(parts), queue_, counters_);
 }
 

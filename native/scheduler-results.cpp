@@ -127,19 +127,19 @@ void Scheduler::finish_embedding(Slot & s, int32_t first) {
     const auto & media = s.task->media;
     const size_t last_run = media.empty() ? 0 : media.back().start + media.back().n_pos;
     const int32_t n = static_cast<int32_t>(s.task->prompt.size() - last_run);
-    if (pooling_ == LLAMA_POOLING_TYPE_NONE) {
-        ev.embedding.reserve(static_cast<size_t>(n) * n_embd_out_);
+    if (parts_.pooling == LLAMA_POOLING_TYPE_NONE) {
+        ev.embedding.reserve(static_cast<size_t>(n) * parts_.n_embd_out);
         for (int32_t i = 0; i < n; i++) {
             const float * e = llama_get_embeddings_ith(parts_.ctx, first + i);
-            if (e) ev.embedding.insert(ev.embedding.end(), e, e + n_embd_out_);
-            else ev.embedding.insert(ev.embedding.end(), n_embd_out_, 0.0f);
+            if (e) ev.embedding.insert(ev.embedding.end(), e, e + parts_.n_embd_out);
+            else ev.embedding.insert(ev.embedding.end(), parts_.n_embd_out, 0.0f);
         }
         ev.n_vectors = n;
     } else {
         const float * e = llama_get_embeddings_seq(parts_.ctx, s.id);
         if (!e) e = llama_get_embeddings_ith(parts_.ctx, first + n - 1);
-        if (e) ev.embedding.assign(e, e + n_embd_out_);
-        else ev.embedding.assign(n_embd_out_, 0.0f);
+        if (e) ev.embedding.assign(e, e + parts_.n_embd_out);
+        else ev.embedding.assign(parts_.n_embd_out, 0.0f);
         ev.n_vectors = 1;
     }
     counters_.prompt_tokens += s.task->prompt.size();

@@ -24,9 +24,6 @@ Scheduler::Scheduler(const EngineParams & params, const EngineModes & modes, Sch
       policy_(parts_.ctx, slots_, params, modes.sharing, parts_.spec, counters),
       builder_(slots_, batch_, params, step_cost_, static_cast<int32_t>(llama_n_ubatch(parts_.ctx)), !parts_.loras.empty()) {
     policy_.set_prepare_saves(modes.prepare_saves);
-    pooling_ = llama_pooling_type(parts_.ctx);
-    n_embd_out_ = pooling_ == LLAMA_POOLING_TYPE_RANK ? static_cast<int32_t>(std::max<uint32_t>(1, llama_model_n_cls_out(parts_.model)))
-                                                      : llama_model_n_embd_out(parts_.model);
     for (int32_t i = 0; i < params.n_parallel; i++) {
         slots_[i].id = i;
         slots_[i].n_ctx = parts_.n_ctx_seq;

@@ -32,6 +32,8 @@ struct SchedulerParts {
     std::vector<llama_adapter_lora *> loras;       // the adapters tasks' lora_scales index
     Speculation * spec = nullptr;                  // null: no speculative decoding
     int32_t n_ctx_seq = 0;                         // most tokens one slot holds
+    enum llama_pooling_type pooling = LLAMA_POOLING_TYPE_NONE;  // the context's (embeddings)
+    int32_t n_embd_out = 0;                        // floats per embedding (EngineInfo::n_embd_out)
 };
 
 class Scheduler {
@@ -90,8 +92,6 @@ private:
     uint64_t step_counter_ = 0;  // decode calls made (Slot::admitted_at, first_token_at, last_step)
     uint64_t admissions_ = 0;    // tasks given a slot so far (Slot::admission)
     int64_t last_decode_us_ = 0; // how long decode_group's llama_decode took
-    enum llama_pooling_type pooling_ = LLAMA_POOLING_TYPE_NONE;
-    int32_t n_embd_out_ = 0;
     std::deque<std::unique_ptr<CompletionTask>> waiting_;  // in arrival order
     std::deque<SlotAction> actions_;   // slot actions waiting for their slot to be idle
 };

@@ -10,6 +10,7 @@ import { ensureAudioProjector } from '../fixtures/audio-projector.js';
 import { ensureTestModels } from '../fixtures/models.js';
 import { wholeChunks } from '../helpers/chunked.js';
 import { startTestServer, type TestServer } from '../helpers/inference-server.js';
+import { wav } from '../helpers/wav.js';
 
 const models = await ensureTestModels();
 
@@ -151,22 +152,3 @@ t.test('/v1/audio/transcriptions: each event is complete on the wire when it is 
   t.match(events(t, whole).at(-1), /^data: \[DONE\]$/, 'the stream ran to its last event');
 });
 
-/** A 16 kHz, 16-bit mono WAV of a tone. */
-function wav(seconds: number): Buffer {
-  const samples = Math.round(16000 * seconds);
-  const b = Buffer.alloc(44 + samples * 2);
-  b.write('RIFF', 0);
-  b.writeUInt32LE(36 + samples * 2, 4);
-  b.write('WAVEfmt ', 8);
-  b.writeUInt32LE(16, 16);
-  b.writeUInt16LE(1, 20);
-  b.writeUInt16LE(1, 22);
-  b.writeUInt32LE(16000, 24);
-  b.writeUInt32LE(32000, 28);
-  b.writeUInt16LE(2, 32);
-  b.writeUInt16LE(16, 34);
-  b.write('data', 36);
-  b.writeUInt32LE(samples * 2, 40);
-  for (let i = 0; i < samples; i++) b.writeInt16LE(Math.round(8000 * Math.sin(i * 0.05)), 44 + i * 2);
-  return b;
-}
