@@ -2,14 +2,18 @@
 // per-country sent/verified counts.
 import type { Queryable } from '../db.js';
 
-export interface SmsDefencesRow {
-  app_id: string;
+/** An app's SMS defences as the admin sets them (null: that defence is off). */
+export interface SmsDefencesSettings {
   allowed_calling_codes: string[] | null;
   daily_cap: number | null;
   prefix_hourly: number | null;
   country_hourly: number | null;
   ratio_min_sent: number;
   ratio_min_verified: number | null;
+}
+
+export interface SmsDefencesRow extends SmsDefencesSettings {
+  app_id: string;
   updated_at: Date;
 }
 

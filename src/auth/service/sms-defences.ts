@@ -17,7 +17,7 @@ import { authError, type AuthErrorCode } from '../errors.js';
 import { insertAuditEvent } from '../queries/audit-events.js';
 import {
   countCountryHour, countSmsHit, findCountryHour, findSmsDefences, findSmsHits, listCountryHours, throttleCountryHour, upsertSmsDefences,
-  type SmsCounterKind, type SmsDefencesRow,
+  type SmsCounterKind, type SmsDefencesRow, type SmsDefencesSettings,
 } from '../queries/sms-defences.js';
 import type { AuthenticatedApp } from './credentials.js';
 
@@ -28,14 +28,7 @@ const PREFIX_DROPPED_DIGITS = 3;
 
 export type SmsDefence = 'allow_list' | 'verification_ratio' | 'daily_cap' | 'prefix_velocity' | 'country_velocity';
 
-export interface SmsDefencesSettings {
-  allowed_calling_codes: string[] | null;
-  daily_cap: number | null;
-  prefix_hourly: number | null;
-  country_hourly: number | null;
-  ratio_min_sent: number;
-  ratio_min_verified: number | null;
-}
+export type { SmsDefencesSettings } from '../queries/sms-defences.js';
 
 /** PUT /admin/apps/:app_id/sms-defences. */
 export async function setSmsDefences(ctx: AuthContext, appId: string, settings: SmsDefencesSettings): Promise<SmsDefencesRow> {
