@@ -66,8 +66,13 @@ export interface AuthService {
     find(key: string): Promise<ApiKeyIdentity | null>;
     /** Records a use: last_used_at is written at most once a minute per key. */
     markUsed(keyId: string): void;
-    /** Calls `listener` with the id of each key rotated or revoked through this service, after the commit. */
+    /**
+     * Calls `listener` with the id of each key rotated or revoked: through this service at its
+     * commit, through another thread or instance on the database when its NOTIFY arrives.
+     */
     onChange(listener: (keyId: string) => void): () => void;
+    /** Resolves once the notifications of other threads and instances are heard (after the first onChange). */
+    listening(): Promise<void>;
     readonly clock: Clock;
   };
   /** Metered usage of the inference server. */
@@ -165,7 +170,7 @@ async function serviceOn(sql: Sql, databaseUrl: string, config: AuthServiceConfi
     verifiedTokens: new VerifiedTokenCache(config.verifiedTokenCacheSize ?? VERIFIED_TOKEN_CACHE_ENTRIES),
     otp: { delivery, hashKey: masterKey.derive('otp-code-hash'), limits: { ...OTP_DEFAULT_LIMITS, ...config.otpLimits } },
     rateLimits: rateLimitsWith(config.rateLimits),
-    apiKeyChanges: new ApiKeyChanges(),
+    apiKeyChanges: new ApiKeyChanges(sql, log),
     apiKeyTouches: new Map(),
     webhookSecretKey: masterKey.derive('webhook-secret-encryption'),
     trustProxy: config.trustProxy ?? false,
@@ -211,6 +216,7 @@ async function serviceOn(sql: Sql, databaseUrl: string, config: AuthServiceConfi
       find: (key) => findApiKeyIdentity(ctx, key),
       markUsed: (keyId) => markApiKeyUsed(ctx, keyId),
       onChange: (listener) => ctx.apiKeyChanges.subscribe(listener),
+      listening: () => ctx.apiKeyChanges.ready(),
       clock,
     },
     usage: {
@@ -225,6 +231,7 @@ async function serviceOn(sql: Sql, databaseUrl: string, config: AuthServiceConfi
         await purge?.stop();
         await rateLimitPurge?.stop();
         await usageEvents?.stop();
+        await ctx.apiKeyChanges.stop();
         await sql.end({ timeout: 5 });
         await embedded?.stop();
       })();
@@ -235,7 +242,8 @@ async function serviceOn(sql: Sql, databaseUrl: string, config: AuthServiceConfi
 
 /**
  * Verifies this service's API keys for another server (inference-server): `{ service }` in the
- * service's own process (a rotation or revocation through that service ends the key at once),
+ * service's own process (a rotation or revocation through that service ends the key at once,
+ * one through another thread or instance on the database when its NOTIFY arrives),
  * `{ issuer }` through the auth-server's POST /api-keys/introspect. Answers are cached (found
  * keys 30 s, refused ones 5 s, by default): a key revoked elsewhere stops working within ttlMs.
  * The full contract: tokens/api-key-verifier.ts.

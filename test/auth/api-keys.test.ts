@@ -3,9 +3,9 @@
 // and revoked; audited and sent as webhooks without the key; verified for the inference server
 // in-process and through POST /api-keys/introspect, with a bounded cache.
 import { createHash } from 'node:crypto';
-import t from 'tap';
-import { AUTH_API_KEY_PREFIX, createApiKeyVerifier, type ApiKeyIdentity, type AuthService } from '../../src/auth/mount.js';
-import { ADMIN_KEY, startAuthHarness, type TestApp } from './fixtures/harness.js';
+import t, { type Test } from 'tap';
+import { AUTH_API_KEY_PREFIX, createApiKeyVerifier, type ApiKeyIdentity, type ApiKeyVerifier, type AuthService } from '../../src/auth/mount.js';
+import { ADMIN_KEY, startAuthHarness, TEST_WORKERS, type TestApp } from './fixtures/harness.js';
 import { startWebhookReceiver, until } from './fixtures/webhook-receiver.js';
 
 const h = await startAuthHarness({
@@ -29,6 +29,24 @@ async function createKey(body: Record<string, unknown> = { name: 'ci' }, target:
 }
 
 const sha256 = (text: string) => createHash('sha256').update(text).digest();
+
+/** An in-process verifier of the test's service, listening for other threads' changes. */
+async function inProcessVerifier(t: Test): Promise<ApiKeyVerifier> {
+  const verifier = createApiKeyVerifier({ service: h.service });
+  t.teardown(() => verifier.close());
+  await h.service.apiKeys.listening();
+  return verifier;
+}
+
+/**
+ * Whether the verifier refuses the key right after a change made through the admin API: at
+ * once when the routes run in the test's thread (the service's own change), as soon as the
+ * NOTIFY arrives when worker threads answered them.
+ */
+async function refusedAfterChange(verifier: ApiKeyVerifier, key: string): Promise<boolean> {
+  if (TEST_WORKERS === 0) return (await verifier.verify(key)) === null;
+  return until(async () => (await verifier.verify(key)) === null);
+}
 
 t.test('creating a key answers 201 with its settings and the key, shown only this once', async (t) => {
   const expires = new Date(h.clock.now() + 24 * 3600 * 1000).toISOString();
@@ -130,8 +148,7 @@ t.test('every API key route needs the admin key', async (t) => {
 
 t.test('rotating gives a new key with the same id and settings; the old key stops working at once', async (t) => {
   const created = await createKey({ name: 'rotating', role: 'admin', weight: 3, limits: { requests_per_minute: 10 } });
-  const verifier = createApiKeyVerifier({ service: h.service });
-  t.teardown(() => verifier.close());
+  const verifier = await inProcessVerifier(t);
   t.equal((await verifier.verify(created.key))?.keyId, created.id);
   h.clock.advance(1000);
   const reply = await h.admin('POST', `/admin/apps/${app.id}/api-keys/${created.id}/rotate`);
@@ -141,7 +158,7 @@ t.test('rotating gives a new key with the same id and settings; the old key stop
   const { key: _old, ...settings } = created;
   // last_used_at: the verify above (written in the background).
   t.same(reply.body, { ...settings, display_prefix: reply.body.key.slice(0, 12), rotated_at: new Date(h.clock.now()).toISOString(), last_used_at: reply.body.last_used_at, key: reply.body.key });
-  t.equal(await verifier.verify(created.key), null, 'the old key is refused without waiting for the cache');
+  t.ok(await refusedAfterChange(verifier, created.key), 'the old key is refused without waiting for the cache');
   t.match(await verifier.verify(reply.body.key), { keyId: created.id, role: 'admin', weight: 3, limits: { requestsPerMinute: 10 } });
   await h.admin('DELETE', `/admin/apps/${app.id}/api-keys/${created.id}`);
   const again = await h.admin('POST', `/admin/apps/${app.id}/api-keys/${created.id}/rotate`);
@@ -189,8 +206,7 @@ t.test('create, rotate and revoke are audited and sent as webhooks, never with t
 t.test('verify() gives the identity of a live key, null for unknown, malformed, revoked, expired and other apps\' keys', async (t) => {
   const expires = new Date(h.clock.now() + 3600 * 1000).toISOString();
   const key = await createKey({ name: 'inference', tenant_id: tenant, role: 'staff', limits: { concurrent_requests: 2 }, weight: 4, priority_class: 'batch', expires_at: expires });
-  const verifier = createApiKeyVerifier({ service: h.service });
-  t.teardown(() => verifier.close());
+  const verifier = await inProcessVerifier(t);
   const identity = await verifier.verify(key.key);
   t.same(identity, {
     keyId: key.id, appId: app.id, appSlug: 'app-a', name: 'inference', tenantId: tenant, role: 'staff',
@@ -212,7 +228,18 @@ t.test('verify() gives the identity of a live key, null for unknown, malformed, 
   const second = await createKey({ name: 'other' });
   t.equal((await verifier.verify(second.key))?.keyId, second.id);
   await h.admin('DELETE', `/admin/apps/${app.id}/api-keys/${second.id}`);
-  t.equal(await verifier.verify(second.key), null, 'revoked through the service: refused at once');
+  t.ok(await refusedAfterChange(verifier, second.key), 'revoked through the service: refused at once');
+});
+
+t.test('a revocation by another instance on the database reaches the in-process verifiers by NOTIFY', async (t) => {
+  const key = await createKey();
+  const verifier = await inProcessVerifier(t);
+  t.equal((await verifier.verify(key.key))?.keyId, key.id);
+  await h.sql.begin(async (tx) => {
+    await tx`update api_keys set revoked_at = ${new Date(h.clock.now())} where id = ${key.id}`;
+    await tx`select pg_notify('auth_api_key_changes', ${key.id})`;
+  });
+  t.ok(await until(async () => (await verifier.verify(key.key)) === null), 'refused well within the cache TTL (the clock does not move)');
 });
 
 t.test('answers are cached for the TTL: a key revoked behind the service\'s back works until then', async (t) => {

@@ -128,3 +128,11 @@ export async function touchApiKey(sql: Queryable, id: string, now: Date): Promis
       and (last_used_at is null or last_used_at <= ${new Date(now.getTime() - 60_000)})
   `;
 }
+
+/** The channel on which a rotation or revocation names its key, at commit, to every process on the database. */
+export const API_KEY_CHANNEL = 'auth_api_key_changes';
+
+/** Tells the listeners of every instance (ApiKeyChanges.listen) that the key changed, when the caller's transaction commits. */
+export async function notifyApiKeyChanged(sql: Queryable, id: string): Promise<void> {
+  await sql`select pg_notify(${API_KEY_CHANNEL}, ${id})`;
+}

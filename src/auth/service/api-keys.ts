@@ -1,14 +1,17 @@
 // API keys of an app (admin API) and their verification. Creating, rotating and revoking a key
 // records its audit event (api_key.created, .rotated, .revoked; the webhook outbox follows from
-// it, migration 0015) in the change's transaction; no event carries the key. After a rotation or
-// revocation commits, the service's ApiKeyChanges tells the in-process verifiers to forget the
-// key at once (tokens/api-key-verifier.ts).
+// it, migration 0015) in the change's transaction; no event carries the key. A rotation or
+// revocation tells the in-process verifiers to forget the key (tokens/api-key-verifier.ts):
+// those of this service as soon as it commits, before the admin's answer; those of every other
+// thread and instance on the database by a NOTIFY sent with the commit, so a few milliseconds
+// later (and should a notification be lost with its connection, their cache TTL still bounds it).
 import type { RequestOrigin } from '../audit.js';
 import type { AuthContext } from '../context.js';
+import type { Sql } from '../db.js';
 import { authError } from '../errors.js';
 import { insertAuditEvent } from '../queries/audit-events.js';
 import {
-  findLiveApiKeyByHash, insertApiKey, listApiKeys as selectApiKeys, lockApiKey, setApiKeyRevokedAt, touchApiKey, updateApiKeyHash,
+  API_KEY_CHANNEL, findLiveApiKeyByHash, insertApiKey, notifyApiKeyChanged, listApiKeys as selectApiKeys, lockApiKey, setApiKeyRevokedAt, touchApiKey, updateApiKeyHash,
   type ApiKeyIdentityRow, type ApiKeyRow,
 } from '../queries/api-keys.js';
 import { findTenant } from '../queries/tenants.js';
@@ -23,10 +26,33 @@ export const API_KEY_TOUCH_INTERVAL_MS = 60_000;
 /** Listeners told the id of a key that was rotated or revoked, once the change committed. */
 export class ApiKeyChanges {
   private readonly listeners = new Set<(keyId: string) => void>();
+  private listening: Promise<{ unlisten(): Promise<void> } | null> | null = null;
 
+  constructor(private readonly sql: Sql, private readonly log: (line: string) => void) {}
+
+  /**
+   * Adds a listener; the first one also starts listening for the changes that other threads and
+   * instances notify (one connection of the pool is then held for it).
+   */
   subscribe(listener: (keyId: string) => void): () => void {
     this.listeners.add(listener);
+    this.listening ??= this.sql.listen(API_KEY_CHANNEL, (keyId) => this.publish(keyId)).catch((error: unknown) => {
+      this.log(`API keys: cannot listen for other instances' revocations (their verifiers' cache TTL applies): ${String(error)}`);
+      return null;
+    });
     return () => { this.listeners.delete(listener); };
+  }
+
+  /** Resolves once the listening connection is ready (tests). */
+  async ready(): Promise<void> {
+    await this.listening;
+  }
+
+  /** Stops listening (the service's close). */
+  async stop(): Promise<void> {
+    const listening = await this.listening;
+    this.listening = null;
+    await listening?.unlisten().catch(() => {});
   }
 
   publish(keyId: string): void {
@@ -91,6 +117,7 @@ export async function rotateApiKey(ctx: AuthContext, appId: string, keyId: strin
       ...adminAudit(origin, now), type: 'api_key.rotated', appId: app.id,
       details: { key_id: row.id, name: row.name, display_prefix: row.display_prefix },
     });
+    await notifyApiKeyChanged(tx, row.id);
     return row;
   });
   ctx.apiKeyChanges.publish(key.id);
@@ -107,6 +134,7 @@ export async function revokeApiKey(ctx: AuthContext, appId: string, keyId: strin
     if (current.revoked_at) return current;
     const row = await setApiKeyRevokedAt(tx, current.id, now);
     await insertAuditEvent(tx, { ...adminAudit(origin, now), type: 'api_key.revoked', appId: app.id, details: { key_id: row.id, name: row.name } });
+    await notifyApiKeyChanged(tx, row.id);
     return row;
   });
   ctx.apiKeyChanges.publish(key.id);
