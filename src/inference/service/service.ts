@@ -8,6 +8,7 @@ import type { GenerationContext, GenerationDefaults } from './generation.js';
 import type { LoraRegistry } from './lora-registry.js';
 import type { MediaPolicy } from './media.js';
 import { logPrompts } from './prompt-log.js';
+import { traceCompletions, traceEmbeddings } from '../../telemetry/tracing.js';
 
 /** The server's chat settings (llama-server's --reasoning-format, --reasoning, --prefill-assistant, --reasoning-budget). */
 export interface ChatSettings {
@@ -133,6 +134,7 @@ export class InferenceService implements GenerationContext {
     if (this.info.embeddings) {
       throw inferenceError(ErrorType.NOT_SUPPORTED, 'This server does not support completions. Start it without `--embedding` or `--rerank`');
     }
+    const trace = traceCompletions(this.alias, specs);
     for (const spec of specs) if (!spec.media) this.checkPromptFits(spec.prompt);
     if (this.settings.promptsLogDir) await logPrompts(this.settings.promptsLogDir, this.model, specs);
     const group = new AbortController();
@@ -148,11 +150,13 @@ export class InferenceService implements GenerationContext {
       throw this.taskError(err, signal);
     }
     void Promise.allSettled(started).then(() => signal.removeEventListener('abort', cancelGroup));
-    return started.map((p) => p.catch((err: unknown) => {
+    const outcomes = started.map((p) => p.catch((err: unknown) => {
       // A task that failed on its own takes the others down; their own rejections are then moot.
       group.abort();
       throw this.taskError(err, signal);
     }));
+    trace?.follow(outcomes);
+    return outcomes;
   }
 
   /** The tokens of a prompt with images (text with one media marker per image), as the engine would run it. */
@@ -179,8 +183,11 @@ export class InferenceService implements GenerationContext {
 
   /** Embeds tokenized inputs together (embedding mode only). */
   async embed(inputs: EmbeddingInput[], signal: AbortSignal): Promise<EmbeddingOutcome[]> {
+    const trace = traceEmbeddings(this.alias);
     try {
-      return await this.engine.embedAll(inputs, signal);
+      const outcomes = await this.engine.embedAll(inputs, signal);
+      trace?.done(outcomes);
+      return outcomes;
     } catch (err) {
       throw this.taskError(err, signal);
     }
