@@ -7,6 +7,7 @@ import { request as httpRequest, Agent, type IncomingMessage } from 'node:http';
 import { StringDecoder } from 'node:string_decoder';
 import type { HttpRequest, HttpResult } from '../../http/request.js';
 import { ErrorType, inferenceError } from '../errors.js';
+import { injectTraceContext } from '../../telemetry/tracing.js';
 
 /** Request headers not forwarded: the proxy sets its own framing. */
 const DROPPED_REQUEST_HEADERS = new Set(['host', 'connection', 'content-length', 'transfer-encoding', 'accept-encoding', 'keep-alive', 'upgrade']);
@@ -35,6 +36,8 @@ export function forward(req: HttpRequest, port: number, model: string): Promise<
   const headers: Record<string, string> = {};
   for (const [name, value] of Object.entries(req.headers)) if (!DROPPED_REQUEST_HEADERS.has(name)) headers[name] = value;
   if (req.body.length > 0) headers['content-length'] = String(req.body.length);
+  // Traced, the child's span descends from this request's (its traceparent replaces the client's).
+  injectTraceContext(headers);
   const query = req.query.toString();
   const path = query === '' ? req.path : `${req.path}?${query}`;
   return new Promise((resolve, reject) => {
