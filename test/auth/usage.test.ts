@@ -1,9 +1,12 @@
 // Usage metered by the inference server: batches added up exactly however they interleave,
 // rows of unknown apps kept under a null app, the admin query with its filters and bad
 // parameters, and one usage.hourly event per app and closed hour, sent through the outbox.
+import fs from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
 import t from 'tap';
-import type { UsageHourRow } from '../../src/auth/mount.js';
-import { startAuthHarness, type TestApp } from './fixtures/harness.js';
+import { createAuthService, type UsageHourRow } from '../../src/auth/mount.js';
+import { ADMIN_KEY, startAuthHarness, type TestApp } from './fixtures/harness.js';
 import { startWebhookReceiver, until } from './fixtures/webhook-receiver.js';
 
 const h = await startAuthHarness({ webhookPollMs: 20 });
@@ -27,7 +30,7 @@ const stored = () => h.sql<any[]>`
   select app_id, tenant, key_label, model, hour, requests::int, prompt_tokens::int, cached_prompt_tokens::int, completion_tokens::int, queue_ms::int, compute_ms::int
   from usage_hourly order by app_id nulls first, tenant, key_label, model, hour`;
 
-t.test('concurrent batches from several processes add up exactly', async (t) => {
+t.test('concurrent batches (each on its own connection) add up exactly', async (t) => {
   // 8 batches at once, each adding to the same two rows (in opposite orders) and one of its own.
   const batches = Array.from({ length: 8 }, (_, i) => {
     const shared = [row({ requests: 1, promptTokens: i }), row({ tenant: 't2', requests: 2, completionTokens: 1 })];
@@ -151,4 +154,22 @@ t.test('usage.hourly: one event per app and closed hour, after the grace period,
   await h.service.usage.record([row({ hour, requests: 1 })]);
   t.equal(await h.service.usage.emitClosedHours(), 0);
   t.equal((await h.admin('GET', `/admin/usage?app=app-a&from=${hour}&to=${hourAt(2)}`)).body.totals.requests, 14);
+});
+
+t.test('two instances on one database: their batches sum exactly and each hour\'s event is written once', async (t) => {
+  const dataDir = await fs.mkdtemp(path.join(os.tmpdir(), 'auth-second-'));
+  const second = await createAuthService({
+    databaseUrl: h.service.databaseUrl, dataDir, keyDir: path.join(h.dataDir, 'keys'), issuer: 'http://auth.test', adminKey: ADMIN_KEY,
+    otpDelivery: h.outbox, clock: h.clock, webhookDispatch: false, log: () => {},
+  });
+  t.teardown(async () => { await second.close(); await fs.rm(dataDir, { recursive: true, force: true }); });
+  const hour = hourAt(1);
+  const batch = (i: number) => [row({ hour, requests: 1, completionTokens: i }), row({ hour, tenant: 't2', requests: 1 })];
+  await Promise.all(Array.from({ length: 10 }, (_, i) => (i % 2 ? second : h.service).usage.record(batch(i))));
+  t.same((await stored()).map((r) => [r.tenant, r.requests, r.completion_tokens]), [['t1', 10, 45], ['t2', 10, 200]]);
+  h.clock.advance(Date.parse(hour) + HOUR + 5 * 60 * 1000 - h.clock.now());
+  const emitted = await Promise.all([h.service, second, h.service, second].map((service) => service.usage.emitClosedHours()));
+  t.equal(emitted.reduce((a, b) => a + b, 0), 1, 'one of the four wrote it');
+  const [{ n }] = await h.sql`select count(*)::int as n from audit_events where type = 'usage.hourly'`;
+  t.equal(n, 1);
 });
