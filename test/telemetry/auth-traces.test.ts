@@ -47,6 +47,7 @@ t.test("auth-server's routes are SERVER spans named by their template, exported 
   const refused = await fetch(`${base}/admin/apps/some-app`, { headers: { 'x-admin-key': 'not-the-admin-key' } });
   const body = await refused.json() as { error: { code: string } };
   t.equal(refused.status, 401);
+  t.equal(body.error.code, 'ADMIN_KEY_INVALID');
 
   child.kill('SIGTERM');
   t.equal(await exited, 0);
