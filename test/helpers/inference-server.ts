@@ -21,7 +21,12 @@ export async function startTestServer(model: string, overrides: Partial<Inferenc
     maxBodyBytes: 1024 * 1024,
     ...rest,
   });
-  await server.ready;
+  try {
+    await server.ready;
+  } catch (err) {
+    await server.close(); // a server that failed to start keeps nothing open
+    throw err;
+  }
   return { server, base: `http://127.0.0.1:${server.port}`, close: () => server.close() };
 }
 

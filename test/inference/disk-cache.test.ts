@@ -5,14 +5,14 @@
 // unloads a model; a kill -9 at any moment leaves nothing that is read as valid.
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
-import { closeSync, copyFileSync, existsSync, mkdirSync, mkdtempSync, openSync, readdirSync, readSync, rmSync, statSync, truncateSync, watch, writeSync } from 'node:fs';
+import { closeSync, copyFileSync, writeFileSync, existsSync, mkdirSync, mkdtempSync, openSync, readdirSync, readSync, rmSync, statSync, truncateSync, watch, writeSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import t from 'tap';
 import { native } from '../../src/native/binding.js';
 import { startRouterServer } from '../../src/inference/multi-model/server.js';
-import { serverOptions } from '../../src/inference/server-config.js';
+import { serverOptions, splitCommandLine } from '../../src/inference/server-config.js';
 import { startInferenceServer, type InferenceServerOptions } from '../../src/inference/server.js';
 import { ensureDraftModels, ensureTestModels } from '../fixtures/models.js';
 import { completionTokens, sameGreedyAnswer } from '../helpers/greedy.js';
@@ -307,4 +307,16 @@ t.test('router mode: a model unloaded and loaded again finds its states; two mod
   t.equal(back.content, reference.get(P1 + MORE)!.content);
   t.equal((await ask('small', P1 + MORE)).cached, 0, 'the other model computes its own');
   t.equal(readdirSync(dir).length, 2, 'one directory per model');
+});
+
+t.test('the flags: --cache-disk DIR [--cache-disk-mib N]; a budget without a directory, or a directory that cannot be made, is refused', async (t) => {
+  const values = native.ServerParams.parse(['llama-server', '-m', models.chat]).values();
+  const dir = newDir();
+  t.match(serverOptions(values, splitCommandLine(['--cache-disk', dir, '--cache-disk-mib', '100']).own, false).engine, { cacheDisk: dir, cacheDiskMib: 100 });
+  t.same(serverOptions(values, {}, false).engine!.cacheDisk, undefined, 'off without the flag');
+  t.throws(() => serverOptions(values, splitCommandLine(['--cache-disk-mib', '100']).own, false), { name: 'UsageError', message: '--cache-disk-mib needs --cache-disk DIR' });
+  t.throws(() => serverOptions(values, splitCommandLine(['--cache-disk', dir, '--cache-disk-mib', '0']).own, false), { message: '--cache-disk-mib: must be at least 1, got 0' });
+  const file = join(root, 'a-file');
+  writeFileSync(file, 'not a directory');
+  await t.rejects(open(join(file, 'cache')), { message: /^--cache-disk: cannot create / });
 });

@@ -43,7 +43,11 @@ export async function diskCacheIdentity(modelPath: string, loraPaths: readonly s
  * free at start-up, at least 64 MiB. Creates the directory (its parent must be writable).
  */
 export async function defaultDiskCacheMib(dir: string): Promise<number> {
-  await mkdir(dir, { recursive: true, mode: 0o700 });
+  try {
+    await mkdir(dir, { recursive: true, mode: 0o700 });
+  } catch (err) {
+    throw new Error(`--cache-disk: cannot create ${dir}: ${(err as Error).message}`);
+  }
   const fs = await statfs(dir);
   const total = fs.blocks * fs.bsize;
   const free = fs.bavail * fs.bsize;
