@@ -10,7 +10,7 @@ import type { EngineSettings, NativeServerParams, PoolingName } from '../native/
 import { LLAMA_SERVER_DEFAULTS, type GenerationDefaults } from './service/generation.js';
 import { ApiKeys } from './access/api-key.js';
 import type { AcceptBearer, UsageRecorder } from './access/auth-bridge.js';
-import { ROUTER_CHILD_ENV } from './multi-model/child-link.js';
+import { ROUTER_CHILD_ENV, routerUsageReporter } from './multi-model/child-link.js';
 import { Tenancy } from './tenants/tenancy.js';
 import { TenantTable, type TenantsFile } from './tenants/tenant-table.js';
 import type { TenantLimits } from './tenants/tenant.js';
@@ -166,7 +166,8 @@ export async function startInferenceServer(options: InferenceServerOptions): Pro
   let closed = false;
   const loadOptions = serviceLoadOptions(options);
   const host = new ServiceHost((onProgress) => loadInferenceService(loadOptions, onProgress, () => closed), (options.sleepIdleSeconds ?? -1) * 1000, options.onProgress);
-  const tenancy = new Tenancy();
+  // A router's model process reports its tenants' usage to the router, which holds their limits.
+  const tenancy = new Tenancy(Date.now, routerUsageReporter());
   const ctx: RouteContext = {
     host,
     keys: new ApiKeys(options.apiKeys),

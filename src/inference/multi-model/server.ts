@@ -57,12 +57,17 @@ export interface RouterServerOptions extends Omit<RegistryOptions, 'loadTimeoutM
 export interface RouterServer {
   readonly port: number;
   readonly registry: ModelRegistry;
+  /** The tenants' limits and the usage the model processes reported (docs/tenants.md, "Router mode"). */
+  readonly tenancy: Tenancy;
   /** Stops listening, then every model's child (waiting for them to exit). */
   close(): Promise<void>;
 }
 
 export async function startRouterServer(options: RouterServerOptions): Promise<RouterServer> {
+  // The tenants' limits and usage, across the model processes: they report what their tenants used.
+  const tenancy = new Tenancy();
   const registry = new ModelRegistry({
+    onUsage: (tokens, entries) => tenancy.takeReport(tokens, entries),
     readSpecs: options.readSpecs,
     modelsMax: options.modelsMax,
     ...(options.spares !== undefined ? { spares: options.spares } : {}),
@@ -78,7 +83,6 @@ export async function startRouterServer(options: RouterServerOptions): Promise<R
   const handlers = routerHandlers(registry, { autoload: options.autoload, buildInfo: options.buildInfo, closing: closing.signal }, owners, downloads);
   const streams = conversationStreamHandlers(registry, owners);
   const apiPrefix = options.apiPrefix ?? '';
-  const tenancy = new Tenancy();
   const access: RouterAccess = {
     keys: new ApiKeys(options.apiKeys),
     ...(options.acceptBearer ? { acceptBearer: options.acceptBearer } : {}),
@@ -121,6 +125,7 @@ export async function startRouterServer(options: RouterServerOptions): Promise<R
   return {
     port: http.port,
     registry,
+    tenancy,
     async close() {
       closing.abort();
       http.close();

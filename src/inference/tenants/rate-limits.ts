@@ -82,7 +82,20 @@ export class TenantLimiter {
   addTokens(tenant: Tenant, n: number): void {
     if (tenant.limits.tokensPerMinute === undefined || n === 0) return;
     const now = this.now();
-    const w = this.window(tenant.id, now);
+    this.addTo(this.window(tenant.id, now), n, now);
+  }
+
+  /**
+   * `n` tokens of the tenant `id` were used now, as a router's model process reports them: counted
+   * when the tenant has a window here (it was admitted in the last 60 s, and has limits).
+   */
+  addTokensById(id: string, n: number): void {
+    if (n === 0 || !this.windows.has(id)) return;
+    const now = this.now();
+    this.addTo(this.window(id, now), n, now);
+  }
+
+  private addTo(w: Window, n: number, now: number): void {
     const last = w.tokens[w.tokens.length - 1];
     if (last && now - last.at < TOKEN_BUCKET_MS) last.n += n;
     else w.tokens.push({ at: now, n });

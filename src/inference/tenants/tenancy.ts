@@ -3,13 +3,14 @@
 // rate-limit headers on every answer of a limited tenant) and ends it when the handler is done;
 // the service finds the request's tenant by the request's AbortSignal (requestTenant) to put it
 // on the engine's tasks (fair share) and to meter what the tasks used.
+import { EventEmitter } from 'node:events';
 import type { HttpRequest } from '../../http/request.js';
 import type { CompletionTaskSpec } from '../../native/binding.js';
 import type { CompletionOutcome, GeneratedToken } from '../engine/engine.js';
 import { rateLimited } from '../errors.js';
 import { TenantLimiter } from './rate-limits.js';
 import { isLimited, type Tenant } from './tenant.js';
-import { UsageMeter } from './usage-meter.js';
+import { UsageMeter, type UsageEntry } from './usage-meter.js';
 
 /** The requests admitted and not ended, by the AbortSignal the handler sees (see carryTenant). */
 const admitted = new WeakMap<AbortSignal, RequestTenant>();
@@ -25,13 +26,44 @@ export function carryTenant(from: AbortSignal, to: AbortSignal): void {
   if (tenant && from !== to) admitted.set(to, tenant);
 }
 
-export class Tenancy {
+/** Where a router's model process reports what its tenants used (multi-model/child-link.ts). */
+export interface UsageReporter {
+  tokens(tenant: string, n: number): void;
+  usage(entry: UsageEntry): void;
+}
+
+/** Tenancy's events: `report`, a model process's report taken (router). */
+interface TenancyEvents {
+  report: [];
+}
+
+export class Tenancy extends EventEmitter<TenancyEvents> {
   readonly limiter: TenantLimiter;
   readonly usage: UsageMeter;
 
-  constructor(now: () => number = Date.now) {
+  constructor(now: () => number = Date.now, private readonly reporter: UsageReporter | null = null) {
+    super();
     this.limiter = new TenantLimiter(now);
     this.usage = new UsageMeter(now);
+  }
+
+  /** `n` tokens of `tenant` used now: against its tokensPerMinute here, and reported to a router. */
+  countTokens(tenant: Tenant, n: number): void {
+    this.limiter.addTokens(tenant, n);
+    this.reporter?.tokens(tenant.id, n);
+  }
+
+  /** Usage to meter here and report to a router. */
+  addUsage(entry: UsageEntry): void {
+    this.usage.add(entry);
+    this.reporter?.usage(entry);
+  }
+
+  /** What a model process reported (router): its tokens against the tenants' limits here, its usage metered here. */
+  takeReport(tokens: ReadonlyArray<readonly [string, number]>, entries: readonly UsageEntry[]): void {
+    for (const [tenant, n] of tokens) this.limiter.addTokensById(tenant, n);
+    for (const entry of entries) this.usage.add(entry);
+    this.emit('report');
   }
 
   /**
@@ -63,7 +95,7 @@ export class Tenancy {
     if (!ticket) return;
     admitted.delete(req.signal);
     if (isLimited(ticket.tenant.limits)) this.limiter.end(ticket.tenant);
-    if (model !== null) this.usage.add({ ...ticket.who, model, requests: 1 });
+    if (model !== null) this.addUsage({ ...ticket.who, model, requests: 1 });
   }
 }
 
@@ -88,12 +120,12 @@ export class RequestTenant {
    * completion tokens), the limiter's count corrected to it. A request that fails records nothing.
    */
   meter(model: string, specs: readonly CompletionTaskSpec[], submittedAt: number): TaskMeter {
-    const limiter = this.tenancy.limiter;
+    const tenancy = this.tenancy;
     const tenant = this.tenant;
     let counted = 0;
     const count = (n: number): void => {
       counted += n;
-      limiter.addTokens(tenant, n);
+      tenancy.countTokens(tenant, n);
     };
     for (const spec of specs) count(spec.prompt.length);
     return {
@@ -109,7 +141,7 @@ export class RequestTenant {
           const wallMs = Date.now() - submittedAt;
           const computeMs = done.reduce((n, o) => n + o.tPromptMs + o.tPredictMs, 0);
           const queueMs = done.reduce((n, o) => n + Math.max(0, wallMs - o.tPromptMs - o.tPredictMs), 0);
-          this.tenancy.usage.add({ ...this.who, model, promptTokens, cachedPromptTokens: done[0]?.nCached ?? 0, completionTokens, queueMs, computeMs });
+          this.tenancy.addUsage({ ...this.who, model, promptTokens, cachedPromptTokens: done[0]?.nCached ?? 0, completionTokens, queueMs, computeMs });
         }, () => {});
       },
     };
@@ -117,8 +149,8 @@ export class RequestTenant {
 
   /** Embeddings: their prompt tokens, as the answer's usage counts them. */
   meterEmbeddings(model: string, promptTokens: number): void {
-    this.tenancy.limiter.addTokens(this.tenant, promptTokens);
-    this.tenancy.usage.add({ ...this.who, model, promptTokens });
+    this.tenancy.countTokens(this.tenant, promptTokens);
+    this.tenancy.addUsage({ ...this.who, model, promptTokens });
   }
 }
 
