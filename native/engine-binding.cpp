@@ -268,6 +268,18 @@ Napi::Value EngineBinding::js_metrics(const Napi::CallbackInfo & info) {
     m.Set("promptCacheReuses", disposed_ ? 0.0 : static_cast<double>(engine_->prompt_cache_reuses()));
     m.Set("promptCacheBytes", disposed_ ? 0.0 : static_cast<double>(engine_->prompt_cache_bytes()));
     m.Set("tasksDone", n(c.tasks_done));
+    const DiskCacheCounters & d = engine_->disk_counters();
+    m.Set("diskHits", n(d.hits));
+    m.Set("diskMisses", n(d.misses));
+    m.Set("diskBytesWritten", n(d.bytes_written));
+    m.Set("diskBytesRead", n(d.bytes_read));
+    m.Set("diskFilesWritten", n(d.files_written));
+    m.Set("diskEvictions", n(d.evictions));
+    m.Set("diskRejected", n(d.rejected));
+    m.Set("diskDropped", n(d.dropped));
+    m.Set("diskAdopted", n(d.adopted));
+    m.Set("diskPending", d.pending.load());
+    m.Set("diskBytes", n(d.bytes));
     m.Set("queued", c.queued.load());
     m.Set("preparing", engine_->queue().n_preparing());
     m.Set("busySlots", c.busy_slots.load());

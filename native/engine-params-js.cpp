@@ -48,6 +48,9 @@ EngineParams read_engine_params(Napi::Env env, Napi::Object o) {
         read_bool(o, "contextShift", p.ctx_shift);
         p.prompt_cache_mib = read_i32(o, "promptCacheMib", p.prompt_cache_mib);
         read_bool(o, "cacheIdleSlots", p.cache_idle_slots);
+        p.cache_disk_dir = read_string(o, "cacheDisk", p.cache_disk_dir);
+        p.cache_disk_bytes = static_cast<uint64_t>(read_f64(o, "cacheDiskMib", 0) * 1024 * 1024);
+        p.cache_disk_identity = read_string(o, "cacheDiskIdentity", p.cache_disk_identity);
         p.special = o.Get("special").ToBoolean();
         p.n_ctx_slot_max = read_i32(o, "nCtxSlotMax", p.n_ctx_slot_max);
         p.backend_sampling = o.Get("backendSampling").ToBoolean();

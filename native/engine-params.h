@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <string>
 
 #include "common.h"
 #include "llama.h"
@@ -27,6 +28,12 @@ struct EngineParams {
     bool ctx_shift = false;       // a generating slot whose context is full drops old tokens instead of stopping
     int32_t prompt_cache_mib = 0; // --cache-ram: host-memory prompt cache size (-1 no limit, 0 off)
     bool cache_idle_slots = true; // --cache-idle-slots: idle slots go to the prompt cache (see SlotCachePolicy::keep_idle_caches)
+    // --cache-disk: the prompt cache's disk tier (DiskCache), off when empty; its budget in bytes
+    // (0: no limit); and what identifies the model's files (path, size, time, a hash of their
+    // first and last bytes, and the adapters'), which the engine completes into the fingerprint.
+    std::string cache_disk_dir;
+    uint64_t cache_disk_bytes = 0;
+    std::string cache_disk_identity;
     bool special = false;         // -sp: generated special tokens keep their text
     int32_t n_ctx_slot_max = 0;   // --kv-unified-per-slot: cap on a slot's context (0: none)
     bool backend_sampling = false; // -bs: the context takes per-sequence sampler chains (tasks opt in)

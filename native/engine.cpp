@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <exception>
 
+#include "build-info.h"
 #include "errors.h"
 #include "log.h"
 #include "scheduler.h"
@@ -109,6 +110,22 @@ static EngineParams with_context_batch(EngineParams p, const llama_context * ctx
     return p;
 }
 
+// What a saved state is valid for (DiskCache): the llama.cpp build (the state format), the model
+// and adapter files (cache_disk_identity), and everything that shapes the K/V a sequence holds or
+// how it is laid out: KV types, flash attention (V transposed or not), context and sequence
+// sizes, the unified pool, SWA. Adapter scales are per state (in each file's header).
+static std::string disk_fingerprint(const EngineParams & p, const llama_model * model, const llama_context * ctx) {
+    char desc[256];
+    llama_model_desc(model, desc, sizeof(desc));
+    const int type_k = p.server ? static_cast<int>(p.server->cache_type_k) : static_cast<int>(GGML_TYPE_F16);
+    const int type_v = p.server ? static_cast<int>(p.server->cache_type_v) : static_cast<int>(GGML_TYPE_F16);
+    const bool swa_full = p.server && p.server->swa_full;
+    return std::string("llama.cpp ") + llama_build_info() + "\nmodel " + desc + " " + std::to_string(llama_model_n_params(model)) + "\n" +
+           p.cache_disk_identity + "\nkv " + std::to_string(type_k) + "/" + std::to_string(type_v) + " fa " + std::to_string(p.flash_attn) +
+           " n_ctx " + std::to_string(llama_n_ctx(ctx)) + " n_ctx_seq " + std::to_string(llama_n_ctx_seq(ctx)) + " n_seq " +
+           std::to_string(llama_n_seq_max(ctx)) + " unified " + std::to_string(p.kv_unified) + " swa_full " + std::to_string(swa_full);
+}
+
 Engine::Engine(EngineParams params, const llama_model * model, EngineContext context, std::vector<llama_adapter_lora *> loras, mtmd_context * vision)
     : params_(with_context_batch(std::move(params), context.ctx)), context_(std::move(context)), queue_(counters_) {
     llama_context * ctx = context_.ctx;
@@ -129,7 +146,15 @@ Engine::Engine(EngineParams params, const llama_model * model, EngineContext con
     cpu.cpuparams_batch.n_threads = info_.n_threads_batch;
     threadpools_ = std::make_unique<common_threadpools>();
     threadpools_->init(ctx, cpu);
-    SchedulerParts parts{ctx, model, vision, std::move(loras), context_.spec.get(), n_ctx_seq, static_cast<enum llama_pooling_type>(info_.pooling), info_.n_embd_out};
+    // The disk tier holds completion states only (an embedding context keeps none).
+    if (!params_.cache_disk_dir.empty() && !params_.embeddings) {
+        try {
+            disk_ = std::make_unique<DiskCache>(params_.cache_disk_dir, params_.cache_disk_bytes, disk_fingerprint(params_, model, ctx), disk_counters_);
+        } catch (const std::exception & e) {
+            throw Refusal(ErrorCode::INVALID_ARGUMENT, e.what());
+        }
+    }
+    SchedulerParts parts{ctx, model, vision, std::move(loras), context_.spec.get(), n_ctx_seq, static_cast<enum llama_pooling_type>(info_.pooling), info_.n_embd_out, disk_.get()};
     scheduler_ = std::make_unique<Scheduler>(params_, info_.modes, std::move(parts), queue_, counters_);
 }
 
@@ -144,6 +169,8 @@ void Engine::stop() {
     stopped_ = true;
     queue_.stop();
     if (thread_.joinable()) thread_.join();
+    // The engine thread has ended: this thread may read the slots' cells, whose states go to disk.
+    if (scheduler_ && disk_) scheduler_->persist_caches();
     scheduler_.reset();  // its slots' tasks and backend sampler chains go before the context
     context_.spec.reset();  // its draft context reads the context
     if (context_.ctx) {
@@ -152,6 +179,7 @@ void Engine::stop() {
         context_.ctx = nullptr;
     }
     threadpools_.reset();
+    disk_.reset();  // finishes the writes queued
 }
 
 uint64_t Engine::prompt_cache_reuses() const {

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "common.h"
+#include "disk-cache.h"
 #include "engine-counters.h"
 #include "engine-params.h"
 #include "llama.h"
@@ -81,6 +82,8 @@ public:
     // For /metrics: the prompt cache's buffers reused and bytes held (0 without a prompt cache).
     uint64_t prompt_cache_reuses() const;
     uint64_t prompt_cache_bytes() const;
+    // For /metrics: the disk tier's counters (zero without --cache-disk).
+    const DiskCacheCounters & disk_counters() const { return disk_counters_; }
     // For /metrics: the speculation's counters, or null without speculative decoding.
     SpeculationCounters * speculation_counters() const { return context_.spec ? &context_.spec->counters() : nullptr; }
     std::string speculation_types() const { return context_.spec ? context_.spec->types() : std::string(); }
@@ -94,6 +97,9 @@ private:
     // Persistent CPU threadpools (with llama-server's polling), attached to the context: without
     // them ggml starts and joins its worker threads on every decode.
     std::unique_ptr<common_threadpools> threadpools_;
+    DiskCacheCounters disk_counters_;
+    // --cache-disk; outlives the scheduler, so that the writes it queued at the end are finished.
+    std::unique_ptr<DiskCache> disk_;
     std::unique_ptr<Scheduler> scheduler_;
     std::thread thread_;
     bool stopped_ = false;

@@ -41,9 +41,21 @@ void PromptCache::keep_buffer(HostBuffer b) {
     while (buffers_.bytes() > kept_bound() && buffers_.drop_oldest()) {}
 }
 
-void PromptCache::evict_oldest() {
-    keep_buffer(std::move(entries_.front().buffer));
+void PromptCache::evict_oldest() { leave_oldest(); }
+
+void PromptCache::leave_oldest() {
+    Entry & e = entries_.front();
+    if (!leaving_ || !leaving_(e.tokens, e.lora, e.buffer, e.size)) keep_buffer(std::move(e.buffer));
     entries_.pop_front();
+}
+
+void PromptCache::drain() {
+    while (!entries_.empty()) {
+        Entry & e = entries_.back();
+        if (leaving_) leaving_(e.tokens, e.lora, e.buffer, e.size);
+        entries_.pop_back();
+    }
+    publish();
 }
 
 size_t PromptCache::capacity_for(size_t size) const {
@@ -182,7 +194,11 @@ size_t PromptCache::longest_prefix(const std::vector<llama_token> & prompt, cons
 
 void PromptCache::trim() {
     while (limit_bytes_ > 0 && held_bytes() > limit_bytes_ && buffers_.drop_oldest()) {}
-    while (limit_bytes_ > 0 && !entries_.empty() && held_bytes() > limit_bytes_) entries_.pop_front();
+    while (limit_bytes_ > 0 && !entries_.empty() && held_bytes() > limit_bytes_) {
+        Entry & e = entries_.front();
+        if (leaving_) leaving_(e.tokens, e.lora, e.buffer, e.size);
+        entries_.pop_front();
+    }
     if (limit_tokens_ > 0) {
         // As llama-server: the token limit grows to what the size limit would hold at the current
         // average size per token.

@@ -15,6 +15,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <list>
 #include <memory>
 #include <optional>
@@ -51,6 +52,13 @@ public:
     // Evicts the oldest entries beyond the limits.
     void trim();
 
+    // An entry leaving for good (evicted, or drained): the callee may take its buffer (returns
+    // true; the disk tier writes it), else the buffer is kept for reuse or freed.
+    using Leaving = std::function<bool(std::vector<llama_token> & tokens, std::vector<float> & lora, HostBuffer & buffer, size_t size)>;
+    void on_leaving(Leaving f) { leaving_ = std::move(f); }
+    // Hands every entry to the on_leaving callback, newest first, and empties the cache (shutdown).
+    void drain();
+
     // Saves of caches of these lengths (tokens) are to be expected: buffers are prepared for those
     // that no buffer kept or being prepared would hold, within the limits, at most as many as
     // saves were made since the previous call. Nothing before the first save (the size per token
@@ -86,7 +94,10 @@ private:
     void evict_oldest();
     void publish() { published_bytes_ = held_bytes(); }
 
+    // The oldest entry leaves (on_leaving); its buffer is kept for reuse unless the callee took it.
+    void leave_oldest();
     std::list<Entry> entries_;  // oldest first
+    Leaving leaving_;
     HostBuffers buffers_;
     size_t limit_bytes_ = 0;    // 0: none
     size_t limit_tokens_ = 0;   // 0: none

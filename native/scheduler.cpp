@@ -21,7 +21,7 @@ Scheduler::Scheduler(const EngineParams & params, const EngineModes & modes, Sch
       counters_(counters),
       slots_(static_cast<size_t>(params.n_parallel)),
       batch_(llama_batch_init(static_cast<int32_t>(std::max<uint32_t>(params.n_batch, params.n_parallel)), 0, 1)),
-      policy_(parts_.ctx, slots_, params, modes.sharing, parts_.spec, counters),
+      policy_(parts_.ctx, slots_, params, modes.sharing, parts_.spec, counters, parts_.disk),
       builder_(slots_, batch_, params, step_cost_, static_cast<int32_t>(llama_n_ubatch(parts_.ctx)), !parts_.loras.empty()) {
     policy_.set_prepare_saves(modes.prepare_saves);
     for (int32_t i = 0; i < params.n_parallel; i++) {
@@ -245,6 +245,7 @@ void Scheduler::release_slot(Slot & slot, int64_t now) {
         const int64_t used = static_cast<int64_t>(slot.task->prompt.size()) + slot.n_decoded;
         tenants_.finish(slot.task->share, slot.task->admission_cost, used);
     }
+    policy_.task_ending(slot);
     if (slot.task && !slot.task->cache_prompt) policy_.clear_slot(slot);
     slot.release(now);
 }

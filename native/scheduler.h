@@ -35,6 +35,7 @@ struct SchedulerParts {
     int32_t n_ctx_seq = 0;                         // most tokens one slot holds
     enum llama_pooling_type pooling = LLAMA_POOLING_TYPE_NONE;  // the context's (embeddings)
     int32_t n_embd_out = 0;                        // floats per embedding (EngineInfo::n_embd_out)
+    DiskCache * disk = nullptr;                    // --cache-disk; null when off
 };
 
 class Scheduler {
@@ -47,6 +48,8 @@ public:
     // Frees what the slots hold (their tasks, their backend sampler chains); before the context goes.
     void release_all();
     PromptCache * prompt_cache() const { return policy_.prompt_cache(); }
+    // Once the loop has ended (Engine::stop): the slots' caches go to the disk tier.
+    void persist_caches() { policy_.persist_caches(); }
 
 private:
     // scheduler.cpp: the loop, admission, slot actions, release

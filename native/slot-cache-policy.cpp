@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "disk-cache.h"
 #include "log.h"
 #include "speculation.h"
 
@@ -12,10 +13,18 @@ namespace addon {
 static int64_t now_us() { return ggml_time_us(); }
 
 SlotCachePolicy::SlotCachePolicy(llama_context * ctx, std::vector<Slot> & slots, const EngineParams & params, bool sharing, Speculation * spec,
-                                 EngineCounters & counters)
-    : ctx_(ctx), slots_(slots), params_(params), sharing_(sharing), spec_(spec), counters_(counters) {
+                                 EngineCounters & counters, DiskCache * disk)
+    : ctx_(ctx), slots_(slots), params_(params), sharing_(sharing), spec_(spec), counters_(counters), disk_(disk) {
     // As llama-server: the cache holds at least a context's worth of tokens.
     if (params_.prompt_cache_mib != 0) prompt_cache_ = std::make_unique<PromptCache>(params_.prompt_cache_mib, llama_n_ctx(ctx_), llama_n_ctx(ctx_));
+    // Entries the host-memory tier evicts go to disk when they add enough to what it holds; their
+    // buffer is handed over, not copied.
+    if (prompt_cache_ && disk_) {
+        prompt_cache_->on_leaving([this](std::vector<llama_token> & tokens, std::vector<float> & lora, HostBuffer & buffer, size_t size) {
+            if (!disk_->worth_saving(tokens, lora, std::max(kDiskMinNew, tokens.size() / 8))) return false;
+            return disk_->save_buffer(std::move(tokens), std::move(lora), std::move(buffer), size);
+        });
+    }
     // llama-server's debug line (its test suite looks for the tag) when idle slots go to the cache.
     if (prompt_cache_ && params_.cache_idle_slots) log_debug("srv    load_model: __TEST_TAG_CACHE_IDLE_SLOTS_ENABLED__\n");
 }
@@ -90,6 +99,7 @@ void SlotCachePolicy::place(Slot & slot, std::unique_ptr<CompletionTask> task, i
         const bool load = use_ram && (!sharing_ || in_ram > longest_cached_prefix(slot, *task).n);
         swap_cached_prompt(slot, *task, load);
     }
+    if (disk_ && task->kind == TaskKind::COMPLETION && task->cache_prompt && task->media.empty()) restore_from_disk(slot, *task);
     // K/V computed under other adapter scales cannot be reused.
     if (slot.cache_lora != task->lora_scales) {
         slot.cache.clear();
@@ -272,6 +282,64 @@ bool SlotCachePolicy::evict_lru_idle() {
     if (prompt_cache_ && params_.cache_idle_slots && save_to_prompt_cache(*lru)) prompt_cache_->trim();
     clear_slot(*lru);
     return true;
+}
+
+// --cache-disk: a prompt the disk tier serves kDiskMinGain tokens better than its slot's cache
+// (after the host-memory tier's swap) and, with sharing, the pool's cells, gets the file's state
+// restored into its slot; the slot's own cache goes to host memory first, as for a host-memory
+// restore. Counted as the prompt can use it, without its last token (always computed again).
+void SlotCachePolicy::restore_from_disk(Slot & slot, const CompletionTask & task) {
+    if (task.prompt.size() < 2) return;
+    const size_t usable = task.prompt.size() - 1;
+    const bool same_lora = slot.cache_lora == task.lora_scales;
+    size_t have = same_lora ? std::min(common_prefix_length(slot.cache, task.prompt), usable) : 0;
+    if (sharing_) have = std::max(have, std::min(longest_cached_prefix(slot, task).n, usable));
+    if (have >= usable || std::min(disk_->longest_prefix(task.prompt, task.lora_scales), usable) < have + kDiskMinGain) return;
+    auto state = disk_->fetch(task.prompt, task.lora_scales, have + kDiskMinGain - 1);
+    if (!state) return;
+    if (prompt_cache_ && !slot.cache.empty()) {
+        save_to_prompt_cache(slot);
+        prompt_cache_->trim();
+    }
+    clear_slot(slot);
+    bool ok = llama_state_seq_set_data(ctx_, state->data, state->size, slot.id) != 0;
+    if (!ok) {
+        // No room in the KV pool: idle slots make room, as for a host-memory restore.
+        llama_memory_seq_rm(llama_get_memory(ctx_), slot.id, -1, -1);
+        drop_idle_caches(&slot);
+        ok = llama_state_seq_set_data(ctx_, state->data, state->size, slot.id) != 0;
+    }
+    if (!ok) {
+        llama_memory_seq_rm(llama_get_memory(ctx_), slot.id, -1, -1);
+        return;
+    }
+    disk_->restored(*state);
+    slot.cache = std::move(state->tokens);
+    slot.cache_lora = task.lora_scales;
+    if (log_debug_enabled()) log_debug("slot " + std::to_string(slot.id) + ": " + std::to_string(slot.cache.size()) + " tokens restored from the disk cache\n");
+}
+
+// A cache that can be written: not one holding images (it cannot be restored without them).
+bool SlotCachePolicy::save_to_disk(const Slot & slot, size_t min_new, bool wait) {
+    if (slot.cache.size() < min_new || !slot.cache_media.empty()) return false;
+    if (!disk_->worth_saving(slot.cache, slot.cache_lora, min_new)) return false;
+    return disk_->save(ctx_, slot.id, slot.cache, slot.cache_lora, wait);
+}
+
+void SlotCachePolicy::task_ending(const Slot & slot) {
+    if (!disk_ || !slot.task || slot.task->kind != TaskKind::COMPLETION || !slot.task->cache_prompt) return;
+    save_to_disk(slot, std::max(kDiskMinNew, slot.cache.size() / 8), false);
+}
+
+void SlotCachePolicy::persist_caches() {
+    if (!disk_) return;
+    for (const auto & s : slots_) save_to_disk(s, kJoinMinTokens, true);
+    if (!prompt_cache_) return;
+    prompt_cache_->on_leaving([this](std::vector<llama_token> & tokens, std::vector<float> & lora, HostBuffer & buffer, size_t size) {
+        if (!disk_->worth_saving(tokens, lora, kJoinMinTokens)) return false;
+        return disk_->save_buffer(std::move(tokens), std::move(lora), std::move(buffer), size, true);
+    });
+    prompt_cache_->drain();
 }
 
 void SlotCachePolicy::clear_slot(Slot & slot) {

@@ -5,6 +5,9 @@
 //     prompt cache (--cache-ram), what it reuses by shifting (--cache-reuse), what it takes from
 //     another slot's cells or waits for (prefix sharing, prefix-sharing.cpp);
 //   - idle caches: which stay in the pool and which go to host memory (--cache-idle-slots);
+//   - the disk tier (--cache-disk, DiskCache): what is written there (a finished task's cache
+//     that adds enough to what the files hold, host-memory entries evicted, every cache at
+//     shutdown) and when a prompt is restored from it;
 //   - eviction under KV pressure; emptying a slot.
 // It works on the slots, the context's memory and the prompt cache, never on JS values, so its
 // rules are tested without a server (test/native/engine-rules.cpp).
@@ -20,6 +23,7 @@
 
 namespace addon {
 
+class DiskCache;
 class Speculation;
 
 // Tokens below this are not worth waiting for: a prompt that would wait for another slot to
@@ -27,13 +31,21 @@ class Speculation;
 constexpr size_t kJoinMinTokens = 32;
 // A cache the prompt keeps almost all of: it loses at most this many tokens (or a tenth of itself).
 constexpr size_t kContinuationLoss = 32;
+// The disk tier: a state is written when it holds at least this many tokens (or an eighth of
+// itself) beyond what the files already hold (so that a conversation growing turn by turn is
+// written every few turns, not at each); at shutdown, when it holds kJoinMinTokens more. A prompt
+// is restored from disk when that gives it at least kDiskMinGain more tokens than its slot or
+// the pool would.
+constexpr size_t kDiskMinNew = 256;
+constexpr size_t kDiskMinGain = 64;
 
 class SlotCachePolicy {
 public:
     // `sharing`: prefix sharing in effect (EngineModes); `spec`: the draft model's copies of the
     // sequences follow every change (null without speculation).
+    // `disk`: the disk tier (--cache-disk), null when off; it outlives the policy.
     SlotCachePolicy(llama_context * ctx, std::vector<Slot> & slots, const EngineParams & params, bool sharing, Speculation * spec,
-                    EngineCounters & counters);
+                    EngineCounters & counters, DiskCache * disk);
 
     bool sharing() const { return sharing_; }
     // The host-memory prompt cache (--cache-ram); null when off.
@@ -66,6 +78,13 @@ public:
     // Empties the slot's KV cells, and the draft model's copy of them.
     void clear_slot(Slot & slot);
 
+    // The slot's task ends (before its slot is released): its cache goes to the disk tier when it
+    // adds enough to what the files hold (kDiskMinNew).
+    void task_ending(const Slot & slot);
+    // Shutdown, the engine thread ended: every slot's cache and every host-memory entry that adds
+    // kJoinMinTokens to the files goes to the disk tier (waiting for the writer rather than dropping).
+    void persist_caches();
+
 private:
     struct PrefixSource {
         Slot * slot = nullptr;
@@ -85,6 +104,8 @@ private:
     bool drop_idle_caches(const Slot * except);
     bool evict_lru_idle();
     void expect_saves(const std::vector<Slot *> & started);
+    void restore_from_disk(Slot & slot, const CompletionTask & task);
+    bool save_to_disk(const Slot & slot, size_t min_new, bool wait);
 
     llama_context * ctx_;
     std::vector<Slot> & slots_;
@@ -94,6 +115,7 @@ private:
     Speculation * spec_;
     EngineCounters & counters_;
     std::unique_ptr<PromptCache> prompt_cache_;
+    DiskCache * disk_;
 };
 
 }  // namespace addon

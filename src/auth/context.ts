@@ -5,6 +5,7 @@ import type { Sql } from './db.js';
 import type { OtpLimits } from './limits.js';
 import type { OtpDelivery } from './otp-delivery.js';
 import type { RateLimits } from './rate-limits.js';
+import type { ApiKeyChanges } from './service/api-keys.js';
 import type { AccessTokenClaims } from './tokens/access-token.js';
 import type { SigningKeyRing } from './tokens/signing-key-ring.js';
 import type { VerifiedTokenCache } from './tokens/verified-token-cache.js';
@@ -29,6 +30,10 @@ export interface AuthContext {
   readonly webhookSecretKey: Buffer;
   /** The limits of every rate-limit rule (counters in PostgreSQL, shared by all instances). */
   readonly rateLimits: RateLimits;
+  /** Tells this service's in-process API key verifiers which key was rotated or revoked. */
+  readonly apiKeyChanges: ApiKeyChanges;
+  /** When this process last wrote each API key's last_used_at (clock ms); see markApiKeyUsed. */
+  readonly apiKeyTouches: Map<string, number>;
   /** Believe X-Forwarded-For for the client's address (audit trail, per-IP limits); see requestOrigin. */
   readonly trustProxy: boolean;
   /** Receives 5xx errors with their causes; never shown to clients. */

@@ -31,6 +31,9 @@ export const AUTH_ERRORS = {
   SMS_VELOCITY_EXCEEDED: { status: 429, message: 'Too many codes to numbers like this one; retry later' },
   WEBHOOK_NOT_FOUND: { status: 404, message: 'The app has no such webhook endpoint' },
   WEBHOOK_DELIVERY_NOT_FOUND: { status: 404, message: 'The app has no such webhook delivery' },
+  API_KEY_NOT_FOUND: { status: 404, message: 'The app has no such API key' },
+  API_KEY_REVOKED: { status: 409, message: 'The API key is revoked; create a new one' },
+  API_KEY_INVALID: { status: 401, message: 'The API key is unknown, revoked or expired' },
   // The OAuth token endpoints (RFC 7009 revocation, RFC 7662 introspection); see OAUTH_ERROR_NAMES.
   UNSUPPORTED_TOKEN_TYPE: { status: 400, message: 'Access tokens are not revocable; revoke the refresh token of the session' },
   UNAUTHORIZED_CLIENT: { status: 400, message: 'The token was issued to another client' },

@@ -64,3 +64,18 @@ export const KEY_RING_RELOAD_MS = 30 * 1000;
  * more minute covers clock skew between instances.
  */
 export const RETIRED_KEY_PUBLISH_MS = ACCESS_TOKEN_TTL_SECONDS * 1000 + KEY_RING_RELOAD_MS + 60 * 1000;
+
+/** How often the primary looks for closed hours of usage to send as usage.hourly events. */
+export const USAGE_EMIT_INTERVAL_MS = 60 * 1000;
+/**
+ * An hour's usage.hourly event is written once the hour has been over this long: the inference
+ * servers flush their meters every few seconds, so rows of the hour still arriving after it are
+ * rare. Rows that arrive later are stored and counted by GET /admin/usage, but not sent again.
+ */
+export const USAGE_EMIT_GRACE_MS = 5 * 60 * 1000;
+/** Hours older than this are not looked at for their event (a service down for longer skips them). */
+export const USAGE_EMIT_LOOKBACK_MS = 7 * 24 * 3600 * 1000;
+/** Longest range GET /admin/usage answers for. */
+export const USAGE_QUERY_MAX_DAYS = 93;
+/** Rows GET /admin/usage lists at most (the totals count every row). */
+export const USAGE_QUERY_MAX_ROWS = 5000;

@@ -12,13 +12,13 @@ import path from 'node:path';
 import type { JWTVerifyGetKey } from 'jose';
 import type { HttpError } from '../http/errors.js';
 import type { Route } from '../http/router.js';
-import { systemClock } from './clock.js';
+import { systemClock, type Clock } from './clock.js';
 import type { AuthServiceConfig } from './config.js';
 import type { AuthContext } from './context.js';
 import { createDatabaseClient, type Sql } from './db.js';
 import { startEmbeddedPostgres, type EmbeddedPostgres } from './embedded-postgres.js';
 import {
-  AUDIT_PURGE_INTERVAL_MS, AUDIT_RETENTION_DAYS, OTP_DEFAULT_LIMITS, RATE_LIMIT_PURGE_INTERVAL_MS, VERIFIED_TOKEN_CACHE_ENTRIES,
+  AUDIT_PURGE_INTERVAL_MS, AUDIT_RETENTION_DAYS, OTP_DEFAULT_LIMITS, RATE_LIMIT_PURGE_INTERVAL_MS, USAGE_EMIT_INTERVAL_MS, VERIFIED_TOKEN_CACHE_ENTRIES,
   WEBHOOK_POLL_MS, WEBHOOK_RETRY_DELAYS_SECONDS, WEBHOOK_TIMEOUT_MS,
 } from './limits.js';
 import { purgeEndedRateLimitWindows } from './queries/rate-limits.js';
@@ -26,6 +26,10 @@ import { rateLimitsWith } from './rate-limits.js';
 import { startPeriodic } from './periodic.js';
 import { purgeExpiredAuditEvents } from './service/audit.js';
 import { adminConsoleRoutes } from './admin-console.js';
+import { ApiKeyChanges, findApiKeyIdentity, markApiKeyUsed } from './service/api-keys.js';
+import { emitClosedUsageHours, recordUsage, type UsageHourRow } from './service/usage.js';
+import type { ApiKeyIdentity } from './tokens/api-key.js';
+import { remoteApiKeySource, verifierOn, type ApiKeyVerifier, type ApiKeyVerifierOptions } from './tokens/api-key-verifier.js';
 import { applyMigrations } from './migrate.js';
 import { createOtpDelivery, type OtpDelivery } from './otp-delivery.js';
 import { authRoutes } from './routes.js';
@@ -41,6 +45,9 @@ export { MAX_BODY_BYTES as AUTH_MAX_BODY_BYTES } from './limits.js';
 export { isRoleName, ROLE_NAMES, type RoleName } from './roles.js';
 export { createAccessTokenGuard, type AccessTokenGuard, type AccessTokenGuardOptions, type AccessTokenKeys } from './tokens/access-token-guard.js';
 export type { AccessTokenClaims } from './tokens/access-token.js';
+export { AUTH_API_KEY_PREFIX, type ApiKeyIdentity } from './tokens/api-key.js';
+export type { ApiKeyVerifier, ApiKeyVerifierOptions } from './tokens/api-key-verifier.js';
+export type { UsageHourRow } from './service/usage.js';
 
 export interface AuthService {
   /** Mount these on the host's startHttpServer (they need maxBodyBytes >= AUTH_MAX_BODY_BYTES). */
@@ -53,6 +60,28 @@ export interface AuthService {
   readonly sql: Sql;
   /** The PostgreSQL URL of the pool: the embedded database's when this service started one. */
   readonly databaseUrl: string;
+  /** API keys as this process's verifiers see them: what `createApiKeyVerifier({ service })` uses. */
+  readonly apiKeys: {
+    /** The live key's identity or null (one query, no write). */
+    find(key: string): Promise<ApiKeyIdentity | null>;
+    /** Records a use: last_used_at is written at most once a minute per key. */
+    markUsed(keyId: string): void;
+    /**
+     * Calls `listener` with the id of each key rotated or revoked: through this service at its
+     * commit, through another thread or instance on the database when its NOTIFY arrives.
+     */
+    onChange(listener: (keyId: string) => void): () => void;
+    /** Resolves once the notifications of other threads and instances are heard (after the first onChange). */
+    listening(): Promise<void>;
+    readonly clock: Clock;
+  };
+  /** Metered usage of the inference server. */
+  readonly usage: {
+    /** Adds a batch of hourly rows in one statement; concurrent batches sum exactly. An unknown appSlug is stored as a null app. */
+    record(rows: readonly UsageHourRow[]): Promise<void>;
+    /** Writes the usage.hourly events of the closed hours that have none yet (the primary does it every minute); returns how many. */
+    emitClosedHours(): Promise<number>;
+  };
   /** Re-reads the signing keys now (another thread of this process rotated them). */
   reloadSigningKeys(): Promise<void>;
   /** Stops key reloading, closes the pool, stops the embedded PostgreSQL if one was started. */
@@ -141,6 +170,8 @@ async function serviceOn(sql: Sql, databaseUrl: string, config: AuthServiceConfi
     verifiedTokens: new VerifiedTokenCache(config.verifiedTokenCacheSize ?? VERIFIED_TOKEN_CACHE_ENTRIES),
     otp: { delivery, hashKey: masterKey.derive('otp-code-hash'), limits: { ...OTP_DEFAULT_LIMITS, ...config.otpLimits } },
     rateLimits: rateLimitsWith(config.rateLimits),
+    apiKeyChanges: new ApiKeyChanges(sql, log),
+    apiKeyTouches: new Map(),
     webhookSecretKey: masterKey.derive('webhook-secret-encryption'),
     trustProxy: config.trustProxy ?? false,
     logError: (error: HttpError, request) => log(`${request.method} ${request.path} failed: ${describe(error)}`),
@@ -170,6 +201,10 @@ async function serviceOn(sql: Sql, databaseUrl: string, config: AuthServiceConfi
     ? startPeriodic(RATE_LIMIT_PURGE_INTERVAL_MS, async () => { await purgeEndedRateLimitWindows(sql, new Date(clock.now())); },
       (error) => log(`rate limits: deleting ended windows failed (retried later): ${String(error)}`))
     : null;
+  const usageEvents = role.primary
+    ? startPeriodic(USAGE_EMIT_INTERVAL_MS, async () => { await emitClosedUsageHours(ctx); },
+      (error) => log(`usage: writing usage.hourly events failed (retried in a minute): ${String(error)}`))
+    : null;
   let closing: Promise<void> | null = null;
   return {
     routes: [...authRoutes(ctx), ...(config.adminConsole ? adminConsoleRoutes() : [])],
@@ -177,6 +212,17 @@ async function serviceOn(sql: Sql, databaseUrl: string, config: AuthServiceConfi
     accessTokenKeys: { getKey: keys.resolveKey },
     sql,
     databaseUrl,
+    apiKeys: {
+      find: (key) => findApiKeyIdentity(ctx, key),
+      markUsed: (keyId) => markApiKeyUsed(ctx, keyId),
+      onChange: (listener) => ctx.apiKeyChanges.subscribe(listener),
+      listening: () => ctx.apiKeyChanges.ready(),
+      clock,
+    },
+    usage: {
+      record: (rows) => recordUsage(ctx, rows),
+      emitClosedHours: () => emitClosedUsageHours(ctx),
+    },
     reloadSigningKeys: () => keys.reload(),
     close() {
       closing ??= (async () => {
@@ -184,12 +230,36 @@ async function serviceOn(sql: Sql, databaseUrl: string, config: AuthServiceConfi
         await dispatcher?.stop();
         await purge?.stop();
         await rateLimitPurge?.stop();
+        await usageEvents?.stop();
+        await ctx.apiKeyChanges.stop();
         await sql.end({ timeout: 5 });
         await embedded?.stop();
       })();
       return closing;
     },
   };
+}
+
+/**
+ * Verifies this service's API keys for another server (inference-server): `{ service }` in the
+ * service's own process (a rotation or revocation through that service ends the key at once,
+ * one through another thread or instance on the database when its NOTIFY arrives),
+ * `{ issuer }` through the auth-server's POST /api-keys/introspect. Answers are cached (found
+ * keys 30 s, refused ones 5 s, by default): a key revoked elsewhere stops working within ttlMs.
+ * The full contract: tokens/api-key-verifier.ts.
+ */
+export function createApiKeyVerifier(
+  source: { service: AuthService } | { issuer: string },
+  options: ApiKeyVerifierOptions & { clock?: Clock } = {},
+): ApiKeyVerifier {
+  if ('issuer' in source) return verifierOn(remoteApiKeySource(source.issuer, options.clock ?? systemClock), options);
+  const { apiKeys } = source.service;
+  return verifierOn({
+    clock: options.clock ?? apiKeys.clock,
+    lookup: (key) => apiKeys.find(key),
+    used: (keyId) => apiKeys.markUsed(keyId),
+    subscribe: (listener) => apiKeys.onChange(listener),
+  }, options);
 }
 
 function describe(error: HttpError): string {

@@ -18,6 +18,8 @@ export const RATE_LIMIT_RULES = {
   refresh_family: { maxHits: 30, windowSeconds: 60 },
   /** Passkey ceremony requests (options and verifications, registration and login) per client IP. */
   passkey_ceremony_ip: { maxHits: 100, windowSeconds: 600 },
+  /** API key introspections per client IP (inference servers cache answers for 30 s, refusals for 5 s). */
+  api_key_introspect_ip: { maxHits: 3000, windowSeconds: 60 },
   /** Wrong or missing X-Admin-Key per client IP; once reached, the IP gets 429 on every admin route until the window ends. */
   admin_key_failure_ip: { maxHits: 10, windowSeconds: 900 },
 } as const satisfies Record<string, RateLimit>;

@@ -9,6 +9,7 @@
 import type { Method, Route } from '../http/router.js';
 import type { AuthContext } from './context.js';
 import * as admin from './handlers/admin.js';
+import * as apiKeys from './handlers/api-keys.js';
 import { handleOtpRequest, handleOtpVerify } from './handlers/login.js';
 import { handleMe } from './handlers/me.js';
 import { handleTokenIntrospection, handleTokenRevocation } from './handlers/oauth.js';
@@ -17,6 +18,7 @@ import { handleRefresh, handleRevoke, handleRevokeUser } from './handlers/sessio
 import * as passkeys from './handlers/passkeys.js';
 import * as smsDefences from './handlers/sms-defences.js';
 import * as userSessions from './handlers/user-sessions.js';
+import { handleGetUsage } from './handlers/usage.js';
 import * as webhooks from './handlers/webhooks.js';
 import { handleDiscovery, handleJwks } from './handlers/well-known.js';
 import { adminKey, appSecret, appSecretInQuery, authRoute, bearer, limited, oauthClient, perClientIp, publicAccess, type AuthHandler, type Guard } from './respond.js';
@@ -47,6 +49,7 @@ export function authRoutes(ctx: AuthContext): Route[] {
     route('POST',   '/auth/roles/assign',                        appSecret(RoleAssignBody),       handleRoleAssign),
     route('POST',   '/auth/roles/revoke',                        appSecret(RoleRevokeBody),       handleRoleRevoke),
     route('GET',    '/auth/me',                                  bearer,                          handleMe),
+    route('POST',   '/api-keys/introspect',                      limited(publicAccess, perClientIp('api_key_introspect_ip')), apiKeys.handleIntrospectApiKey),
     route('POST',   '/oauth/revoke',                             oauthClient,                     handleTokenRevocation),
     route('POST',   '/oauth/introspect',                         oauthClient,                     handleTokenIntrospection),
     route('POST',   '/admin/apps',                               adminKey,                        admin.handleCreateApp),
@@ -66,6 +69,11 @@ export function authRoutes(ctx: AuthContext): Route[] {
     route('DELETE', '/admin/apps/:app_id/webhooks/:webhook_id',  adminKey,                        webhooks.handleDeleteWebhook),
     route('GET',    '/admin/apps/:app_id/webhook-deliveries',    adminKey,                        webhooks.handleListDeliveries),
     route('POST',   '/admin/apps/:app_id/webhook-deliveries/:delivery_id/redeliver', adminKey,    webhooks.handleRedeliver),
+    route('POST',   '/admin/apps/:app_id/api-keys',              adminKey,                        apiKeys.handleCreateApiKey),
+    route('GET',    '/admin/apps/:app_id/api-keys',              adminKey,                        apiKeys.handleListApiKeys),
+    route('POST',   '/admin/apps/:app_id/api-keys/:key_id/rotate', adminKey,                      apiKeys.handleRotateApiKey),
+    route('DELETE', '/admin/apps/:app_id/api-keys/:key_id',      adminKey,                        apiKeys.handleRevokeApiKey),
+    route('GET',    '/admin/usage',                              adminKey,                        handleGetUsage),
     route('GET',    '/admin/users',                              adminKey,                        admin.handleFindUsers),
     route('GET',    '/admin/users/:user_id',                     adminKey,                        admin.handleGetUser),
     route('DELETE', '/admin/users/:user_id',                     adminKey,                        admin.handleDeleteUser),

@@ -134,3 +134,22 @@ export type MessageTemplatesBody = Static<typeof MessageTemplatesBody>;
 
 export const CreateTenantBody = Type.Object({ name: text(200) }, strict);
 export type CreateTenantBody = Static<typeof CreateTenantBody>;
+
+const positiveLimit = Type.Optional(Type.Integer({ minimum: 1, maximum: 1_000_000_000 }));
+/** An ISO 8601 instant with a zone, e.g. 2027-01-01T00:00:00Z (the service checks it is in the future). */
+const IsoInstant = Type.String({ pattern: '^\\d{4}-\\d{2}-\\d{2}T\\d{2}:\\d{2}(:\\d{2}(\\.\\d{1,9})?)?(Z|[+-]\\d{2}:\\d{2})$' });
+
+export const CreateApiKeyBody = Type.Object({
+  name: text(200),
+  tenant_id: optionalTenant,
+  role: Type.Optional(Type.Union([Type.Literal('viewer'), Type.Literal('staff'), Type.Literal('admin'), Type.Literal('owner')])),
+  limits: Type.Optional(Type.Object({
+    concurrent_requests: positiveLimit,
+    requests_per_minute: positiveLimit,
+    tokens_per_minute: positiveLimit,
+  }, strict)),
+  weight: Type.Optional(Type.Number({ exclusiveMinimum: 0, maximum: 100 })),
+  priority_class: Type.Optional(Type.Union([Type.Literal('interactive'), Type.Literal('batch')])),
+  expires_at: Type.Optional(Type.Union([IsoInstant, Type.Null()])),
+}, strict);
+export type CreateApiKeyBody = Static<typeof CreateApiKeyBody>;

@@ -6,6 +6,7 @@ import { HttpError, HttpLayerCode, toHttpError, type ErrorFormatter } from './er
 import { completingPieces } from './complete-chunks.js';
 import { createEventStream, type EventStream } from './event-stream.js';
 import type { HttpResult } from './request.js';
+import type { RequestTrace } from './request-trace.js';
 
 /** The part of a uWS HttpResponse that writing a response needs. */
 export interface ResponseSink {
@@ -75,11 +76,14 @@ export class ResponseWriter {
     private readonly settings: ResponseSettings,
     /** Headers of every response on this request (e.g. CORS). */
     private readonly headers: ReadonlyArray<readonly [string, string]> = [],
+    /** The request's trace when tracing is on: told the status, the error code and the end. */
+    private readonly trace: RequestTrace | null = null,
   ) {
     res.onAborted(() => {
       this.finished = true;
       this.clientGone = true;
       this.abort?.abort();
+      this.trace?.end('client-gone');
     });
   }
 
@@ -114,12 +118,14 @@ export class ResponseWriter {
     const status = result.status ?? 200;
     const { payload, contentType } = encodeBody(result);
     const isHead = this.request.method === 'HEAD';
+    this.trace?.respond(status, result.body);
     this.res.cork(() => {
       this.writeHead(status, result.headers);
       if (contentType !== null) this.res.writeHeader('Content-Type', contentType);
       if (isHead) this.res.endWithoutBody(Buffer.byteLength(payload), closeConnection);
       else this.res.end(payload, closeConnection);
     });
+    this.trace?.end('ended');
   }
 
   /** Answers anything thrown, through the product's formatter; 500s are logged with their cause. */
@@ -141,6 +147,7 @@ export class ResponseWriter {
     if (this.finished) throw new HttpError(499, 'CLIENT_CLOSED', 'Client closed the connection');
     // Called only inside res.cork.
     this.streamHead = () => {
+      this.trace?.respond(init.status ?? 200);
       this.writeHead(init.status ?? 200, { 'Content-Type': 'text/event-stream', 'Cache-Control': 'no-cache', ...init.headers });
     };
     this.stream = createEventStream({
@@ -160,6 +167,7 @@ export class ResponseWriter {
           this.sendStreamHead();
           this.res.end();
         });
+        this.trace?.end('ended');
       },
       isOpen: () => !this.finished,
       hasStarted: () => this.streamHead === null,
@@ -192,6 +200,7 @@ export class ResponseWriter {
     this.clientGone = true;
     this.abort?.abort();
     this.res.close();
+    this.trace?.end('timed-out');
   }
 
   /**
@@ -217,6 +226,7 @@ export class ResponseWriter {
   private logged(thrown: unknown): HttpError {
     const error = toHttpError(thrown);
     if (error.status === 500) this.settings.logError?.(error, this.request);
+    this.trace?.fail(error.code);
     return error;
   }
 

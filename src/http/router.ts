@@ -13,7 +13,7 @@ export interface Route {
 }
 
 export type RouteMatch =
-  | { kind: 'found'; handler: Handler; params: Record<string, string> }
+  | { kind: 'found'; handler: Handler; params: Record<string, string>; /** The route's template. */ route: string }
   | { kind: 'wrong-method'; allowed: Method[] }
   | { kind: 'not-found' };
 
@@ -47,14 +47,14 @@ export class Router {
     const byMethod = this.exact.get(path);
     if (byMethod) {
       const handler = byMethod.get(method as Method);
-      if (handler) return { kind: 'found', handler, params: NO_PARAMS };
+      if (handler) return { kind: 'found', handler, params: NO_PARAMS, route: path };
     }
     const allowed: Method[] = byMethod ? [...byMethod.keys()] : [];
     const segments = path.split('/');
     for (const { segments: pattern, route } of this.patterns) {
       const params = matchSegments(pattern, segments);
       if (!params) continue;
-      if (route.method === method) return { kind: 'found', handler: route.handler, params };
+      if (route.method === method) return { kind: 'found', handler: route.handler, params, route: route.path };
       allowed.push(route.method);
     }
     return allowed.length > 0 ? { kind: 'wrong-method', allowed } : { kind: 'not-found' };

@@ -8,6 +8,7 @@ import { readBody } from './body-reader.js';
 import { corsHeaders, preflightHeaders, type CorsPolicy } from './cors.js';
 import { HttpError, HttpLayerCode, type ErrorFormatter } from './errors.js';
 import type { HttpRequest } from './request.js';
+import { requestTracer, type RequestTrace } from './request-trace.js';
 import { ResponseWriter, type ResponseSettings } from './response-writer.js';
 import { Router, type Handler, type Route, type RouteMatch } from './router.js';
 import type { StaticDirectory } from './static-directory.js';
@@ -132,6 +133,11 @@ async function dispatch(handler: Handler, request: HttpRequest, writer: Response
   }
 }
 
+/** dispatch, in the request's trace context when it is traced. */
+function dispatchTraced(trace: RequestTrace | null, handler: Handler, request: HttpRequest, writer: ResponseWriter): Promise<void> {
+  return trace ? trace.run(() => dispatch(handler, request, writer)) : dispatch(handler, request, writer);
+}
+
 /** The uWS app: HTTPS when key and certificate are given, each checked to be readable first. */
 function createApp(tls: HttpServerOptions['tls']): uWS.TemplatedApp {
   if (!tls) return uWS.App();
@@ -187,24 +193,26 @@ export async function startHttpServer(options: HttpServerOptions): Promise<HttpS
     const head = copyRequestHead(res, req);
     const { method, path } = head;
     const headers = cors ? corsHeaders(cors, head.headers['origin']) : [];
-    const writer = new ResponseWriter(res, { method, path }, settings, headers);
+    // HEAD is routed as GET; the writer leaves the body out. Routed before the writer is made (both
+    // synchronous), so that a traced request's trace names its route's template from the start.
+    const match = router.find(method === 'HEAD' ? 'GET' : method, path);
+    const trace = requestTracer()?.begin({ method, route: match.kind === 'found' ? match.route : null, headers: head.headers }) ?? null;
+    const writer = new ResponseWriter(res, { method, path }, settings, headers, trace);
     if (method === 'OPTIONS' && preflight) {
       writer.writeResult({ status: 200, headers: preflight });
       return;
     }
-    // HEAD is routed as GET; the writer leaves the body out.
-    const match = router.find(method === 'HEAD' ? 'GET' : method, path);
     if (match.kind !== 'found') {
       void answerUnrouted(match, head, writer, options);
       return;
     }
     if (!METHODS_WITH_BODY.has(method)) {
-      void dispatch(match.handler, handlerRequest(head, match.params, EMPTY_BODY, writer), writer);
+      void dispatchTraced(trace, match.handler, handlerRequest(head, match.params, EMPTY_BODY, writer), writer);
       return;
     }
     readBody(res, Number(head.headers['content-length'] ?? '0'), options.maxBodyBytes, () => !writer.isOpen, (outcome) => {
       if (outcome.kind === 'too-large') writer.writeError(tooLarge());
-      else void dispatch(match.handler, handlerRequest(head, match.params, outcome.body, writer), writer);
+      else void dispatchTraced(trace, match.handler, handlerRequest(head, match.params, outcome.body, writer), writer);
     }, { ms: timeoutMs, onTimeout: () => writer.closeConnection() });
   });
 

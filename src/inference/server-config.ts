@@ -39,6 +39,8 @@ export const OWN_FLAGS = [
   { names: ['--no-split-steps'], kind: 'bool', key: 'noSplitSteps', help: 'decode a step\'s generating rows and prompt rows in one call (for comparisons; by default a CPU build decodes them apart, see docs/options.md)' },
   { names: ['--no-early-outputs'], kind: 'bool', key: 'noEarlyOutputs', help: 'sample a step\'s outputs once, after its last ubatch (for comparisons; by default a CPU build sends the first ubatches\' outputs sooner, see docs/options.md)' },
   { names: ['--no-prepare-saves'], kind: 'bool', key: 'noPrepareSaves', help: 'no thread writes the prompt cache\'s buffers ahead (for comparisons; see docs/options.md)' },
+  { names: ['--cache-disk'], kind: 'string', key: 'cacheDisk', help: 'the prompt cache\'s disk tier: prompt states are kept in this directory and found again by prefix after a restart, a model reload or an eviction from --cache-ram (off by default; see docs/options.md)' },
+  { names: ['--cache-disk-mib'], kind: 'int', key: 'cacheDiskMib', help: 'with --cache-disk: most MiB its files take, least recently used first out (default: a tenth of the file system, at most half its free space at start-up)' },
   { names: ['--layer-window'], kind: 'string', key: 'layerWindow', choices: ['auto'], help: '"auto": as many layers on the GPU as its free memory holds (-ngl auto)' },
   { names: ['--models-spare'], kind: 'int', key: 'modelsSpare', help: 'router mode: model processes kept started without a model (Node and the addon loaded, about 75 MB each), so that loading a model skips process start-up (default 1; 0 = none)' },
   { names: ['--auth'], kind: 'bool', key: 'auth', help: 'mount the authentication service on this port (configured by the AUTH_* variables, see docs/auth-service.md)' },
@@ -223,6 +225,15 @@ export function tenantOptions(own: OwnFlags): TenantOptions {
   return { ...(file ? { file } : {}), defaultLimits };
 }
 
+/** --cache-disk [--cache-disk-mib]: the directory and budget (the engine completes the model's identity at load). */
+export function diskCacheOption(own: OwnFlags): { cacheDisk?: string; cacheDiskMib?: number } {
+  if (own.cacheDiskMib !== undefined && own.cacheDisk === undefined) throw new UsageError('--cache-disk-mib needs --cache-disk DIR');
+  if (own.cacheDiskMib !== undefined && own.cacheDiskMib < 1) throw new UsageError(`--cache-disk-mib: must be at least 1, got ${own.cacheDiskMib}`);
+  if (own.cacheDisk === undefined) return {};
+  if (own.cacheDisk === '') throw new UsageError('--cache-disk: needs a directory');
+  return { cacheDisk: own.cacheDisk, ...(own.cacheDiskMib !== undefined ? { cacheDiskMib: own.cacheDiskMib } : {}) };
+}
+
 /** Our flags that set an engine setting, by the setting (a usage error names the flag). */
 const ENGINE_FLAGS: ReadonlyArray<[keyof EngineSettings, string]> = [
   ['prefillBudget', '--prefill-budget'],
@@ -255,6 +266,7 @@ export function engineSettings(v: ServerParamValues, own: OwnFlags): EngineSetti
     ...(own.noEarlyOutputs ? { earlyOutputs: false } : {}),
     ...(own.noPrepareSaves ? { prepareSaves: false } : {}),
     ...(own.noFairShare ? { fairShare: false } : {}),
+    ...diskCacheOption(own),
   };
   for (const [key, flag] of ENGINE_FLAGS) {
     const value = own[key as keyof OwnFlags] as number | undefined;
@@ -335,6 +347,10 @@ function childArgs(own: OwnFlags): string[] {
     ...(own.layerWindow !== undefined ? ['--layer-window', own.layerWindow] : []),
     // Fair share runs in each model process (the router forwards the tenant); limits stay in the router.
     ...(own.noFairShare ? ['--no-fair-share'] : []),
+    // One directory for every model: each model's states go to a directory of their own in it
+    // (by fingerprint), and the budget covers them all.
+    ...(own.cacheDisk !== undefined ? ['--cache-disk', own.cacheDisk] : []),
+    ...(own.cacheDiskMib !== undefined ? ['--cache-disk-mib', String(own.cacheDiskMib)] : []),
   ];
 }
 

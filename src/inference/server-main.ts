@@ -13,6 +13,7 @@ import type { ToolsOptions } from './server-tools/tools-service.js';
 import { checkRpcEndpoints, rpcArgument } from './rpc-servers.js';
 import { namesRemoteModel, resolveModels } from './download/resolve-models.js';
 import { logProgress, terminalProgress } from './download/progress.js';
+import { startTracing, stopTracing } from '../telemetry/tracing.js';
 
 
 /** Our own flags' help, printed before llama-server's usage (which ends the process). */
@@ -114,7 +115,7 @@ async function runSingleModel(params: NativeServerParams, own: OwnFlags): Promis
   say(`inference-server: listening on ${options.tls ? 'https' : 'http'}://${host}:${server.port} (backend ${native.systemInfo().backend}), loading ${runtime.model}`);
   const shutdown = (): void => {
     say('inference-server: shutting down');
-    server.close().then(() => auth.close()).then(() => process.exit(0), () => process.exit(1));
+    server.close().then(() => auth.close()).then(stopTracing).then(() => process.exit(0), () => process.exit(1));
   };
   onSignals(shutdown);
   // A router's model process reports to its router (multi-model/child-link.ts).
@@ -157,7 +158,7 @@ async function runRouter(params: NativeServerParams, own: OwnFlags): Promise<num
   say(`inference-server: router listening on ${options.tls ? 'https' : 'http'}://${options.host}:${server.port}, ${names.length} models: ${names.join(', ') || '(none)'}`);
   onSignals(() => {
     say('inference-server: shutting down');
-    server.close().then(() => auth.close()).then(() => process.exit(0), () => process.exit(1));
+    server.close().then(() => auth.close()).then(stopTracing).then(() => process.exit(0), () => process.exit(1));
   });
   return -1;
 }
@@ -182,6 +183,8 @@ async function main(): Promise<number> {
     if (level) native.setLogLevel(level);
     if (own.authRole !== undefined && !own.authApp) throw new UsageError('--auth-role needs --auth-app');
     const params = await withLocalModels(llama, parsed);
+    // On only with an OTLP endpoint in the environment (docs/telemetry.md); a router's children inherit it.
+    await startTracing('inference-server');
     const values = params.values();
     // As llama-server: without a model, the server is a router over many.
     if (values.model === '') return await runRouter(params, own);

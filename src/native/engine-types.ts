@@ -36,6 +36,12 @@ export interface EngineParams {
   cacheIdleSlots?: boolean;
   /** -sp / --special: generated special tokens keep their text (as llama-server's --special). */
   special?: boolean;
+  /** --cache-disk: the prompt cache's disk tier, in this directory (absent: off; never for an embedding engine). */
+  cacheDisk?: string;
+  /** Its budget in MiB over the whole directory (absent or 0: no limit; the server computes a default, service/disk-cache.ts). */
+  cacheDiskMib?: number;
+  /** What identifies the model's and adapters' files (service/disk-cache.ts); the engine adds the context layout. */
+  cacheDiskIdentity?: string;
   /**
    * Chunked prefill: the tokens one step decodes while any slot is generating (one per generating
    * slot first, prompt chunks fill the rest, at least half of it); an integer >= 0, 0 = no budget
@@ -106,7 +112,7 @@ export interface EngineParams {
  */
 export type EngineSettings = Pick<EngineParams, 'contextShift' | 'promptCacheMib' | 'cacheIdleSlots' | 'special' | 'nCtxSlotMax' | 'backendSampling' |
   'prefillBudget' | 'prefillBudgetMs' | 'overloadLifoMs' | 'fairShare' | 'burstWaitMs' | 'kvUnified' | 'prefixSharing' | 'slotPromptSimilarity' |
-  'splitSteps' | 'earlyOutputs' | 'prepareSaves'>;
+  'splitSteps' | 'earlyOutputs' | 'prepareSaves' | 'cacheDisk' | 'cacheDiskMib'>;
 
 /**
  * The chat layer's part of the sampling parameters (from Model.applyChat's ChatParams and the
@@ -293,6 +299,19 @@ export interface EngineMetrics {
   /** Host memory the prompt cache holds now: saved prompts and buffers kept for reuse (never above --cache-ram). */
   promptCacheBytes: number;
   tasksDone: number;
+  /** The disk tier (--cache-disk; zero when off): prompts restored from a file, prompts that found none worth restoring, bytes and files written, bytes read, files deleted for the budget or superseded, files deleted unread (another layout, truncated, checksum), writes dropped (too many waiting), files adopted at start-up. */
+  diskHits: number;
+  diskMisses: number;
+  diskBytesWritten: number;
+  diskFilesWritten: number;
+  diskBytesRead: number;
+  diskEvictions: number;
+  diskRejected: number;
+  diskDropped: number;
+  diskAdopted: number;
+  /** Now: writes queued or in progress, and bytes of this model's files. */
+  diskPending: number;
+  diskBytes: number;
   queued: number;
   /** Generating requests being prepared (NativeEngine.beginPreparing) that have not submitted their tasks yet. */
   preparing: number;

@@ -126,21 +126,27 @@ t.test('usage on /metrics: per tenant, exactly the sum of the usage the answers 
 });
 
 t.test('one tenant\'s backlog does not hold another tenant\'s request behind it', async (t) => {
-  const one = await startTestServer(models.chat, { ctxSize: 2048, parallel: 1, apiKeys: KEYS });
+  // overloadLifoMs 0: each tenant's queue in arrival order (the adaptive LIFO would serve A's newest first).
+  const one = await startTestServer(models.chat, { ctxSize: 2048, parallel: 1, apiKeys: KEYS, engine: { overloadLifoMs: 0 } });
   t.teardown(() => one.close());
-  const post = (key: number, body: unknown) => fetch(`${one.base}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json', ...auth(key) }, body: JSON.stringify(body) });
-  const blocker = await post(0, chat('block', { max_tokens: 200, stream: true }));
+  const post = (key: number, body: unknown, signal?: AbortSignal) => fetch(`${one.base}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json', ...auth(key) }, body: JSON.stringify(body), ...(signal ? { signal } : {}) });
+  const deferred = async (): Promise<number> => {
+    const text = await (await fetch(`${one.base}/metrics`, { headers: auth(0) })).text();
+    return Number(/^llamacpp:requests_deferred (\d+)$/m.exec(text)![1]);
+  };
+  // A long blocker holds the only slot until every request is queued; it is then cancelled.
+  const holding = new AbortController();
+  const blocker = await post(0, chat('block', { max_tokens: 1900, stream: true }), holding.signal);
   const reader = blocker.body!.getReader();
   await reader.read();
   const order: string[] = [];
   const backlog = ['a1', 'a2', 'a3'].map((name) => post(0, chat(name)).then((r) => r.text()).then(() => order.push(name)));
   // The backlog is queued in the engine before the other tenant's request is sent.
-  for (let queued = 0; queued < 3;) {
-    const text = await (await fetch(`${one.base}/metrics`, { headers: auth(0) })).text();
-    queued = Number(/^llamacpp:requests_deferred (\d+)$/m.exec(text)![1]);
-  }
+  while ((await deferred()) < 3);
   const other = post(1, chat('b1')).then((r) => r.text()).then(() => order.push('b1'));
-  while (!(await reader.read()).done);
+  while ((await deferred()) < 4);
+  holding.abort();
+  await reader.closed.catch(() => {});
   await Promise.all([...backlog, other]);
   t.same(order, ['b1', 'a1', 'a2', 'a3'], 'the other tenant\'s request took the first free slot');
 });

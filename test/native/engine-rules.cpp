@@ -78,7 +78,7 @@ struct Bench {
             slots[i].id = i;
             slots[i].n_ctx = static_cast<int32_t>(params.n_ctx) / n;
         }
-        policy = std::make_unique<SlotCachePolicy>(ctx, slots, params, sharing, nullptr, counters);
+        policy = std::make_unique<SlotCachePolicy>(ctx, slots, params, sharing, nullptr, counters, nullptr);
     }
     ~Bench() {
         for (auto & s : slots) s.task.reset();

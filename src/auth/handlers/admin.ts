@@ -216,7 +216,7 @@ function queryUuid(req: HttpRequest, name: string): string | undefined {
 
 const ISO_INSTANT = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?(Z|[+-]\d{2}:\d{2})$/;
 
-function queryInstant(req: HttpRequest, name: string): Date | undefined {
+export function queryInstant(req: HttpRequest, name: string): Date | undefined {
   const raw = req.query.get(name);
   if (raw === null) return undefined;
   const instant = ISO_INSTANT.test(raw) ? new Date(raw) : new Date(NaN);

@@ -33,6 +33,15 @@ export async function findApp(sql: Queryable, id: string): Promise<AppRow | unde
   return row;
 }
 
+export async function findAppBySlug(sql: Queryable, slug: string): Promise<AppRow | undefined> {
+  const [row] = await sql<AppRow[]>`
+    select id, slug, name, created_at, secret_rotated_at
+    from apps
+    where slug = ${slug}
+  `;
+  return row;
+}
+
 export async function listApps(sql: Queryable): Promise<AppRow[]> {
   return sql<AppRow[]>`
     select id, slug, name, created_at, secret_rotated_at

@@ -3,7 +3,7 @@ import type { Queryable, Sql } from '../db.js';
 
 export interface NewAuditEvent {
   type: string;
-  actor: 'app' | 'admin' | 'anonymous';
+  actor: 'app' | 'admin' | 'anonymous' | 'service';
   appId?: string | null;
   userId?: string | null;
   familyId?: string | null;

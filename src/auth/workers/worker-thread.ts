@@ -3,6 +3,7 @@
 // Started by auth-workers.ts with a WorkerSetup as workerData; never run directly.
 import { parentPort, workerData } from 'node:worker_threads';
 import { startHttpServer, type HttpServer } from '../../http/server.js';
+import { startTracing, stopTracing } from '../../telemetry/tracing.js';
 import { ManualClock, systemClock } from '../clock.js';
 import { formatAuthError } from '../errors.js';
 import { connectAuthService, type AuthService } from '../mount.js';
@@ -20,6 +21,7 @@ const channel: Channel<PrimaryCalls, WorkerCalls> = new Channel(parentPort as Ch
   stop: async () => {
     server?.close();
     await service?.close();
+    await stopTracing();
     // The answer goes out first; closing the port then lets the thread's event loop end.
     setImmediate(() => parentPort!.close());
   },
@@ -36,6 +38,8 @@ try {
     log,
     onSigningKeysRotated: () => channel.call('signingKeysRotated'),
   });
+  // Each worker serves HTTP, so each traces its own requests (docs/telemetry.md); off without an OTLP endpoint.
+  await startTracing('auth-server');
   server = await startHttpServer({
     host: setup.host,
     port: setup.port,

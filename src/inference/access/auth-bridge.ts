@@ -1,12 +1,14 @@
 // The authentication service inside inference-server: `--auth` mounts its routes on the same
 // port, and `--auth-app SLUG [--auth-role ROLE]` admits the service's access tokens (audience and
-// app_id equal to SLUG, at least ROLE in their tenant) wherever an API key is accepted.
+// app_id equal to SLUG, at least ROLE in their tenant) and its API keys (AUTH_API_KEY_PREFIX, of
+// that app, at least ROLE) wherever an API key is accepted, each as its tenant (docs/tenants.md).
+// With --auth, the service's usage table takes the hourly usage (tenants/usage-flush.ts).
 import { bearerToken } from '../../http/bearer.js';
 import { HttpError } from '../../http/errors.js';
 import type { Route } from '../../http/router.js';
 // The auth service (postgres.js, jose, its schema) is imported only when a flag asks for it: a
 // server without --auth/--auth-app starts without loading it (router mode starts one per model).
-import type { AuthService, AuthServiceConfig, RoleName } from '../../auth/mount.js';
+import type { ApiKeyIdentity, ApiKeyVerifier, AuthService, AuthServiceConfig, RoleName } from '../../auth/mount.js';
 import { ErrorType, inferenceError } from '../errors.js';
 import type { UsageHourRow } from '../tenants/usage-meter.js';
 
@@ -60,32 +62,6 @@ export interface UsageRecorder {
   record(rows: UsageHourRow[]): Promise<void>;
 }
 
-/**
- * The part of src/auth/mount.ts that verifies auth-server API keys, as that module is to export it
- * (createApiKeyVerifier, AUTH_API_KEY_PREFIX); looked up at run time, so that a service without it
- * leaves such keys to the API-key check.
- */
-interface ApiKeyIdentity {
-  keyId: string;
-  appId: string;
-  appSlug: string;
-  name: string;
-  tenantId: string | null;
-  role: RoleName;
-  limits: { concurrentRequests?: number; requestsPerMinute?: number; tokensPerMinute?: number };
-  weight: number;
-  priorityClass: 'interactive' | 'batch';
-  expiresAt: string | Date | null;
-}
-interface ApiKeyVerifier {
-  verify(key: string): Promise<ApiKeyIdentity | null>;
-  close(): void | Promise<void>;
-}
-interface ApiKeyModule {
-  createApiKeyVerifier?: (source: { service: AuthService } | { issuer: string }, options: { ttlMs?: number; appSlug?: string }) => ApiKeyVerifier;
-  AUTH_API_KEY_PREFIX?: string;
-}
-
 /** Roles by rank (the auth service's ROLE_RANK, without importing it: see server-config.ts's AUTH_ROLES). */
 const ROLE_RANK: Record<RoleName, number> = { viewer: 1, staff: 2, admin: 3, owner: 4 };
 
@@ -93,7 +69,7 @@ export async function createInferenceAuth(options: InferenceAuthOptions): Promis
   if (!options.mount && !options.appSlug) return { routes: [], close: async () => {} };
   const mod = await import('../../auth/mount.js');
   const { createAccessTokenGuard, createAuthService, readAuthServiceConfig } = mod;
-  let verifier: ApiKeyVerifier | null = null;
+  let apiKeys: ApiKeyVerifier | null = null;
   let service: AuthService | null = null;
   if (options.mount) service = await createAuthService(options.config ?? readAuthServiceConfig(options.env, { issuer: options.selfUrl }));
   let acceptBearer: InferenceAuth['acceptBearer'];
@@ -109,18 +85,24 @@ export async function createInferenceAuth(options: InferenceAuthOptions): Promis
       issuer,
       keys: service ? service.accessTokenKeys : { jwksUrl: options.jwksUrl ?? `${issuer.replace(/\/+$/, '')}/.well-known/jwks.json` },
     });
-    const keys = apiKeyVerifier(mod as ApiKeyModule, service, issuer, options.appSlug);
-    verifier = keys?.verifier ?? null;
+    const verifier = mod.createApiKeyVerifier(service ? { service } : { issuer }, { appSlug: options.appSlug });
+    apiKeys = verifier;
     const appSlug = options.appSlug;
     const required = options.role === undefined ? 0 : ROLE_RANK[options.role];
     acceptBearer = async (authorization) => {
       const token = bearerToken(authorization);
       if (token === null) return null;
-      // An auth-server API key (its prefix): verified by the service; an unknown key is a 401.
-      if (keys && token.startsWith(keys.prefix)) {
-        const identity = await keys.verifier.verify(token);
+      // An auth-server API key (its prefix): verified by the service (null: unknown, revoked,
+      // expired or of another app, a 401); a service that cannot answer is a 503, not a 401.
+      if (token.startsWith(mod.AUTH_API_KEY_PREFIX)) {
+        let identity: ApiKeyIdentity | null;
+        try {
+          identity = await verifier.verify(token);
+        } catch {
+          throw inferenceError(ErrorType.UNAVAILABLE, 'API keys cannot be verified now; try again later');
+        }
         if (!identity) throw inferenceError(ErrorType.AUTHENTICATION, 'Invalid API Key');
-        if ((ROLE_RANK[identity.role] ?? 0) < required) throw inferenceError(ErrorType.PERMISSION, `This route requires the role "${options.role}" or higher`);
+        if (ROLE_RANK[identity.role] < required) throw inferenceError(ErrorType.PERMISSION, `This route requires the role "${options.role}" or higher`);
         return {
           kind: 'api-key', appSlug: identity.appSlug, keyId: identity.keyId, tenantId: identity.tenantId,
           settings: { weight: identity.weight, priorityClass: identity.priorityClass, limits: identity.limits },
@@ -139,28 +121,15 @@ export async function createInferenceAuth(options: InferenceAuthOptions): Promis
       }
     };
   }
-  const usage = service ? usageRecorder(service) : undefined;
+  const usage: UsageRecorder | undefined = service ? { record: (rows) => service!.usage.record(rows) } : undefined;
   return {
     routes: service?.routes ?? [],
     ...(acceptBearer ? { acceptBearer } : {}),
     ...(usage ? { usage } : {}),
     close: async () => {
-      await verifier?.close();
+      apiKeys?.close();
       await service?.close();
     },
   };
 }
 
-/** The service's API-key verifier and the keys' prefix, when the auth module has them (see ApiKeyModule). */
-function apiKeyVerifier(mod: ApiKeyModule, service: AuthService | null, issuer: string, appSlug: string): { verifier: ApiKeyVerifier; prefix: string } | null {
-  if (typeof mod.createApiKeyVerifier !== 'function' || typeof mod.AUTH_API_KEY_PREFIX !== 'string') return null;
-  return { verifier: mod.createApiKeyVerifier(service ? { service } : { issuer }, { appSlug }), prefix: mod.AUTH_API_KEY_PREFIX };
-}
-
-/** The service's usage table (service.usage.record), when the service has one. */
-function usageRecorder(service: AuthService): UsageRecorder | undefined {
-  const usage = (service as unknown as { usage?: { record?: (rows: UsageHourRow[]) => Promise<unknown> } }).usage;
-  if (typeof usage?.record !== 'function') return undefined;
-  const record = usage.record.bind(usage);
-  return { record: async (rows) => { await record(rows); } };
-}

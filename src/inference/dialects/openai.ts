@@ -3,9 +3,13 @@ import { randomBytes } from 'node:crypto';
 import type { StopType, TokenProbability } from '../../native/binding.js';
 import type { CompletionOutcome, GeneratedToken } from '../engine/engine.js';
 import { logprob, timings, tokenText } from './timings.js';
+import { recordResponseId } from '../../telemetry/tracing.js';
 
+/** A new response id; it is recorded on the request's trace (gen_ai.response.id) when tracing is on. */
 export function completionId(prefix: 'chatcmpl' | 'cmpl'): string {
-  return `${prefix}-${randomBytes(12).toString('base64url')}`;
+  const id = `${prefix}-${randomBytes(12).toString('base64url')}`;
+  recordResponseId(id);
+  return id;
 }
 
 export function finishReason(stop: StopType): 'stop' | 'length' {

@@ -5,6 +5,7 @@
 import { randomBytes } from 'node:crypto';
 import type { CompletionOutcome } from '../engine/engine.js';
 import type { ChatMessageOut } from '../service/chat-output.js';
+import { recordResponseId } from '../../telemetry/tracing.js';
 
 const ALPHANUMERIC = '0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz';
 
@@ -20,8 +21,11 @@ export interface ResponseIds {
   message: string;
 }
 
+/** New ids; the response's is recorded on the request's trace (gen_ai.response.id) when tracing is on. */
 export function responseIds(): ResponseIds {
-  return { response: `resp_${randomString()}`, reasoning: `rs_${randomString()}`, message: `msg_${randomString()}` };
+  const ids = { response: `resp_${randomString()}`, reasoning: `rs_${randomString()}`, message: `msg_${randomString()}` };
+  recordResponseId(ids.response);
+  return ids;
 }
 
 export interface ResponseUsage {

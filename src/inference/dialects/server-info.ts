@@ -118,6 +118,18 @@ export function metricsText(report: MetricsReport, counters: RequestCounters): s
   metric('prompt_cache_saves_total', 'counter', 'Slot caches copied to the host-memory prompt cache (--cache-ram).', m.promptCacheSaves);
   metric('prompt_cache_buffer_reuses_total', 'counter', 'Of those, copies into a buffer requested ahead for the task (written on a thread of its own) or kept from a restored or evicted entry.', m.promptCacheReuses);
   metric('prompt_cache_bytes', 'gauge', 'Host memory held by the prompt cache: saved prompts and buffers kept for reuse.', m.promptCacheBytes);
+  // The disk tier (--cache-disk; zero when off).
+  metric('prompt_cache_disk_hits_total', 'counter', 'Prompts restored from the disk tier (--cache-disk).', m.diskHits);
+  metric('prompt_cache_disk_misses_total', 'counter', 'Prompts the disk tier was asked for and had no state worth restoring (a file failing its checks counts here).', m.diskMisses);
+  metric('prompt_cache_disk_bytes_written_total', 'counter', 'Bytes of state files written by the disk tier.', m.diskBytesWritten);
+  metric('prompt_cache_disk_files_written_total', 'counter', 'State files written by the disk tier.', m.diskFilesWritten);
+  metric('prompt_cache_disk_bytes_read_total', 'counter', 'Bytes of state files read by the disk tier for restores.', m.diskBytesRead);
+  metric('prompt_cache_disk_evictions_total', 'counter', 'State files deleted for the budget (least recently used) or superseded by a longer state.', m.diskEvictions);
+  metric('prompt_cache_disk_rejected_total', 'counter', 'State files deleted unread: temporary, another model or layout, truncated, or failing their checksum.', m.diskRejected);
+  metric('prompt_cache_disk_dropped_total', 'counter', 'States not written because too many writes were waiting.', m.diskDropped);
+  metric('prompt_cache_disk_adopted_total', 'counter', 'State files found valid at start-up.', m.diskAdopted);
+  metric('prompt_cache_disk_pending', 'gauge', 'Disk tier writes queued or in progress.', m.diskPending);
+  metric('prompt_cache_disk_bytes', 'gauge', 'Bytes of this model\'s state files in the disk tier.', m.diskBytes);
   metric('requests_total', 'counter', 'HTTP requests that use the model (read-only endpoints are not counted).', counters.requests);
   metric('requests_failed_total', 'counter', 'Of those, requests answered with an error status.', counters.errors);
   metric('tasks_completed_total', 'counter', 'Completion tasks finished.', m.tasksDone);

@@ -8,6 +8,7 @@ import { request as httpRequest, Agent, type IncomingMessage } from 'node:http';
 import { StringDecoder } from 'node:string_decoder';
 import type { HttpRequest, HttpResult } from '../../http/request.js';
 import { ErrorType, inferenceError } from '../errors.js';
+import { injectTraceContext } from '../../telemetry/tracing.js';
 import { encodeTenant, TENANT_HEADER } from '../tenants/forwarded-tenant.js';
 import { requestTenant } from '../tenants/tenancy.js';
 
@@ -41,6 +42,8 @@ export function forward(req: HttpRequest, port: number, model: string): Promise<
   const tenant = requestTenant(req.signal);
   if (tenant) headers[TENANT_HEADER] = encodeTenant(tenant.tenant);
   if (req.body.length > 0) headers['content-length'] = String(req.body.length);
+  // Traced, the child's span descends from this request's (its traceparent replaces the client's).
+  injectTraceContext(headers);
   const query = req.query.toString();
   const path = query === '' ? req.path : `${req.path}?${query}`;
   return new Promise((resolve, reject) => {

@@ -6,6 +6,7 @@ import type { GenerationDefaults } from './generation.js';
 import type { MediaPolicy } from './media.js';
 import { InferenceEngine } from '../engine/engine.js';
 import { contextSize, type RuntimeOptions } from '../options.js';
+import { defaultDiskCacheMib, diskCacheIdentity } from './disk-cache.js';
 import { LoraRegistry } from './lora-registry.js';
 import { InferenceService, type ChatSettings } from './service.js';
 
@@ -84,6 +85,7 @@ export function loadInferenceService(options: ServiceLoadOptions, onProgress: (p
         flashAttn: runtime.flashAttn,
         ...(options.serverParams ? { serverParams: options.serverParams } : {}),
         ...options.engine,
+        ...(await diskCacheSettings(options)),
       });
       return new InferenceService(model, vision, engine, {
         modelPath: runtime.model,
@@ -109,6 +111,16 @@ export function loadInferenceService(options: ServiceLoadOptions, onProgress: (p
     }
   });
   return { promise, cancel: () => handle.cancel() };
+}
+
+/** --cache-disk: the files' identity, and the default budget when none was given. */
+async function diskCacheSettings(options: ServiceLoadOptions): Promise<{ cacheDiskIdentity?: string; cacheDiskMib?: number }> {
+  const dir = options.engine.cacheDisk;
+  if (dir === undefined || options.embedding || options.rerank) return {};
+  return {
+    cacheDiskIdentity: await diskCacheIdentity(options.runtime.model, options.loras.map((l) => l.path)),
+    cacheDiskMib: options.engine.cacheDiskMib ?? (await defaultDiskCacheMib(dir)),
+  };
 }
 
 function checkReranker(options: ServiceLoadOptions, model: NativeModel): void {

@@ -6,12 +6,13 @@
 // once, then nothing.
 import type { EngineMetrics } from '../../native/binding.js';
 
-/** The cumulative fields; the others (queued, preparing, busySlots, promptCacheBytes) are the live engine's or zero. */
-type Cumulative = Omit<EngineMetrics, 'queued' | 'preparing' | 'busySlots' | 'promptCacheBytes'>;
+/** The cumulative fields; the others (queued, preparing, busySlots, promptCacheBytes, diskPending, diskBytes) are the live engine's or zero. */
+type Cumulative = Omit<EngineMetrics, 'queued' | 'preparing' | 'busySlots' | 'promptCacheBytes' | 'diskPending' | 'diskBytes'>;
 
 const ZERO: Cumulative = {
   promptTokens: 0, cachedTokens: 0, sharedTokens: 0, sharedJoins: 0, busySlotDecodes: 0, nTokensMax: 0, promptMs: 0,
   predictedTokens: 0, predictedMs: 0, decodeCalls: 0, splitSteps: 0, earlyOutputCalls: 0, contextShifts: 0, promptCacheSaves: 0, promptCacheReuses: 0, tasksDone: 0,
+  diskHits: 0, diskMisses: 0, diskBytesWritten: 0, diskFilesWritten: 0, diskBytesRead: 0, diskEvictions: 0, diskRejected: 0, diskDropped: 0, diskAdopted: 0,
 };
 
 /** Tokens and time of the two throughput gauges. */
@@ -48,7 +49,7 @@ export class MetricsLedger {
 
   /** The totals with `live` (the running engine's counters, or none while asleep); starts a new window. */
   scrape(live: EngineMetrics | null): MetricsReport {
-    const totals: EngineMetrics = { ...add(this.retired, live ?? ZERO), queued: live?.queued ?? 0, preparing: live?.preparing ?? 0, busySlots: live?.busySlots ?? 0, promptCacheBytes: live?.promptCacheBytes ?? 0 };
+    const totals: EngineMetrics = { ...add(this.retired, live ?? ZERO), queued: live?.queued ?? 0, preparing: live?.preparing ?? 0, busySlots: live?.busySlots ?? 0, promptCacheBytes: live?.promptCacheBytes ?? 0, diskPending: live?.diskPending ?? 0, diskBytes: live?.diskBytes ?? 0 };
     const start = this.windowStart;
     const rate = (tokens: number, ms: number): number => (ms > 0 ? (1000 * tokens) / ms : 0);
     const report = {
@@ -79,6 +80,15 @@ function add(a: Cumulative, b: Cumulative): Cumulative {
     promptCacheSaves: a.promptCacheSaves + b.promptCacheSaves,
     promptCacheReuses: a.promptCacheReuses + b.promptCacheReuses,
     tasksDone: a.tasksDone + b.tasksDone,
+    diskHits: a.diskHits + b.diskHits,
+    diskMisses: a.diskMisses + b.diskMisses,
+    diskBytesWritten: a.diskBytesWritten + b.diskBytesWritten,
+    diskFilesWritten: a.diskFilesWritten + b.diskFilesWritten,
+    diskBytesRead: a.diskBytesRead + b.diskBytesRead,
+    diskEvictions: a.diskEvictions + b.diskEvictions,
+    diskRejected: a.diskRejected + b.diskRejected,
+    diskDropped: a.diskDropped + b.diskDropped,
+    diskAdopted: a.diskAdopted + b.diskAdopted,
     ...speculative(a, b),
   };
 }

@@ -9,6 +9,7 @@ import type { LoraRegistry } from './lora-registry.js';
 import type { MediaPolicy } from './media.js';
 import { logPrompts } from './prompt-log.js';
 import { requestTenant } from '../tenants/tenancy.js';
+import { traceCompletions, traceEmbeddings } from '../../telemetry/tracing.js';
 
 /** The server's chat settings (llama-server's --reasoning-format, --reasoning, --prefill-assistant, --reasoning-budget). */
 export interface ChatSettings {
@@ -134,6 +135,7 @@ export class InferenceService implements GenerationContext {
     if (this.info.embeddings) {
       throw inferenceError(ErrorType.NOT_SUPPORTED, 'This server does not support completions. Start it without `--embedding` or `--rerank`');
     }
+    const trace = traceCompletions(this.alias, specs);
     for (const spec of specs) if (!spec.media) this.checkPromptFits(spec.prompt);
     if (this.settings.promptsLogDir) await logPrompts(this.settings.promptsLogDir, this.model, specs);
     const group = new AbortController();
@@ -155,11 +157,13 @@ export class InferenceService implements GenerationContext {
     }
     void Promise.allSettled(started).then(() => signal.removeEventListener('abort', cancelGroup));
     meter?.settle(started);
-    return started.map((p) => p.catch((err: unknown) => {
+    const outcomes = started.map((p) => p.catch((err: unknown) => {
       // A task that failed on its own takes the others down; their own rejections are then moot.
       group.abort();
       throw this.taskError(err, signal);
     }));
+    trace?.follow(outcomes);
+    return outcomes;
   }
 
   /** The tokens of a prompt with images (text with one media marker per image), as the engine would run it. */
@@ -186,8 +190,10 @@ export class InferenceService implements GenerationContext {
 
   /** Embeds tokenized inputs together (embedding mode only). */
   async embed(inputs: EmbeddingInput[], signal: AbortSignal): Promise<EmbeddingOutcome[]> {
+    const trace = traceEmbeddings(this.alias);
     try {
       const outcomes = await this.engine.embedAll(inputs, signal);
+      trace?.done(outcomes);
       requestTenant(signal)?.meterEmbeddings(this.alias, outcomes.reduce((n, o) => n + o.nPrompt, 0));
       return outcomes;
     } catch (err) {

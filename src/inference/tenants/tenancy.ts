@@ -2,12 +2,14 @@
 // routes that use the model admits a request's tenant here (its limits, 429 over one; the
 // rate-limit headers on every answer of a limited tenant) and ends it when the handler is done;
 // the service finds the request's tenant by the request's AbortSignal (requestTenant) to put it
-// on the engine's tasks (fair share) and to meter what the tasks used.
+// on the engine's tasks (fair share) and to meter what the tasks used. The tenant is also the
+// request span's llama.tenant attribute when tracing is on (docs/telemetry.md).
 import { EventEmitter } from 'node:events';
 import type { HttpRequest } from '../../http/request.js';
 import type { CompletionTaskSpec } from '../../native/binding.js';
 import type { CompletionOutcome, GeneratedToken } from '../engine/engine.js';
 import { rateLimited } from '../errors.js';
+import { setRequestTenant } from '../../telemetry/tracing.js';
 import { TenantLimiter } from './rate-limits.js';
 import { isLimited, type Tenant } from './tenant.js';
 import { UsageMeter, type UsageEntry } from './usage-meter.js';
@@ -72,6 +74,7 @@ export class Tenancy extends EventEmitter<TenancyEvents> {
    * request is the tenant's until end().
    */
   admit(tenant: Tenant, req: HttpRequest): void {
+    setRequestTenant(tenant.id);
     if (isLimited(tenant.limits)) {
       const decision = this.limiter.admit(tenant);
       for (const [name, value] of Object.entries(decision.headers)) req.setResponseHeader(name, value);
@@ -85,6 +88,7 @@ export class Tenancy extends EventEmitter<TenancyEvents> {
 
   /** An answer that counts against no limit (read-only routes): a limited tenant's headers all the same. */
   annotate(tenant: Tenant, req: HttpRequest): void {
+    setRequestTenant(tenant.id);
     if (!isLimited(tenant.limits)) return;
     for (const [name, value] of Object.entries(this.limiter.current(tenant))) req.setResponseHeader(name, value);
   }
@@ -139,8 +143,9 @@ export class RequestTenant {
           const completionTokens = done.reduce((n, o) => n + o.nPredicted, 0);
           count(promptTokens + completionTokens - counted);
           const wallMs = Date.now() - submittedAt;
-          const computeMs = done.reduce((n, o) => n + o.tPromptMs + o.tPredictMs, 0);
-          const queueMs = done.reduce((n, o) => n + Math.max(0, wallMs - o.tPromptMs - o.tPredictMs), 0);
+          // Whole milliseconds, as the usage table keeps them.
+          const computeMs = Math.round(done.reduce((n, o) => n + o.tPromptMs + o.tPredictMs, 0));
+          const queueMs = Math.round(done.reduce((n, o) => n + Math.max(0, wallMs - o.tPromptMs - o.tPredictMs), 0));
           this.tenancy.addUsage({ ...this.who, model, promptTokens, cachedPromptTokens: done[0]?.nCached ?? 0, completionTokens, queueMs, computeMs });
         }, () => {});
       },

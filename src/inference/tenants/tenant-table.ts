@@ -122,10 +122,10 @@ export class TenantTable {
     return { id, key: 'access-token', appSlug, ...this.settings(id) };
   }
 
-  /** The tenant of an auth-server API key: its tenantId, else "key:<keyId>". */
+  /** The tenant of an auth-server API key: its tenantId, else "key:<keyId>"; usage labels it by its id. */
   forIssuedKey(keyId: string, tenantId: string | null, appSlug: string, issued: IssuedSettings): Tenant {
     const id = tenantId ?? `key:${keyId}`;
-    return { id, key: `key:${keyId}`, appSlug, ...this.settings(id, undefined, issued) };
+    return { id, key: keyId, appSlug, ...this.settings(id, undefined, issued) };
   }
 
   anonymous(): Tenant {

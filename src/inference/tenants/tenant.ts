@@ -29,7 +29,7 @@ export interface Tenant extends TenantSettings {
    * (else "key:<keyId>"), or "anonymous" when no key is required.
    */
   id: string;
-  /** The credential, as usage labels it: a key's label, "key:<keyId>", "access-token", or "anonymous". */
+  /** The credential, as usage labels it: a key's label, an auth-server key's id, "access-token", or "anonymous". */
   key: string;
   /** The auth-service app of a token or an auth-server key; null otherwise. */
   appSlug: string | null;

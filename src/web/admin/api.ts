@@ -32,8 +32,24 @@ export interface WebhookDelivery {
   created_at: string; next_attempt_at: string | null; last_attempt_at: string | null; last_status: number | null; last_error: string | null; delivered_at: string | null;
 }
 
+export interface ApiKeyLimits { concurrent_requests?: number | null; requests_per_minute?: number | null; tokens_per_minute?: number | null }
+export interface ApiKey {
+  id: string; app_id: string; tenant_id: string | null; name: string; role: string; display_prefix: string; limits: ApiKeyLimits;
+  weight: number; priority_class: 'interactive' | 'batch'; created_at: string; expires_at: string | null; rotated_at: string | null;
+  revoked_at: string | null; last_used_at: string | null;
+}
+export interface NewApiKey {
+  name: string; tenant_id?: string; role?: string; limits?: ApiKeyLimits; weight?: number; priority_class?: string; expires_at?: string;
+}
+export interface UsageCounters {
+  requests: number; prompt_tokens: number; cached_prompt_tokens: number; completion_tokens: number; queue_ms: number; compute_ms: number;
+}
+export interface UsageRow extends UsageCounters { app_id: string | null; app_slug: string | null; tenant: string; key: string; model: string; hour: string }
+export interface UsageReport { from: string; to: string; rows: UsageRow[]; totals: UsageCounters; truncated: boolean }
+export interface UsageQuery { app?: string; tenant?: string; key?: string; from?: string; to?: string }
+
 /** The audit event types (src/auth/audit.ts); an app's webhooks may subscribe to all but the last three. */
-export const AUDIT_EVENT_TYPES = ['login.succeeded', 'login.failed', 'otp.sent', 'otp.delivery_failed', 'token.refreshed', 'token.reuse_detected', 'session.revoked', 'user.sessions_revoked', 'passkey.registered', 'passkey.used', 'passkey.removed', 'sms.defence_tripped', 'role.assigned', 'role.revoked', 'user.deleted', 'user.restored', 'app.secret_rotated', 'app.created', 'signing_key.rotated', 'admin.key_rejected'];
+export const AUDIT_EVENT_TYPES = ['login.succeeded', 'login.failed', 'otp.sent', 'otp.delivery_failed', 'token.refreshed', 'token.reuse_detected', 'session.revoked', 'user.sessions_revoked', 'passkey.registered', 'passkey.used', 'passkey.removed', 'sms.defence_tripped', 'api_key.created', 'api_key.rotated', 'api_key.revoked', 'usage.hourly', 'role.assigned', 'role.revoked', 'user.deleted', 'user.restored', 'app.secret_rotated', 'app.created', 'signing_key.rotated', 'admin.key_rejected'];
 export const WEBHOOK_EVENT_TYPES = AUDIT_EVENT_TYPES.slice(0, -3);
 
 /** An error answer of the admin API, with its catalog code. */
@@ -94,5 +110,13 @@ export const adminApi = {
   deleteWebhook: (appId: string, webhookId: string) => call<{ deleted: boolean }>('DELETE', `/admin/apps/${id(appId)}/webhooks/${id(webhookId)}`),
   listDeliveries: (appId: string, state: string) =>
     call<{ deliveries: WebhookDelivery[] }>('GET', `/admin/apps/${id(appId)}/webhook-deliveries${state ? `?state=${id(state)}` : ''}`).then((r) => r.deliveries),
+  listApiKeys: (appId: string) => call<{ api_keys: ApiKey[] }>('GET', `/admin/apps/${id(appId)}/api-keys`).then((r) => r.api_keys),
+  createApiKey: (appId: string, key: NewApiKey) => call<ApiKey & { key: string }>('POST', `/admin/apps/${id(appId)}/api-keys`, key),
+  rotateApiKey: (appId: string, keyId: string) => call<ApiKey & { key: string }>('POST', `/admin/apps/${id(appId)}/api-keys/${id(keyId)}/rotate`),
+  revokeApiKey: (appId: string, keyId: string) => call<ApiKey>('DELETE', `/admin/apps/${id(appId)}/api-keys/${id(keyId)}`),
+  getUsage: (query: UsageQuery) => {
+    const params = new URLSearchParams(Object.entries(query).filter(([, v]) => v !== undefined && v !== '').map(([k, v]) => [k, String(v)]));
+    return call<UsageReport>('GET', `/admin/usage?${params}`);
+  },
   redeliver: (appId: string, deliveryId: string) => call<WebhookDelivery>('POST', `/admin/apps/${id(appId)}/webhook-deliveries/${id(deliveryId)}/redeliver`),
 };

@@ -2,6 +2,7 @@
 import { adminApi, type App, type Tenant } from './api.js';
 import { button, byId, el, facts, when } from './dom.js';
 import { notify, notifyError } from './notice.js';
+import { selectApiKeysApp } from './api-keys.js';
 import { selectMessagesApp } from './messages.js';
 import { selectSmsApp } from './sms.js';
 import { selectWebhookApp } from './webhooks.js';
@@ -21,6 +22,7 @@ function appItem(app: App): HTMLLIElement {
     facts([['Id', el('code', {}, app.id)], ['Created', when(app.created_at)], ['Secret rotated', when(app.secret_rotated_at)]]),
     el('div', { class: 'row' },
       button('Tenants', () => void selectApp(app), { 'aria-label': `Tenants of ${app.slug}` }),
+      button('API keys', () => void selectApiKeysApp(app), { 'aria-label': `API keys of ${app.slug}` }),
       button('Webhooks', () => void selectWebhookApp(app), { 'aria-label': `Webhooks of ${app.slug}` }),
       button('Messages', () => void selectMessagesApp(app), { 'aria-label': `Login code messages of ${app.slug}` }),
       button('SMS', () => void selectSmsApp(app), { 'aria-label': `SMS defences of ${app.slug}` }),

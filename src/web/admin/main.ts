@@ -1,7 +1,8 @@
 // The admin console: sign in with the admin key (checked with GET /admin/apps), then apps with
-// their tenants, webhooks and login code messages, users, signing keys, the audit trail and the rate-limit blocks. Every action is one call of the admin API; a 401 at any
+// their tenants, API keys, webhooks and login code messages, the inference usage, users, signing keys, the audit trail and the rate-limit blocks. Every action is one call of the admin API; a 401 at any
 // point signs the console out.
 import { AdminError, setAdminKey } from './api.js';
+import { clearApiKeys, wireApiKeys } from './api-keys.js';
 import { clearApps, loadApps, wireApps } from './apps.js';
 import { clearAudit, loadAudit, wireAudit } from './audit.js';
 import { byId } from './dom.js';
@@ -10,6 +11,7 @@ import { clearLimits, loadLimits, wireLimits } from './limits.js';
 import { clearMessages, wireMessages } from './messages.js';
 import { clearSms, wireSms } from './sms.js';
 import { notifyError, UNAUTHORIZED_EVENT } from './notice.js';
+import { clearUsage, loadUsage, wireUsage } from './usage.js';
 import { clearUsers, wireUsers } from './users.js';
 import { clearWebhooks, wireWebhooks } from './webhooks.js';
 
@@ -25,6 +27,8 @@ function signOut(message?: string): void {
   clearApps();
   clearUsers();
   clearWebhooks();
+  clearApiKeys();
+  clearUsage();
   clearMessages();
   clearSms();
   clearAudit();
@@ -52,7 +56,7 @@ async function signIn(key: string): Promise<void> {
   showConsole(true);
   byId('apps-heading').focus();
   try {
-    await Promise.all([loadKeys(), loadAudit(), loadLimits()]);
+    await Promise.all([loadKeys(), loadUsage(), loadAudit(), loadLimits()]);
   } catch (error) {
     notifyError(error);
   }
@@ -68,6 +72,8 @@ wireApps();
 wireUsers();
 wireKeys();
 wireWebhooks();
+wireApiKeys();
+wireUsage();
 wireMessages();
 wireSms();
 wireAudit();

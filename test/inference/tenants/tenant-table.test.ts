@@ -14,9 +14,9 @@ t.test('tokens: tenant_id, else sub; auth-server keys: tenantId, else key:<keyId
   t.same(table.forToken('acme', 'user-1', 'app'), { id: 'acme', key: 'access-token', appSlug: 'app', weight: 3, priorityClass: 'interactive', limits: { requestsPerMinute: 5 } });
   t.same(table.forToken(null, 'user-1', 'app').id, 'user-1');
   t.same(table.forIssuedKey('k1', null, 'app', { weight: 2, priorityClass: 'batch', limits: { tokensPerMinute: 1000 } }),
-    { id: 'key:k1', key: 'key:k1', appSlug: 'app', weight: 2, priorityClass: 'batch', limits: { tokensPerMinute: 1000 } });
+    { id: 'key:k1', key: 'k1', appSlug: 'app', weight: 2, priorityClass: 'batch', limits: { tokensPerMinute: 1000 } });
   t.same(table.forIssuedKey('k2', 'acme', 'app', { weight: 2, limits: {} }),
-    { id: 'acme', key: 'key:k2', appSlug: 'app', weight: 3, priorityClass: 'interactive', limits: { requestsPerMinute: 5 } }, 'the file\'s tenant entry first; no limits on the key: the defaults');
+    { id: 'acme', key: 'k2', appSlug: 'app', weight: 3, priorityClass: 'interactive', limits: { requestsPerMinute: 5 } }, 'the file\'s tenant entry first; no limits on the key: the defaults');
 });
 
 t.test('the file is checked field by field', async (t) => {

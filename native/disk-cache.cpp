@@ -1,0 +1,451 @@
+#include "disk-cache.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <stdexcept>
+
+#include "log.h"
+#include "prompt-cache.h"
+
+namespace fs = std::filesystem;
+
+namespace addon {
+
+static constexpr char kMagic[8] = {'L', 'L', 'K', 'V', 'D', 'S', 'K', '1'};
+static constexpr uint64_t kMaxHeader = 64ull << 20;  // a header beyond this is not one of ours
+// Writes waiting (bytes of their states) beyond which a new one is dropped: at least one write
+// always waits, whatever its size.
+static constexpr size_t kMaxPendingBytes = 512ull << 20;
+static constexpr size_t kMaxPendingWrites = 8;
+
+uint64_t disk_hash(const void * data, size_t n, uint64_t seed) {
+    const auto * p = static_cast<const uint8_t *>(data);
+    uint64_t h = seed ^ (0x9E3779B97F4A7C15ull * (n + 1));
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        uint64_t w;
+        std::memcpy(&w, p + i, 8);
+        h = (h ^ w) * 0xFF51AFD7ED558CCDull;
+        h ^= h >> 32;
+    }
+    uint64_t tail = 0;
+    std::memcpy(&tail, p + i, n - i);
+    h = (h ^ tail) * 0xC4CEB9FE1A85EC53ull;
+    h ^= h >> 29;
+    return h;
+}
+
+namespace {
+
+// Reads exactly `n` bytes; false on a short read or an error.
+bool read_all(int fd, void * out, size_t n) {
+    auto * p = static_cast<uint8_t *>(out);
+    while (n > 0) {
+        const ssize_t r = ::read(fd, p, n);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) return false;
+        p += r;
+        n -= static_cast<size_t>(r);
+    }
+    return true;
+}
+
+bool write_all(int fd, const void * data, size_t n) {
+    const auto * p = static_cast<const uint8_t *>(data);
+    while (n > 0) {
+        const ssize_t w = ::write(fd, p, n);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) return false;
+        p += w;
+        n -= static_cast<size_t>(w);
+    }
+    return true;
+}
+
+void fsync_dir(const std::string & dir) {
+    const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY);
+    if (fd < 0) return;
+    ::fsync(fd);
+    ::close(fd);
+}
+
+// A cursor over a header's bytes.
+struct Reader {
+    const uint8_t * p;
+    size_t left;
+    template <typename T>
+    bool get(T & out) {
+        if (left < sizeof(T)) return false;
+        std::memcpy(&out, p, sizeof(T));
+        p += sizeof(T);
+        left -= sizeof(T);
+        return true;
+    }
+    template <typename T>
+    bool get_vector(std::vector<T> & out, uint32_t n) {
+        if (left / sizeof(T) < n) return false;
+        out.resize(n);
+        std::memcpy(out.data(), p, n * sizeof(T));
+        p += n * sizeof(T);
+        left -= n * sizeof(T);
+        return true;
+    }
+};
+
+template <typename T>
+void put(std::string & out, const T & v) {
+    out.append(reinterpret_cast<const char *>(&v), sizeof(T));
+}
+
+bool is_state_file(const fs::path & p) { return p.extension() == ".kv" && p.filename().string()[0] != '.'; }
+
+}  // namespace
+
+std::string DiskCache::header_bytes(const std::vector<llama_token> & tokens, const std::vector<float> & lora, uint64_t state_size) const {
+    std::string h;
+    put(h, static_cast<uint32_t>(fingerprint_.size()));
+    h += fingerprint_;
+    put(h, static_cast<uint32_t>(lora.size()));
+    h.append(reinterpret_cast<const char *>(lora.data()), lora.size() * sizeof(float));
+    put(h, static_cast<uint32_t>(tokens.size()));
+    h.append(reinterpret_cast<const char *>(tokens.data()), tokens.size() * sizeof(llama_token));
+    put(h, state_size);
+    std::string out(kMagic, sizeof(kMagic));
+    put(out, static_cast<uint64_t>(h.size()));
+    return out + h;
+}
+
+DiskCache::DiskCache(const std::string & dir, uint64_t budget_bytes, const std::string & fingerprint, DiskCacheCounters & counters)
+    : root_(dir), budget_(budget_bytes), fingerprint_(fingerprint), counters_(counters) {
+    char name[17];
+    std::snprintf(name, sizeof(name), "%016llx", static_cast<unsigned long long>(disk_hash(fingerprint.data(), fingerprint.size())));
+    model_dir_ = (fs::path(dir) / name).string();
+    std::error_code ec;
+    fs::create_directories(model_dir_, ec);
+    if (ec) throw std::runtime_error("--cache-disk: cannot create " + model_dir_ + ": " + ec.message());
+    ::chmod(root_.c_str(), 0700);
+    ::chmod(model_dir_.c_str(), 0700);
+    if (::access(model_dir_.c_str(), W_OK) != 0) throw std::runtime_error("--cache-disk: " + model_dir_ + " is not writable");
+    if (const char * d = std::getenv("LLAMA_ADDON_TEST_DISK_DELAY_MS")) write_delay_ms_ = std::atoll(d);
+    adopt();
+    enforce_budget();
+    writer_ = std::thread([this] { run_writer(); });
+}
+
+DiskCache::~DiskCache() {
+    {
+        std::lock_guard<std::mutex> lock(mu_);
+        stop_ = true;
+    }
+    wake_.notify_all();
+    if (writer_.joinable()) writer_.join();
+}
+
+// Start-up: every complete file of this fingerprint becomes an entry; anything else in the
+// directory that could be mistaken for one goes.
+void DiskCache::adopt() {
+    std::error_code ec;
+    for (const auto & de : fs::directory_iterator(model_dir_, ec)) {
+        const fs::path path = de.path();
+        const std::string name = path.filename().string();
+        if (name.rfind(".tmp-", 0) == 0) {
+            fs::remove(path, ec);
+            continue;
+        }
+        if (!is_state_file(path)) continue;
+        Entry e;
+        e.path = path.string();
+        bool ok = false;
+        const int fd = ::open(e.path.c_str(), O_RDONLY);
+        struct stat st{};
+        if (fd >= 0 && ::fstat(fd, &st) == 0) {
+            char magic[8];
+            uint64_t header_len = 0;
+            if (read_all(fd, magic, 8) && std::memcmp(magic, kMagic, 8) == 0 && read_all(fd, &header_len, 8) && header_len <= kMaxHeader) {
+                std::vector<uint8_t> header(header_len);
+                Reader r{header.data(), header.size()};
+                uint32_t n_fp = 0, n_lora = 0, n_tokens = 0;
+                uint64_t state_size = 0;
+                std::vector<char> fp;
+                ok = read_all(fd, header.data(), header_len) && r.get(n_fp) && r.get_vector(fp, n_fp) &&
+                     std::string(fp.begin(), fp.end()) == fingerprint_ && r.get(n_lora) && r.get_vector(e.lora, n_lora) && r.get(n_tokens) &&
+                     r.get_vector(e.tokens, n_tokens) && r.get(state_size) && r.left == 0 && !e.tokens.empty() &&
+                     static_cast<uint64_t>(st.st_size) == 16 + header_len + state_size + 8;
+            }
+            e.file_size = static_cast<uint64_t>(st.st_size);
+        }
+        if (fd >= 0) ::close(fd);
+        if (!ok) {
+            log_write("warn", "disk cache: deleting " + e.path + " (not a complete state of this model and layout)\n");
+            fs::remove(path, ec);
+            counters_.rejected++;
+            continue;
+        }
+        next_id_ = std::max<uint64_t>(next_id_, std::strtoull(name.c_str(), nullptr, 10) + 1);
+        counters_.bytes += e.file_size;
+        counters_.adopted++;
+        entries_.push_back(std::move(e));
+    }
+    if (!entries_.empty()) log_debug("disk cache: " + std::to_string(entries_.size()) + " states adopted from " + model_dir_ + "\n");
+}
+
+size_t DiskCache::longest_prefix(const std::vector<llama_token> & prompt, const std::vector<float> & lora) const {
+    std::lock_guard<std::mutex> lock(mu_);
+    size_t best = 0;
+    for (const auto & e : entries_) {
+        if (e.lora == lora) best = std::max(best, common_prefix_length(e.tokens, prompt));
+    }
+    return best;
+}
+
+bool DiskCache::worth_saving(const std::vector<llama_token> & tokens, const std::vector<float> & lora, size_t min_new) const {
+    std::lock_guard<std::mutex> lock(mu_);
+    size_t best = 0;
+    for (const auto & e : entries_) {
+        if (e.lora == lora) best = std::max(best, common_prefix_length(e.tokens, tokens));
+    }
+    for (const auto & w : writing_) {
+        if (w.second == lora) best = std::max(best, common_prefix_length(w.first, tokens));
+    }
+    return tokens.size() >= best + min_new;
+}
+
+std::optional<DiskCache::State> DiskCache::fetch(const std::vector<llama_token> & prompt, const std::vector<float> & lora, size_t beat) {
+    Entry chosen;
+    size_t best = beat;
+    {
+        std::lock_guard<std::mutex> lock(mu_);
+        for (const auto & e : entries_) {
+            if (e.lora != lora) continue;
+            const size_t n = common_prefix_length(e.tokens, prompt);
+            if (n > best && 4 * n >= e.tokens.size()) {
+                best = n;
+                chosen = e;
+            }
+        }
+    }
+    if (chosen.path.empty()) {
+        counters_.misses++;
+        return std::nullopt;
+    }
+    // The whole file is read and checked before anything reaches the context.
+    auto reject = [&](const char * why) -> std::optional<State> {
+        log_write("warn", "disk cache: deleting " + chosen.path + " (" + why + ")\n");
+        std::error_code ec;
+        fs::remove(chosen.path, ec);
+        std::lock_guard<std::mutex> lock(mu_);
+        for (size_t i = 0; i < entries_.size(); i++) {
+            if (entries_[i].path == chosen.path) {
+                counters_.bytes -= entries_[i].file_size;
+                entries_.erase(entries_.begin() + static_cast<std::ptrdiff_t>(i));
+                break;
+            }
+        }
+        counters_.rejected++;
+        counters_.misses++;
+        return std::nullopt;
+    };
+    const int fd = ::open(chosen.path.c_str(), O_RDONLY);
+    if (fd < 0) return reject("gone");
+    State st;
+    st.file = HostBuffers::allocate(chosen.file_size);
+    const bool read_ok = st.file.data && read_all(fd, st.file.data.get(), chosen.file_size);
+    char extra;
+    const bool at_end = read_ok && ::read(fd, &extra, 1) == 0;  // the file did not grow since
+    ::close(fd);
+    if (!st.file.data) {  // out of memory: the file stays
+        counters_.misses++;
+        return std::nullopt;
+    }
+    if (!read_ok || !at_end) return reject("size changed");
+    const uint8_t * data = st.file.data.get();
+    uint64_t header_len = 0;
+    std::memcpy(&header_len, data + 8, 8);
+    if (chosen.file_size < 24 || header_len > chosen.file_size - 24) return reject("header changed");
+    const size_t state_size = chosen.file_size - 16 - header_len - 8;
+    const std::string expected = header_bytes(chosen.tokens, chosen.lora, state_size);
+    if (expected.size() != 16 + header_len || std::memcmp(expected.data(), data, expected.size()) != 0) return reject("header changed");
+    uint64_t stored = 0;
+    std::memcpy(&stored, data + expected.size() + state_size, 8);
+    if (disk_hash(data, expected.size(), disk_hash(data + expected.size(), state_size)) != stored) return reject("checksum");
+    st.path = chosen.path;
+    st.tokens = std::move(chosen.tokens);
+    st.data = data + expected.size();
+    st.size = state_size;
+    return st;
+}
+
+void DiskCache::restored(const State & state) {
+    ::utimensat(AT_FDCWD, state.path.c_str(), nullptr, 0);  // its last use, for the LRU order across restarts
+    counters_.hits++;
+    counters_.bytes_read += state.file.capacity;
+}
+
+bool DiskCache::room_for(std::unique_lock<std::mutex> & lock, size_t size, bool wait) {
+    auto room = [&] { return writes_.empty() || (pending_bytes_ + size <= kMaxPendingBytes && writes_.size() < kMaxPendingWrites); };
+    if (wait) idle_.wait(lock, room);
+    if (room()) return true;
+    counters_.dropped++;
+    return false;
+}
+
+bool DiskCache::save(llama_context * ctx, int32_t seq, const std::vector<llama_token> & tokens, const std::vector<float> & lora, bool wait) {
+    if (tokens.empty()) return false;
+    const size_t size = llama_state_seq_get_size(ctx, seq);
+    if (size == 0) return false;
+    {
+        std::unique_lock<std::mutex> lock(mu_);
+        if (!room_for(lock, size, wait)) return false;
+    }
+    HostBuffer b = HostBuffers::allocate(size);
+    if (!b.data) return false;
+    const size_t written = llama_state_seq_get_data(ctx, b.data.get(), size, seq);
+    if (written == 0) return false;
+    return save_buffer(tokens, lora, std::move(b), written, wait);
+}
+
+bool DiskCache::save_buffer(std::vector<llama_token> tokens, std::vector<float> lora, HostBuffer buffer, size_t size, bool wait) {
+    {
+        std::unique_lock<std::mutex> lock(mu_);
+        if (!room_for(lock, size, wait)) return false;
+        writing_.emplace_back(tokens, lora);
+        pending_bytes_ += size;
+        counters_.pending++;
+        writes_.push_back(Write{std::move(tokens), std::move(lora), std::move(buffer), size});
+    }
+    wake_.notify_one();
+    return true;
+}
+
+void DiskCache::flush() {
+    std::unique_lock<std::mutex> lock(mu_);
+    idle_.wait(lock, [this] { return writing_.empty(); });
+}
+
+void DiskCache::run_writer() {
+    std::unique_lock<std::mutex> lock(mu_);
+    for (;;) {
+        wake_.wait(lock, [this] { return stop_ || !writes_.empty(); });
+        if (writes_.empty()) break;  // stopping, everything written
+        Write w = std::move(writes_.front());
+        writes_.pop_front();
+        lock.unlock();
+        if (write_delay_ms_ > 0) std::this_thread::sleep_for(std::chrono::milliseconds(write_delay_ms_));
+        write_file(w);
+        lock.lock();
+        pending_bytes_ -= w.size;
+        counters_.pending--;
+        for (size_t i = 0; i < writing_.size(); i++) {
+            if (writing_[i].first == w.tokens && writing_[i].second == w.lora) {
+                writing_.erase(writing_.begin() + static_cast<std::ptrdiff_t>(i));
+                break;
+            }
+        }
+        lock.unlock();
+        enforce_budget();
+        lock.lock();
+        idle_.notify_all();
+    }
+    idle_.notify_all();
+}
+
+// Writer thread: the state to a temporary file, synced, then renamed into place; a longer state
+// supersedes the files it contains.
+void DiskCache::write_file(Write & w) {
+    const std::string header = header_bytes(w.tokens, w.lora, w.size);
+    const uint64_t sum = disk_hash(header.data(), header.size(), disk_hash(w.buffer.data.get(), w.size));
+    uint64_t id;
+    {
+        std::lock_guard<std::mutex> lock(mu_);
+        id = next_id_++;
+    }
+    const std::string tmp = model_dir_ + "/.tmp-" + std::to_string(::getpid()) + "-" + std::to_string(id);
+    const std::string path = model_dir_ + "/" + std::to_string(id) + ".kv";
+    const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    bool ok = fd >= 0 && write_all(fd, header.data(), header.size()) && write_all(fd, w.buffer.data.get(), w.size) &&
+              write_all(fd, &sum, sizeof(sum)) && ::fsync(fd) == 0;
+    if (fd >= 0) ::close(fd);
+    ok = ok && ::rename(tmp.c_str(), path.c_str()) == 0;
+    if (!ok) {
+        log_write("warn", "disk cache: could not write " + path + ": " + std::strerror(errno) + "\n");
+        ::unlink(tmp.c_str());
+        return;
+    }
+    fsync_dir(model_dir_);
+    const uint64_t file_size = header.size() + w.size + sizeof(sum);
+    counters_.bytes_written += file_size;
+    counters_.files_written++;
+    counters_.bytes += file_size;
+    std::lock_guard<std::mutex> lock(mu_);
+    for (size_t i = entries_.size(); i-- > 0;) {
+        const Entry & e = entries_[i];
+        if (e.lora == w.lora && e.tokens.size() <= w.tokens.size() && common_prefix_length(e.tokens, w.tokens) == e.tokens.size()) {
+            remove_entry_locked(i, true);
+        }
+    }
+    entries_.push_back(Entry{path, std::move(w.tokens), std::move(w.lora), file_size});
+}
+
+void DiskCache::remove_entry_locked(size_t i, bool count_eviction) {
+    std::error_code ec;
+    fs::remove(entries_[i].path, ec);
+    counters_.bytes -= entries_[i].file_size;
+    if (count_eviction) counters_.evictions++;
+    entries_.erase(entries_.begin() + static_cast<std::ptrdiff_t>(i));
+}
+
+// Writer thread (and start-up): the least recently used files of the whole directory, every
+// model's, go until the rest fits the budget. Another process sharing the directory may delete
+// the same files meanwhile; a file already gone is simply skipped.
+void DiskCache::enforce_budget() {
+    if (budget_ == 0) return;
+    struct File {
+        fs::path path;
+        uint64_t size;
+        int64_t mtime;  // file clock ticks: only compared
+    };
+    std::vector<File> files;
+    uint64_t total = 0;
+    std::error_code ec;
+    for (const auto & model : fs::directory_iterator(root_, ec)) {
+        if (!model.is_directory(ec)) continue;
+        for (const auto & de : fs::directory_iterator(model.path(), ec)) {
+            if (!is_state_file(de.path())) continue;
+            const uint64_t size = de.file_size(ec);
+            if (ec) continue;
+            const auto mtime = fs::last_write_time(de.path(), ec);
+            if (ec) continue;
+            files.push_back(File{de.path(), size, static_cast<int64_t>(mtime.time_since_epoch().count())});
+            total += size;
+        }
+    }
+    if (total <= budget_) return;
+    std::sort(files.begin(), files.end(), [](const File & a, const File & b) { return a.mtime < b.mtime; });
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const File & f : files) {
+        if (total <= budget_) break;
+        total -= f.size;
+        bool mine = false;
+        for (size_t i = 0; i < entries_.size(); i++) {
+            if (entries_[i].path == f.path.string()) {
+                remove_entry_locked(i, true);
+                mine = true;
+                break;
+            }
+        }
+        if (!mine) {
+            fs::remove(f.path, ec);
+            counters_.evictions++;
+        }
+    }
+}
+
+}  // namespace addon

@@ -1,0 +1,151 @@
+#pragma once
+// DiskCache: the prompt cache's disk tier (--cache-disk DIR). Slot states (the K/V of a prompt
+// and its answer, as llama_state_seq_get_data writes it) are kept in files, found again by
+// prefix as the host-memory tier's entries are, and survive restarts and model swaps.
+//
+// Files. DIR/<fingerprint hash>/<n>.kv, one state each: a header (magic, the full fingerprint,
+// the adapter scales, the tokens, the state's size), the state, and a checksum of all of it. The
+// fingerprint names what a state is valid for: the llama.cpp build, the model file, the adapters
+// loaded, the KV types and the context/sequence layout (engine.cpp composes it); two models never
+// share a directory, and a file whose header names another fingerprint is never loaded.
+//
+// Crash safety. A file is written under a temporary name (.tmp-*), fsynced, renamed into place
+// and its directory fsynced: a kill at any moment leaves either no file or a complete one. At
+// start-up (adoption) temporary files are deleted, and so is every file whose header is not
+// readable, names another fingerprint, or whose size is not the one its header implies
+// (truncated); the checksum is verified when a file is loaded, and a file that fails it is deleted
+// and counted as a miss. Nothing that is not complete and intact is ever restored.
+//
+// Threads. The engine thread looks up (longest_prefix), restores (load: the read happens there,
+// bounded by the state's size) and hands states over for writing (save: a copy of the sequence's
+// state into host memory, then queued); one writer thread of its own writes, renames and enforces
+// the budget. The engine thread never waits for a write: when the writes waiting exceed their
+// bound the new one is dropped (counted). The destructor finishes the writes queued (a graceful
+// shutdown leaves them on disk).
+//
+// Budget. The files of the whole DIR (every fingerprint's: router mode's models share it) are
+// kept under `budget_bytes`, least recently used first out; a file's last use is its mtime (set
+// when written and when loaded), so the order survives restarts.
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "host-buffers.h"
+#include "llama.h"
+
+namespace addon {
+
+// For /metrics (readable from any thread).
+struct DiskCacheCounters {
+    std::atomic<uint64_t> hits{0};          // prompts restored from a file
+    std::atomic<uint64_t> misses{0};        // prompts that found no file worth restoring
+    std::atomic<uint64_t> bytes_written{0};
+    std::atomic<uint64_t> bytes_read{0};
+    std::atomic<uint64_t> files_written{0};
+    std::atomic<uint64_t> evictions{0};     // files deleted for the budget, or superseded by a longer state
+    std::atomic<uint64_t> rejected{0};      // files deleted unread: another layout, truncated, failed checksum
+    std::atomic<uint64_t> dropped{0};       // writes dropped because too many were waiting
+    std::atomic<uint64_t> adopted{0};       // files found valid at start-up
+    std::atomic<int32_t> pending{0};        // writes queued or in progress
+    std::atomic<uint64_t> bytes{0};         // bytes of this fingerprint's files
+};
+
+class DiskCache {
+public:
+    // Adopts DIR/<hash of fingerprint>'s files (creating the directories). Throws std::runtime_error
+    // when DIR cannot be created or written. `budget_bytes`: 0 means no limit.
+    // `counters` outlive the cache (the engine's, read after it is gone).
+    DiskCache(const std::string & dir, uint64_t budget_bytes, const std::string & fingerprint, DiskCacheCounters & counters);
+    ~DiskCache();
+    DiskCache(const DiskCache &) = delete;
+    DiskCache & operator=(const DiskCache &) = delete;
+
+    // Engine thread. Longest common prefix of `prompt` with a file's tokens under the same adapter scales.
+    size_t longest_prefix(const std::vector<llama_token> & prompt, const std::vector<float> & lora) const;
+
+    // A state read from a file and checked (fingerprint, size, checksum), ready for
+    // llama_state_seq_set_data.
+    struct State {
+        std::string path;
+        std::vector<llama_token> tokens;
+        HostBuffer file;          // the whole file
+        const uint8_t * data = nullptr;  // the state inside it
+        size_t size = 0;
+    };
+    // Engine thread. Reads the file (same adapter scales) sharing the longest prefix with
+    // `prompt`, when that prefix is longer than `beat` tokens and at least a quarter of the file's
+    // tokens (as the host-memory tier: never a large state for a sliver of it). nullopt (a miss):
+    // none, or the file failed its checks (it is deleted), or no memory to read it into.
+    std::optional<State> fetch(const std::vector<llama_token> & prompt, const std::vector<float> & lora, size_t beat);
+    // Engine thread: `state` was restored (a hit; the file's last use is now).
+    void restored(const State & state);
+
+    // Engine thread. Whether a state of `tokens` adds enough to what the files (and writes
+    // waiting) hold to be written: at least `min_new` tokens past the longest prefix they share.
+    bool worth_saving(const std::vector<llama_token> & tokens, const std::vector<float> & lora, size_t min_new) const;
+
+    // Engine thread. Copies sequence `seq`'s state and queues it for writing. False when nothing
+    // was queued (empty state, out of memory, or too many writes waiting: dropped, unless `wait`,
+    // which waits for the writer instead, as at shutdown).
+    bool save(llama_context * ctx, int32_t seq, const std::vector<llama_token> & tokens, const std::vector<float> & lora, bool wait = false);
+    // Engine thread. Queues a state already in host memory (an entry the host-memory tier evicts).
+    bool save_buffer(std::vector<llama_token> tokens, std::vector<float> lora, HostBuffer buffer, size_t size, bool wait = false);
+
+    // Any thread: blocks until every write queued so far is on disk (tests, shutdown).
+    void flush();
+
+    const DiskCacheCounters & counters() const { return counters_; }
+    const std::string & directory() const { return model_dir_; }
+
+private:
+    struct Entry {
+        std::string path;
+        std::vector<llama_token> tokens;
+        std::vector<float> lora;
+        uint64_t file_size = 0;
+    };
+    struct Write {
+        std::vector<llama_token> tokens;
+        std::vector<float> lora;
+        HostBuffer buffer;
+        size_t size = 0;
+    };
+
+    // With mu_ held: whether a write of `size` bytes may be queued now (waiting for room when `wait`).
+    bool room_for(std::unique_lock<std::mutex> & lock, size_t size, bool wait);
+    void adopt();
+    void run_writer();
+    void write_file(Write & w);
+    void enforce_budget();
+    void remove_entry_locked(size_t i, bool count_eviction);
+    std::string header_bytes(const std::vector<llama_token> & tokens, const std::vector<float> & lora, uint64_t state_size) const;
+
+    std::string root_;        // DIR
+    std::string model_dir_;   // DIR/<hash>
+    uint64_t budget_ = 0;
+    std::string fingerprint_;
+    int64_t write_delay_ms_ = 0;  // tests: a slow disk (LLAMA_ADDON_TEST_DISK_DELAY_MS)
+    DiskCacheCounters & counters_;
+
+    mutable std::mutex mu_;   // entries_, writes_, pending_bytes_, stop_
+    std::condition_variable wake_;
+    std::condition_variable idle_;
+    std::vector<Entry> entries_;
+    std::deque<Write> writes_;
+    std::vector<std::pair<std::vector<llama_token>, std::vector<float>>> writing_;  // queued or in progress, for worth_saving
+    size_t pending_bytes_ = 0;
+    uint64_t next_id_ = 0;
+    bool stop_ = false;
+    std::thread writer_;
+};
+
+// A 64-bit hash of `n` bytes (eight at a time), for checksums and directory names.
+uint64_t disk_hash(const void * data, size_t n, uint64_t seed = 0);
+
+}  // namespace addon

@@ -1,0 +1,175 @@
+// Usage metered by the inference server: batches added up exactly however they interleave,
+// rows of unknown apps kept under a null app, the admin query with its filters and bad
+// parameters, and one usage.hourly event per app and closed hour, sent through the outbox.
+import fs from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import t from 'tap';
+import { createAuthService, type UsageHourRow } from '../../src/auth/mount.js';
+import { ADMIN_KEY, startAuthHarness, type TestApp } from './fixtures/harness.js';
+import { startWebhookReceiver, until } from './fixtures/webhook-receiver.js';
+
+const h = await startAuthHarness({ webhookPollMs: 20 });
+t.teardown(() => h.close());
+
+const HOUR = 3600 * 1000;
+let app: TestApp;
+t.beforeEach(async () => { ({ app } = await h.startFresh()); });
+
+/** The start of the UTC hour `offset` hours from the clock's. */
+const hourAt = (offset: number): string => new Date((Math.floor(h.clock.now() / HOUR) + offset) * HOUR).toISOString();
+
+function row(fields: Partial<UsageHourRow>): UsageHourRow {
+  return {
+    appSlug: 'app-a', tenant: 't1', key: 'k1', model: 'tiny', hour: hourAt(0),
+    requests: 1, promptTokens: 10, cachedPromptTokens: 4, completionTokens: 20, queueMs: 3, computeMs: 50, ...fields,
+  };
+}
+
+const stored = () => h.sql<any[]>`
+  select app_id, tenant, key_label, model, hour, requests::int, prompt_tokens::int, cached_prompt_tokens::int, completion_tokens::int, queue_ms::int, compute_ms::int
+  from usage_hourly order by app_id nulls first, tenant, key_label, model, hour`;
+
+t.test('concurrent batches (each on its own connection) add up exactly', async (t) => {
+  // 8 batches at once, each adding to the same two rows (in opposite orders) and one of its own.
+  const batches = Array.from({ length: 8 }, (_, i) => {
+    const shared = [row({ requests: 1, promptTokens: i }), row({ tenant: 't2', requests: 2, completionTokens: 1 })];
+    return [...(i % 2 ? shared.reverse() : shared), row({ key: `own-${i}`, requests: 5 })];
+  });
+  await Promise.all(batches.map((batch) => h.service.usage.record(batch)));
+  const rows = await stored();
+  t.equal(rows.length, 10);
+  t.match(rows.find((r) => r.tenant === 't1' && r.key_label === 'k1'), {
+    app_id: app.id, requests: 8, prompt_tokens: 0 + 1 + 2 + 3 + 4 + 5 + 6 + 7, cached_prompt_tokens: 32, completion_tokens: 160, queue_ms: 24, compute_ms: 400,
+  });
+  t.match(rows.find((r) => r.tenant === 't2'), { requests: 16, prompt_tokens: 80, completion_tokens: 8 });
+  t.same(rows.filter((r) => r.key_label.startsWith('own-')).map((r) => r.requests), Array(8).fill(5));
+  t.same(rows[0].hour, new Date(hourAt(0)));
+});
+
+t.test('rows of one batch meeting on one row are summed; any instant of the hour is its start', async (t) => {
+  const mid = new Date(Date.parse(hourAt(0)) + 25 * 60 * 1000).toISOString();
+  await h.service.usage.record([row({}), row({ hour: mid, requests: 2 }), row({ appSlug: 'no-such-app' }), row({ appSlug: null, requests: 3 })]);
+  await h.service.usage.record([row({ appSlug: null })]);
+  const rows = await stored();
+  t.same(rows.map((r) => [r.app_id, r.requests, r.hour.toISOString()]), [
+    [null, 5, hourAt(0)],
+    [app.id, 3, hourAt(0)],
+  ], 'an unknown app slug and no app are one null app, counted once per hour');
+});
+
+t.test('a malformed row is a RangeError and nothing of its batch is stored', async (t) => {
+  await t.rejects(h.service.usage.record([row({}), row({ requests: -1 })]), RangeError);
+  await t.rejects(h.service.usage.record([row({ promptTokens: 1.5 })]), RangeError);
+  await t.rejects(h.service.usage.record([row({ hour: 'yesterday' })]), RangeError);
+  t.same(await stored(), []);
+  await h.service.usage.record([]);
+});
+
+t.test('GET /admin/usage lists rows and totals, filtered by app (id or slug), tenant, key and range', async (t) => {
+  const other = await h.createApp('app-b');
+  await h.service.usage.record([
+    row({ hour: hourAt(-1) }), row({ tenant: 't2', hour: hourAt(-1), requests: 2 }), row({ key: 'k2', requests: 4 }),
+    row({ appSlug: 'app-b', requests: 7 }), row({ appSlug: null, tenant: '', key: 'plain-key', requests: 9 }),
+    row({ hour: hourAt(-30), requests: 100 }),
+  ]);
+  const all = await h.admin('GET', '/admin/usage');
+  t.equal(all.status, 200);
+  t.same(all.body.to, new Date(h.clock.now()).toISOString());
+  t.same(all.body.from, new Date(h.clock.now() - 24 * HOUR).toISOString());
+  t.same(all.body.totals, { requests: 23, prompt_tokens: 50, cached_prompt_tokens: 20, completion_tokens: 100, queue_ms: 15, compute_ms: 250 });
+  t.equal(all.body.truncated, false);
+  t.same(all.body.rows[0], {
+    app_id: app.id, app_slug: 'app-a', tenant: 't1', key: 'k1', model: 'tiny', hour: hourAt(-1),
+    requests: 1, prompt_tokens: 10, cached_prompt_tokens: 4, completion_tokens: 20, queue_ms: 3, compute_ms: 50,
+  });
+  const requests = async (query: string) => {
+    const reply = await h.admin('GET', `/admin/usage?${query}`);
+    t.equal(reply.status, 200, query);
+    return [reply.body.totals.requests, reply.body.rows.length];
+  };
+  t.same(await requests(`app=${app.id}`), [7, 3]);
+  t.same(await requests('app=app-a'), [7, 3]);
+  t.same(await requests(`app=${other.id}`), [7, 1]);
+  t.same(await requests('app=app-a&tenant=t2'), [2, 1]);
+  t.same(await requests('key=k2'), [4, 1]);
+  t.same(await requests('tenant=&key=plain-key'), [9, 1]);
+  t.same(await requests(`from=${hourAt(0)}`), [20, 3]);
+  t.same(await requests(`from=${hourAt(-1)}&to=${hourAt(0)}`), [3, 2]);
+  t.same(await requests(`from=${encodeURIComponent(hourAt(-40))}&app=app-a`), [107, 4]);
+});
+
+t.test('GET /admin/usage refuses bad parameters with 400 VALIDATION_ERROR and an unknown app with 404', async (t) => {
+  const cases: Array<[string, number, string, string]> = [
+    ['from=yesterday', 400, 'VALIDATION_ERROR', 'Invalid query parameter "from": expected an ISO 8601 instant such as 2026-11-25T06:00:00Z'],
+    ['to=2026-13-45T00:00:00Z', 400, 'VALIDATION_ERROR', 'Invalid query parameter "to": expected an ISO 8601 instant such as 2026-11-25T06:00:00Z'],
+    ['from=2026-11-02T00:00:00Z&to=2026-11-01T00:00:00Z', 400, 'VALIDATION_ERROR', 'Invalid query parameters "from" and "to": "from" must be before "to"'],
+    ['from=2026-01-01T00:00:00Z&to=2026-06-01T00:00:00Z', 400, 'VALIDATION_ERROR', 'Invalid query parameters "from" and "to": the range is longer than 93 days'],
+    [`tenant=${'x'.repeat(201)}`, 400, 'VALIDATION_ERROR', 'Invalid query parameter "tenant": expected a label of at most 200 characters'],
+    ['app=no-such-app', 404, 'APP_NOT_FOUND', 'The app does not exist'],
+    ['app=00000000-0000-4000-8000-000000000000', 404, 'APP_NOT_FOUND', 'The app does not exist'],
+  ];
+  for (const [query, status, code, message] of cases) {
+    const reply = await h.admin('GET', `/admin/usage?${query}`);
+    t.same([reply.status, reply.body], [status, { error: { code, message } }], query);
+  }
+  const longest = await h.admin('GET', '/admin/usage?from=2026-01-01T00:00:00Z&to=2026-04-04T00:00:00Z');
+  t.equal(longest.status, 200, '93 days is allowed');
+});
+
+t.test('usage.hourly: one event per app and closed hour, after the grace period, once however many workers try', async (t) => {
+  const receiver = await startWebhookReceiver();
+  t.teardown(() => receiver.close());
+  await h.admin('POST', `/admin/apps/${app.id}/webhooks`, { url: receiver.url, event_types: ['usage.hourly'] });
+  const other = await h.createApp('app-b');
+  // Usage of the next hour, so that the background run (every minute, at the clock's now) cannot have sent it yet.
+  const hour = hourAt(1);
+  await h.service.usage.record([
+    row({ hour }), row({ hour, tenant: 't2', model: 'big', requests: 2 }), row({ hour, appSlug: 'app-b' }), row({ hour, appSlug: null }),
+  ]);
+  h.clock.advance(Date.parse(hour) + HOUR + 5 * 60 * 1000 - 1 - h.clock.now());
+  t.equal(await h.service.usage.emitClosedHours(), 0, 'not within 5 minutes of the hour\'s end');
+  // The rows of a late flush within the grace period are in the event.
+  await h.service.usage.record([row({ hour, requests: 10 })]);
+  h.clock.advance(1);
+  const emitted = await Promise.all(Array.from({ length: 4 }, () => h.service.usage.emitClosedHours()));
+  t.equal(emitted.reduce((a, b) => a + b, 0), 2, 'two events (app-a and app-b; none for the null app), each written by one of the four');
+  t.equal(await h.service.usage.emitClosedHours(), 0, 'and never again');
+  const events = await h.sql<any[]>`select app_id, actor, details from audit_events where type = 'usage.hourly' order by app_id = ${app.id} desc`;
+  t.same(events.map((e) => e.app_id), [app.id, other.id]);
+  t.same(events[0], {
+    app_id: app.id, actor: 'service',
+    details: {
+      hour,
+      rows: [
+        { tenant: 't1', key: 'k1', model: 'tiny', requests: 11, prompt_tokens: 20, cached_prompt_tokens: 8, completion_tokens: 40, queue_ms: 6, compute_ms: 100 },
+        { tenant: 't2', key: 'k1', model: 'big', requests: 2, prompt_tokens: 10, cached_prompt_tokens: 4, completion_tokens: 20, queue_ms: 3, compute_ms: 50 },
+      ],
+      totals: { requests: 13, prompt_tokens: 30, cached_prompt_tokens: 12, completion_tokens: 60, queue_ms: 9, compute_ms: 150 },
+    },
+  });
+  t.ok(await until(() => receiver.received.length === 1), 'the subscribed endpoint gets its app\'s event');
+  t.match(receiver.received[0]!.json, { type: 'usage.hourly', data: { app_id: app.id, user_id: null, details: events[0].details } });
+  // A row arriving after the event is stored and queried, but not sent again.
+  await h.service.usage.record([row({ hour, requests: 1 })]);
+  t.equal(await h.service.usage.emitClosedHours(), 0);
+  t.equal((await h.admin('GET', `/admin/usage?app=app-a&from=${hour}&to=${hourAt(2)}`)).body.totals.requests, 14);
+});
+
+t.test('two instances on one database: their batches sum exactly and each hour\'s event is written once', async (t) => {
+  const dataDir = await fs.mkdtemp(path.join(os.tmpdir(), 'auth-second-'));
+  const second = await createAuthService({
+    databaseUrl: h.service.databaseUrl, dataDir, keyDir: path.join(h.dataDir, 'keys'), issuer: 'http://auth.test', adminKey: ADMIN_KEY,
+    otpDelivery: h.outbox, clock: h.clock, webhookDispatch: false, log: () => {},
+  });
+  t.teardown(async () => { await second.close(); await fs.rm(dataDir, { recursive: true, force: true }); });
+  const hour = hourAt(1);
+  const batch = (i: number) => [row({ hour, requests: 1, completionTokens: i }), row({ hour, tenant: 't2', requests: 1 })];
+  await Promise.all(Array.from({ length: 10 }, (_, i) => (i % 2 ? second : h.service).usage.record(batch(i))));
+  t.same((await stored()).map((r) => [r.tenant, r.requests, r.completion_tokens]), [['t1', 10, 45], ['t2', 10, 200]]);
+  h.clock.advance(Date.parse(hour) + HOUR + 5 * 60 * 1000 - h.clock.now());
+  const emitted = await Promise.all([h.service, second, h.service, second].map((service) => service.usage.emitClosedHours()));
+  t.equal(emitted.reduce((a, b) => a + b, 0), 1, 'one of the four wrote it');
+  const [{ n }] = await h.sql`select count(*)::int as n from audit_events where type = 'usage.hourly'`;
+  t.equal(n, 1);
+});
