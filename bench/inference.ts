@@ -14,6 +14,7 @@ import { startServer, type ServerLaunch } from './servers.js';
 import { cpuMeter, waitForQuiet, type CpuUsage } from './cpu.js';
 import { EMBEDDING_PROFILE, RERANK_PROFILE } from './embedding-profiles.js';
 import { MIXED_DEFAULTS_PROFILE, MIXED_PROFILE } from './mixed-profile.js';
+import { TENANTS_PROFILE } from './tenants-profile.js';
 import { AGENT_PROFILE } from './agent-profile.js';
 import { ROUTER_PROFILE } from './router-profile.js';
 import { SPEC_DRAFT_PROFILE, SPEC_NGRAM_PROFILE, SPEC_SELF_PROFILE } from './speculative-profiles.js';
@@ -197,7 +198,7 @@ export const GENERATION_DEFAULTS_PROFILE: Profile = {
   scenarios: generationRows('defaults'),
 };
 
-export const PROFILES: Profile[] = [GENERATION_PROFILE, GENERATION_DEFAULTS_PROFILE, AGENT_PROFILE, MIXED_PROFILE, MIXED_DEFAULTS_PROFILE, EMBEDDING_PROFILE, RERANK_PROFILE, SPEC_DRAFT_PROFILE, SPEC_SELF_PROFILE, SPEC_NGRAM_PROFILE, ROUTER_PROFILE];
+export const PROFILES: Profile[] = [GENERATION_PROFILE, GENERATION_DEFAULTS_PROFILE, AGENT_PROFILE, MIXED_PROFILE, MIXED_DEFAULTS_PROFILE, TENANTS_PROFILE, EMBEDDING_PROFILE, RERANK_PROFILE, SPEC_DRAFT_PROFILE, SPEC_SELF_PROFILE, SPEC_NGRAM_PROFILE, ROUTER_PROFILE];
 
 // ---------------------------------------------------------------------------------------------
 // Build checks
