@@ -125,7 +125,7 @@ t.test('usage on /metrics: per tenant, exactly the sum of the usage the answers 
   t.equal(series(after, 'tenant_requests_total', 'bravo'), 2, 'bravo: its two admitted requests; the refused one is not counted');
 });
 
-t.test('one tenant\'s backlog does not hold another tenant\'s request behind it', async (t) => {
+t.test('one tenant\'s backlog does not hold another tenant\'s request behind it; a request\'s priority orders its own tenant\'s queue', async (t) => {
   // overloadLifoMs 0: each tenant's queue in arrival order (the adaptive LIFO would serve A's newest first).
   const one = await startTestServer(models.chat, { ctxSize: 2048, parallel: 1, apiKeys: KEYS, engine: { overloadLifoMs: 0 } });
   t.teardown(() => one.close());
@@ -149,4 +149,19 @@ t.test('one tenant\'s backlog does not hold another tenant\'s request behind it'
   await reader.closed.catch(() => {});
   await Promise.all([...backlog, other]);
   t.same(order, ['b1', 'a1', 'a2', 'a3'], 'the other tenant\'s request took the first free slot');
+
+  // A request's priority (vLLM's field) orders its tenant's queue: lower first.
+  const holding2 = new AbortController();
+  const blocker2 = await post(0, chat('block', { max_tokens: 1900, stream: true }), holding2.signal);
+  const reader2 = blocker2.body!.getReader();
+  await reader2.read();
+  const ranked: string[] = [];
+  const later = post(0, chat('later', { priority: 5 })).then((r) => r.text()).then(() => ranked.push('priority 5'));
+  while ((await deferred()) < 1);
+  const sooner = post(0, chat('sooner', { priority: 0 })).then((r) => r.text()).then(() => ranked.push('priority 0'));
+  while ((await deferred()) < 2);
+  holding2.abort();
+  await reader2.closed.catch(() => {});
+  await Promise.all([later, sooner]);
+  t.same(ranked, ['priority 0', 'priority 5'], 'the later request with the lower priority went first');
 });
