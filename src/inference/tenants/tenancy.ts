@@ -11,7 +11,7 @@ import type { CompletionOutcome, GeneratedToken } from '../engine/engine.js';
 import { rateLimited } from '../errors.js';
 import { setRequestTenant } from '../../telemetry/tracing.js';
 import { TenantLimiter } from './rate-limits.js';
-import { isLimited, type Tenant } from './tenant.js';
+import { ANONYMOUS, isLimited, type Tenant } from './tenant.js';
 import { UsageMeter, type UsageEntry } from './usage-meter.js';
 
 /** The requests admitted and not ended, by the AbortSignal the handler sees (see carryTenant). */
@@ -74,7 +74,7 @@ export class Tenancy extends EventEmitter<TenancyEvents> {
    * request is the tenant's until end().
    */
   admit(tenant: Tenant, req: HttpRequest): void {
-    setRequestTenant(tenant.id);
+    traceTenant(tenant);
     if (isLimited(tenant.limits)) {
       const decision = this.limiter.admit(tenant);
       for (const [name, value] of Object.entries(decision.headers)) req.setResponseHeader(name, value);
@@ -88,7 +88,7 @@ export class Tenancy extends EventEmitter<TenancyEvents> {
 
   /** An answer that counts against no limit (read-only routes): a limited tenant's headers all the same. */
   annotate(tenant: Tenant, req: HttpRequest): void {
-    setRequestTenant(tenant.id);
+    traceTenant(tenant);
     if (!isLimited(tenant.limits)) return;
     for (const [name, value] of Object.entries(this.limiter.current(tenant))) req.setResponseHeader(name, value);
   }
@@ -101,6 +101,11 @@ export class Tenancy extends EventEmitter<TenancyEvents> {
     if (isLimited(ticket.tenant.limits)) this.limiter.end(ticket.tenant);
     if (model !== null) this.addUsage({ ...ticket.who, model, requests: 1 });
   }
+}
+
+/** The request span's llama.tenant: a named tenant's id (none for the anonymous tenant, where no key is required). */
+function traceTenant(tenant: Tenant): void {
+  if (tenant.id !== ANONYMOUS) setRequestTenant(tenant.id);
 }
 
 /** One admitted request's tenant, as the service uses it. */
