@@ -6,6 +6,7 @@ import t from 'tap';
 import { UsageError } from '../../../src/cli/flags.js';
 import { engineSettings, routerOptions, splitCommandLine, tenantOptions } from '../../../src/inference/server-config.js';
 import { native } from '../../../src/native/binding.js';
+import { TenantTable } from '../../../src/inference/tenants/tenant-table.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'tenant-flags-'));
 t.teardown(() => rmSync(dir, { recursive: true, force: true }));
@@ -25,6 +26,15 @@ t.test('--tenants FILE is read and checked at start-up', async (t) => {
   writeFileSync(file, '{"keys":{"key-1":{"weight":-1}}}');
   t.throws(() => tenantOptions(own('--tenants', file)), new UsageError(`--tenants: ${file}: keys.key-1.weight: must be a number above 0`));
   t.throws(() => tenantOptions(own('--tenants', join(dir, 'missing.json'))), new UsageError(`--tenants: cannot read ${join(dir, 'missing.json')} (ENOENT)`));
+});
+
+t.test('--api-key and --api-key-file (one key per line, as llama-server) give the keys in order: key-1, key-2, ...', async (t) => {
+  const file = join(dir, 'keys.txt');
+  writeFileSync(file, 'sk-from-file-1\nsk-from-file-2\n');
+  const values = native.ServerParams.parse(['llama-server', '--api-key', 'sk-a,sk-b', '--api-key-file', file]).values();
+  t.same(values.apiKeys, ['sk-a', 'sk-b', 'sk-from-file-1', 'sk-from-file-2']);
+  const table = new TenantTable(values.apiKeys.length);
+  t.same([0, 1, 2, 3].map((i) => table.forKey(i).id), ['key-1', 'key-2', 'key-3', 'key-4']);
 });
 
 t.test('--no-fair-share turns the engine\'s fair share off; absent, the engine decides (on); a router passes it to its model processes', async (t) => {
