@@ -3,6 +3,7 @@
 // chat every 2.5 s. Measures what B waits for its first token while A's backlog grows (median and
 // worst), and what A gets done (its generated tokens per second), on both servers. llama-server
 // serves its queue first come, first served; ours by fair share across the two keys.
+import { setMaxListeners } from 'node:events';
 import { ensureBenchModel } from '../test/fixtures/models.js';
 import { BenchError, completionBody, percentile, promptTokens, streamChat, streamCompletion } from './load.js';
 import { type Profile, type Scenario } from './scenario.js';
@@ -48,7 +49,10 @@ const tenants: Scenario = {
     let batchTokens = 0;
     let batchDone = 0;
     const stop = new AbortController();
+    // Every outstanding batch request listens to it (at most batchOutstanding at once).
+    setMaxListeners(TENANTS.batchOutstanding + 8, stop.signal);
     const batches: Array<Promise<void>> = [];
+    const failures: unknown[] = [];
     const batchLoop = (async () => {
       for (let n = 0; performance.now() < to; n++) {
         const due = from + n * TENANTS.batchEveryMs;
@@ -69,20 +73,26 @@ const tenants: Scenario = {
         }).then((r) => {
           if (r.endAt <= to) batchDone++;
         }, (err: unknown) => {
-          if (!stop.signal.aborted) throw err;
+          // Kept, not thrown: a scenario abandoned at its timeout must not leave a rejection unhandled.
+          if (!stop.signal.aborted) failures.push(err);
         }).finally(() => outstanding--));
       }
     })();
     const ttft: number[] = [];
     const chats = Array.from({ length: Math.floor(TENANTS.windowMs / TENANTS.chatEveryMs) }, async (_, k) => {
       await new Promise((r) => setTimeout(r, from + (k + 0.5) * TENANTS.chatEveryMs - performance.now()));
-      const r = await streamChat(ctx.base, { messages: [{ role: 'user', content: `Question ${k}: what is ${k} plus ${k}?` }], max_tokens: TENANTS.chatPredict, ignore_eos: true }, 300_000, auth(keyB));
-      ttft.push(r.firstTokenMs);
+      try {
+        const r = await streamChat(ctx.base, { messages: [{ role: 'user', content: `Question ${k}: what is ${k} plus ${k}?` }], max_tokens: TENANTS.chatPredict, ignore_eos: true }, 300_000, auth(keyB));
+        ttft.push(r.firstTokenMs);
+      } catch (err) {
+        failures.push(err);
+      }
     });
     await batchLoop;
     await Promise.all(chats);
     stop.abort(new Error('window over'));
     await Promise.all(batches);
+    if (failures.length > 0) throw new BenchError(`${ctx.server}: tenants: ${failures.length} request(s) failed`, String(failures[0]));
     if (ttft.length === 0) throw new BenchError(`${ctx.server}: tenants: no chat answered`);
     return {
       chatTtftP50: percentile(ttft, 50),
