@@ -165,3 +165,13 @@ t.test('one tenant\'s backlog does not hold another tenant\'s request behind it;
   await Promise.all([later, sooner]);
   t.same(ranked, ['priority 0', 'priority 5'], 'the later request with the lower priority went first');
 });
+
+t.test('embeddings: metered as their usage counts them, on the tenant\'s tasks', async (t) => {
+  const embed = await startTestServer(models.embedding, { embedding: true, ctxSize: 512, apiKeys: ['sk-embed'] });
+  t.teardown(() => embed.close());
+  const res = await postJson(`${embed.base}/v1/embeddings`, { input: ['one text', 'and another one'] }, { authorization: 'Bearer sk-embed' });
+  t.equal(res.status, 200);
+  const text = await (await fetch(`${embed.base}/metrics`, { headers: { authorization: 'Bearer sk-embed' } })).text();
+  t.equal(series(text, 'tenant_prompt_tokens_total', 'key-1'), res.body.usage.prompt_tokens);
+  t.equal(series(text, 'tenant_requests_total', 'key-1'), 1);
+});

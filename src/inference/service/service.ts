@@ -192,9 +192,10 @@ export class InferenceService implements GenerationContext {
   async embed(inputs: EmbeddingInput[], signal: AbortSignal): Promise<EmbeddingOutcome[]> {
     const trace = traceEmbeddings(this.alias);
     try {
-      const outcomes = await this.engine.embedAll(inputs, signal);
+      const tenant = requestTenant(signal);
+      const outcomes = await this.engine.embedAll(inputs, signal, tenant?.share());
       trace?.done(outcomes);
-      requestTenant(signal)?.meterEmbeddings(this.alias, outcomes.reduce((n, o) => n + o.nPrompt, 0));
+      tenant?.meterEmbeddings(this.alias, outcomes.reduce((n, o) => n + o.nPrompt, 0));
       return outcomes;
     } catch (err) {
       throw this.taskError(err, signal);
