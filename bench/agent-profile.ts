@@ -6,7 +6,7 @@ import { ensureBenchModel } from '../test/fixtures/models.js';
 import { BenchError, median, percentile, prng, streamChat } from './load.js';
 import type { Profile, Scenario, ScenarioContext } from './scenario.js';
 
-const FLEET = { requests: 12, maxTokens: 8, rounds: 2 };
+export const FLEET = { requests: 12, maxTokens: 8, rounds: 2 };
 const LOOP = { agents: 8, turns: 6, maxTokens: 16, toolResultWords: 90 };
 
 const WORDS = ('agent tool call result file path search read write list directory function argument value return error retry ' +

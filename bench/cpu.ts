@@ -46,11 +46,16 @@ export interface CpuUsage {
   stealCores: number;
 }
 
-/** Starts measuring; the returned function gives the usage since then. */
-export function cpuMeter(pids: number[]): () => CpuUsage | undefined {
-  const a = sample(pids);
+/**
+ * Starts measuring; the returned function gives the usage since then. `pids` may be a function,
+ * read at both ends: a server the bench restarted in between is counted whole (the old one's
+ * ticks reach this process's cutime once it is reaped, the new one's are read by its pid).
+ */
+export function cpuMeter(pids: number[] | (() => number[])): () => CpuUsage | undefined {
+  const now = typeof pids === 'function' ? pids : () => pids;
+  const a = sample(now());
   return () => {
-    const b = sample(pids);
+    const b = sample(now());
     if (!a || !b) return undefined;
     const elapsed = (b.total - a.total) / availableParallelism();
     if (elapsed <= 0) return { foreignCores: 0, benchCores: 0, stealCores: 0 };

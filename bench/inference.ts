@@ -10,12 +10,13 @@ import { ensureBenchModel } from '../test/fixtures/models.js';
 import { REPO_ROOT, referenceTool } from '../test/helpers/reference.js';
 import { BenchError, CACHE_MODE, completionBody, httpJson, median, percentile, promptTokens, requestLoop, streamCompletion, type CacheMode } from './load.js';
 import { ratioTarget, unifiedPoolArgs, type Profile, type Row, type Scenario, type ScenarioContext } from './scenario.js';
-import { startServer, type ServerLaunch } from './servers.js';
+import { startServer, type RunningServer, type ServerLaunch } from './servers.js';
 import { cpuMeter, waitForQuiet, type CpuUsage } from './cpu.js';
 import { EMBEDDING_PROFILE, RERANK_PROFILE } from './embedding-profiles.js';
 import { MIXED_DEFAULTS_PROFILE, MIXED_PROFILE } from './mixed-profile.js';
 import { TENANTS_PROFILE } from './tenants-profile.js';
 import { AGENT_PROFILE } from './agent-profile.js';
+import { WARM_RESTART_PROFILE } from './warm-restart-profile.js';
 import { ROUTER_PROFILE } from './router-profile.js';
 import { SPEC_DRAFT_PROFILE, SPEC_NGRAM_PROFILE, SPEC_SELF_PROFILE } from './speculative-profiles.js';
 
@@ -198,7 +199,7 @@ export const GENERATION_DEFAULTS_PROFILE: Profile = {
   scenarios: generationRows('defaults'),
 };
 
-export const PROFILES: Profile[] = [GENERATION_PROFILE, GENERATION_DEFAULTS_PROFILE, AGENT_PROFILE, MIXED_PROFILE, MIXED_DEFAULTS_PROFILE, TENANTS_PROFILE, EMBEDDING_PROFILE, RERANK_PROFILE, SPEC_DRAFT_PROFILE, SPEC_SELF_PROFILE, SPEC_NGRAM_PROFILE, ROUTER_PROFILE];
+export const PROFILES: Profile[] = [GENERATION_PROFILE, GENERATION_DEFAULTS_PROFILE, AGENT_PROFILE, WARM_RESTART_PROFILE, MIXED_PROFILE, MIXED_DEFAULTS_PROFILE, TENANTS_PROFILE, EMBEDDING_PROFILE, RERANK_PROFILE, SPEC_DRAFT_PROFILE, SPEC_SELF_PROFILE, SPEC_NGRAM_PROFILE, ROUTER_PROFILE];
 
 // ---------------------------------------------------------------------------------------------
 // Build checks
@@ -368,8 +369,9 @@ export async function runInferenceBench(opts: InferenceBenchOptions = {}): Promi
     const launches: ServerLaunch[] = [
       { id: 'ours', label: 'inference-server', command: process.execPath, args: [relative(REPO_ROOT, serverMain), ...common, ...profile.oursExtra, ...oursExtra] },
       { id: 'llama-server', label: 'llama-server', command: llamaServer, args: [...common, ...profile.referenceExtra.flatMap((e) => e.flags)] },
+      ...(profile.oursVariants ?? []).map((v) => ({ id: v.id, label: v.label, command: process.execPath, args: [relative(REPO_ROOT, serverMain), ...common, ...v.flags, ...oursExtra] })),
     ];
-    const runs: ServerRun[] = launches.map((l) => ({ id: l.id, label: l.label, command: `${l.id === 'ours' ? 'node ' : relative(REPO_ROOT, l.command) + ' '}${l.args.join(' ')} --host 127.0.0.1 --port <free>`, startupSeconds: [] }));
+    const runs: ServerRun[] = launches.map((l) => ({ id: l.id, label: l.label, command: `${l.command === process.execPath ? 'node ' : relative(REPO_ROOT, l.command) + ' '}${[...l.args, ...(profile.perRun?.[l.id]?.shown ?? [])].join(' ')} --host 127.0.0.1 --port <free>`, startupSeconds: [] }));
     serverRuns.push({ profile: profile.id, model: modelArg, servers: runs, referenceExtra: profile.referenceExtra });
 
     // Scenario-major: both servers run a scenario (each freshly started, one after the other)
@@ -377,11 +379,12 @@ export async function runInferenceBench(opts: InferenceBenchOptions = {}): Promi
     // rounds the order alternates (ours first, then llama-server first, ...).
     for (const scenario of profile.scenarios.filter((s) => !only || only.has(s.id))) {
       for (let round = 0; round < rounds; round++) {
-        for (const which of round % 2 === 0 ? [0, 1] : [1, 0]) {
+        const order = launches.map((_, i) => i);
+        for (const which of round % 2 === 0 ? order : order.reverse()) {
           const launch = launches[which]!;
           const tag = `${launch.label}: ${scenario.title}${rounds > 1 ? ` (round ${round + 1}/${rounds})` : ''}`;
           const record = (values: Record<string, number>, usage?: CpuUsage): void => {
-            for (const m of scenario.metrics) ((raw[`${profile.id}/${scenario.id}/${m.key}`] ??= {})[launch.id] ??= []).push(values[m.key] ?? NaN);
+            for (const key of new Set(scenario.metrics.map((m) => m.key))) ((raw[`${profile.id}/${scenario.id}/${key}`] ??= {})[launch.id] ??= []).push(values[key] ?? NaN);
             ((foreign[`${profile.id}/${scenario.id}`] ??= {})[launch.id] ??= []).push(usage ? usage.foreignCores + usage.stealCores : NaN);
           };
           if ((deadline - Date.now()) / 1000 < 5) {
@@ -393,18 +396,40 @@ export async function runInferenceBench(opts: InferenceBenchOptions = {}): Promi
           // taken again once (time permitting), keeping the less disturbed of the two.
           const measure = async (attempt: number): Promise<{ values: Record<string, number>; usage?: CpuUsage }> => {
             const logName = `${launch.id}-${profile.id}-${scenario.id}${rounds > 1 ? `-r${round + 1}` : ''}${attempt > 0 ? `-retry${attempt}` : ''}`;
-            const server = await startServer(launch, join(RESULTS_DIR, 'logs'), logName);
+            // This measurement's own flags (e.g. a fresh directory), kept across the scenario's restarts.
+            const own = profile.perRun?.[launch.id]?.make();
+            const launchNow: ServerLaunch = own ? { ...launch, args: [...launch.args, ...own.flags] } : launch;
+            let server: RunningServer;
+            try {
+              server = await startServer(launchNow, join(RESULTS_DIR, 'logs'), logName);
+            } catch (err) {
+              own?.cleanup();
+              throw err;
+            }
             runs[which]!.startupSeconds.push(server.startupSeconds);
-            const log = relative(REPO_ROOT, server.logPath);
+            let log = relative(REPO_ROOT, server.logPath);
+            let finished = false;
+            const restart = async (): Promise<{ base: string; seconds: number }> => {
+              const ts = performance.now();
+              // A graceful stop may write state (e.g. --cache-disk at shutdown): a long grace, and a note if it runs out.
+              const how = await server.stop(120_000);
+              if (how === 'SIGKILL') note(`${tag}: the server did not exit within 120 s of SIGTERM at the scenario's restart; killed (server log: ${log})`);
+              else if (how === 'exited') note(`${tag}: the server had exited before the scenario's restart (server log: ${log})`);
+              server = await startServer(launchNow, join(RESULTS_DIR, 'logs'), `${logName}-restarted`);
+              log = relative(REPO_ROOT, server.logPath);
+              // The measurement ended (timed out) while this one was starting: it is not left running.
+              if (finished) await server.stop();
+              return { base: server.base, seconds: (performance.now() - ts) / 1000 };
+            };
             try {
               await quiet([server.pid], tag);
               const limit = Math.min(scenario.timeoutSeconds, Math.max(5, (deadline - Date.now()) / 1000));
               const ts = Date.now();
               progress(`${tag}${attempt > 0 ? ' (again)' : ''}`);
-              const meter = cpuMeter([server.pid]);
+              const meter = cpuMeter(() => [server.pid]);
               let timer: NodeJS.Timeout | undefined;
               const timeout = new Promise<'timeout'>((r) => (timer = setTimeout(() => r('timeout'), limit * 1000)));
-              const running = scenario.run({ base: server.base, server: launch.id, note, progress });
+              const running = scenario.run({ base: server.base, server: launch.id, round, note, progress, restart });
               let values: Record<string, number> | 'timeout';
               try {
                 values = await Promise.race([running, timeout]);
@@ -421,10 +446,14 @@ export async function runInferenceBench(opts: InferenceBenchOptions = {}): Promi
                 values = {};
               }
               const v = values;
-              progress(`${tag}: ${scenario.metrics.map((m) => `${m.label} ${fmt(v[m.key] ?? NaN)}`).join(', ')} (${((Date.now() - ts) / 1000).toFixed(1)} s)`);
+              // Each figure once, under its first metric's label (further rows reuse a key against another server).
+              const shown = scenario.metrics.filter((m, i, all) => all.findIndex((x) => x.key === m.key) === i);
+              progress(`${tag}: ${shown.map((m) => `${m.label} ${fmt(v[m.key] ?? NaN)}`).join(', ')} (${((Date.now() - ts) / 1000).toFixed(1)} s)`);
               return { values, usage };
             } finally {
+              finished = true;
               await server.stop();
+              own?.cleanup();
             }
           };
           const disturbance = (u?: CpuUsage) => (u ? u.foreignCores + u.stealCores : 0);
@@ -439,6 +468,10 @@ export async function runInferenceBench(opts: InferenceBenchOptions = {}): Promi
           record(best.values, best.usage);
         }
       }
+      // Figures across servers (e.g. answers compared), in place of what run() gave for those keys.
+      for (const [key, byServer] of Object.entries(scenario.across?.() ?? {})) {
+        for (const [id, values] of Object.entries(byServer)) (raw[`${profile.id}/${scenario.id}/${key}`] ??= {})[id] = values;
+      }
     }
   }
 
@@ -449,12 +482,15 @@ export async function runInferenceBench(opts: InferenceBenchOptions = {}): Promi
       scenarios.push({ profile: profile.id, id: scenario.id, title: scenario.title, description: scenario.description });
       for (const m of scenario.metrics) {
         const r = raw[`${profile.id}/${scenario.id}/${m.key}`] ?? {}; // none when BENCH_ONLY left the scenario out
-        const ours = median((r.ours ?? []).filter(Number.isFinite));
-        const reference = median((r['llama-server'] ?? []).filter(Number.isFinite));
+        const of = m.of ?? 'ours';
+        const versus = m.versus ?? 'llama-server';
+        const ours = median((r[of] ?? []).filter(Number.isFinite));
+        const reference = median((r[versus] ?? []).filter(Number.isFinite));
         const ratio = ours / reference;
         const t = ratioTarget(m.kind, m.targetRatio);
         const f = foreign[`${profile.id}/${scenario.id}`] ?? {};
         const worst = (xs: number[] | undefined) => (xs && xs.length ? Math.max(...xs) : NaN);
+        const absolute = m.oursMax !== undefined;
         rows.push({
           scenario: scenario.title,
           metric: m.label,
@@ -463,9 +499,10 @@ export async function runInferenceBench(opts: InferenceBenchOptions = {}): Promi
           ours,
           reference,
           ratio,
-          target: t.target,
-          pass: Number.isFinite(ratio) ? t.pass(ratio) : t.pass(ratio) === null ? null : false,
-          foreign: [worst(f.ours), worst(f['llama-server'])],
+          target: absolute ? `ours <= ${m.oursMax}` : t.target,
+          pass: absolute ? Number.isFinite(ours) && ours <= m.oursMax! : Number.isFinite(ratio) ? t.pass(ratio) : t.pass(ratio) === null ? null : false,
+          ...(absolute ? { absolute } : {}),
+          foreign: [worst(f[of]), worst(f[versus])],
         });
       }
     }

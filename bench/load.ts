@@ -413,6 +413,8 @@ export interface ChatStreamResult {
   /** From the last chunk's timings (both servers send them): prompt tokens evaluated and taken from a cache. */
   promptTokens: number;
   cachedTokens: number;
+  /** The answer: its content, reasoning and tool calls' deltas, concatenated in arrival order. */
+  text: string;
 }
 
 /**
@@ -426,11 +428,14 @@ export function streamChat(base: string, body: Record<string, unknown>, timeoutM
     const startAt = performance.now();
     let firstAt = -1;
     let timings: Record<string, number> = {};
+    let text = '';
     const req = postStream(base, '/v1/chat/completions', payload, timeoutMs, 'a chat', reject, (res) => {
       readSse(res, (ev, now, raw) => {
         if (ev.error) return `streamed an error\nevent: ${raw.slice(0, 2000)}`;
         const delta = ev.choices?.[0]?.delta ?? {};
         if (firstAt < 0 && (delta.content || delta.reasoning_content || delta.tool_calls?.length)) firstAt = now;
+        text += (delta.reasoning_content ?? '') + (delta.content ?? '');
+        for (const call of delta.tool_calls ?? []) text += `${call.function?.name ?? ''}${call.function?.arguments ?? ''}`;
         if (ev.timings) timings = ev.timings;
         return undefined;
       }, (problem) => {
@@ -441,7 +446,7 @@ export function streamChat(base: string, body: Record<string, unknown>, timeoutM
       res.on('end', () => {
         const endAt = performance.now();
         if (firstAt < 0) firstAt = endAt;
-        resolve({ firstTokenMs: firstAt - startAt, startAt, endAt, promptTokens: Number(timings.prompt_n ?? NaN), cachedTokens: Number(timings.cache_n ?? NaN) });
+        resolve({ firstTokenMs: firstAt - startAt, startAt, endAt, promptTokens: Number(timings.prompt_n ?? NaN), cachedTokens: Number(timings.cache_n ?? NaN), text });
       });
     }, headers);
     req.end(payload);

@@ -7,7 +7,7 @@
 // medians), BENCH_DEADLINE_S (default 3600: later scenarios are skipped; the whole set took 35-43 minutes on 2 vCPUs in the last three runs), BENCH_SKIP_AUTH=1,
 // BENCH_SKIP_INFERENCE=1, BENCH_ONLY=id,... (inference scenarios by id: single, concurrent-8,
 // concurrent-32, prompt, their clients'-defaults variants single-default, concurrent-8-default,
-// concurrent-32-default, prompt-default, then tokenize, agent-fleet, agent-loop, mixed,
+// concurrent-32-default, prompt-default, then tokenize, agent-fleet, agent-loop, warm-restart, mixed,
 // mixed-default, tenants, embeddings, rerank, spec-draft, spec-self, spec-ngram, router-cold; e.g.
 // BENCH_ONLY=mixed npm run bench), BENCH_OURS_EXTRA="--flag value" (appended to ours' command line
 // only, e.g. --prefill-budget 0).
@@ -37,8 +37,8 @@ function printInference(r: InferenceBenchResult): void {
     row.kind === 'ceiling' ? row.ours.toFixed(3) : fmt(row.ours),
     row.kind === 'ceiling' ? row.reference.toFixed(3) : fmt(row.reference),
     Number.isFinite(row.ratio) ? row.ratio.toFixed(3) : '-',
-    row.kind === 'info' ? '(info)' : row.target,
-    row.pass === null ? '' : row.pass ? 'PASS' : Number.isFinite(row.kind === 'ceiling' ? row.ours : row.ratio) ? 'MISS' : 'NO DATA',
+    row.kind === 'info' && !row.absolute ? '(info)' : row.target,
+    row.pass === null ? '' : row.pass ? 'PASS' : Number.isFinite(row.kind === 'ceiling' || row.absolute ? row.ours : row.ratio) ? 'MISS' : 'NO DATA',
     row.foreign.map((f) => (Number.isFinite(f) ? f.toFixed(2) : '-')).join(' / '),
   ]);
   out.push(table(['scenario', 'metric', 'ours', 'llama-server', 'ratio', 'target', 'pass?', 'other load'], rows, ['l', 'l', 'r', 'r', 'r', 'l', 'l', 'r']));

@@ -18,13 +18,27 @@ export interface MetricDef {
   kind: MetricKind;
   /** A target other than the kind's (1.00): ours / llama-server at most (latency) or at least (throughput) this. */
   targetRatio?: number;
+  /** The server whose figure is the row's "ours" (default 'ours'; another: an id of the profile's oursVariants). */
+  of?: string;
+  /** The server the ratio is taken against (default 'llama-server'; another: an id of the profile's oursVariants). */
+  versus?: string;
+  /** A target on ours' own figure instead of a ratio: at most this (e.g. 0 answers that differ). */
+  oursMax?: number;
 }
 
 export interface ScenarioContext {
   /** http://127.0.0.1:PORT */
   base: string;
-  /** 'ours' | 'llama-server' */
+  /** 'ours' | 'llama-server', or the id of one of the profile's oursVariants. */
   server: string;
+  /** The harness's round (0-based): which run of the scenario this is, the same for every server of a round. */
+  round: number;
+  /**
+   * Restarts the server as a user's restart does: SIGTERM, wait for it to exit (SIGKILL only past a
+   * long grace, noted), then start it again with the same command line and wait until /health
+   * answers 200. Returns the new base URL and the seconds from SIGTERM to ready.
+   */
+  restart(): Promise<{ base: string; seconds: number }>;
   /** Progress and anomaly notes (printed, and kept in the JSON). */
   note(message: string): void;
   progress(message: string): void;
@@ -42,6 +56,12 @@ export interface Scenario {
    */
   timeoutSeconds: number;
   run(ctx: ScenarioContext): Promise<Record<string, number>>;
+  /**
+   * Figures that need several servers' runs (e.g. comparing their answers), computed once every
+   * round has run: metric key -> server id -> one value per round. They take the place of what
+   * run() returned for those keys.
+   */
+  across?(): Record<string, Record<string, number[]>>;
 }
 
 export interface Profile {
@@ -55,6 +75,18 @@ export interface Profile {
   /** Extra flags for one server only, to make the two equivalent (with the reason). */
   oursExtra: string[];
   referenceExtra: Array<{ flags: string[]; why: string }>;
+  /**
+   * More servers measured in the same rounds beside ours and llama-server: ours' program with the
+   * common flags, these flags and BENCH_OURS_EXTRA (not oursExtra), e.g. ours without a feature the
+   * profile's ours has. A metric shows one with `of` or compares against one with `versus`.
+   */
+  oursVariants?: Array<{ id: string; label: string; flags: string[] }>;
+  /**
+   * Flags that differ for each measurement, by server id (e.g. a fresh directory): `shown` in the
+   * printed command line; make() gives each measurement's flags (kept across the scenario's
+   * restarts) and the cleanup run once that server has stopped for good.
+   */
+  perRun?: Record<string, { shown: string[]; make(): { flags: string[]; cleanup(): void } }>;
   /**
    * Each server starts afresh for every scenario, so that no scenario inherits the state another
    * left (llama-server keeps finished requests' tokens in idle slots of the unified KV cache,
@@ -81,6 +113,8 @@ export interface Row {
   ratio: number;
   target: string;
   pass: boolean | null;
+  /** The target is on ours' own figure (MetricDef.oursMax), not on the ratio. */
+  absolute?: boolean;
   /** CPUs used by other processes (not the bench client, not the server) while ours / llama-server ran it. */
   foreign: [number, number];
 }

@@ -66,7 +66,11 @@ export interface RunningServer {
   logPath: string;
   /** Seconds from spawn to the first 200 from /health. */
   startupSeconds: number;
-  stop(): Promise<void>;
+  /**
+   * SIGTERM, then SIGKILL if it has not exited after `graceMs` (default 10 s). Resolves once it has
+   * exited: 'exited' (already gone, or by itself), 'SIGTERM' (ended by it) or 'SIGKILL' (it had to be killed).
+   */
+  stop(graceMs?: number): Promise<'exited' | 'SIGTERM' | 'SIGKILL'>;
 }
 
 /** Spawns a server and waits until GET /health answers 200 (bounded). */
@@ -114,15 +118,20 @@ export async function startServer(launch: ServerLaunch, logDir: string, logName:
   }
   const startupSeconds = (Date.now() - t0) / 1000;
 
-  const stop = async (): Promise<void> => {
-    if (exited) return;
+  const stop = async (graceMs = 10_000): Promise<'exited' | 'SIGTERM' | 'SIGKILL'> => {
+    if (exited) return 'exited';
     const gone = new Promise<void>((r) => child.once('exit', () => r()));
     child.kill('SIGTERM');
-    const timer = setTimeout(() => child.kill('SIGKILL'), 10_000);
+    let killed = false;
+    const timer = setTimeout(() => {
+      killed = true;
+      child.kill('SIGKILL');
+    }, graceMs);
     await gone;
     clearTimeout(timer);
     children.delete(child);
     log.end();
+    return killed ? 'SIGKILL' : 'SIGTERM';
   };
   return { launch, base, port, pid: child.pid!, logPath, startupSeconds, stop };
 }

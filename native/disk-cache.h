@@ -130,7 +130,7 @@ private:
     std::string model_dir_;   // DIR/<hash>
     uint64_t budget_ = 0;
     std::string fingerprint_;
-    int64_t write_delay_ms_ = 0;  // tests: a slow disk (LLAMA_ADDON_TEST_DISK_DELAY_MS)
+    int64_t write_delay_ms_ = 0;  // tests: a slow disk, each write waits this long half way (LLAMA_ADDON_TEST_DISK_DELAY_MS)
     DiskCacheCounters & counters_;
 
     mutable std::mutex mu_;   // entries_, writes_, pending_bytes_, stop_

@@ -147,6 +147,52 @@ function checkConfig(config: AuthServiceConfig): void {
 }
 
 /**
+ * The background work one thread per instance does (`primary`: createAuthService's service): the
+ * webhook dispatcher, the audit retention purge, the deletion of ended rate-limit windows and the
+ * usage.hourly events. A dispatcher that fails to start stops the signing keys' reloading too.
+ */
+async function startBackgroundWork(ctx: AuthContext, config: AuthServiceConfig, primary: boolean, log: (line: string) => void): Promise<{ stop(): Promise<void> }> {
+  const { sql, clock } = ctx;
+  const dispatcher = primary && config.webhookDispatch !== false
+    ? new WebhookDispatcher({
+      sql, clock, secretKey: ctx.webhookSecretKey, log,
+      retryDelaysSeconds: config.webhookRetryDelaysSeconds ?? WEBHOOK_RETRY_DELAYS_SECONDS,
+      pollMs: config.webhookPollMs ?? WEBHOOK_POLL_MS,
+      timeoutMs: config.webhookTimeoutMs ?? WEBHOOK_TIMEOUT_MS,
+    })
+    : null;
+  try {
+    await dispatcher?.start();
+  } catch (error) {
+    ctx.keys.stop();
+    throw error;
+  }
+  const retentionDays = config.auditRetentionDays ?? AUDIT_RETENTION_DAYS;
+  const purge = primary && retentionDays > 0
+    ? startPeriodic(AUDIT_PURGE_INTERVAL_MS, async () => {
+      const deleted = await purgeExpiredAuditEvents(sql, clock.now(), retentionDays * 24 * 3600 * 1000);
+      if (deleted > 0) log(`audit trail: deleted ${deleted} events older than ${retentionDays} days`);
+    }, (error) => log(`audit trail: the retention purge failed (retried in an hour): ${String(error)}`))
+    : null;
+  const rateLimitPurge = primary
+    ? startPeriodic(RATE_LIMIT_PURGE_INTERVAL_MS, async () => { await purgeEndedRateLimitWindows(sql, new Date(clock.now())); },
+      (error) => log(`rate limits: deleting ended windows failed (retried later): ${String(error)}`))
+    : null;
+  const usageEvents = primary
+    ? startPeriodic(USAGE_EMIT_INTERVAL_MS, async () => { await emitClosedUsageHours(ctx); },
+      (error) => log(`usage: writing usage.hourly events failed (retried in a minute): ${String(error)}`))
+    : null;
+  return {
+    async stop() {
+      await dispatcher?.stop();
+      await purge?.stop();
+      await rateLimitPurge?.stop();
+      await usageEvents?.stop();
+    },
+  };
+}
+
+/**
  * Loads the keys (creating missing signing keys) and builds the routes on an open pool. The
  * `primary` service of a process (createAuthService's) also runs the background work that one
  * thread per instance does: the webhook dispatcher, the audit retention purge and the deletion
@@ -176,35 +222,7 @@ async function serviceOn(sql: Sql, databaseUrl: string, config: AuthServiceConfi
     trustProxy: config.trustProxy ?? false,
     logError: (error: HttpError, request) => log(`${request.method} ${request.path} failed: ${describe(error)}`),
   };
-  const dispatcher = role.primary && config.webhookDispatch !== false
-    ? new WebhookDispatcher({
-      sql, clock, secretKey: ctx.webhookSecretKey, log,
-      retryDelaysSeconds: config.webhookRetryDelaysSeconds ?? WEBHOOK_RETRY_DELAYS_SECONDS,
-      pollMs: config.webhookPollMs ?? WEBHOOK_POLL_MS,
-      timeoutMs: config.webhookTimeoutMs ?? WEBHOOK_TIMEOUT_MS,
-    })
-    : null;
-  try {
-    await dispatcher?.start();
-  } catch (error) {
-    keys.stop();
-    throw error;
-  }
-  const retentionDays = config.auditRetentionDays ?? AUDIT_RETENTION_DAYS;
-  const purge = role.primary && retentionDays > 0
-    ? startPeriodic(AUDIT_PURGE_INTERVAL_MS, async () => {
-      const deleted = await purgeExpiredAuditEvents(sql, clock.now(), retentionDays * 24 * 3600 * 1000);
-      if (deleted > 0) log(`audit trail: deleted ${deleted} events older than ${retentionDays} days`);
-    }, (error) => log(`audit trail: the retention purge failed (retried in an hour): ${String(error)}`))
-    : null;
-  const rateLimitPurge = role.primary
-    ? startPeriodic(RATE_LIMIT_PURGE_INTERVAL_MS, async () => { await purgeEndedRateLimitWindows(sql, new Date(clock.now())); },
-      (error) => log(`rate limits: deleting ended windows failed (retried later): ${String(error)}`))
-    : null;
-  const usageEvents = role.primary
-    ? startPeriodic(USAGE_EMIT_INTERVAL_MS, async () => { await emitClosedUsageHours(ctx); },
-      (error) => log(`usage: writing usage.hourly events failed (retried in a minute): ${String(error)}`))
-    : null;
+  const background = await startBackgroundWork(ctx, config, role.primary, log);
   let closing: Promise<void> | null = null;
   return {
     routes: [...authRoutes(ctx), ...(config.adminConsole ? adminConsoleRoutes() : [])],
@@ -227,10 +245,7 @@ async function serviceOn(sql: Sql, databaseUrl: string, config: AuthServiceConfi
     close() {
       closing ??= (async () => {
         keys.stop();
-        await dispatcher?.stop();
-        await purge?.stop();
-        await rateLimitPurge?.stop();
-        await usageEvents?.stop();
+        await background.stop();
         await ctx.apiKeyChanges.stop();
         await sql.end({ timeout: 5 });
         await embedded?.stop();

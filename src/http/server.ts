@@ -25,7 +25,7 @@ export interface HttpServerOptions {
   maxBodyBytes: number;
   /**
    * Cross-origin access: with a policy, every response carries its Access-Control-Allow-Origin
-   * and OPTIONS on any path is a preflight answered 200 with no body, before routing (and so
+   * and OPTIONS on any path is a preflight answered 200 with no body, before any handler (and so
    * before any authentication). Without one, OPTIONS is routed like any other method.
    */
   cors?: CorsPolicy;

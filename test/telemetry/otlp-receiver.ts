@@ -75,8 +75,10 @@ export class OtlpReceiver {
         const body = Buffer.concat(chunks);
         const contentType = req.headers['content-type'] ?? '';
         receiver!.requests.push({ headers: req.headers, contentType, bytes: body.length });
-        if (req.url === '/v1/traces' && contentType.startsWith('application/json')) receiver!.accept(JSON.parse(body.toString('utf8')));
-        res.writeHead(200, { 'content-type': 'application/json' }).end('{}');
+        const json = contentType.startsWith('application/json');
+        if (req.url === '/v1/traces' && json) receiver!.accept(JSON.parse(body.toString('utf8')));
+        // An empty ExportTraceServiceResponse: `{}` in JSON, no bytes in protobuf.
+        res.writeHead(200, { 'content-type': json ? 'application/json' : 'application/x-protobuf' }).end(json ? '{}' : '');
       });
     });
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));

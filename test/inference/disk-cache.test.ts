@@ -1,0 +1,310 @@
+// --cache-disk: the prompt cache's disk tier. States are written off the step loop, adopted after
+// a restart when their fingerprint matches (model file, KV types, context layout, adapters and
+// their scales), never loaded when they do not or when a file is truncated or corrupted, kept
+// under a budget least recently used first across restarts, and found again after a router
+// unloads a model; a kill -9 at any moment leaves nothing that is read as valid.
+import { spawn } from 'node:child_process';
+import { once } from 'node:events';
+import { closeSync, copyFileSync, existsSync, mkdirSync, mkdtempSync, openSync, readdirSync, readSync, rmSync, statSync, truncateSync, watch, writeSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import t from 'tap';
+import { native } from '../../src/native/binding.js';
+import { startRouterServer } from '../../src/inference/multi-model/server.js';
+import { serverOptions } from '../../src/inference/server-config.js';
+import { startInferenceServer, type InferenceServerOptions } from '../../src/inference/server.js';
+import { ensureDraftModels, ensureTestModels } from '../fixtures/models.js';
+import { completionTokens, sameGreedyAnswer } from '../helpers/greedy.js';
+import { postJson, startTestServer, type TestServer } from '../helpers/inference-server.js';
+import { REPO_ROOT } from '../helpers/reference.js';
+
+const models = await ensureTestModels();
+const drafts = await ensureDraftModels();
+const root = mkdtempSync(join(tmpdir(), 'disk-cache-test-'));
+t.teardown(() => rmSync(root, { recursive: true, force: true }));
+let dirs = 0;
+const newDir = (): string => join(root, `cache-${dirs++}`);
+
+// Distinct prompts of many tokens (a state is written at a task's end from 256 new tokens on).
+const WORDS = ['river', 'lantern', 'copper', 'meadow', 'falcon', 'harbor', 'violet', 'engine', 'garden', 'winter', 'signal', 'marble', 'orchard', 'thunder', 'pepper', 'canyon'];
+function text(seed: number, words: number): string {
+  let x = seed * 2654435761;
+  const out: string[] = [];
+  for (let i = 0; i < words; i++) {
+    x = (x * 1103515245 + 12345) % 2147483648;
+    out.push(WORDS[x % WORDS.length]!);
+  }
+  return out.join(' ');
+}
+const P1 = text(1, 400);
+const P2 = text(2, 400);
+const P3 = text(3, 400);
+const SHORT = text(4, 120); // fewer than 256 tokens: written only at shutdown
+const MORE = ' and then the story went on';
+
+const SIZES = { parallel: 2, ctxSize: 4096 };
+const open = (dir: string, extra: Partial<InferenceServerOptions> = {}, model = models.chat): Promise<TestServer> =>
+  startTestServer(model, { ...SIZES, ...extra, engine: { cacheDisk: dir, ...extra.engine } });
+
+async function complete(base: string, prompt: string) {
+  const res = await postJson(`${base}/completion`, { prompt, n_predict: 12, temperature: 0, n_probs: 2 });
+  if (res.status !== 200) throw new Error(`completion: ${res.status} ${JSON.stringify(res.body)}`);
+  return { cached: res.body.timings.cache_n as number, evaluated: res.body.tokens_evaluated as number, tokens: completionTokens(res.body), content: res.body.content as string };
+}
+
+async function metric(base: string, name: string): Promise<number> {
+  const text = await (await fetch(`${base}/metrics`)).text();
+  const m = new RegExp(`^llamacpp:${name} (\\S+)$`, 'm').exec(text);
+  if (!m) throw new Error(`no metric ${name}`);
+  return Number(m[1]);
+}
+
+const stateFiles = (dir: string): string[] =>
+  existsSync(dir) ? readdirSync(dir).flatMap((d) => readdirSync(join(dir, d)).filter((f) => f.endsWith('.kv')).map((f) => join(dir, d, f))) : [];
+const tempFiles = (dir: string): string[] =>
+  existsSync(dir) ? readdirSync(dir).flatMap((d) => readdirSync(join(dir, d)).filter((f) => f.startsWith('.tmp-')).map((f) => join(dir, d, f))) : [];
+
+// The answers of a fresh server without the disk tier: the reference every restored state must give.
+const reference = new Map<string, Awaited<ReturnType<typeof complete>>>();
+{
+  const fresh = await startTestServer(models.chat, SIZES);
+  for (const prompt of [P1, P2, P3, SHORT, P1 + MORE, P2 + MORE, P3 + MORE, SHORT + MORE]) reference.set(prompt, await complete(fresh.base, prompt));
+  await fresh.close();
+}
+const promptTokens = async (base: string, prompt: string): Promise<number> => (await postJson(`${base}/tokenize`, { content: prompt })).body.tokens.length;
+
+t.test('a restarted server adopts the states of the one before and restores them: the answers equal a fresh server\'s', async (t) => {
+  const dir = newDir();
+  const first = await open(dir);
+  t.equal((await complete(first.base, P1)).content, reference.get(P1)!.content);
+  t.equal((await complete(first.base, SHORT)).content, reference.get(SHORT)!.content);
+  await first.close();
+  t.equal(stateFiles(dir).length, 2, 'one state at the long task\'s end, the short one at shutdown');
+
+  const second = await open(dir);
+  t.teardown(second.close);
+  t.equal(await metric(second.base, 'prompt_cache_disk_adopted_total'), 2);
+  for (const prompt of [P1, SHORT]) {
+    const got = await complete(second.base, prompt + MORE);
+    t.ok(got.cached >= (await promptTokens(second.base, prompt)) - 2, `the whole of the earlier prompt came back (${got.cached} tokens)`);
+    sameGreedyAnswer(t, got.tokens, reference.get(prompt + MORE)!.tokens, 'restored from disk');
+  }
+  t.equal(await metric(second.base, 'prompt_cache_disk_hits_total'), 2);
+  t.equal(await metric(second.base, 'prompt_cache_disk_rejected_total'), 0);
+});
+
+t.test('states of another model, another KV type or other adapter scales are never loaded', async (t) => {
+  const dir = newDir();
+  const writer = await open(dir);
+  await complete(writer.base, P1);
+  await writer.close();
+  const written = stateFiles(dir);
+  t.equal(written.length, 1);
+
+  const other = await open(dir, {}, drafts.chat);
+  t.equal(await metric(other.base, 'prompt_cache_disk_adopted_total'), 0, 'another model sees none');
+  t.equal((await complete(other.base, P1 + MORE)).cached, 0);
+  t.equal(await metric(other.base, 'prompt_cache_disk_hits_total'), 0);
+  await other.close();
+
+  const params = native.ServerParams.parse(['llama-server', '-m', models.chat, '-c', String(SIZES.ctxSize), '-np', String(SIZES.parallel), '-ctk', 'f32']);
+  const q8 = await startInferenceServer({ ...serverOptions(params.values(), { cacheDisk: dir }, false), serverParams: params, host: '127.0.0.1', port: 0, metrics: true });
+  await q8.ready;
+  const q8Base = `http://127.0.0.1:${q8.port}`;
+  t.equal(await metric(q8Base, 'prompt_cache_disk_adopted_total'), 0, 'an f32 K cache sees none');
+  t.equal((await complete(q8Base, P1 + MORE)).cached, 0);
+  await q8.close();
+
+  t.ok(written.every((f) => existsSync(f)), 'the f16 state is left alone');
+  const again = await open(dir);
+  t.equal(await metric(again.base, 'prompt_cache_disk_adopted_total'), 1);
+  await again.close();
+
+  const loraDir = newDir();
+  const scaled = await open(loraDir, { loras: [{ path: models.lora, scale: 1 }] });
+  await complete(scaled.base, P2);
+  await scaled.close();
+  const unscaled = await open(loraDir, { loras: [{ path: models.lora, scale: 0.5 }] });
+  t.equal(await metric(unscaled.base, 'prompt_cache_disk_adopted_total'), 1, 'same files: adopted');
+  t.equal((await complete(unscaled.base, P2 + MORE)).cached, 0, 'computed under another scale: not restored');
+  t.equal(await metric(unscaled.base, 'prompt_cache_disk_hits_total'), 0);
+  await unscaled.close();
+  const rescaled = await open(loraDir, { loras: [{ path: models.lora, scale: 1 }] });
+  t.ok((await complete(rescaled.base, P2 + MORE)).cached > 0, 'the same scale again: restored');
+  t.equal(await metric(rescaled.base, 'prompt_cache_disk_hits_total'), 1);
+  await rescaled.close();
+});
+
+t.test('a truncated file is deleted at start-up, a corrupted one when it is about to be loaded; both are recomputed', async (t) => {
+  const dir = newDir();
+  const writer = await open(dir);
+  await complete(writer.base, P1);
+  await complete(writer.base, P2);
+  await writer.close();
+  const [a, b] = stateFiles(dir).sort();
+  t.ok(a && b, 'two states');
+  truncateSync(a!, statSync(a!).size - 1000);
+  const fd = openSync(b!, 'r+');
+  const byte = Buffer.alloc(1);
+  const at = Math.floor(statSync(b!).size / 2);
+  readSync(fd, byte, 0, 1, at);
+  byte[0] = byte[0]! ^ 0xff;
+  writeSync(fd, byte, 0, 1, at);
+  closeSync(fd);
+
+  const server = await open(dir);
+  t.teardown(server.close);
+  t.equal(await metric(server.base, 'prompt_cache_disk_rejected_total'), 1, 'the truncated file');
+  t.equal(await metric(server.base, 'prompt_cache_disk_adopted_total'), 1);
+  t.notOk(existsSync(a!));
+  for (const prompt of [P1, P2]) sameGreedyAnswer(t, (await complete(server.base, prompt + MORE)).tokens, reference.get(prompt + MORE)!.tokens, 'recomputed');
+  t.equal(await metric(server.base, 'prompt_cache_disk_rejected_total'), 2, 'the corrupted file, at its load');
+  t.equal(await metric(server.base, 'prompt_cache_disk_hits_total'), 0);
+  t.notOk(existsSync(b!));
+});
+
+/** A free TCP port. */
+async function freePort(): Promise<number> {
+  const s = createServer().listen(0, '127.0.0.1');
+  await once(s, 'listening');
+  const port = (s.address() as { port: number }).port;
+  s.close();
+  return port;
+}
+
+/** inference-server in a child process, which the test kills. */
+async function startChild(dir: string, env: Record<string, string> = {}) {
+  const port = await freePort();
+  const child = spawn(process.execPath, ['--import', join(REPO_ROOT, 'scripts', 'ts-loader.mjs'), join(REPO_ROOT, 'src', 'inference', 'server-main.ts'),
+    '-m', models.chat, '-c', String(SIZES.ctxSize), '-np', String(SIZES.parallel), '--host', '127.0.0.1', '--port', String(port), '--cache-disk', dir],
+  { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  let output = '';
+  const base = `http://127.0.0.1:${port}`;
+  // Ready once it says so ("model ready", on stdout or stderr).
+  await new Promise<void>((resolve, reject) => {
+    const read = (d: Buffer): void => {
+      output += d.toString();
+      if (output.includes('model ready')) resolve();
+    };
+    child.stdout!.on('data', read);
+    child.stderr!.on('data', read);
+    child.once('exit', (code) => reject(new Error(`child exited ${code}: ${output}`)));
+  });
+  return { child, base, kill: async () => { child.kill('SIGKILL'); if (child.exitCode === null && child.signalCode === null) await once(child, 'exit'); } };
+}
+
+t.test('kill -9 while a state is being written leaves nothing that is read as valid', async (t) => {
+  const dir = newDir();
+  mkdirSync(dir, { recursive: true });
+  // A slow disk: each write waits half way; the kill comes as soon as the temporary file exists.
+  const tmpSeen = new Promise<void>((resolve) => {
+    const w = watch(dir, { recursive: true }, (_event, name) => {
+      if (name && String(name).includes('.tmp-')) { w.close(); resolve(); }
+    });
+  });
+  const server = await startChild(dir, { LLAMA_ADDON_TEST_DISK_DELAY_MS: '600000' });
+  await postJson(`${server.base}/completion`, { prompt: P1, n_predict: 12, temperature: 0 });
+  await tmpSeen;
+  await server.kill();
+  t.equal(tempFiles(dir).length, 1, 'a half-written temporary file is left');
+  t.equal(stateFiles(dir).length, 0);
+
+  // Kills at random moments of a burst of requests.
+  for (let round = 0; round < 2; round++) {
+    const s = await startChild(dir);
+    const burst = [P1, P2, P3].map((p) => postJson(`${s.base}/completion`, { prompt: p, n_predict: 40, temperature: 0 }).catch(() => null));
+    await postJson(`${s.base}/completion`, { prompt: SHORT, n_predict: 4, temperature: 0 });
+    const killed = new Promise<void>((resolve) => setTimeout(() => { void s.kill().then(resolve); }, Math.floor(Math.random() * 400)));
+    await killed;
+    await Promise.all(burst);
+  }
+
+  const after = await open(dir);
+  t.teardown(after.close);
+  t.equal(tempFiles(dir).length, 0, 'temporary files are deleted at start-up');
+  t.equal(await metric(after.base, 'prompt_cache_disk_rejected_total'), 0, 'every file left is complete');
+  for (const prompt of [P1, P2, P3]) sameGreedyAnswer(t, (await complete(after.base, prompt + MORE)).tokens, reference.get(prompt + MORE)!.tokens, 'after the kills');
+  t.equal(await metric(after.base, 'prompt_cache_disk_rejected_total'), 0, 'and every file loaded passed its checksum');
+});
+
+t.test('the budget holds across restarts, least recently used first out', async (t) => {
+  const dir = newDir();
+  const first = await open(dir);
+  await complete(first.base, P1);
+  await complete(first.base, P2);
+  await first.close();
+  const files = stateFiles(dir);
+  t.equal(files.length, 2);
+  // A budget that holds these two and not a third of their size.
+  const total = files.reduce((n, f) => n + statSync(f).size, 0);
+  const budget = { cacheDiskMib: (total * 1.25) / (1024 * 1024) };
+
+  const second = await open(dir, { engine: budget });
+  t.equal(await metric(second.base, 'prompt_cache_disk_adopted_total'), 2);
+  t.ok((await complete(second.base, P1 + MORE)).cached > 0, 'P1 restored: now the most recently used');
+  await complete(second.base, P3);
+  await second.close();
+  t.equal(stateFiles(dir).length, 2, 'P3 written, one evicted');
+
+  const third = await open(dir, { engine: budget });
+  t.teardown(third.close);
+  t.equal(await metric(third.base, 'prompt_cache_disk_adopted_total'), 2);
+  t.equal((await complete(third.base, P2 + MORE)).cached, 0, 'P2, the least recently used, went');
+  t.ok((await complete(third.base, P1 + MORE)).cached > 0, 'P1 stayed');
+  t.ok((await complete(third.base, P3 + MORE)).cached > 0, 'P3 stayed');
+});
+
+t.test('the step loop never waits for a disk write', async (t) => {
+  const dir = newDir();
+  process.env['LLAMA_ADDON_TEST_DISK_DELAY_MS'] = '600000';
+  const server = await open(dir);
+  delete process.env['LLAMA_ADDON_TEST_DISK_DELAY_MS'];
+  await complete(server.base, P1);
+  const pending = await metric(server.base, 'prompt_cache_disk_pending');
+  t.equal(pending, 1, 'P1\'s state is being written (the disk is stuck half way)');
+  const other = await complete(server.base, P2);
+  t.equal(other.content, reference.get(P2)!.content, 'another request is served meanwhile');
+  t.equal(await metric(server.base, 'prompt_cache_disk_pending'), 2, 'its state waits behind');
+  await server.close();
+  t.equal(stateFiles(dir).length, 2, 'shutdown finishes the writes');
+  const again = await open(dir);
+  t.teardown(again.close);
+  t.equal(await metric(again.base, 'prompt_cache_disk_adopted_total'), 2);
+});
+
+t.test('router mode: a model unloaded and loaded again finds its states; two models never read each other\'s', async (t) => {
+  const dir = newDir();
+  const modelsDir = join(root, 'router-models');
+  mkdirSync(modelsDir, { recursive: true });
+  copyFileSync(models.chat, join(modelsDir, 'chat.gguf'));
+  copyFileSync(drafts.chat, join(modelsDir, 'small.gguf'));
+  const params = native.ServerParams.parse(['llama-server', '--models-dir', modelsDir, '-c', String(SIZES.ctxSize), '-np', String(SIZES.parallel), '-t', '1']);
+  const router = await startRouterServer({
+    host: '127.0.0.1', port: 0, apiKeys: [], maxBodyBytes: 1 << 20, autoload: true, modelsMax: 0, spares: 0, buildInfo: 'b1-test',
+    readSpecs: () => params.routerModels(),
+    command: [process.execPath, '--import', join(REPO_ROOT, 'scripts', 'ts-loader.mjs'), join(REPO_ROOT, 'src', 'inference', 'server-main.ts')],
+    childArgs: ['--cache-disk', dir], log: () => {},
+  });
+  t.teardown(() => router.close());
+  const base = `http://127.0.0.1:${router.port}`;
+  const ask = async (model: string, prompt: string) => {
+    const res = await postJson(`${base}/completion`, { model, prompt, n_predict: 12, temperature: 0 });
+    t.equal(res.status, 200);
+    return { cached: res.body.timings.cache_n as number, content: res.body.content as string };
+  };
+  await ask('chat', P1);
+  const unloaded = new Promise<void>((resolve) => {
+    const on = (e: { model: string; data?: Record<string, unknown> }): void => {
+      if (e.model === 'chat' && e.data?.['status'] === 'unloaded') { router.registry.off('event', on); resolve(); }
+    };
+    router.registry.on('event', on);
+  });
+  t.equal((await postJson(`${base}/models/unload`, { model: 'chat' })).status, 200);
+  await unloaded;
+  const back = await ask('chat', P1 + MORE);
+  t.ok(back.cached > 0, `the reloaded model restored its state (${back.cached} tokens)`);
+  t.equal(back.content, reference.get(P1 + MORE)!.content);
+  t.equal((await ask('small', P1 + MORE)).cached, 0, 'the other model computes its own');
+  t.equal(readdirSync(dir).length, 2, 'one directory per model');
+});
