@@ -132,16 +132,18 @@ export interface StreamOptions {
   onEvent?: (at: number, predicted: number) => void;
   /** Aborting closes the connection (the server cancels the task) and rejects with the reason. */
   signal?: AbortSignal;
+  /** Extra request headers (e.g. an API key). */
+  headers?: Record<string, string>;
 }
 
 /**
  * POSTs a JSON payload to be answered as a stream: `onOk` gets a 200 response (as text); any
  * other status, a timeout or a socket error rejects through `reject`. The caller ends the request.
  */
-function postStream(base: string, path: string, payload: Buffer, timeoutMs: number, what: string, reject: (err: Error) => void, onOk: (res: IncomingMessage) => void): ClientRequest {
+function postStream(base: string, path: string, payload: Buffer, timeoutMs: number, what: string, reject: (err: Error) => void, onOk: (res: IncomingMessage) => void, headers: Record<string, string> = {}): ClientRequest {
   const req = request(
     `${base}${path}`,
-    { method: 'POST', agent, headers: { 'content-type': 'application/json', 'content-length': String(payload.length) }, timeout: timeoutMs },
+    { method: 'POST', agent, headers: { ...headers, 'content-type': 'application/json', 'content-length': String(payload.length) }, timeout: timeoutMs },
     (res) => {
       res.setEncoding('utf8');
       if (res.statusCode === 200) return onOk(res);
@@ -201,7 +203,7 @@ function readSse(res: IncomingMessage, onEvent: (ev: any, at: number, raw: strin
  * arrival of the final event (stop: true).
  */
 export function streamCompletion(base: string, path: string, body: Record<string, unknown>, options: StreamOptions = {}): Promise<StreamResult> {
-  const { timeoutMs = 300_000, onEvent, signal } = options;
+  const { timeoutMs = 300_000, onEvent, signal, headers } = options;
   return new Promise((resolve, reject) => {
     const payload = Buffer.from(JSON.stringify({ ...body, stream: true }));
     const startAt = performance.now();
@@ -243,7 +245,7 @@ export function streamCompletion(base: string, path: string, body: Record<string
           events,
         });
       });
-    });
+    }, headers);
     if (signal) {
       const abort = (): void => {
         reject(signal.reason);
@@ -420,7 +422,7 @@ export interface ChatStreamResult {
  * whose delta carries content, reasoning or a tool call: a chunk with only the role (which one
  * server sends at once and the other with the first token) does not count.
  */
-export function streamChat(base: string, body: Record<string, unknown>, timeoutMs = 300_000): Promise<ChatStreamResult> {
+export function streamChat(base: string, body: Record<string, unknown>, timeoutMs = 300_000, headers: Record<string, string> = {}): Promise<ChatStreamResult> {
   return new Promise((resolve, reject) => {
     const payload = Buffer.from(JSON.stringify({ ...body, stream: true }));
     const startAt = performance.now();
@@ -446,7 +448,7 @@ export function streamChat(base: string, body: Record<string, unknown>, timeoutM
         if (firstAt < 0) firstAt = endAt;
         resolve({ firstTokenMs: firstAt - startAt, startAt, endAt, promptTokens: Number(timings.prompt_n ?? NaN), cachedTokens: Number(timings.cache_n ?? NaN), text });
       });
-    });
+    }, headers);
     req.end(payload);
   });
 }

@@ -311,6 +311,7 @@ Napi::Value EngineBinding::js_info(const Napi::CallbackInfo & info) {
     m.Set("earlyOutputs", e.modes.early_outputs);
     m.Set("prepareSaves", e.modes.prepare_saves);
     m.Set("overloadLifoMs", p.overload_lifo_ms);
+    m.Set("fairShare", p.fair_share);
     m.Set("burstWaitMs", p.burst_wait_ms);
     m.Set("slotPromptSimilarity", p.slot_prompt_similarity);
     m.Set("prefixSharing", e.modes.sharing);

@@ -58,6 +58,7 @@ EngineParams read_engine_params(Napi::Env env, Napi::Object o) {
         read_ranged(o, "prefillBudgetMs", p.prefill_budget_ms);
         read_ranged(o, "burstWaitMs", p.burst_wait_ms);
         read_ranged(o, "overloadLifoMs", p.overload_lifo_ms);
+        read_bool(o, "fairShare", p.fair_share);
         read_ranged(o, "slotPromptSimilarity", p.slot_prompt_similarity);
         p.prefix_sharing = read_optional_bool(env, o, "prefixSharing");
         p.split_steps = read_optional_bool(env, o, "splitSteps");

@@ -43,6 +43,7 @@ void Scheduler::release_all() {
         slot.task.reset();
     }
     waiting_.clear();
+    tenants_.clear();
 }
 
 void Scheduler::run() {
@@ -73,7 +74,10 @@ void Scheduler::run() {
 bool Scheduler::take_inbox(bool wait) {
     Intake in;
     if (!queue_.take(wait, in)) return false;
-    for (auto & t : in.tasks) waiting_.push_back(std::move(t));
+    for (auto & t : in.tasks) {
+        tenants_.arrive(t->share);
+        waiting_.push_back(std::move(t));
+    }
     for (auto & a : in.actions) actions_.push_back(std::move(a));
     if (!in.cancels.empty()) apply_cancels(in.cancels);
     return true;
@@ -106,6 +110,7 @@ void Scheduler::apply_cancels(const std::vector<int64_t> & cancels) {
     for (int64_t id : cancels) {
         auto it = std::find_if(waiting_.begin(), waiting_.end(), [id](const auto & t) { return t->id == id; });
         if (it != waiting_.end()) {
+            tenants_.withdraw((*it)->share);
             waiting_.erase(it);
             counters_.queued--;
             continue;
@@ -120,28 +125,20 @@ void Scheduler::apply_cancels(const std::vector<int64_t> & cancels) {
     }
 }
 
-// Gives free slots to waiting tasks (waiting_ is in arrival order): oldest first, or newest
-// first once the oldest has waited overload_lifo_ms (adaptive LIFO, as in Facebook's "Fail at
-// Scale": under overload a FIFO queue makes every client wait for the backlog; newest first
-// answers most of them at once and leaves the backlog's oldest to wait longer). Prompts then go
-// in by admission (BatchBuilder::add_prompt_tokens), so the order holds for tasks admitted
-// together. Returns how many started.
+// Gives free slots to waiting tasks, in fair share's order (admission.h; with one tenant and no
+// priorities, the same order as without it), or without it oldest first, or newest first once the oldest has waited
+// overload_lifo_ms (adaptive LIFO, as in Facebook's "Fail at Scale": under overload a FIFO queue
+// makes every client wait for the backlog; newest first answers most of them at once and leaves
+// the backlog's oldest to wait longer). Prompts then go in by admission
+// (BatchBuilder::add_prompt_tokens), so the order holds for tasks admitted together. Returns how
+// many started.
 size_t Scheduler::admit_waiting(int64_t now) {
     if (waiting_.empty()) return 0;
-    const bool newest_first = params_.overload_lifo_ms > 0 && now - waiting_.front()->t_queued_us >= params_.overload_lifo_ms * 1000;
     std::vector<Slot *> started;
-    for (size_t skipped = 0; skipped < waiting_.size();) {
-        const size_t i = newest_first ? waiting_.size() - 1 - skipped : skipped;
-        Slot * slot = policy_.choose_slot(*waiting_[i]);
-        if (!slot) {
-            skipped++;
-            continue;
-        }
-        std::unique_ptr<CompletionTask> task = std::move(waiting_[i]);
-        waiting_.erase(waiting_.begin() + static_cast<std::ptrdiff_t>(i));
-        counters_.queued--;
-        start_task(*slot, std::move(task), now);
-        started.push_back(slot);
+    if (params_.fair_share) {
+        admit_by_fair_share(now, started);
+    } else {
+        admit_in_arrival_order(now, started);
     }
     // Once every task admitted together has its slot: an idle cache that one of them continues or
     // shares is judged against all of them, not freed under the first.
@@ -158,7 +155,52 @@ size_t Scheduler::admit_waiting(int64_t now) {
     return started.size();
 }
 
+// waiting_ is in arrival order.
+void Scheduler::admit_in_arrival_order(int64_t now, std::vector<Slot *> & started) {
+    const bool newest_first = params_.overload_lifo_ms > 0 && now - waiting_.front()->t_queued_us >= params_.overload_lifo_ms * 1000;
+    for (size_t skipped = 0; skipped < waiting_.size();) {
+        const size_t i = newest_first ? waiting_.size() - 1 - skipped : skipped;
+        Slot * slot = policy_.choose_slot(*waiting_[i]);
+        if (!slot) {
+            skipped++;
+            continue;
+        }
+        std::unique_ptr<CompletionTask> task = std::move(waiting_[i]);
+        waiting_.erase(waiting_.begin() + static_cast<std::ptrdiff_t>(i));
+        start_task(*slot, std::move(task), now);
+        started.push_back(slot);
+    }
+}
+
+// admission_next picks each next task; one that finds no slot now is skipped for this turn.
+void Scheduler::admit_by_fair_share(int64_t now, std::vector<Slot *> & started) {
+    std::vector<AdmissionEntry> entries;
+    entries.reserve(waiting_.size());
+    for (const auto & t : waiting_) entries.push_back(AdmissionEntry{&t->share, t->t_queued_us});
+    std::vector<bool> skip(waiting_.size(), false);
+    const auto idle = [](const Slot & s) { return !s.busy(); };
+    while (std::any_of(slots_.begin(), slots_.end(), idle)) {
+        const size_t i = admission_next(entries, skip, tenants_, now, params_.overload_lifo_ms);
+        if (i == entries.size()) break;
+        Slot * slot = policy_.choose_slot(*waiting_[i]);
+        if (!slot) {
+            skip[i] = true;
+            continue;
+        }
+        std::unique_ptr<CompletionTask> task = std::move(waiting_[i]);
+        waiting_.erase(waiting_.begin() + static_cast<std::ptrdiff_t>(i));
+        entries.erase(entries.begin() + static_cast<std::ptrdiff_t>(i));
+        skip.erase(skip.begin() + static_cast<std::ptrdiff_t>(i));
+        start_task(*slot, std::move(task), now);
+        started.push_back(slot);
+    }
+}
+
+// Charges the task's tenant (admission.h) and gives it the slot.
 void Scheduler::start_task(Slot & slot, std::unique_ptr<CompletionTask> task, int64_t now) {
+    counters_.queued--;
+    task->admission_cost = admission_cost(static_cast<int64_t>(task->prompt.size()), task->n_predict, slot.n_ctx);
+    tenants_.admit(task->share, task->admission_cost);
     policy_.place(slot, std::move(task), now);
     slot.admission = ++admissions_;
     slot.admitted_at = step_counter_;
@@ -197,6 +239,11 @@ void Scheduler::release_slot(Slot & slot, int64_t now) {
     if (slot.backend_sampler) {
         llama_set_sampler(parts_.ctx, slot.id, nullptr);
         slot.backend_sampler = false;
+    }
+    if (slot.task) {
+        // Its tenant's virtual time is corrected by what the task used (admission.h).
+        const int64_t used = static_cast<int64_t>(slot.task->prompt.size()) + slot.n_decoded;
+        tenants_.finish(slot.task->share, slot.task->admission_cost, used);
     }
     policy_.task_ending(slot);
     if (slot.task && !slot.task->cache_prompt) policy_.clear_slot(slot);

@@ -64,6 +64,22 @@ static void read_lora_scales(Napi::Env env, Napi::Value value, size_t n_loras, C
     }
 }
 
+// Whom the task belongs to (admission.h): tenant, tenantWeight (> 0), priorityClass
+// ("interactive" or "batch"), priority (within the tenant, lower first). Every field optional.
+static void read_share(Napi::Env env, Napi::Object o, TenantShare & share) {
+    if (o.Get("tenant").IsString()) share.tenant = o.Get("tenant").As<Napi::String>().Utf8Value();
+    if (o.Get("tenantWeight").IsNumber()) {
+        share.weight = o.Get("tenantWeight").As<Napi::Number>().DoubleValue();
+        if (!std::isfinite(share.weight) || share.weight <= 0) throw_coded(env, ErrorCode::INVALID_ARGUMENT, "task.tenantWeight must be a number above 0");
+    }
+    if (o.Get("priorityClass").IsString()) {
+        const std::string c = o.Get("priorityClass").As<Napi::String>().Utf8Value();
+        if (c != "interactive" && c != "batch") throw_coded(env, ErrorCode::INVALID_ARGUMENT, "task.priorityClass must be \"interactive\" or \"batch\"");
+        share.priority_class = c == "batch" ? PriorityClass::PRIORITY_CLASS_BATCH : PriorityClass::PRIORITY_CLASS_INTERACTIVE;
+    }
+    share.priority = read_i32(o, "priority", 0);
+}
+
 // The fields of a completion (generation) task: a flat mapping.
 static void read_generation(Napi::Env env, Napi::Object o, const TaskLimits & limits, CompletionTask & task) {
     task.n_predict = read_i32(o, "nPredict", -1);
@@ -96,6 +112,7 @@ TaskRequest parse_task(Napi::Env env, Napi::Object o, const TaskLimits & limits)
     } else {
         read_prompt_tokens(env, o, task);
     }
+    read_share(env, o, task.share);
     if (embed) {
         task.cache_prompt = false;
         return request;

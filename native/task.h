@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "admission.h"
 #include "common.h"
 #include "mtmd.h"
 #include "sampling.h"
@@ -45,6 +46,8 @@ struct CompletionTask {
     common_sampler_ptr sampler;    // built from `sampling` when the task is prepared (parses the grammar)
     std::vector<float> lora_scales; // one scale per adapter of the engine (0 = not applied)
     std::vector<MediaSpan> media;   // images and audio chunks, in prompt order
+    TenantShare share;              // whom it belongs to and how it ranks (admission.h)
+    int64_t admission_cost = 0;     // tokens its tenant was charged when it got a slot (admission_cost)
 };
 
 enum class StopType { NONE, EOS, LIMIT, WORD };

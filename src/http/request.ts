@@ -25,6 +25,11 @@ export interface HttpRequest {
   openEventStream(init?: { status?: number; headers?: Record<string, string>; ping?: boolean }): EventStream;
   /** True once the event stream's status line went out: an error can then only be a last event. */
   readonly streamStarted: boolean;
+  /**
+   * A header for the answer, whatever it turns out to be (a result, an event stream, an error),
+   * e.g. rate-limit headers set by a guard. Ignored once the status line went out.
+   */
+  setResponseHeader(name: string, value: string): void;
 }
 
 export interface HttpResult {

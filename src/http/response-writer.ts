@@ -63,6 +63,8 @@ export class ResponseWriter {
   private stream: EventStream | null = null;
   /** An event stream's status line and headers, until its first write sends them. */
   private streamHead: (() => void) | null = null;
+  /** Headers set by setHeader, for whatever answer goes out. */
+  private readonly extraHeaders = new Map<string, string>();
 
   /**
    * Must be constructed synchronously inside the uWS request callback: onAborted has to be
@@ -83,6 +85,11 @@ export class ResponseWriter {
       this.abort?.abort();
       this.trace?.end('client-gone');
     });
+  }
+
+  /** Sets a header of the answer to come (a later value of the same name replaces it). */
+  setHeader(name: string, value: string): void {
+    this.extraHeaders.set(name, value);
   }
 
   /** True until the response ended or the client went away. */
@@ -226,6 +233,7 @@ export class ResponseWriter {
   private writeHead(status: number, headers: Record<string, string> = {}): void {
     this.res.writeStatus(statusLine(status));
     for (const [k, v] of this.headers) this.res.writeHeader(k, v);
+    for (const [k, v] of this.extraHeaders) this.res.writeHeader(k, v);
     for (const [k, v] of Object.entries(headers)) this.res.writeHeader(k, v);
   }
 

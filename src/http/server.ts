@@ -120,6 +120,7 @@ function handlerRequest(head: RequestHead, params: Record<string, string>, body:
     get streamStarted() {
       return writer.streamStarted;
     },
+    setResponseHeader: (name, value) => writer.setHeader(name, value),
   };
 }
 

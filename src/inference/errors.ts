@@ -11,6 +11,7 @@ export const ErrorType = {
   UNAVAILABLE: 'unavailable_error',
   NOT_SUPPORTED: 'not_supported_error',
   EXCEED_CONTEXT: 'exceed_context_size_error',
+  RATE_LIMIT: 'rate_limit_error',
 } as const;
 
 export type ErrorTypeName = (typeof ErrorType)[keyof typeof ErrorType];
@@ -24,6 +25,7 @@ const STATUS_OF: Record<ErrorTypeName, number> = {
   not_supported_error: 501,
   unavailable_error: 503,
   exceed_context_size_error: 400,
+  rate_limit_error: 429,
 };
 
 /** Throws-ready error of the catalog; `details` are merged into the error object. */
@@ -33,6 +35,10 @@ export function inferenceError(type: ErrorTypeName, message: string, details: Re
 
 export const badRequest = (message: string, details?: Record<string, unknown>): HttpError =>
   inferenceError(ErrorType.INVALID_REQUEST, message, details);
+
+/** A tenant over one of its limits (tenants/rate-limits.ts), in OpenAI's shape: code "rate_limit_exceeded". */
+export const rateLimited = (message: string): HttpError =>
+  inferenceError(ErrorType.RATE_LIMIT, message, { code: 'rate_limit_exceeded', param: null });
 
 export const loadingModel = (): HttpError => inferenceError(ErrorType.UNAVAILABLE, 'Loading model');
 

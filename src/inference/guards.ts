@@ -1,18 +1,37 @@
 // How an inference route runs: its guard admits the request and produces the handler's input;
 // requests that use the model are counted for /metrics, and those that fail as errors. Read-only
 // endpoints are not: scraping /metrics (or polling /props) leaves what it reports unchanged.
+// The guards also say whom a request belongs to (its tenant: tenants/tenant.ts): the routes that
+// use the model admit it against its limits and hold it until they finish (tenants/tenancy.ts).
 import type { HttpRequest, HttpResult } from '../http/request.js';
 import type { Method, Route } from '../http/router.js';
 import { invalidApiKey, presentedKey, type ApiKeys } from './access/api-key.js';
+import type { AcceptBearer } from './access/auth-bridge.js';
 import type { ServiceHost, ServiceView } from './service/host.js';
 import type { InferenceService } from './service/service.js';
+import { decodeTenant, TENANT_HEADER } from './tenants/forwarded-tenant.js';
+import type { Tenancy } from './tenants/tenancy.js';
+import type { Tenant } from './tenants/tenant.js';
+import type { TenantTable } from './tenants/tenant-table.js';
+
+/** What the key check consults. */
+export interface KeyContext {
+  keys: ApiKeys;
+  /** Extra bearer-credential check (--auth-app): an identity admits the request like a valid API key. */
+  acceptBearer?: AcceptBearer;
+}
+
+/** What the tenant of a request is found with. */
+export interface TenantContext extends KeyContext {
+  tenants: TenantTable;
+  /** A router's model process: the tenant comes from the router's header (tenants/forwarded-tenant.ts). */
+  forwardedTenants?: boolean;
+}
 
 /** What the guards consult. */
-export interface RouteContext {
+export interface RouteContext extends TenantContext {
   host: ServiceHost;
-  keys: ApiKeys;
-  /** Extra bearer-token check (--auth-app): true admits the request like a valid API key. */
-  acceptBearer?: (authorization: string | undefined) => Promise<boolean>;
+  tenancy: Tenancy;
 }
 
 /** Admits a request and produces the handler's input; throws catalog errors. */
@@ -22,7 +41,7 @@ export interface Guard<I> {
   /** Requests through this guard use the model: counted in /metrics' requests_total. */
   readonly counted?: boolean;
   /** Called once the handler has finished with an admitted input. */
-  done?(ctx: RouteContext, input: I): void;
+  done?(ctx: RouteContext, input: I, req: HttpRequest): void;
 }
 
 export type InferenceHandler<I> = (input: I, req: HttpRequest) => Promise<HttpResult | void> | HttpResult | void;
@@ -33,27 +52,63 @@ export const publicAccess: Guard<ServiceHost> = {
   admit: (ctx) => ctx.host,
 };
 
+/** The Authorization header, or an X-Api-Key given without one as a bearer credential. */
+function bearerHeader(req: Pick<HttpRequest, 'headers'>): string | undefined {
+  const auth = req.headers['authorization'];
+  if (auth !== undefined) return auth;
+  const key = req.headers['x-api-key'];
+  return key === undefined ? undefined : `Bearer ${key}`;
+}
+
+/**
+ * Whom the request's credential names: the anonymous tenant when no key is required, a key of
+ * --api-key / --api-key-file, or (--auth-app) an access token or an auth-server API key;
+ * otherwise 401 (403 for a token without the role).
+ */
+export async function identify(ctx: TenantContext, req: Pick<HttpRequest, 'headers'>): Promise<Tenant> {
+  if (ctx.forwardedTenants) {
+    const forwarded = decodeTenant(req.headers[TENANT_HEADER]);
+    if (forwarded) return forwarded;
+  }
+  if (!ctx.keys.enabled && !ctx.acceptBearer) return ctx.tenants.anonymous();
+  const index = ctx.keys.enabled ? ctx.keys.indexOf(presentedKey(req)) : -1;
+  if (index >= 0) return ctx.tenants.forKey(index);
+  const identity = ctx.acceptBearer ? await ctx.acceptBearer(bearerHeader(req)) : null;
+  if (identity?.kind === 'access-token') return ctx.tenants.forToken(identity.tenantId, identity.subject, identity.appSlug);
+  if (identity?.kind === 'api-key') return ctx.tenants.forIssuedKey(identity.keyId, identity.tenantId, identity.appSlug, identity.settings);
+  throw invalidApiKey();
+}
+
 /** An API key (--api-key) or, with --auth-app, an access token of that app; admits all without either. */
-export async function checkKey(ctx: Pick<RouteContext, 'keys' | 'acceptBearer'>, req: Pick<HttpRequest, 'headers'>): Promise<void> {
+export async function checkKey(ctx: KeyContext, req: Pick<HttpRequest, 'headers'>): Promise<void> {
   if (!ctx.keys.enabled && !ctx.acceptBearer) return;
   if (ctx.keys.enabled && ctx.keys.matches(presentedKey(req))) return;
-  if (ctx.acceptBearer && (await ctx.acceptBearer(req.headers['authorization']))) return;
+  if (ctx.acceptBearer && (await ctx.acceptBearer(bearerHeader(req)))) return;
   throw invalidApiKey();
 }
 
 /**
- * For endpoints that use the model: 503 while it first loads, then the key; the handler gets
- * the loaded service (a sleeping one is loaded again first) and holds it until it finishes.
+ * For endpoints that use the model: 503 while it first loads, then the key and the tenant's
+ * limits (429 over one); the handler gets the loaded service (a sleeping one is loaded again
+ * first) and holds it, and the tenant its request, until it finishes.
  */
 export const apiKey: Guard<InferenceService> = {
   name: 'api-key',
   counted: true,
   admit: async (ctx, req) => {
     ctx.host.view();
-    await checkKey(ctx, req);
-    return ctx.host.acquire();
+    ctx.tenancy.admit(await identify(ctx, req), req);
+    try {
+      return await ctx.host.acquire();
+    } catch (err) {
+      ctx.tenancy.end(req, null);
+      throw err;
+    }
   },
-  done: (ctx) => ctx.host.release(),
+  done: (ctx, service, req) => {
+    ctx.host.release();
+    ctx.tenancy.end(req, service.alias);
+  },
 };
 
 /** For read-only endpoints: 503 while the model first loads, then the key; never wakes a sleeping service. */
@@ -61,7 +116,7 @@ export const apiKeyReadOnly: Guard<ServiceView> = {
   name: 'api-key-read-only',
   admit: async (ctx, req) => {
     ctx.host.view();
-    await checkKey(ctx, req);
+    ctx.tenancy.annotate(await identify(ctx, req), req);
     return ctx.host.view();
   },
 };
@@ -86,7 +141,7 @@ export function inferenceRoute<I>(ctx: RouteContext, method: Method, path: strin
         try {
           return await handler(input, req);
         } finally {
-          guard.done?.(ctx, input);
+          guard.done?.(ctx, input, req);
         }
       } catch (err) {
         if (guard.counted) counters.errors++;

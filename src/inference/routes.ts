@@ -1,7 +1,8 @@
 // The route table of inference-server: one line per route, its guard visible on the line.
 //   public          no credentials; answered while the model loads
-//   apiKey          503 while the model loads, then --api-key (or an --auth-app access token);
-//                   a sleeping model (--sleep-idle-seconds) is loaded again for the request
+//   apiKey          503 while the model loads, then --api-key (or an --auth-app access token)
+//                   and the tenant's limits (429 over one; docs/tenants.md); a sleeping model
+//                   (--sleep-idle-seconds) is loaded again for the request
 //   apiKeyReadOnly  as apiKey, but never wakes a sleeping model (answers from before it slept)
 // llama-server's aliases of a route are listed beside it.
 import type { Method, Route } from '../http/router.js';
@@ -20,6 +21,7 @@ import { handleTextCompletions } from './handlers/text-completions.js';
 import { handleTranscriptions } from './handlers/transcriptions.js';
 import { handleApplyTemplate, handleDetokenize, handleTokenize } from './handlers/tokenize.js';
 import { resumable } from './streams/resumable.js';
+import { carryTenant } from './tenants/tenancy.js';
 import type { StreamSessions } from './streams/stream-sessions.js';
 import type { InferenceService } from './service/service.js';
 
@@ -67,8 +69,12 @@ export function inferenceRoutes(ctx: RouteContext, options: RouteOptions): Route
   // their line: countedWhilePrepared (counted by the engine until they submit) and resumed
   // (with X-Conversation-Id, a stream session that outlives the client; as is without sessions).
   const streams = options.streams;
+  // A session's view has the session's signal: the request's tenant goes with it (carryTenant).
   const resumed = (handler: InferenceHandler<InferenceService>): InferenceHandler<InferenceService> =>
-    (streams ? (input, req) => resumable(streams, req, (view) => handler(input, view)) : handler);
+    (streams ? (input, req) => resumable(streams, req, (view) => {
+      carryTenant(req.signal, view.signal);
+      return handler(input, view);
+    }) : handler);
   const prepared = countedWhilePrepared;
   return [
     route('GET',  '/health',               publicAccess, handleHealth),
@@ -99,7 +105,7 @@ export function inferenceRoutes(ctx: RouteContext, options: RouteOptions): Route
     route('POST', '/rerank',               apiKey,       handleRerank),
     route('POST', '/v1/reranking',         apiKey,       handleRerank),
     route('POST', '/reranking',            apiKey,       handleRerank),
-    route('GET',  '/metrics',              apiKeyReadOnly, whenEnabled(options.metrics, 'metrics endpoint', '--metrics', metricsHandler(ctx.host))),
+    route('GET',  '/metrics',              apiKeyReadOnly, whenEnabled(options.metrics, 'metrics endpoint', '--metrics', metricsHandler(ctx.host, ctx.tenancy.usage))),
     route('POST', '/chat/completions/input_tokens',    apiKey, handleChatInputTokens),
     route('POST', '/v1/chat/completions/input_tokens', apiKey, handleChatInputTokens),
     route('POST', '/responses/input_tokens',           apiKey, handleResponsesInputTokens),

@@ -83,6 +83,8 @@ export const GenerationFields = {
   id_slot: Type.Optional(Window),
   t_max_predict_ms: Type.Optional(Int),
   n_indent: Type.Optional(Count),
+  /** vLLM's field: the request's rank within its tenant's queue, lower first (default 0; docs/tenants.md). */
+  priority: Type.Optional(Int),
   timings_per_token: Type.Optional(Type.Boolean()),
   /** Streamed requests: prompt_progress events while the prompt is processed (llama-server). */
   return_progress: Type.Optional(Type.Boolean()),

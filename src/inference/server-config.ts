@@ -6,7 +6,9 @@ import { UsageError, parseFlags, type FlagSpec, type ParsedFlags } from '../cli/
 import { native, PoolingType, type EngineSettings, type LogLevel, type PoolingName, type ReasoningFormat, type ServerParamValues } from '../native/binding.js';
 import { LLAMA_SERVER_FLAGS } from './llama-server-flags.js';
 import type { RuntimeOptions } from './options.js';
-import type { InferenceServerOptions } from './server.js';
+import type { InferenceServerOptions, TenantOptions } from './server.js';
+import { readTenantsFile, type TenantsFile } from './tenants/tenant-table.js';
+import type { TenantLimits } from './tenants/tenant.js';
 import type { RouterServerOptions } from './multi-model/server.js';
 import type { TransportOptions } from './transport.js';
 import type { GenerationDefaults } from './service/generation.js';
@@ -28,6 +30,11 @@ export const OWN_FLAGS = [
   { names: ['--prefix-sharing'], kind: 'bool', key: 'prefixSharing', help: 'prompts share prefixes across slots: a prompt starts from the longest prefix any slot\'s KV cells hold and waits for one another slot is computing, instead of computing it again (default: on with a unified KV pool, i.e. --kv-unified or -np not given; without one each share copies a slot\'s whole buffer)' },
   { names: ['--no-prefix-sharing'], kind: 'bool', key: 'noPrefixSharing', help: 'turn prefix sharing across slots off (each slot reuses only its own cache, as llama-server)' },
   { names: ['--overload-lifo-ms'], kind: 'int', key: 'overloadLifoMs', help: 'adaptive LIFO: requests wait for a free slot oldest first, but once the oldest has waited this many ms (overload), newest first: most clients get a prompt answer while the oldest wait longer; 0 = always oldest first (default 1000)' },
+  { names: ['--no-fair-share'], kind: 'bool', key: 'noFairShare', help: 'free slots go to waiting requests in arrival order (with the adaptive LIFO) whatever their tenants, instead of by fair share across tenants (see docs/tenants.md)' },
+  { names: ['--tenants'], kind: 'string', key: 'tenantsFile', help: 'JSON file of per-key and per-tenant settings: names, weights, priority classes (interactive, batch) and limits (see docs/tenants.md)' },
+  { names: ['--tenant-rpm'], kind: 'int', key: 'tenantRpm', help: 'requests per minute of every tenant that --tenants does not limit itself (default: no limit)' },
+  { names: ['--tenant-tpm'], kind: 'int', key: 'tenantTpm', help: 'prompt and completion tokens per minute of every tenant that --tenants does not limit itself, checked when a request is admitted (default: no limit)' },
+  { names: ['--tenant-concurrency'], kind: 'int', key: 'tenantConcurrency', help: 'requests in progress at once of every tenant that --tenants does not limit itself (default: no limit)' },
   { names: ['--burst-wait-ms'], kind: 'int', key: 'burstWaitMs', help: 'an idle server that receives requests waits for more while they keep coming, until none came for this many ms (at most five times it), so that requests sent together share their first batch; a lone request starts this much later; 0 = start at once (default 4, 0 where the build has a GPU device)' },
   { names: ['--no-split-steps'], kind: 'bool', key: 'noSplitSteps', help: 'decode a step\'s generating rows and prompt rows in one call (for comparisons; by default a CPU build decodes them apart, see docs/options.md)' },
   { names: ['--no-early-outputs'], kind: 'bool', key: 'noEarlyOutputs', help: 'sample a step\'s outputs once, after its last ubatch (for comparisons; by default a CPU build sends the first ubatches\' outputs sooner, see docs/options.md)' },
@@ -195,6 +202,29 @@ export function prefixSharingOption(own: OwnFlags): { prefixSharing?: boolean } 
   return own.prefixSharing ? { prefixSharing: true } : {};
 }
 
+/** --tenants FILE (read and checked) and the --tenant-* limits; a bad file or value is a usage error. */
+export function tenantOptions(own: OwnFlags): TenantOptions {
+  const defaultLimits: TenantLimits = {};
+  for (const [flag, value, field] of [
+    ['--tenant-rpm', own.tenantRpm, 'requestsPerMinute'],
+    ['--tenant-tpm', own.tenantTpm, 'tokensPerMinute'],
+    ['--tenant-concurrency', own.tenantConcurrency, 'concurrentRequests'],
+  ] as const) {
+    if (value === undefined) continue;
+    if (!Number.isInteger(value) || value < 1) throw new UsageError(`${flag}: must be an integer of 1 or more, got ${value}`);
+    defaultLimits[field] = value;
+  }
+  let file: TenantsFile | undefined;
+  if (own.tenantsFile !== undefined) {
+    try {
+      file = readTenantsFile(own.tenantsFile);
+    } catch (err) {
+      throw new UsageError((err as Error).message.startsWith('--tenants') ? (err as Error).message : `--tenants: ${(err as Error).message}`);
+    }
+  }
+  return { ...(file ? { file } : {}), defaultLimits };
+}
+
 /** --cache-disk [--cache-disk-mib]: the directory and budget (the engine completes the model's identity at load). */
 export function diskCacheOption(own: OwnFlags): { cacheDisk?: string; cacheDiskMib?: number } {
   if (own.cacheDiskMib !== undefined && own.cacheDisk === undefined) throw new UsageError('--cache-disk-mib needs --cache-disk DIR');
@@ -235,6 +265,7 @@ export function engineSettings(v: ServerParamValues, own: OwnFlags): EngineSetti
     ...(own.noSplitSteps ? { splitSteps: false } : {}),
     ...(own.noEarlyOutputs ? { earlyOutputs: false } : {}),
     ...(own.noPrepareSaves ? { prepareSaves: false } : {}),
+    ...(own.noFairShare ? { fairShare: false } : {}),
     ...diskCacheOption(own),
   };
   for (const [key, flag] of ENGINE_FLAGS) {
@@ -266,6 +297,7 @@ export function serverOptions(v: ServerParamValues, own: OwnFlags, gpuAvailable:
     // As llama-server: a model named by -hf is called by its repo[:tag] unless -a names it.
     ...(v.aliases[0] === undefined && v.hfRepo !== '' ? { alias: v.hfRepo } : {}),
     apiKeys: v.apiKeys,
+    tenants: tenantOptions(own),
     metrics: v.endpointMetrics,
     slots: v.endpointSlots,
     sleepIdleSeconds: v.sleepIdleSeconds,
@@ -313,6 +345,8 @@ function childArgs(own: OwnFlags): string[] {
     ...(own.maxBodyBytes !== undefined ? ['--max-body-bytes', String(own.maxBodyBytes)] : []),
     ...(own.mediaAllowRemote ? ['--media-allow-remote'] : []),
     ...(own.layerWindow !== undefined ? ['--layer-window', own.layerWindow] : []),
+    // Fair share runs in each model process (the router forwards the tenant); limits stay in the router.
+    ...(own.noFairShare ? ['--no-fair-share'] : []),
     // One directory for every model: each model's states go to a directory of their own in it
     // (by fingerprint), and the budget covers them all.
     ...(own.cacheDisk !== undefined ? ['--cache-disk', own.cacheDisk] : []),
@@ -327,6 +361,7 @@ export function routerOptions(v: ServerParamValues, own: OwnFlags): Omit<RouterS
     extraHosts: v.hosts.slice(1),
     port: v.port,
     apiKeys: v.apiKeys,
+    tenants: tenantOptions(own),
     apiPrefix: v.apiPrefix,
     cors: { origins: v.corsOrigins, methods: v.corsMethods, headers: v.corsHeaders, credentials: v.corsCredentials },
     maxBodyBytes: own.maxBodyBytes ?? 32 * 1024 * 1024,

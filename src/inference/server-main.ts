@@ -105,6 +105,7 @@ async function runSingleModel(params: NativeServerParams, own: OwnFlags): Promis
     serverParams: params,
     extraRoutes: auth.routes,
     ...(auth.acceptBearer ? { acceptBearer: auth.acceptBearer } : {}),
+    ...(auth.usage ? { usageRecorder: auth.usage } : {}),
     log: (line) => say(line),
   });
   const idleSlots = cacheIdleSlotsWarning(params.values());
@@ -114,7 +115,7 @@ async function runSingleModel(params: NativeServerParams, own: OwnFlags): Promis
   say(`inference-server: listening on ${options.tls ? 'https' : 'http'}://${host}:${server.port} (backend ${native.systemInfo().backend}), loading ${runtime.model}`);
   const shutdown = (): void => {
     say('inference-server: shutting down');
-    Promise.all([server.close(), auth.close()]).then(stopTracing).then(() => process.exit(0), () => process.exit(1));
+    server.close().then(() => auth.close()).then(stopTracing).then(() => process.exit(0), () => process.exit(1));
   };
   onSignals(shutdown);
   // A router's model process reports to its router (multi-model/child-link.ts).
@@ -149,6 +150,7 @@ async function runRouter(params: NativeServerParams, own: OwnFlags): Promise<num
     buildInfo: native.ServerParams.buildInfo(),
     extraRoutes: auth.routes,
     ...(auth.acceptBearer ? { acceptBearer: auth.acceptBearer } : {}),
+    ...(auth.usage ? { usageRecorder: auth.usage } : {}),
     fakeTiming: (process.env['LLAMA_SERVER_DEBUG_FAKE_TIMING'] ?? '') !== '',
     log: (line) => say(line),
   });
@@ -156,7 +158,7 @@ async function runRouter(params: NativeServerParams, own: OwnFlags): Promise<num
   say(`inference-server: router listening on ${options.tls ? 'https' : 'http'}://${options.host}:${server.port}, ${names.length} models: ${names.join(', ') || '(none)'}`);
   onSignals(() => {
     say('inference-server: shutting down');
-    Promise.all([server.close(), auth.close()]).then(stopTracing).then(() => process.exit(0), () => process.exit(1));
+    server.close().then(() => auth.close()).then(stopTracing).then(() => process.exit(0), () => process.exit(1));
   });
   return -1;
 }

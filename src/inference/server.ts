@@ -9,6 +9,12 @@ import { toolsRoutes } from './server-tools/tools-routes.js';
 import type { EngineSettings, NativeServerParams, PoolingName } from '../native/binding.js';
 import { LLAMA_SERVER_DEFAULTS, type GenerationDefaults } from './service/generation.js';
 import { ApiKeys } from './access/api-key.js';
+import type { AcceptBearer, UsageRecorder } from './access/auth-bridge.js';
+import { ROUTER_CHILD_ENV, routerUsageReporter } from './multi-model/child-link.js';
+import { Tenancy } from './tenants/tenancy.js';
+import { TenantTable, type TenantsFile } from './tenants/tenant-table.js';
+import type { TenantLimits } from './tenants/tenant.js';
+import { startUsageFlush } from './tenants/usage-flush.js';
 import { checkKey, readOnlyMount, type RouteContext } from './guards.js';
 import { inferenceRoutes } from './routes.js';
 import { streamRoutes } from './streams/stream-routes.js';
@@ -19,6 +25,14 @@ import { loadInferenceService, type ServiceLoadOptions } from './service/load.js
 import type { ChatSettings, InferenceService } from './service/service.js';
 import { ServiceHost } from './service/host.js';
 import { webTransport, withVertexRoutes, type TransportOptions } from './transport.js';
+
+/** The tenants' settings (tenants/tenant-table.ts). */
+export interface TenantOptions {
+  /** --tenants FILE, read. */
+  file?: TenantsFile;
+  /** --tenant-rpm, --tenant-tpm, --tenant-concurrency: every tenant's limits unless the file sets its own. */
+  defaultLimits?: TenantLimits;
+}
 
 export interface InferenceServerOptions extends TransportOptions {
   runtime: RuntimeOptions;
@@ -86,8 +100,12 @@ export interface InferenceServerOptions extends TransportOptions {
   templateKwargs?: Record<string, unknown>;
   /** llama-server's parsed command line: its model flags apply as there. */
   serverParams?: NativeServerParams;
-  /** Extra bearer-token check (e.g. --auth-app); true admits the request like a valid API key. */
-  acceptBearer?: (authorization: string | undefined) => Promise<boolean>;
+  /** Extra bearer-credential check (e.g. --auth-app): an identity admits the request like a valid API key. */
+  acceptBearer?: AcceptBearer;
+  /** --tenants FILE and --tenant-rpm/-tpm/-concurrency: the tenants' settings (docs/tenants.md). */
+  tenants?: TenantOptions;
+  /** The auth service's usage table (--auth): hourly usage written there (tenants/usage-flush.ts). */
+  usageRecorder?: UsageRecorder;
   /** Serve the chat page at GET / (inference-server does unless --no-webui). */
   webui?: boolean;
   /** --log-prompts-dir: each completion request's prompt is written to a file in this directory. */
@@ -148,7 +166,18 @@ export async function startInferenceServer(options: InferenceServerOptions): Pro
   let closed = false;
   const loadOptions = serviceLoadOptions(options);
   const host = new ServiceHost((onProgress) => loadInferenceService(loadOptions, onProgress, () => closed), (options.sleepIdleSeconds ?? -1) * 1000, options.onProgress);
-  const ctx: RouteContext = { host, keys: new ApiKeys(options.apiKeys), acceptBearer: options.acceptBearer };
+  // A router's model process reports its tenants' usage to the router, which holds their limits.
+  const tenancy = new Tenancy(Date.now, routerUsageReporter());
+  const ctx: RouteContext = {
+    host,
+    keys: new ApiKeys(options.apiKeys),
+    ...(options.acceptBearer ? { acceptBearer: options.acceptBearer } : {}),
+    tenants: new TenantTable(options.apiKeys.length, options.tenants?.file, options.tenants?.defaultLimits),
+    tenancy,
+    // A router's model process: the router admitted the tenant and says which it is.
+    forwardedTenants: process.env[ROUTER_CHILD_ENV] === '1',
+  };
+  const usageFlush = options.usageRecorder ? startUsageFlush(tenancy.usage, options.usageRecorder, { log }) : null;
   const apiPrefix = options.apiPrefix ?? '';
   // As llama-server: an unknown tool or an unusable --tools-runtime fails the start.
   const tools = ToolsService.wanted(options.tools) ? await ToolsService.start(options.tools, log) : null;
@@ -185,6 +214,8 @@ export async function startInferenceServer(options: InferenceServerOptions): Pro
       http.close();
       streams.close();
       await Promise.all([host.close(), tools?.close()]);
+      // The last usage, the hour in progress included, once no request runs any more.
+      await usageFlush?.stop();
     },
   };
 }

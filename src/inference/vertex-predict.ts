@@ -134,6 +134,7 @@ function internalRequest(req: HttpRequest, route: Route, payload: Record<string,
       throw badRequest('predict route does not support streaming responses');
     },
     streamStarted: false,
+    setResponseHeader: (name, value) => req.setResponseHeader(name, value),
   };
 }
 

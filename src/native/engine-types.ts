@@ -76,6 +76,13 @@ export interface EngineParams {
    */
   overloadLifoMs?: number;
   /**
+   * Fair share (native/admission.h, docs/tenants.md): free slots go to tenants (tasks' `tenant`) by
+   * weighted fair queuing on tokens, the adaptive LIFO applying within each tenant's queue, and
+   * tasks' `priority` ordering a tenant's queue. false: one queue in arrival order whatever the
+   * tenants. With one tenant and no priorities both give the same order. Default true.
+   */
+  fairShare?: boolean;
+  /**
    * llama-server's -sps: a task without idSlot goes to the idle slot whose cache holds the largest
    * fraction of its prompt when that fraction exceeds this, else to the least recently used idle
    * slot. A number 0..1, 0 = always the least recently used. Default: serverParams' value, else 0.1.
@@ -104,7 +111,7 @@ export interface EngineParams {
  * a value out of range as Engine.create would.
  */
 export type EngineSettings = Pick<EngineParams, 'contextShift' | 'promptCacheMib' | 'cacheIdleSlots' | 'special' | 'nCtxSlotMax' | 'backendSampling' |
-  'prefillBudget' | 'prefillBudgetMs' | 'overloadLifoMs' | 'burstWaitMs' | 'kvUnified' | 'prefixSharing' | 'slotPromptSimilarity' |
+  'prefillBudget' | 'prefillBudgetMs' | 'overloadLifoMs' | 'fairShare' | 'burstWaitMs' | 'kvUnified' | 'prefixSharing' | 'slotPromptSimilarity' |
   'splitSteps' | 'earlyOutputs' | 'prepareSaves' | 'cacheDisk' | 'cacheDiskMib'>;
 
 /**
@@ -216,7 +223,17 @@ export interface CompletionTaskSpec {
   sampling?: SamplingParams;
   /** One scale per engine adapter (missing entries are 0); fixed for the task's whole life. */
   loraScales?: number[];
+  /** Whom the task belongs to (fair share, native/admission.h); "" or absent: the anonymous tenant. */
+  tenant?: string;
+  /** The tenant's weight, > 0 (default 1): its share of the engine relative to other tenants. */
+  tenantWeight?: number;
+  /** "interactive" (default) is admitted before "batch", across tenants. */
+  priorityClass?: PriorityClass;
+  /** Within the tenant: lower first (vLLM's `priority`); default 0. */
+  priority?: number;
 }
+
+export type PriorityClass = 'interactive' | 'batch';
 
 export type StopType = 'none' | 'eos' | 'limit' | 'word';
 
@@ -337,6 +354,8 @@ export interface EngineInfo {
   prepareSaves: boolean;
   /** Adaptive LIFO's threshold (EngineParams.overloadLifoMs). */
   overloadLifoMs: number;
+  /** Fair share across tenants in admission (EngineParams.fairShare). */
+  fairShare: boolean;
   /** The burst wait (EngineParams.burstWaitMs). */
   burstWaitMs: number;
   /** Slot choice's similarity threshold (EngineParams.slotPromptSimilarity). */

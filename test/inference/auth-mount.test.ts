@@ -44,6 +44,10 @@ t.test('--auth-app with --auth-issuer: tokens of that app are admitted, others a
   t.equal((await postJson(url, prompt, { authorization: `Bearer ${refreshed.refresh_token}` })).status, 401, 'a refresh token is no bearer token');
   t.equal((await postJson(url, prompt, { authorization: 'Bearer k1' })).status, 200, 'the API key still works');
   t.equal((await postJson(url, prompt)).status, 401);
+
+  const metrics = await (await fetch(`${inference.base}/metrics`, { headers: { authorization: 'Bearer k1' } })).text();
+  t.match(metrics, `\nllamacpp:tenant_requests_total{tenant="${tenant}"} 1\n`, 'the token\'s request is its tenant_id claim\'s (docs/tenants.md)');
+  t.match(metrics, '\nllamacpp:tenant_requests_total{tenant="key-1"} 1\n', 'the API key\'s is its own tenant\'s');
 });
 
 t.test('--auth mounts the service on the inference port; --auth-app uses it in process', async (t) => {

@@ -1,6 +1,7 @@
 // The engine's scheduling and cache rules, tested on the engine core without a server:
 // SlotCachePolicy (slot choice, joins and the chained-join rule, eviction under pressure,
-// unsharing before cells move) and BatchBuilder (step composition). Run by
+// unsharing before cells move), BatchBuilder (step composition) and admission (fair share across
+// tenants, order within a tenant: admission.h). Run by
 // test/native/engine-rules.test.ts: `engine_rules_test MODEL.gguf` prints one line per check,
 // "ok - NAME" or "not ok - NAME # DETAIL", and exits 1 when any failed.
 #include <cstdio>
@@ -8,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "admission.h"
 #include "batch-builder.h"
 #include "engine-counters.h"
 #include "engine-params.h"
@@ -252,6 +254,119 @@ static void step_composition(llama_model * model) {
     llama_batch_free(batch);
 }
 
+// Admission (admission.h) over a queue of tasks and a count of free slots, without an engine:
+// the tenants' clocks, the waiting tasks in arrival order, and what each admitted task cost.
+struct AdmissionQueue {
+    TenantClocks clocks;
+    std::vector<std::unique_ptr<TenantShare>> shares;  // stable addresses for the entries
+    std::vector<AdmissionEntry> waiting;
+    std::vector<std::string> names;  // a name per waiting task, for the checks
+    double lifo_ms = 0;
+
+    void arrive(const std::string & tenant, const std::string & name, int64_t t_us, double weight = 1,
+                PriorityClass c = PriorityClass::PRIORITY_CLASS_INTERACTIVE, int32_t priority = 0) {
+        shares.push_back(std::make_unique<TenantShare>(TenantShare{tenant, weight, c, priority}));
+        clocks.arrive(*shares.back());
+        waiting.push_back(AdmissionEntry{shares.back().get(), t_us});
+        names.push_back(name);
+    }
+    // The next task admitted at `now`, charged `cost`; "" when none waits.
+    std::string admit(int64_t now, int64_t cost = 100) {
+        std::vector<bool> skip(waiting.size(), false);
+        const size_t i = admission_next(waiting, skip, clocks, now, lifo_ms);
+        if (i == waiting.size()) return "";
+        clocks.admit(*waiting[i].share, cost);
+        const std::string name = names[i];
+        waiting.erase(waiting.begin() + static_cast<std::ptrdiff_t>(i));
+        names.erase(names.begin() + static_cast<std::ptrdiff_t>(i));
+        return name;
+    }
+    std::string admit_n(int n, int64_t now, int64_t cost = 100) {
+        std::string order;
+        for (int k = 0; k < n; k++) order += (k ? " " : "") + admit(now, cost);
+        return order;
+    }
+};
+
+static void admission(void) {
+    check_eq(admission_cost(100, 28, 2048), 128, "cost: prompt + n_predict");
+    check_eq(admission_cost(100, -1, 2048), 100 + ADMISSION_DEFAULT_PREDICT, "cost without n_predict: the default, capped ...");
+    check_eq(admission_cost(100, -1, 300), 300, "... by the slot's room");
+
+    {
+        // Tenant A: a backlog of ten, two slots running A's first two. B's request arrives last.
+        AdmissionQueue q;
+        for (int i = 0; i < 10; i++) q.arrive("A", "a" + std::to_string(i), i);
+        check(q.admit_n(2, 10, 128) == "a0 a1", "one tenant: arrival order");
+        q.arrive("B", "b0", 20);
+        check(q.admit(30) == "b0", "a tenant's backlog: another tenant's new request gets the next free slot");
+        check(q.admit(40) == "a2", "then the backlog goes on in arrival order");
+    }
+    {
+        // A (weight 2) and B (weight 1), both with a backlog of equal tasks, one slot: each task ends as estimated.
+        AdmissionQueue q;
+        for (int i = 0; i < 6; i++) q.arrive("A", "a", i, 2);
+        for (int i = 0; i < 6; i++) q.arrive("B", "b", 10 + i, 1);
+        std::string order;
+        for (int k = 0; k < 6; k++) {
+            const std::string name = q.admit(100);
+            order += name;
+            q.clocks.finish(TenantShare{name == "a" ? "A" : "B", name == "a" ? 2.0 : 1.0}, 100, 100);
+        }
+        check(order == "abaaba", "weights: a tenant of weight 2 gets two tasks for one of weight 1", order);
+    }
+    {
+        AdmissionQueue q;
+        q.arrive("B", "b0", 0, 1, PriorityClass::PRIORITY_CLASS_BATCH);
+        q.arrive("A", "a0", 5, 1, PriorityClass::PRIORITY_CLASS_INTERACTIVE);
+        q.arrive("A", "a1", 6, 1, PriorityClass::PRIORITY_CLASS_INTERACTIVE);
+        check(q.admit_n(3, 10) == "a0 a1 b0", "classes: interactive before batch, whatever the virtual times");
+    }
+    {
+        AdmissionQueue q;
+        q.arrive("A", "p5", 0, 1, PriorityClass::PRIORITY_CLASS_INTERACTIVE, 5);
+        q.arrive("A", "p0", 1, 1, PriorityClass::PRIORITY_CLASS_INTERACTIVE, 0);
+        q.arrive("A", "p3", 2, 1, PriorityClass::PRIORITY_CLASS_INTERACTIVE, 3);
+        q.arrive("A", "q0", 3, 1, PriorityClass::PRIORITY_CLASS_INTERACTIVE, 0);
+        check(q.admit_n(4, 10) == "p0 q0 p3 p5", "priority within a tenant: lower first, then arrival order");
+    }
+    {
+        // A's oldest has waited past the LIFO threshold (1000 ms); B's has not.
+        AdmissionQueue q;
+        q.lifo_ms = 1000;
+        for (int i = 0; i < 3; i++) q.arrive("A", "a" + std::to_string(i), i * 1000);
+        for (int i = 0; i < 3; i++) q.arrive("B", "b" + std::to_string(i), 1'500'000 + i * 1000);
+        const std::string order = q.admit_n(6, 2'000'000);
+        check(order == "a2 b0 a1 b1 a0 b2", "adaptive LIFO within a tenant: A's newest first, B's oldest first, the tenants alternating", order);
+    }
+    {
+        // B ran one task and went idle; A then used 10,000 tokens alone. B comes back.
+        AdmissionQueue q;
+        q.arrive("B", "b0", 0);
+        check(q.admit(1) == "b0", "B alone");
+        q.clocks.finish(TenantShare{"B"}, 100, 100);
+        check_eq(static_cast<long long>(q.clocks.n_active()), 0, "a tenant with nothing waiting or running is forgotten");
+        for (int i = 0; i < 3; i++) q.arrive("A", "a", 10 + i);
+        check(q.admit_n(2, 20, 5000) == "a a", "A alone: two tasks of 5000 tokens");
+        q.clocks.finish(TenantShare{"A"}, 5000, 5000);
+        for (int i = 1; i <= 3; i++) q.arrive("B", "b" + std::to_string(i), 300 + i);
+        check(q.clocks.vtime("A") == 10000 && q.clocks.vtime("B") == 5000,
+              "a tenant back from idle starts where the active tenants' running work started (no credit banked while idle)");
+        const std::string order = q.admit_n(4, 400, 5000);
+        check(order == "b1 a b2 b3", "so B's three tasks take turns with A's, not all ahead of it", order);
+    }
+    {
+        // A task estimated at 1000 tokens that used 100: its tenant's time is corrected at the end.
+        AdmissionQueue q;
+        q.arrive("A", "a0", 0, 2);
+        q.arrive("A", "a1", 0, 2);  // keeps A active after a0 ends
+        q.arrive("B", "b0", 0);
+        check(q.admit(1, 1000) == "a0", "equal times: the first to arrive");
+        q.clocks.finish(TenantShare{"A", 2}, 1000, 100);
+        check(q.clocks.vtime("A") == 50, "the end corrects the estimate: (1000 + (100 - 1000)) / weight 2");
+    }
+}
+
 int main(int argc, char ** argv) {
     if (argc < 2) {
         std::fprintf(stderr, "usage: engine_rules_test MODEL.gguf\n");
@@ -270,6 +385,7 @@ int main(int argc, char ** argv) {
     sharing_and_unsharing(model);
     eviction(model);
     step_composition(model);
+    admission();
     llama_model_free(model);
     llama_backend_free();
     return failures == 0 ? 0 : 1;

@@ -26,11 +26,18 @@ export class ApiKeys {
   }
 
   matches(key: string | undefined): boolean {
-    if (key === undefined) return false;
+    return this.indexOf(key) >= 0;
+  }
+
+  /** The position of `key` among the configured keys (its tenant is "key-<position + 1>"), -1 when none. */
+  indexOf(key: string | undefined): number {
+    if (key === undefined) return -1;
     const presented = digest(key);
-    let ok = false;
-    for (const d of this.digests) ok = timingSafeEqual(d, presented) || ok;
-    return ok;
+    let found = -1;
+    this.digests.forEach((d, i) => {
+      if (timingSafeEqual(d, presented) && found < 0) found = i;
+    });
+    return found;
   }
 }
 

@@ -1,13 +1,16 @@
 // The authentication service inside inference-server: `--auth` mounts its routes on the same
 // port, and `--auth-app SLUG [--auth-role ROLE]` admits the service's access tokens (audience and
-// app_id equal to SLUG, at least ROLE in their tenant) wherever an API key is accepted.
+// app_id equal to SLUG, at least ROLE in their tenant) and its API keys (AUTH_API_KEY_PREFIX, of
+// that app, at least ROLE) wherever an API key is accepted, each as its tenant (docs/tenants.md).
+// With --auth, the service's usage table takes the hourly usage (tenants/usage-flush.ts).
 import { bearerToken } from '../../http/bearer.js';
 import { HttpError } from '../../http/errors.js';
 import type { Route } from '../../http/router.js';
 // The auth service (postgres.js, jose, its schema) is imported only when a flag asks for it: a
 // server without --auth/--auth-app starts without loading it (router mode starts one per model).
-import type { AuthService, AuthServiceConfig, RoleName } from '../../auth/mount.js';
+import type { ApiKeyIdentity, ApiKeyVerifier, AuthService, AuthServiceConfig, RoleName } from '../../auth/mount.js';
 import { ErrorType, inferenceError } from '../errors.js';
+import type { UsageHourRow } from '../tenants/usage-meter.js';
 
 export interface InferenceAuthOptions {
   /** Mount the auth routes (configured from the AUTH_* environment, as auth-server). */
@@ -26,16 +29,47 @@ export interface InferenceAuthOptions {
   config?: AuthServiceConfig;
 }
 
+/** What an auth-server API key carries of its tenant's settings (ApiKeyIdentity's limits, weight, class). */
+export interface IssuedKeySettings {
+  weight?: number;
+  priorityClass?: 'interactive' | 'batch';
+  limits?: { concurrentRequests?: number; requestsPerMinute?: number; tokensPerMinute?: number };
+}
+
+/** Whom an accepted bearer credential names (its tenant: tenants/tenant-table.ts). */
+export type BearerIdentity =
+  /** An access token: its tenant_id claim (null: none) and its subject. */
+  | { kind: 'access-token'; appSlug: string; tenantId: string | null; subject: string }
+  /** An API key issued by auth-server (AUTH_API_KEY_PREFIX): its id, tenant and settings. */
+  | { kind: 'api-key'; appSlug: string; keyId: string; tenantId: string | null; settings: IssuedKeySettings };
+
+/**
+ * For startInferenceServer's acceptBearer: the identity admits the request; null leaves the
+ * credential to the API-key check; failures throw 401/403.
+ */
+export type AcceptBearer = (authorization: string | undefined) => Promise<BearerIdentity | null>;
+
 export interface InferenceAuth {
   routes: Route[];
-  /** For startInferenceServer's acceptBearer: true admits the request; failures throw 401/403. */
-  acceptBearer?: (authorization: string | undefined) => Promise<boolean>;
+  acceptBearer?: AcceptBearer;
+  /** The auth service mounted in this process (--auth): its usage table takes hourly usage rows. */
+  usage?: UsageRecorder;
   close(): Promise<void>;
 }
 
+/** The auth service's usage table (service.usage.record), as tenants/usage-flush.ts writes to it. */
+export interface UsageRecorder {
+  record(rows: UsageHourRow[]): Promise<void>;
+}
+
+/** Roles by rank (the auth service's ROLE_RANK, without importing it: see server-config.ts's AUTH_ROLES). */
+const ROLE_RANK: Record<RoleName, number> = { viewer: 1, staff: 2, admin: 3, owner: 4 };
+
 export async function createInferenceAuth(options: InferenceAuthOptions): Promise<InferenceAuth> {
   if (!options.mount && !options.appSlug) return { routes: [], close: async () => {} };
-  const { createAccessTokenGuard, createAuthService, readAuthServiceConfig } = await import('../../auth/mount.js');
+  const mod = await import('../../auth/mount.js');
+  const { createAccessTokenGuard, createAuthService, readAuthServiceConfig } = mod;
+  let apiKeys: ApiKeyVerifier | null = null;
   let service: AuthService | null = null;
   if (options.mount) service = await createAuthService(options.config ?? readAuthServiceConfig(options.env, { issuer: options.selfUrl }));
   let acceptBearer: InferenceAuth['acceptBearer'];
@@ -51,14 +85,35 @@ export async function createInferenceAuth(options: InferenceAuthOptions): Promis
       issuer,
       keys: service ? service.accessTokenKeys : { jwksUrl: options.jwksUrl ?? `${issuer.replace(/\/+$/, '')}/.well-known/jwks.json` },
     });
+    const verifier = mod.createApiKeyVerifier(service ? { service } : { issuer }, { appSlug: options.appSlug });
+    apiKeys = verifier;
+    const appSlug = options.appSlug;
+    const required = options.role === undefined ? 0 : ROLE_RANK[options.role];
     acceptBearer = async (authorization) => {
+      const token = bearerToken(authorization);
+      if (token === null) return null;
+      // An auth-server API key (its prefix): verified by the service (null: unknown, revoked,
+      // expired or of another app, a 401); a service that cannot answer is a 503, not a 401.
+      if (token.startsWith(mod.AUTH_API_KEY_PREFIX)) {
+        let identity: ApiKeyIdentity | null;
+        try {
+          identity = await verifier.verify(token);
+        } catch {
+          throw inferenceError(ErrorType.UNAVAILABLE, 'API keys cannot be verified now; try again later');
+        }
+        if (!identity) throw inferenceError(ErrorType.AUTHENTICATION, 'Invalid API Key');
+        if (ROLE_RANK[identity.role] < required) throw inferenceError(ErrorType.PERMISSION, `This route requires the role "${options.role}" or higher`);
+        return {
+          kind: 'api-key', appSlug: identity.appSlug, keyId: identity.keyId, tenantId: identity.tenantId,
+          settings: { weight: identity.weight, priorityClass: identity.priorityClass, limits: identity.limits },
+        };
+      }
       // Only a compact JWS (three dot-separated parts) is taken for an access token; anything
       // else is left to the API-key check.
-      const token = bearerToken(authorization);
-      if (token === null || token.split('.').length !== 3) return false;
+      if (token.split('.').length !== 3) return null;
       try {
-        await guard(authorization);
-        return true;
+        const claims = await guard(authorization);
+        return { kind: 'access-token', appSlug, tenantId: claims.tenant_id, subject: claims.sub };
       } catch (err) {
         if (err instanceof HttpError && err.status === 403) throw inferenceError(ErrorType.PERMISSION, err.message);
         if (err instanceof HttpError) throw inferenceError(ErrorType.AUTHENTICATION, err.message);
@@ -66,11 +121,15 @@ export async function createInferenceAuth(options: InferenceAuthOptions): Promis
       }
     };
   }
+  const usage: UsageRecorder | undefined = service ? { record: (rows) => service!.usage.record(rows) } : undefined;
   return {
     routes: service?.routes ?? [],
     ...(acceptBearer ? { acceptBearer } : {}),
+    ...(usage ? { usage } : {}),
     close: async () => {
+      apiKeys?.close();
       await service?.close();
     },
   };
 }
+

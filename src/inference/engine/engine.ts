@@ -44,6 +44,9 @@ export interface CompletionOutcome {
   probabilities: Array<{ token: number; prob: number; probs: TokenProbability[] }>;
 }
 
+/** Whom a task belongs to, for fair share (native/admission.h): the spec's tenant fields. */
+export type TaskShare = Pick<CompletionTaskSpec, 'tenant' | 'tenantWeight' | 'priorityClass' | 'priority'>;
+
 export class EngineTaskError extends Error {
   constructor(message: string) {
     super(message);
@@ -187,11 +190,11 @@ export class InferenceEngine {
    * the NativeError of a refused input, EngineTaskError when the engine fails one, or the
    * signal's reason.
    */
-  async embedAll(inputs: EmbeddingInput[], signal?: AbortSignal): Promise<EmbeddingOutcome[]> {
+  async embedAll(inputs: EmbeddingInput[], signal?: AbortSignal, share: TaskShare = {}): Promise<EmbeddingOutcome[]> {
     if (signal?.aborted) throw signal.reason ?? new Error('aborted');
     const { ids, queued } = this.engine.submit(inputs.map((input) => (input instanceof Int32Array
-      ? { kind: 'embedding' as const, prompt: input }
-      : { kind: 'embedding' as const, prompt: new Int32Array(0), promptText: input.text, media: input.media })));
+      ? { kind: 'embedding' as const, prompt: input, ...share }
+      : { kind: 'embedding' as const, prompt: new Int32Array(0), promptText: input.text, media: input.media, ...share })));
     const outcomes = ids.map((id) => new Promise<EmbeddingOutcome>((resolve, reject) => this.embeddings.set(id, { resolve, reject })));
     const onAbort = (): void => {
       for (const id of ids) {

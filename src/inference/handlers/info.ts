@@ -1,5 +1,6 @@
 // GET /health, /v1/models, /props, /slots, /metrics, and POST /props. None of them wakes a
 // sleeping server: they answer from what it showed before it slept.
+import type { UsageMeter } from '../tenants/usage-meter.js';
 import type { HttpRequest, HttpResult } from '../../http/request.js';
 import { modelsBody, propsBody, slotsBody } from '../dialects/server-info.js';
 import { ErrorType, inferenceError } from '../errors.js';
@@ -34,9 +35,10 @@ export function handleSlots(view: ServiceView, req: HttpRequest): HttpResult {
 }
 
 /** Prometheus text of the engine's and the server's counters. */
-export function metricsHandler(host: ServiceHost) {
+/** llama-server's series, then the per-tenant ones (tenants/usage-meter.ts). */
+export function metricsHandler(host: ServiceHost, usage: UsageMeter) {
   return (view: ServiceView): HttpResult => ({
-    text: host.metrics(view),
+    text: host.metrics(view) + usage.metricsText(),
     contentType: 'text/plain; version=0.0.4',
     // As llama-server: scrapers tell a restart from a counter reset by it.
     headers: { 'Process-Start-Time-Unix': String(PROCESS_START_SECONDS) },

@@ -2,6 +2,9 @@
 // IPC channel, opened by the router when it spawns the child with ROUTER_CHILD_ENV set.
 //   child -> router  {type: "listening", port}   the port is open
 //                    {type: "ready", info}       the model is loaded; info is its /v1/models entry
+//                    {type: "usage", tokens, entries}  what the tenants the router forwarded used
+//                                                since the last report (at most every 200 ms), for
+//                                                their limits and usage in the router
 //   router -> child  {type: "start", args}       (a spare only) serve the model of this command line
 //                    {type: "exit"}              shut down (the router kills it after its stop timeout)
 // A spare (ROUTER_SPARE_ENV also set) is a model process started ahead of need: Node, the server's
@@ -10,14 +13,49 @@
 // A child whose router has gone (the channel closes) exits at once, as llama-server's children do
 // on EOF of their stdin.
 
+import type { UsageReporter } from '../tenants/tenancy.js';
+import type { UsageEntry } from '../tenants/usage-meter.js';
+
 export const ROUTER_CHILD_ENV = 'INFERENCE_SERVER_ROUTER_CHILD';
 export const ROUTER_SPARE_ENV = 'INFERENCE_SERVER_ROUTER_SPARE';
 
 export type ChildMessage =
   | { type: 'listening'; port: number }
   | { type: 'ready'; info: Record<string, unknown> }
+  | { type: 'usage'; tokens: Array<[string, number]>; entries: UsageEntry[] }
   | { type: 'start'; args: string[] }
   | { type: 'exit' };
+
+/** How often a model process reports its tenants' usage to the router. */
+const USAGE_REPORT_MS = 200;
+
+/** In a router's model process: a reporter of tenants' usage to the router (batched); elsewhere null. */
+export function routerUsageReporter(): UsageReporter | null {
+  if (process.env[ROUTER_CHILD_ENV] !== '1' || !process.send) return null;
+  let tokens = new Map<string, number>();
+  let entries: UsageEntry[] = [];
+  let timer: NodeJS.Timeout | null = null;
+  const send = (): void => {
+    timer = null;
+    const message: ChildMessage = { type: 'usage', tokens: [...tokens.entries()], entries };
+    tokens = new Map();
+    entries = [];
+    process.send?.(message, undefined, {}, () => {});
+  };
+  const schedule = (): void => {
+    timer ??= setTimeout(send, USAGE_REPORT_MS);
+  };
+  return {
+    tokens: (tenant, n) => {
+      tokens.set(tenant, (tokens.get(tenant) ?? 0) + n);
+      schedule();
+    },
+    usage: (entry) => {
+      entries.push(entry);
+      schedule();
+    },
+  };
+}
 
 export interface RouterLink {
   listening(port: number): void;

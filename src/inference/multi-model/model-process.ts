@@ -6,6 +6,7 @@
 // A spare (ModelProcess.spare) is started without a model and given its command line by start().
 import { spawn, type ChildProcess } from 'node:child_process';
 import { EventEmitter } from 'node:events';
+import type { UsageEntry } from '../tenants/usage-meter.js';
 import { createInterface } from 'node:readline';
 import { ROUTER_CHILD_ENV, ROUTER_SPARE_ENV, type ChildMessage } from './child-link.js';
 
@@ -15,6 +16,8 @@ export interface ModelProcessEvents {
   listening: [port: number];
   /** The model is loaded; `info` is its GET /v1/models entry. */
   ready: [info: Record<string, unknown>];
+  /** What its tenants used since its last report (child-link.ts "usage"). */
+  usage: [tokens: Array<[string, number]>, entries: UsageEntry[]];
   /** The process has ended: its exit code, 128 + the signal number when killed. */
   exit: [code: number];
 }
@@ -114,6 +117,8 @@ export class ModelProcess extends EventEmitter<ModelProcessEvents> {
       this.emit('listening', message.port);
     } else if (message.type === 'ready') {
       this.emit('ready', message.info);
+    } else if (message.type === 'usage') {
+      this.emit('usage', message.tokens, message.entries);
     }
   }
 }

@@ -9,6 +9,7 @@
 // with --models-max the least recently used idle model is stopped to make room. A model whose
 // child exits with an error is `unloaded` with `failed`; its waiting requests get a 500 and the
 // next request tries again. Every change is an event for GET /models/sse.
+import type { UsageEntry } from '../tenants/usage-meter.js';
 import { EventEmitter } from 'node:events';
 import { setTimeout as delay } from 'node:timers/promises';
 import type { RouterModelSpec } from '../../native/binding.js';
@@ -68,6 +69,8 @@ export interface RegistryOptions {
   /** LLAMA_SERVER_DEBUG_FAKE_TIMING: 2 s more per load and per proxied request, as llama-server (its tests rely on it). */
   fakeTiming: boolean;
   log: (line: string) => void;
+  /** What a model process reports its tenants used (child-link.ts "usage"). */
+  onUsage?: (tokens: Array<[string, number]>, entries: UsageEntry[]) => void;
 }
 
 export const modelNotFound = (name: string) => badRequest(`model '${name}' not found`);
@@ -371,6 +374,7 @@ export class ModelRegistry extends EventEmitter<{ event: [ModelEvent]; spare: [p
       this.startIdleTimer(entry);
     });
     proc.on('exit', (code) => this.onExit(entry, proc, code));
+    proc.on('usage', (tokens: Array<[string, number]>, entries: UsageEntry[]) => this.options.onUsage?.(tokens, entries));
   }
 
   private onExit(entry: ModelEntry, proc: ModelProcess, code: number): void {

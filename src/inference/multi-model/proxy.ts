@@ -1,5 +1,6 @@
 // Forwarding one request to a model's child server on the loopback (llama-server's
-// server_http_proxy): the method, path, query, headers and body go as received; the answer comes
+// server_http_proxy): the method, path, query, headers and body go as received (but the tenant
+// header, which the router sets itself: tenants/forwarded-tenant.ts); the answer comes
 // back with its status and headers, a text/event-stream answer event by event as the child writes
 // it (with backpressure: the child is read only as fast as the client takes). When the client
 // goes away the upstream request is destroyed at once, so the child cancels its task.
@@ -8,6 +9,8 @@ import { StringDecoder } from 'node:string_decoder';
 import type { HttpRequest, HttpResult } from '../../http/request.js';
 import { ErrorType, inferenceError } from '../errors.js';
 import { injectTraceContext } from '../../telemetry/tracing.js';
+import { encodeTenant, TENANT_HEADER } from '../tenants/forwarded-tenant.js';
+import { requestTenant } from '../tenants/tenancy.js';
 
 /** Request headers not forwarded: the proxy sets its own framing. */
 const DROPPED_REQUEST_HEADERS = new Set(['host', 'connection', 'content-length', 'transfer-encoding', 'accept-encoding', 'keep-alive', 'upgrade']);
@@ -34,7 +37,10 @@ function upstreamFailed(model: string, err: Error) {
 /** Sends `req` to the child on `port`; resolves when the upstream answer has been relayed. */
 export function forward(req: HttpRequest, port: number, model: string): Promise<HttpResult | void> {
   const headers: Record<string, string> = {};
-  for (const [name, value] of Object.entries(req.headers)) if (!DROPPED_REQUEST_HEADERS.has(name)) headers[name] = value;
+  for (const [name, value] of Object.entries(req.headers)) if (!DROPPED_REQUEST_HEADERS.has(name) && name !== TENANT_HEADER) headers[name] = value;
+  // The tenant the router admitted, for fair share in the model process; a client's own value never passes.
+  const tenant = requestTenant(req.signal);
+  if (tenant) headers[TENANT_HEADER] = encodeTenant(tenant.tenant);
   if (req.body.length > 0) headers['content-length'] = String(req.body.length);
   // Traced, the child's span descends from this request's (its traceparent replaces the client's).
   injectTraceContext(headers);

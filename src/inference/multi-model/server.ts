@@ -5,6 +5,11 @@ import { DEFAULT_CORS, type CorsPolicy } from '../../http/cors.js';
 import type { Route } from '../../http/router.js';
 import { startHttpServer } from '../../http/server.js';
 import { ApiKeys } from '../access/api-key.js';
+import type { AcceptBearer, UsageRecorder } from '../access/auth-bridge.js';
+import type { TenantOptions } from '../server.js';
+import { Tenancy } from '../tenants/tenancy.js';
+import { TenantTable } from '../tenants/tenant-table.js';
+import { startUsageFlush } from '../tenants/usage-flush.js';
 import { formatInferenceError } from '../errors.js';
 import { webTransport, withVertexRoutes, type TransportOptions } from '../transport.js';
 import { ConversationOwners } from './conversation-owners.js';
@@ -23,7 +28,11 @@ export interface RouterServerOptions extends Omit<RegistryOptions, 'loadTimeoutM
   port: number;
   extraHosts?: string[];
   apiKeys: string[];
-  acceptBearer?: (authorization: string | undefined) => Promise<boolean>;
+  acceptBearer?: AcceptBearer;
+  /** --tenants FILE and the --tenant-* limits (docs/tenants.md): held by the router across its model processes. */
+  tenants?: TenantOptions;
+  /** The auth service's usage table (--auth): the model processes' usage written there hourly. */
+  usageRecorder?: UsageRecorder;
   apiPrefix?: string;
   cors?: CorsPolicy;
   maxBodyBytes: number;
@@ -48,12 +57,17 @@ export interface RouterServerOptions extends Omit<RegistryOptions, 'loadTimeoutM
 export interface RouterServer {
   readonly port: number;
   readonly registry: ModelRegistry;
+  /** The tenants' limits and the usage the model processes reported (docs/tenants.md, "Router mode"). */
+  readonly tenancy: Tenancy;
   /** Stops listening, then every model's child (waiting for them to exit). */
   close(): Promise<void>;
 }
 
 export async function startRouterServer(options: RouterServerOptions): Promise<RouterServer> {
+  // The tenants' limits and usage, across the model processes: they report what their tenants used.
+  const tenancy = new Tenancy();
   const registry = new ModelRegistry({
+    onUsage: (tokens, entries) => tenancy.takeReport(tokens, entries),
     readSpecs: options.readSpecs,
     modelsMax: options.modelsMax,
     ...(options.spares !== undefined ? { spares: options.spares } : {}),
@@ -69,7 +83,13 @@ export async function startRouterServer(options: RouterServerOptions): Promise<R
   const handlers = routerHandlers(registry, { autoload: options.autoload, buildInfo: options.buildInfo, closing: closing.signal }, owners, downloads);
   const streams = conversationStreamHandlers(registry, owners);
   const apiPrefix = options.apiPrefix ?? '';
-  const access: RouterAccess = { keys: new ApiKeys(options.apiKeys), ...(options.acceptBearer ? { acceptBearer: options.acceptBearer } : {}) };
+  const access: RouterAccess = {
+    keys: new ApiKeys(options.apiKeys),
+    ...(options.acceptBearer ? { acceptBearer: options.acceptBearer } : {}),
+    tenants: new TenantTable(options.apiKeys.length, options.tenants?.file, options.tenants?.defaultLimits),
+    tenancy,
+  };
+  const usageFlush = options.usageRecorder ? startUsageFlush(tenancy.usage, options.usageRecorder, { log: options.log }) : null;
   const mount: Mount = (method, path, handler) => ({ method, path, handler: withKey(access, handler) });
   // As llama-server: an unknown tool or an unusable --tools-runtime fails the start.
   const tools = ToolsService.wanted(options.tools) ? await ToolsService.start(options.tools, options.log) : null;
@@ -105,10 +125,12 @@ export async function startRouterServer(options: RouterServerOptions): Promise<R
   return {
     port: http.port,
     registry,
+    tenancy,
     async close() {
       closing.abort();
       http.close();
       await Promise.all([downloads.close(), registry.close(), tools?.close()]);
+      await usageFlush?.stop();
     },
   };
 }

@@ -267,5 +267,6 @@ export function buildTaskSpec(
     stop: [...ctx.defaults.stop, ...stopStrings(body.stop)],
     sampling,
     loraScales: body.lora ? ctx.lora.resolve(body.lora, 'lora') : ctx.lora.scales(),
+    ...(body.priority !== undefined ? { priority: body.priority } : {}),
   };
 }

@@ -8,6 +8,7 @@ import type { GenerationContext, GenerationDefaults } from './generation.js';
 import type { LoraRegistry } from './lora-registry.js';
 import type { MediaPolicy } from './media.js';
 import { logPrompts } from './prompt-log.js';
+import { requestTenant } from '../tenants/tenancy.js';
 import { traceCompletions, traceEmbeddings } from '../../telemetry/tracing.js';
 
 /** The server's chat settings (llama-server's --reasoning-format, --reasoning, --prefill-assistant, --reasoning-budget). */
@@ -142,14 +143,20 @@ export class InferenceService implements GenerationContext {
     signal.addEventListener('abort', cancelGroup, { once: true });
     // A client that left while this request was being prepared (its prompts tokenized or logged) gets no task.
     if (signal.aborted) cancelGroup();
+    // The request's tenant (tenants/tenancy.ts): on its tasks for fair share, and their usage metered.
+    const tenant = requestTenant(signal);
+    const meter = tenant?.meter(this.alias, specs, Date.now());
+    const tasks = tenant ? specs.map((spec) => ({ ...tenant.share(), ...spec })) : specs;
+    const onTask = meter ? (index: number) => meter.onToken(onToken?.(index)) : onToken;
     let started: Array<Promise<CompletionOutcome>>;
     try {
-      started = await this.engine.submitAll(specs, { signal: group.signal, onToken, prepared: this.preparing.delete(signal) });
+      started = await this.engine.submitAll(tasks, { signal: group.signal, onToken: onTask, prepared: this.preparing.delete(signal) });
     } catch (err) {
       signal.removeEventListener('abort', cancelGroup);
       throw this.taskError(err, signal);
     }
     void Promise.allSettled(started).then(() => signal.removeEventListener('abort', cancelGroup));
+    meter?.settle(started);
     const outcomes = started.map((p) => p.catch((err: unknown) => {
       // A task that failed on its own takes the others down; their own rejections are then moot.
       group.abort();
@@ -185,8 +192,10 @@ export class InferenceService implements GenerationContext {
   async embed(inputs: EmbeddingInput[], signal: AbortSignal): Promise<EmbeddingOutcome[]> {
     const trace = traceEmbeddings(this.alias);
     try {
-      const outcomes = await this.engine.embedAll(inputs, signal);
+      const tenant = requestTenant(signal);
+      const outcomes = await this.engine.embedAll(inputs, signal, tenant?.share());
       trace?.done(outcomes);
+      tenant?.meterEmbeddings(this.alias, outcomes.reduce((n, o) => n + o.nPrompt, 0));
       return outcomes;
     } catch (err) {
       throw this.taskError(err, signal);

@@ -67,6 +67,7 @@ export async function resumable(sessions: StreamSessions, req: HttpRequest, run:
     get streamStarted() {
       return req.streamStarted;
     },
+    setResponseHeader: (name, value) => req.setResponseHeader(name, value),
   };
   try {
     return await run(view);

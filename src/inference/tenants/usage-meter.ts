@@ -1,0 +1,130 @@
+// UsageMeter: what each tenant used, by tenant, key, model and UTC hour (docs/tenants.md, "Usage"):
+// requests, prompt tokens (cached included), cached prompt tokens, completion tokens, time in
+// queue and in compute. Tokens are exactly those of the `usage` the answers carried (each task's
+// final counts); a request is counted once, when it ends. Two readers:
+//  - drain(): the rows accumulated since the previous drain, as the auth service's usage table
+//    takes them (UsageHourRow; inference-server --auth writes them every minute and at shutdown);
+//  - metricsText(): cumulative per-tenant series for /metrics, the 20 tenants that used the most
+//    tokens by name and the rest summed as tenant="other" (bounded label cardinality).
+
+/** One row of hourly usage, as the auth service's usage.record takes it. */
+export interface UsageHourRow {
+  appSlug: string | null;
+  tenant: string;
+  key: string;
+  model: string;
+  /** ISO 8601 start of the UTC hour. */
+  hour: string;
+  requests: number;
+  promptTokens: number;
+  cachedPromptTokens: number;
+  completionTokens: number;
+  queueMs: number;
+  computeMs: number;
+}
+
+/** One use to add: who, which model, and the amounts (absent: 0). */
+export interface UsageEntry {
+  appSlug: string | null;
+  tenant: string;
+  key: string;
+  model: string;
+  requests?: number;
+  promptTokens?: number;
+  cachedPromptTokens?: number;
+  completionTokens?: number;
+  queueMs?: number;
+  computeMs?: number;
+}
+
+type Amounts = Pick<UsageHourRow, 'requests' | 'promptTokens' | 'cachedPromptTokens' | 'completionTokens' | 'queueMs' | 'computeMs'>;
+
+const AMOUNT_FIELDS = ['requests', 'promptTokens', 'cachedPromptTokens', 'completionTokens', 'queueMs', 'computeMs'] as const;
+
+/** Tenants named in /metrics; the others are summed as tenant="other". */
+export const METRICS_TENANTS = 20;
+
+const zero = (): Amounts => ({ requests: 0, promptTokens: 0, cachedPromptTokens: 0, completionTokens: 0, queueMs: 0, computeMs: 0 });
+
+/** The ISO start of the UTC hour of `ms`. */
+export function hourOf(ms: number): string {
+  return new Date(Math.floor(ms / 3_600_000) * 3_600_000).toISOString();
+}
+
+export class UsageMeter {
+  /** Since the last drain, by hour, app, tenant, key and model. */
+  private pending = new Map<string, UsageHourRow>();
+  /** Since start-up, by tenant. */
+  private readonly totals = new Map<string, Amounts>();
+
+  constructor(private readonly now: () => number = Date.now) {}
+
+  add(entry: UsageEntry): void {
+    const hour = hourOf(this.now());
+    const id = JSON.stringify([hour, entry.appSlug, entry.tenant, entry.key, entry.model]);
+    let row = this.pending.get(id);
+    if (!row) {
+      row = { appSlug: entry.appSlug, tenant: entry.tenant, key: entry.key, model: entry.model, hour, ...zero() };
+      this.pending.set(id, row);
+    }
+    let total = this.totals.get(entry.tenant);
+    if (!total) {
+      total = zero();
+      this.totals.set(entry.tenant, total);
+    }
+    for (const field of AMOUNT_FIELDS) {
+      const n = entry[field] ?? 0;
+      row[field] += n;
+      total[field] += n;
+    }
+  }
+
+  /** The rows accumulated since the previous drain (the hour in progress included); starts anew. */
+  drain(): UsageHourRow[] {
+    const rows = [...this.pending.values()];
+    this.pending = new Map();
+    return rows;
+  }
+
+  /** Puts rows back (a write that failed), to go with the next drain. */
+  restore(rows: readonly UsageHourRow[]): void {
+    for (const row of rows) {
+      const id = JSON.stringify([row.hour, row.appSlug, row.tenant, row.key, row.model]);
+      const into = this.pending.get(id);
+      if (!into) {
+        this.pending.set(id, { ...row });
+        continue;
+      }
+      for (const field of AMOUNT_FIELDS) into[field] += row[field];
+    }
+  }
+
+  /** The per-tenant series of /metrics (Prometheus text; empty before any use). */
+  metricsText(): string {
+    if (this.totals.size === 0) return '';
+    const ranked = [...this.totals.entries()].sort((a, b) => (b[1].promptTokens + b[1].completionTokens) - (a[1].promptTokens + a[1].completionTokens) || (a[0] < b[0] ? -1 : 1));
+    const shown: Array<[string, Amounts]> = ranked.slice(0, METRICS_TENANTS);
+    const rest = ranked.slice(METRICS_TENANTS);
+    if (rest.length > 0) {
+      const other = zero();
+      for (const [, a] of rest) for (const field of AMOUNT_FIELDS) other[field] += a[field];
+      shown.push(['other', other]);
+    }
+    const lines: string[] = [];
+    const series = (name: string, help: string, value: (a: Amounts) => number): void => {
+      lines.push(`# HELP llamacpp:${name} ${help}`, `# TYPE llamacpp:${name} counter`);
+      for (const [tenant, a] of shown) lines.push(`llamacpp:${name}{tenant="${escapeLabel(tenant)}"} ${value(a)}`);
+    };
+    series('tenant_requests_total', 'Requests per tenant (the 20 that used the most tokens; the rest as tenant="other")', (a) => a.requests);
+    series('tenant_prompt_tokens_total', 'Prompt tokens per tenant, cached included (as usage.prompt_tokens)', (a) => a.promptTokens);
+    series('tenant_prompt_tokens_cached_total', 'Prompt tokens per tenant reused from the cache', (a) => a.cachedPromptTokens);
+    series('tenant_completion_tokens_total', 'Completion tokens per tenant', (a) => a.completionTokens);
+    series('tenant_queue_seconds_total', 'Time the tenant\'s tasks waited for a slot', (a) => a.queueMs / 1000);
+    series('tenant_compute_seconds_total', 'Time the tenant\'s tasks spent in prompt processing and generation', (a) => a.computeMs / 1000);
+    return lines.join('\n') + '\n';
+  }
+}
+
+function escapeLabel(value: string): string {
+  return value.replace(/\\/g, '\\\\').replace(/"/g, '\\"').replace(/\n/g, '\\n');
+}

@@ -1,0 +1,67 @@
+// Tenants in router mode (docs/tenants.md, "Router mode"): the router holds each tenant's limits
+// across its model processes, forwards the tenant to them in its own header (a client's value of
+// it never passes), and takes the usage they report.
+import { copyFileSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { once } from 'node:events';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import t from 'tap';
+import { native } from '../../src/native/binding.js';
+import { startRouterServer } from '../../src/inference/multi-model/server.js';
+import { TENANT_HEADER } from '../../src/inference/tenants/forwarded-tenant.js';
+import { ensureTestModels } from '../fixtures/models.js';
+import { postJson } from '../helpers/inference-server.js';
+import { REPO_ROOT } from '../helpers/reference.js';
+
+const models = await ensureTestModels();
+const dir = mkdtempSync(join(tmpdir(), 'router-tenants-'));
+t.teardown(() => rmSync(dir, { recursive: true, force: true }));
+mkdirSync(join(dir, 'models'));
+copyFileSync(models.chat, join(dir, 'models', 'one.gguf'));
+copyFileSync(models.chat, join(dir, 'models', 'two.gguf'));
+const CHILD = [process.execPath, '--import', join(REPO_ROOT, 'scripts', 'ts-loader.mjs'), join(REPO_ROOT, 'src', 'inference', 'server-main.ts')];
+const KEYS = ['sk-one', 'sk-two', 'sk-three'];
+const params = native.ServerParams.parse(['llama-server', '--models-dir', join(dir, 'models'), '-c', '1024', '-np', '2', '-t', '1', '--metrics']);
+const router = await startRouterServer({
+  host: '127.0.0.1', port: 0, apiKeys: KEYS, maxBodyBytes: 1 << 20, autoload: true, modelsMax: 0, spares: 0, buildInfo: 'b1-test',
+  readSpecs: () => params.routerModels(), command: CHILD, childArgs: [], log: () => {},
+  tenants: { file: { keys: { 'key-1': { limits: { requestsPerMinute: 3 } }, 'key-2': { name: 'tokens', limits: { tokensPerMinute: 1000 } } } } },
+});
+t.teardown(() => router.close());
+const base = `http://127.0.0.1:${router.port}`;
+const auth = (i: number, extra: Record<string, string> = {}): Record<string, string> => ({ authorization: `Bearer ${KEYS[i]}`, ...extra });
+const chat = (model: string) => ({ model, messages: [{ role: 'user', content: 'Hi' }], max_tokens: 3, ignore_eos: true });
+
+t.test('requestsPerMinute holds across the model processes', async (t) => {
+  const remaining: Array<string | null> = [];
+  for (const model of ['one', 'two', 'one']) {
+    const res = await postJson(`${base}/v1/chat/completions`, chat(model), auth(0));
+    t.equal(res.status, 200, model);
+    remaining.push(res.headers.get('x-ratelimit-remaining-requests'));
+  }
+  t.same(remaining, ['2', '1', '0']);
+  const refused = await postJson(`${base}/v1/chat/completions`, chat('two'), auth(0));
+  t.equal(refused.status, 429, 'the fourth, to the other model, is refused');
+  t.same(refused.body, { error: { code: 'rate_limit_exceeded', message: 'Rate limit reached for requests per minute (limit 3) of tenant key-1', type: 'rate_limit_error', param: null } });
+});
+
+t.test('tokensPerMinute counts what every model process reports', async (t) => {
+  const first = await postJson(`${base}/v1/chat/completions`, chat('one'), auth(1));
+  const second = await postJson(`${base}/v1/chat/completions`, chat('two'), auth(1));
+  t.equal(first.status, 200);
+  t.equal(second.status, 200);
+  const used = first.body.usage.total_tokens + second.body.usage.total_tokens;
+  const reported = () => router.tenancy.usage.metricsText().match(/^llamacpp:tenant_requests_total\{tenant="tokens"\} (\d+)$/m)?.[1];
+  while (reported() !== '2') await once(router.tenancy, 'report');
+  const third = await postJson(`${base}/v1/chat/completions`, chat('one'), auth(1));
+  t.equal(third.headers.get('x-ratelimit-remaining-tokens'), String(1000 - used), 'the limit less both answers\' usage');
+  t.match(router.tenancy.usage.metricsText(), `llamacpp:tenant_completion_tokens_total{tenant="tokens"} ${first.body.usage.completion_tokens + second.body.usage.completion_tokens}`);
+});
+
+t.test('the model process gets the tenant from the router, never from the client', async (t) => {
+  const forged = encodeURIComponent(JSON.stringify({ id: 'key-1', key: 'key-1', appSlug: null, weight: 100, priorityClass: 'interactive' }));
+  const res = await postJson(`${base}/v1/chat/completions`, chat('two'), auth(2, { [TENANT_HEADER]: forged }));
+  t.equal(res.status, 200);
+  const metrics = await (await fetch(`${base}/metrics?model=two`, { headers: auth(2) })).text();
+  t.match(metrics, /\nllamacpp:tenant_requests_total\{tenant="key-3"\} 1\n/, 'counted as the key\'s own tenant in the model process');
+});

@@ -1,0 +1,177 @@
+// Tenants on one server (docs/tenants.md): each key of --api-key is a tenant; its limits answer
+// 429 with OpenAI's body and headers; every answer of a limited tenant carries the rate-limit
+// headers; what each tenant used is on /metrics, exactly the usage its answers carried; and a
+// tenant's backlog does not hold another tenant's request behind it.
+import t from 'tap';
+import { ensureTestModels } from '../fixtures/models.js';
+import { parseSse, postJson, startTestServer } from '../helpers/inference-server.js';
+
+const models = await ensureTestModels();
+const KEYS = ['sk-alpha', 'sk-bravo', 'sk-charlie', 'sk-delta'];
+const server = await startTestServer(models.chat, {
+  ctxSize: 2048,
+  parallel: 2,
+  apiKeys: KEYS,
+  tenants: {
+    file: {
+      keys: {
+        'key-2': { name: 'bravo', limits: { requestsPerMinute: 2 } },
+        'key-3': { limits: { tokensPerMinute: 30 } },
+        'key-4': { limits: { concurrentRequests: 1 } },
+      },
+    },
+  },
+});
+t.teardown(() => server.close());
+const auth = (i: number): Record<string, string> => ({ authorization: `Bearer ${KEYS[i]}` });
+const RATE_HEADERS = ['x-ratelimit-limit-requests', 'x-ratelimit-remaining-requests', 'x-ratelimit-reset-requests', 'x-ratelimit-limit-tokens', 'x-ratelimit-remaining-tokens', 'x-ratelimit-reset-tokens'];
+const rateHeaders = (h: Headers): Record<string, string> => Object.fromEntries(RATE_HEADERS.flatMap((n) => (h.get(n) === null ? [] : [[n, h.get(n)!]])));
+const chat = (content: string, extra: Record<string, unknown> = {}) => ({ messages: [{ role: 'user', content }], max_tokens: 4, ignore_eos: true, temperature: 0, ...extra });
+
+async function metrics(): Promise<string> {
+  const res = await fetch(`${server.base}/metrics`, { headers: auth(0) });
+  return res.text();
+}
+const series = (text: string, name: string, tenant: string): number | undefined => {
+  const line = text.split('\n').find((l) => l.startsWith(`llamacpp:${name}{tenant="${tenant}"} `));
+  return line === undefined ? undefined : Number(line.split(' ')[1]);
+};
+
+t.test('a tenant without limits gets no rate-limit headers', async (t) => {
+  const res = await postJson(`${server.base}/v1/chat/completions`, chat('Hi'), auth(0));
+  t.equal(res.status, 200);
+  t.same(rateHeaders(res.headers), {});
+});
+
+t.test('requestsPerMinute: the n+1-th request is refused with 429, OpenAI\'s body and Retry-After; every answer carries the headers', async (t) => {
+  const first = await postJson(`${server.base}/v1/chat/completions`, chat('one'), auth(1));
+  t.equal(first.status, 200);
+  t.equal(first.headers.get('x-ratelimit-limit-requests'), '2');
+  t.equal(first.headers.get('x-ratelimit-remaining-requests'), '1');
+  t.match(first.headers.get('x-ratelimit-reset-requests'), /^(59(\.\d+)?s|1m0s)$/);
+  const models = await fetch(`${server.base}/v1/models`, { headers: auth(1) });
+  t.equal(models.status, 200);
+  t.equal(models.headers.get('x-ratelimit-remaining-requests'), '1', 'a read-only answer carries them and counts nothing');
+  const second = await postJson(`${server.base}/completion`, { prompt: 'two', n_predict: 2 }, auth(1));
+  t.equal(second.status, 200);
+  t.equal(second.headers.get('x-ratelimit-remaining-requests'), '0');
+  const third = await postJson(`${server.base}/v1/chat/completions`, chat('three', { stream: true }), auth(1));
+  t.equal(third.status, 429);
+  t.same(third.body, { error: { code: 'rate_limit_exceeded', message: 'Rate limit reached for requests per minute (limit 2) of tenant bravo', type: 'rate_limit_error', param: null } });
+  t.equal(third.headers.get('x-ratelimit-remaining-requests'), '0');
+  const retry = Number(third.headers.get('retry-after'));
+  t.ok(Number.isInteger(retry) && retry >= 58 && retry <= 60, `Retry-After ${retry}: until the first leaves the minute`);
+  const other = await postJson(`${server.base}/v1/chat/completions`, chat('other key'), auth(0));
+  t.equal(other.status, 200, 'another tenant is not affected');
+});
+
+t.test('tokensPerMinute: checked at admission against the tokens used in the window, which a running request may exceed', async (t) => {
+  const first = await postJson(`${server.base}/v1/chat/completions`, chat('Hello there', { max_tokens: 8 }), auth(2));
+  t.equal(first.status, 200);
+  t.same(rateHeaders(first.headers), { 'x-ratelimit-limit-tokens': '30', 'x-ratelimit-remaining-tokens': '30', 'x-ratelimit-reset-tokens': '0ms' });
+  const used = first.body.usage.total_tokens as number;
+  t.ok(used < 30, `the first used ${used} tokens`);
+  const second = await postJson(`${server.base}/v1/chat/completions`, chat('Hello there', { max_tokens: 8 }), auth(2));
+  t.equal(second.status, 200, 'admitted below the limit');
+  t.equal(second.headers.get('x-ratelimit-remaining-tokens'), String(30 - used), 'the limit less what the first used, as its usage said');
+  const total = used + (second.body.usage.total_tokens as number);
+  t.ok(total >= 30, `${total} tokens used: past the limit`);
+  const third = await postJson(`${server.base}/v1/chat/completions`, chat('Hello there'), auth(2));
+  t.equal(third.status, 429);
+  t.same(third.body, { error: { code: 'rate_limit_exceeded', message: `Rate limit reached for tokens per minute (limit 30, used ${total}) of tenant key-3`, type: 'rate_limit_error', param: null } });
+  t.equal(third.headers.get('x-ratelimit-remaining-tokens'), '0');
+});
+
+t.test('concurrentRequests: refused while the tenant\'s other request runs, admitted once it has ended', async (t) => {
+  const controller = new AbortController();
+  const streaming = await fetch(`${server.base}/v1/chat/completions`, {
+    method: 'POST', headers: { 'content-type': 'application/json', ...auth(3) }, body: JSON.stringify(chat('long', { max_tokens: 64, stream: true })), signal: controller.signal,
+  });
+  t.equal(streaming.status, 200);
+  const reader = streaming.body!.getReader();
+  await reader.read();
+  const refused = await postJson(`${server.base}/v1/chat/completions`, chat('second'), auth(3));
+  t.equal(refused.status, 429);
+  t.same(refused.body, { error: { code: 'rate_limit_exceeded', message: 'Concurrent request limit reached (limit 1) of tenant key-4', type: 'rate_limit_error', param: null } });
+  t.equal(refused.headers.get('retry-after'), '1');
+  while (!(await reader.read()).done);
+  const admitted = await postJson(`${server.base}/v1/chat/completions`, chat('third'), auth(3));
+  t.equal(admitted.status, 200);
+});
+
+t.test('a wrong key is still a 401, with no tenant', async (t) => {
+  const res = await postJson(`${server.base}/v1/chat/completions`, chat('Hi'), { authorization: 'Bearer sk-nobody' });
+  t.equal(res.status, 401);
+  t.same(rateHeaders(res.headers), {});
+});
+
+t.test('usage on /metrics: per tenant, exactly the sum of the usage the answers carried, streamed or not', async (t) => {
+  const before = await metrics();
+  const plain = await postJson(`${server.base}/v1/chat/completions`, chat('count me', { max_tokens: 5 }), auth(0));
+  const streamed = await postJson(`${server.base}/v1/chat/completions`, chat('count me too', { max_tokens: 3, stream: true, stream_options: { include_usage: true } }), auth(0));
+  const text = await postJson(`${server.base}/v1/completions`, { prompt: 'and me', max_tokens: 2, n: 2 }, auth(0));
+  t.equal(plain.status, 200);
+  t.equal(streamed.status, 200);
+  t.equal(text.status, 200);
+  const streamedUsage = (parseSse(streamed.body as string).find((e: any) => e !== '[DONE]' && e.usage) as any).usage;
+  const usages = [plain.body.usage, streamedUsage, text.body.usage];
+  const after = await metrics();
+  const delta = (name: string) => (series(after, name, 'key-1') ?? 0) - (series(before, name, 'key-1') ?? 0);
+  t.equal(delta('tenant_requests_total'), 3);
+  t.equal(delta('tenant_prompt_tokens_total'), usages.reduce((n, u) => n + u.prompt_tokens, 0));
+  t.equal(delta('tenant_prompt_tokens_cached_total'), usages.reduce((n, u) => n + u.prompt_tokens_details.cached_tokens, 0));
+  t.equal(delta('tenant_completion_tokens_total'), usages.reduce((n, u) => n + u.completion_tokens, 0));
+  t.ok(delta('tenant_compute_seconds_total') > 0, 'compute time');
+  t.equal(series(after, 'tenant_requests_total', 'bravo'), 2, 'bravo: its two admitted requests; the refused one is not counted');
+});
+
+t.test('one tenant\'s backlog does not hold another tenant\'s request behind it; a request\'s priority orders its own tenant\'s queue', async (t) => {
+  // overloadLifoMs 0: each tenant's queue in arrival order (the adaptive LIFO would serve A's newest first).
+  const one = await startTestServer(models.chat, { ctxSize: 2048, parallel: 1, apiKeys: KEYS, engine: { overloadLifoMs: 0 } });
+  t.teardown(() => one.close());
+  const post = (key: number, body: unknown, signal?: AbortSignal) => fetch(`${one.base}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json', ...auth(key) }, body: JSON.stringify(body), ...(signal ? { signal } : {}) });
+  const deferred = async (): Promise<number> => {
+    const text = await (await fetch(`${one.base}/metrics`, { headers: auth(0) })).text();
+    return Number(/^llamacpp:requests_deferred (\d+)$/m.exec(text)![1]);
+  };
+  // A long blocker holds the only slot until every request is queued; it is then cancelled.
+  const holding = new AbortController();
+  const blocker = await post(0, chat('block', { max_tokens: 1900, stream: true }), holding.signal);
+  const reader = blocker.body!.getReader();
+  await reader.read();
+  const order: string[] = [];
+  const backlog = ['a1', 'a2', 'a3'].map((name) => post(0, chat(name)).then((r) => r.text()).then(() => order.push(name)));
+  // The backlog is queued in the engine before the other tenant's request is sent.
+  while ((await deferred()) < 3);
+  const other = post(1, chat('b1')).then((r) => r.text()).then(() => order.push('b1'));
+  while ((await deferred()) < 4);
+  holding.abort();
+  await reader.closed.catch(() => {});
+  await Promise.all([...backlog, other]);
+  t.same(order, ['b1', 'a1', 'a2', 'a3'], 'the other tenant\'s request took the first free slot');
+
+  // A request's priority (vLLM's field) orders its tenant's queue: lower first.
+  const holding2 = new AbortController();
+  const blocker2 = await post(0, chat('block', { max_tokens: 1900, stream: true }), holding2.signal);
+  const reader2 = blocker2.body!.getReader();
+  await reader2.read();
+  const ranked: string[] = [];
+  const later = post(0, chat('later', { priority: 5 })).then((r) => r.text()).then(() => ranked.push('priority 5'));
+  while ((await deferred()) < 1);
+  const sooner = post(0, chat('sooner', { priority: 0 })).then((r) => r.text()).then(() => ranked.push('priority 0'));
+  while ((await deferred()) < 2);
+  holding2.abort();
+  await reader2.closed.catch(() => {});
+  await Promise.all([later, sooner]);
+  t.same(ranked, ['priority 0', 'priority 5'], 'the later request with the lower priority went first');
+});
+
+t.test('embeddings: metered as their usage counts them, on the tenant\'s tasks', async (t) => {
+  const embed = await startTestServer(models.embedding, { embedding: true, ctxSize: 512, apiKeys: ['sk-embed'] });
+  t.teardown(() => embed.close());
+  const res = await postJson(`${embed.base}/v1/embeddings`, { input: ['one text', 'and another one'] }, { authorization: 'Bearer sk-embed' });
+  t.equal(res.status, 200);
+  const text = await (await fetch(`${embed.base}/metrics`, { headers: { authorization: 'Bearer sk-embed' } })).text();
+  t.equal(series(text, 'tenant_prompt_tokens_total', 'key-1'), res.body.usage.prompt_tokens);
+  t.equal(series(text, 'tenant_requests_total', 'key-1'), 1);
+});
