@@ -113,7 +113,9 @@ async function runSingleModel(params: NativeServerParams, own: OwnFlags): Promis
   const risky = experimentalFeatures(options);
   if (risky.length > 0) say(`inference-server: security: ${risky.join(', ')} enabled - do not expose to untrusted environments`, 'error');
   say(`inference-server: listening on ${options.tls ? 'https' : 'http'}://${host}:${server.port} (backend ${native.systemInfo().backend}), loading ${runtime.model}`);
+  let stopping = false;
   const shutdown = (): void => {
+    stopping = true;
     say('inference-server: shutting down');
     server.close().then(() => auth.close()).then(stopTracing).then(() => process.exit(0), () => process.exit(1));
   };
@@ -127,6 +129,8 @@ async function runSingleModel(params: NativeServerParams, own: OwnFlags): Promis
     say(`inference-server: model ready (${service.metadata.architecture}, ${service.metadata.nParams} parameters), n_ctx ${i.nCtx}, ${i.nParallel} slots, n_batch ${i.nBatch}, threads ${i.nThreads}`);
     link?.ready(modelEntry(service) as Record<string, unknown>);
   } catch (err) {
+    // A load cancelled by a shutdown is no failure: the shutdown ends the process (exit 0).
+    if (stopping) return -1;
     say(`inference-server: ${(err as Error).message}`, 'error');
     await server.close();
     await auth.close();
