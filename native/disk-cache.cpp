@@ -1,8 +1,12 @@
 #include "disk-cache.h"
 
 #include <fcntl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#ifdef __linux__
+#include <sys/syscall.h>
+#endif
 
 #include <algorithm>
 #include <cerrno>
@@ -331,6 +335,10 @@ void DiskCache::flush() {
 }
 
 void DiskCache::run_writer() {
+#ifdef __linux__
+    // Background work: the writer (checksum, write, fsync) takes a core only when decoding leaves one.
+    setpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)), 19);
+#endif
     std::unique_lock<std::mutex> lock(mu_);
     for (;;) {
         wake_.wait(lock, [this] { return stop_ || !writes_.empty(); });

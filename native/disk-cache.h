@@ -16,10 +16,10 @@
 // (truncated); the checksum is verified when a file is loaded, and a file that fails it is deleted
 // and counted as a miss. Nothing that is not complete and intact is ever restored.
 //
-// Threads. The engine thread looks up (longest_prefix), restores (load: the read happens there,
+// Threads. The engine thread looks up (longest_prefix), restores (fetch: the read happens there,
 // bounded by the state's size) and hands states over for writing (save: a copy of the sequence's
-// state into host memory, then queued); one writer thread of its own writes, renames and enforces
-// the budget. The engine thread never waits for a write: when the writes waiting exceed their
+// state into host memory, then queued); one writer thread of its own, at the lowest priority
+// (Linux: nice 19), writes, renames and enforces the budget. The engine thread never waits for a write: when the writes waiting exceed their
 // bound the new one is dropped (counted). The destructor finishes the writes queued (a graceful
 // shutdown leaves them on disk).
 //

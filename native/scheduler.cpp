@@ -52,6 +52,7 @@ void Scheduler::run() {
         run_slot_actions();
         admit_waiting(now_us());
         const bool any_busy = std::any_of(slots_.begin(), slots_.end(), [](const Slot & s) { return s.busy(); });
+        policy_.save_due_to_disk(!any_busy && waiting_.empty(), now_us());
         if (!take_inbox(!any_busy)) break;
         if (!any_busy && !waiting_.empty() && params_.burst_wait_ms > 0 && !gather_burst()) break;
         run_slot_actions();
@@ -245,7 +246,7 @@ void Scheduler::release_slot(Slot & slot, int64_t now) {
         const int64_t used = static_cast<int64_t>(slot.task->prompt.size()) + slot.n_decoded;
         tenants_.finish(slot.task->share, slot.task->admission_cost, used);
     }
-    policy_.task_ending(slot);
+    policy_.task_ending(slot, now);
     if (slot.task && !slot.task->cache_prompt) policy_.clear_slot(slot);
     slot.release(now);
 }

@@ -326,13 +326,23 @@ bool SlotCachePolicy::save_to_disk(const Slot & slot, size_t min_new, bool wait)
     return disk_->save(ctx_, slot.id, slot.cache, slot.cache_lora, wait);
 }
 
-void SlotCachePolicy::task_ending(const Slot & slot) {
+void SlotCachePolicy::task_ending(const Slot & slot, int64_t now) {
     if (!disk_ || !slot.task || slot.task->kind != TaskKind::COMPLETION || !slot.task->cache_prompt) return;
-    save_to_disk(slot, std::max(kDiskMinNew, slot.cache.size() / 8), false);
+    disk_due_.push_back(DiskDue{slot.id, now});
+}
+
+void SlotCachePolicy::save_due_to_disk(bool idle, int64_t now) {
+    while (!disk_due_.empty() && (idle || now - disk_due_.front().since_us >= kDiskSaveDelayUs)) {
+        const Slot & s = slots_[static_cast<size_t>(disk_due_.front().slot)];
+        disk_due_.erase(disk_due_.begin());
+        if (!s.busy()) save_to_disk(s, std::max(kDiskMinNew, s.cache.size() / 8), false);
+        if (!idle) break;
+    }
 }
 
 void SlotCachePolicy::persist_caches() {
     if (!disk_) return;
+    disk_due_.clear();  // every slot's cache is looked at below
     for (const auto & s : slots_) save_to_disk(s, kJoinMinTokens, true);
     if (!prompt_cache_) return;
     prompt_cache_->on_leaving([this](std::vector<llama_token> & tokens, std::vector<float> & lora, HostBuffer & buffer, size_t size) {

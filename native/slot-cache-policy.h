@@ -38,6 +38,10 @@ constexpr size_t kContinuationLoss = 32;
 // the pool would.
 constexpr size_t kDiskMinNew = 256;
 constexpr size_t kDiskMinGain = 64;
+// A finished task's cache is copied for the disk tier once the engine is idle (a burst of
+// requests pays nothing for it), or once it has waited this long while the engine stays busy (so
+// that a server never idle still writes, and a crash loses at most this much).
+constexpr int64_t kDiskSaveDelayUs = 2000000;
 
 class SlotCachePolicy {
 public:
@@ -78,9 +82,13 @@ public:
     // Empties the slot's KV cells, and the draft model's copy of them.
     void clear_slot(Slot & slot);
 
-    // The slot's task ends (before its slot is released): its cache goes to the disk tier when it
-    // adds enough to what the files hold (kDiskMinNew).
-    void task_ending(const Slot & slot);
+    // The slot's task ends (before its slot is released): its cache is due for the disk tier
+    // (save_due_to_disk), where it goes when it adds enough to what the files hold (kDiskMinNew).
+    void task_ending(const Slot & slot, int64_t now_us);
+    // Each turn of the engine's loop: the caches due go to the disk tier, every one when the engine
+    // is `idle`, else those due for kDiskSaveDelayUs, one per turn. A slot busy again meanwhile is
+    // skipped (its cache is due again at its task's end).
+    void save_due_to_disk(bool idle, int64_t now_us);
     // Shutdown, the engine thread ended: every slot's cache and every host-memory entry that adds
     // kJoinMinTokens to the files goes to the disk tier (waiting for the writer rather than dropping).
     void persist_caches();
@@ -116,6 +124,11 @@ private:
     EngineCounters & counters_;
     std::unique_ptr<PromptCache> prompt_cache_;
     DiskCache * disk_;
+    struct DiskDue {
+        int32_t slot;
+        int64_t since_us;
+    };
+    std::vector<DiskDue> disk_due_;  // oldest first
 };
 
 }  // namespace addon
