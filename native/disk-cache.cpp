@@ -16,6 +16,7 @@
 #include <filesystem>
 #include <stdexcept>
 
+#include "fd-io.h"
 #include "log.h"
 #include "prompt-cache.h"
 
@@ -48,31 +49,6 @@ uint64_t disk_hash(const void * data, size_t n, uint64_t seed) {
 }
 
 namespace {
-
-// Reads exactly `n` bytes; false on a short read or an error.
-bool read_all(int fd, void * out, size_t n) {
-    auto * p = static_cast<uint8_t *>(out);
-    while (n > 0) {
-        const ssize_t r = ::read(fd, p, n);
-        if (r < 0 && errno == EINTR) continue;
-        if (r <= 0) return false;
-        p += r;
-        n -= static_cast<size_t>(r);
-    }
-    return true;
-}
-
-bool write_all(int fd, const void * data, size_t n) {
-    const auto * p = static_cast<const uint8_t *>(data);
-    while (n > 0) {
-        const ssize_t w = ::write(fd, p, n);
-        if (w < 0 && errno == EINTR) continue;
-        if (w <= 0) return false;
-        p += w;
-        n -= static_cast<size_t>(w);
-    }
-    return true;
-}
 
 void fsync_dir(const std::string & dir) {
     const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY);

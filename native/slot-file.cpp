@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "errors.h"
+#include "fd-io.h"
 
 namespace addon {
 
@@ -51,30 +52,6 @@ int open_in_dir(const std::string & dir, const std::string & name, int flags, Er
         refuse(ErrorCode::BAD_SLOT_FILE, "not a regular file");
     }
     return fd;
-}
-
-bool write_all(int fd, const void * data, size_t size) {
-    const auto * p = static_cast<const uint8_t *>(data);
-    while (size > 0) {
-        const ssize_t n = ::write(fd, p, size);
-        if (n < 0 && errno == EINTR) continue;
-        if (n <= 0) return false;
-        p += n;
-        size -= static_cast<size_t>(n);
-    }
-    return true;
-}
-
-bool read_all(int fd, void * data, size_t size) {
-    auto * p = static_cast<uint8_t *>(data);
-    while (size > 0) {
-        const ssize_t n = ::read(fd, p, size);
-        if (n < 0 && errno == EINTR) continue;
-        if (n <= 0) return false;
-        p += n;
-        size -= static_cast<size_t>(n);
-    }
-    return true;
 }
 
 }  // namespace

@@ -7,21 +7,10 @@
 //  - metricsText(): cumulative per-tenant series for /metrics, the 20 tenants that used the most
 //    tokens by name and the rest summed as tenant="other" (bounded label cardinality).
 
-/** One row of hourly usage, as the auth service's usage.record takes it. */
-export interface UsageHourRow {
-  appSlug: string | null;
-  tenant: string;
-  key: string;
-  model: string;
-  /** ISO 8601 start of the UTC hour. */
-  hour: string;
-  requests: number;
-  promptTokens: number;
-  cachedPromptTokens: number;
-  completionTokens: number;
-  queueMs: number;
-  computeMs: number;
-}
+// The auth service's row (a type only: nothing of the auth service is loaded for it).
+import type { UsageHourRow } from '../../auth/mount.js';
+
+export type { UsageHourRow };
 
 /** One use to add: who, which model, and the amounts (absent: 0). */
 export interface UsageEntry {
