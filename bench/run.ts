@@ -52,7 +52,7 @@ function printInference(r: InferenceBenchResult): void {
   const c = r.ceiling;
   if (c) out.push(`- engine ceiling: ${c.command}; tg128 median of samples ${c.samples.map((s) => s.toFixed(1)).join(', ')} tok/s (llama-bench avg ${c.avg.toFixed(1)}); tg128 @ d${c.atDepth.depth} (decode after ${c.atDepth.depth} tokens of context, as in the single-stream scenario) ${c.atDepth.samples.map((s) => s.toFixed(1)).join(', ')} (avg ${c.atDepth.avg.toFixed(1)}). Each fraction is a server's client-side single-stream decode over that ceiling; the issue's target (>= 0.97) is against plain tg128.`);
   out.push('');
-  out.push(`Servers (never both at once: each scenario starts a fresh server, ours and llama-server in turn, ${r.rounds} round(s) alternating who goes first; figures are medians over rounds; threads ${r.threads}):`);
+  out.push(`Servers (never two at once: each scenario starts a fresh server, ours and llama-server in turn (warm-restart also ours without --cache-disk), ${r.rounds} round(s) alternating who goes first; figures are medians over rounds; threads ${r.threads}):`);
   for (const p of r.servers) {
     for (const s of p.servers) out.push(`- ${s.label}: ${s.command}  [ready in ${Math.min(...s.startupSeconds).toFixed(1)}-${Math.max(...s.startupSeconds).toFixed(1)} s]`);
     for (const e of p.referenceExtra) out.push(`  llama-server only: ${e.flags.join(' ')}: ${e.why}`);
