@@ -140,9 +140,13 @@ t.test('one tenant\'s backlog does not hold another tenant\'s request behind it;
   const reader = blocker.body!.getReader();
   await reader.read();
   const order: string[] = [];
-  const backlog = ['a1', 'a2', 'a3'].map((name) => post(0, chat(name)).then((r) => r.text()).then(() => order.push(name)));
-  // The backlog is queued in the engine before the other tenant's request is sent.
-  while ((await deferred()) < 3);
+  // The backlog is queued in the engine, one request after the other (sent together, they would
+  // reach the engine in the order their preparation ends), before the other tenant's request is sent.
+  const backlog: Array<Promise<number>> = [];
+  for (const [i, name] of ['a1', 'a2', 'a3'].entries()) {
+    backlog.push(post(0, chat(name)).then((r) => r.text()).then(() => order.push(name)));
+    while ((await deferred()) < i + 1);
+  }
   const other = post(1, chat('b1')).then((r) => r.text()).then(() => order.push('b1'));
   while ((await deferred()) < 4);
   holding.abort();
