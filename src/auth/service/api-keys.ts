@@ -16,7 +16,7 @@ import {
 } from '../queries/api-keys.js';
 import { findTenant } from '../queries/tenants.js';
 import type { RoleName } from '../roles.js';
-import { generateApiKey, hashApiKey, hasApiKeyFormat, type ApiKeyIdentity } from '../tokens/api-key.js';
+import { apiKeyLimits, generateApiKey, hashApiKey, hasApiKeyFormat, type ApiKeyIdentity } from '../tokens/api-key.js';
 import { getApp } from './admin.js';
 import { isUuid } from './credentials.js';
 
@@ -176,11 +176,7 @@ function identityOf(row: ApiKeyIdentityRow): ApiKeyIdentity {
     name: row.name,
     tenantId: row.tenant_id,
     role: row.role as RoleName,
-    limits: {
-      ...(row.concurrent_requests !== null ? { concurrentRequests: row.concurrent_requests } : {}),
-      ...(row.requests_per_minute !== null ? { requestsPerMinute: row.requests_per_minute } : {}),
-      ...(row.tokens_per_minute !== null ? { tokensPerMinute: row.tokens_per_minute } : {}),
-    },
+    limits: apiKeyLimits(row),
     weight: row.weight,
     priorityClass: row.priority_class,
     expiresAt: row.expires_at?.toISOString() ?? null,

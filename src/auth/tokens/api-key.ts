@@ -63,6 +63,15 @@ export function apiKeyIdentityJson(identity: ApiKeyIdentity): Record<string, unk
   };
 }
 
+/** A key's limits from their snake_case columns or JSON fields (null or absent: no limit). */
+export function apiKeyLimits(from: { concurrent_requests?: number | null; requests_per_minute?: number | null; tokens_per_minute?: number | null }): ApiKeyIdentity['limits'] {
+  return {
+    ...(from.concurrent_requests != null ? { concurrentRequests: from.concurrent_requests } : {}),
+    ...(from.requests_per_minute != null ? { requestsPerMinute: from.requests_per_minute } : {}),
+    ...(from.tokens_per_minute != null ? { tokensPerMinute: from.tokens_per_minute } : {}),
+  };
+}
+
 /** The inverse of apiKeyIdentityJson; throws on an answer of another shape. */
 export function apiKeyIdentityFromJson(json: any): ApiKeyIdentity {
   const limits = json?.limits ?? {};
@@ -73,11 +82,7 @@ export function apiKeyIdentityFromJson(json: any): ApiKeyIdentity {
     name: json.name,
     tenantId: json.tenant_id ?? null,
     role: json.role,
-    limits: {
-      ...(limits.concurrent_requests !== undefined ? { concurrentRequests: limits.concurrent_requests } : {}),
-      ...(limits.requests_per_minute !== undefined ? { requestsPerMinute: limits.requests_per_minute } : {}),
-      ...(limits.tokens_per_minute !== undefined ? { tokensPerMinute: limits.tokens_per_minute } : {}),
-    },
+    limits: apiKeyLimits(limits),
     weight: json.weight,
     priorityClass: json.priority_class,
     expiresAt: json.expires_at ?? null,
