@@ -50,6 +50,8 @@ export interface AuthServiceConfig {
   webhookPollMs?: number;
   /** Per webhook attempt (default 15000 ms). */
   webhookTimeoutMs?: number;
+  /** How often the primary writes the usage.hourly events of closed hours (default USAGE_EMIT_INTERVAL_MS; 0: never, for a test that calls emitClosedHours itself). */
+  usageEventsIntervalMs?: number;
   /** Audit events older than this many days are deleted (hourly, by the instance's primary); 0 keeps them forever. Default 90. */
   auditRetentionDays?: number;
   /** See SigningKeyRingOptions.onRotated (set by auth-server's worker threads). */

@@ -178,8 +178,9 @@ async function startBackgroundWork(ctx: AuthContext, config: AuthServiceConfig, 
     ? startPeriodic(RATE_LIMIT_PURGE_INTERVAL_MS, async () => { await purgeEndedRateLimitWindows(sql, new Date(clock.now())); },
       (error) => log(`rate limits: deleting ended windows failed (retried later): ${String(error)}`))
     : null;
-  const usageEvents = primary
-    ? startPeriodic(USAGE_EMIT_INTERVAL_MS, async () => { await emitClosedUsageHours(ctx); },
+  const usageEventsIntervalMs = config.usageEventsIntervalMs ?? USAGE_EMIT_INTERVAL_MS;
+  const usageEvents = primary && usageEventsIntervalMs > 0
+    ? startPeriodic(usageEventsIntervalMs, async () => { await emitClosedUsageHours(ctx); },
       (error) => log(`usage: writing usage.hourly events failed (retried in a minute): ${String(error)}`))
     : null;
   return {

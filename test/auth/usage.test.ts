@@ -9,7 +9,9 @@ import { createAuthService, type UsageHourRow } from '../../src/auth/mount.js';
 import { ADMIN_KEY, startAuthHarness, type TestApp } from './fixtures/harness.js';
 import { startWebhookReceiver, until } from './fixtures/webhook-receiver.js';
 
-const h = await startAuthHarness({ webhookPollMs: 20 });
+// No background usage.hourly run: the tests move the clock past an hour's grace period and count
+// which of their own emitClosedHours calls wrote each event.
+const h = await startAuthHarness({ webhookPollMs: 20, usageEventsIntervalMs: 0 });
 t.teardown(() => h.close());
 
 const HOUR = 3600 * 1000;
@@ -122,7 +124,7 @@ t.test('usage.hourly: one event per app and closed hour, after the grace period,
   t.teardown(() => receiver.close());
   await h.admin('POST', `/admin/apps/${app.id}/webhooks`, { url: receiver.url, event_types: ['usage.hourly'] });
   const other = await h.createApp('app-b');
-  // Usage of the next hour, so that the background run (every minute, at the clock's now) cannot have sent it yet.
+  // Usage of the next hour: the clock is moved to its end and through its grace period below.
   const hour = hourAt(1);
   await h.service.usage.record([
     row({ hour }), row({ hour, tenant: 't2', model: 'big', requests: 2 }), row({ hour, appSlug: 'app-b' }), row({ hour, appSlug: null }),
@@ -160,7 +162,7 @@ t.test('two instances on one database: their batches sum exactly and each hour\'
   const dataDir = await fs.mkdtemp(path.join(os.tmpdir(), 'auth-second-'));
   const second = await createAuthService({
     databaseUrl: h.service.databaseUrl, dataDir, keyDir: path.join(h.dataDir, 'keys'), issuer: 'http://auth.test', adminKey: ADMIN_KEY,
-    otpDelivery: h.outbox, clock: h.clock, webhookDispatch: false, log: () => {},
+    otpDelivery: h.outbox, clock: h.clock, webhookDispatch: false, usageEventsIntervalMs: 0, log: () => {},
   });
   t.teardown(async () => { await second.close(); await fs.rm(dataDir, { recursive: true, force: true }); });
   const hour = hourAt(1);
@@ -172,4 +174,21 @@ t.test('two instances on one database: their batches sum exactly and each hour\'
   t.equal(emitted.reduce((a, b) => a + b, 0), 1, 'one of the four wrote it');
   const [{ n }] = await h.sql`select count(*)::int as n from audit_events where type = 'usage.hourly'`;
   t.equal(n, 1);
+});
+
+t.test('the background run writes the usage.hourly event of an hour closed past its grace period, by itself', async (t) => {
+  const dataDir = await fs.mkdtemp(path.join(os.tmpdir(), 'auth-background-'));
+  const hour = hourAt(1);
+  await h.service.usage.record([row({ hour, requests: 3 })]);
+  h.clock.advance(Date.parse(hour) + HOUR + 5 * 60 * 1000 - h.clock.now());
+  const background = await createAuthService({
+    databaseUrl: h.service.databaseUrl, dataDir, keyDir: path.join(h.dataDir, 'keys'), issuer: 'http://auth.test', adminKey: ADMIN_KEY,
+    otpDelivery: h.outbox, clock: h.clock, webhookDispatch: false, usageEventsIntervalMs: 20, log: () => {},
+  });
+  t.teardown(async () => { await background.close(); await fs.rm(dataDir, { recursive: true, force: true }); });
+  const written = () => h.sql<any[]>`select app_id, details from audit_events where type = 'usage.hourly'`;
+  t.ok(await until(async () => (await written()).length === 1), 'the event was written without a call to emitClosedHours');
+  const [event] = await written();
+  t.same([event.app_id, event.details.hour, event.details.totals.requests], [app.id, hour, 3]);
+  t.equal(await background.usage.emitClosedHours(), 0, 'and is not written again');
 });
