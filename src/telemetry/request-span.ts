@@ -2,7 +2,7 @@
 // response (or when the client leaves). Every request gets the HTTP server conventions' name
 // `{method} {route}` and attributes; a request that reaches the engine becomes a GenAI span,
 // renamed `{gen_ai.operation.name} {gen_ai.request.model}`, with the request's settings, its
-// usage and finish reasons, and one child span per task for its queue wait, prompt processing
+// usage and finish reasons (`tool_calls` where the chat's answer says so), and one child span per task for its queue wait, prompt processing
 // and generation (task-spans.ts).
 import type { AsyncLocalStorage } from 'node:async_hooks';
 import { defaultTextMapGetter, ROOT_CONTEXT, SpanKind, SpanStatusCode, trace, type Attributes, type Context, type Span, type TextMapPropagator, type Tracer } from '@opentelemetry/api';
@@ -11,7 +11,7 @@ import {
   ATTR_GEN_AI_EMBEDDINGS_DIMENSION_COUNT, ATTR_GEN_AI_OPERATION_NAME, ATTR_GEN_AI_PROVIDER_NAME, ATTR_GEN_AI_REQUEST_FREQUENCY_PENALTY,
   ATTR_GEN_AI_REQUEST_MAX_TOKENS, ATTR_GEN_AI_REQUEST_MODEL, ATTR_GEN_AI_REQUEST_PRESENCE_PENALTY, ATTR_GEN_AI_REQUEST_SEED,
   ATTR_GEN_AI_REQUEST_STOP_SEQUENCES, ATTR_GEN_AI_REQUEST_TEMPERATURE, ATTR_GEN_AI_REQUEST_TOP_K, ATTR_GEN_AI_REQUEST_TOP_P,
-  ATTR_GEN_AI_RESPONSE_ID, ATTR_GEN_AI_RESPONSE_MODEL, ATTR_GEN_AI_SYSTEM, ATTR_GEN_AI_USAGE_INPUT_TOKENS,
+  ATTR_GEN_AI_RESPONSE_FINISH_REASONS, ATTR_GEN_AI_RESPONSE_ID, ATTR_GEN_AI_RESPONSE_MODEL, ATTR_GEN_AI_SYSTEM, ATTR_GEN_AI_USAGE_INPUT_TOKENS,
 } from '@opentelemetry/semantic-conventions/incubating';
 import type { RequestEnd, RequestTrace, TracedRequest } from '../http/request-trace.js';
 import type { CompletionTaskSpec } from '../native/binding.js';
@@ -74,6 +74,8 @@ export class RequestSpan implements RequestTrace {
   private readonly operation: GenAiOperation | null;
   private status = 0;
   private errorCode: string | null = null;
+  private finishReasons: string[] = [];
+  private readonly toolCallChoices = new Set<number>();
   private ended = false;
   /**
    * The request's clock: the wall clock when it began, advanced by the monotonic clock. Its span
@@ -136,11 +138,32 @@ export class RequestSpan implements RequestTrace {
     this.span.setAttribute(ATTR_GEN_AI_RESPONSE_ID, id);
   }
 
+  /**
+   * Choice `index` of a chat ended with tool calls: its finish reason is `tool_calls`, as the
+   * response says, whichever of this and the tasks' outcomes (setFinishReasons) comes first.
+   */
+  markToolCalls(index: number): void {
+    this.toolCallChoices.add(index);
+    this.writeFinishReasons();
+  }
+
+  /** The engine's finish reasons, one per task (`stop` or `length`). */
+  private setFinishReasons(reasons: string[]): void {
+    this.finishReasons = reasons;
+    this.writeFinishReasons();
+  }
+
+  private writeFinishReasons(): void {
+    if (this.finishReasons.length === 0) return;
+    this.span.setAttribute(ATTR_GEN_AI_RESPONSE_FINISH_REASONS,
+      this.finishReasons.map((reason, i) => (reason === 'stop' && this.toolCallChoices.has(i) ? 'tool_calls' : reason)));
+  }
+
   completions(model: string, specs: readonly CompletionTaskSpec[]): CompletionTrace | null {
     if (!this.span.isRecording()) return null;
     this.becomeGenAi(this.operation ?? 'text_completion', model);
     if (specs[0]) this.span.setAttributes(requestSettings(specs[0]));
-    return new CompletionSpans(this.tools.tracer, this.span, this.context, () => this.now());
+    return new CompletionSpans(this.tools.tracer, this.span, this.context, () => this.now(), (reasons) => this.setFinishReasons(reasons));
   }
 
   embeddings(model: string): EmbeddingTrace | null {

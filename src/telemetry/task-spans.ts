@@ -10,7 +10,7 @@
 // the engine's last event, well under a millisecond).
 import type { Context, Span, Tracer } from '@opentelemetry/api';
 import {
-  ATTR_GEN_AI_RESPONSE_FINISH_REASONS, ATTR_GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS, ATTR_GEN_AI_USAGE_INPUT_TOKENS, ATTR_GEN_AI_USAGE_OUTPUT_TOKENS,
+  ATTR_GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS, ATTR_GEN_AI_USAGE_INPUT_TOKENS, ATTR_GEN_AI_USAGE_OUTPUT_TOKENS,
 } from '@opentelemetry/semantic-conventions/incubating';
 import type { CompletionOutcome } from '../inference/engine/engine.js';
 import { finishReason, usage } from '../inference/dialects/openai.js';
@@ -29,6 +29,8 @@ export class CompletionSpans implements CompletionTrace {
     private readonly context: Context,
     /** The request span's clock (milliseconds since the epoch). */
     private readonly now: () => number,
+    /** Receives the finish reasons, one per task, with the last outcome. */
+    private readonly finished: (reasons: string[]) => void,
   ) {
     this.submittedAt = now();
   }
@@ -57,8 +59,8 @@ export class CompletionSpans implements CompletionTrace {
       [ATTR_GEN_AI_USAGE_INPUT_TOKENS]: counted.prompt_tokens,
       [ATTR_GEN_AI_USAGE_OUTPUT_TOKENS]: counted.completion_tokens,
       [ATTR_GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS]: counted.prompt_tokens_details.cached_tokens,
-      [ATTR_GEN_AI_RESPONSE_FINISH_REASONS]: outcomes.map((o) => finishReason(o.stop)),
     });
+    this.finished(outcomes.map((o) => finishReason(o.stop)));
   }
 
   private recordTask(index: number, o: CompletionOutcome, doneAt: number): void {

@@ -73,6 +73,11 @@ export function setRequestTenant(tenant: string): void {
   active?.current()?.setTenant(tenant);
 }
 
+/** Choice `index` of the chat being answered ended with tool calls (its finish reason is `tool_calls`). */
+export function recordToolCalls(index: number): void {
+  active?.current()?.markToolCalls(index);
+}
+
 /** The id the response of the request being handled carries (`gen_ai.response.id`). */
 export function recordResponseId(id: string): void {
   active?.current()?.setResponseId(id);

@@ -5,7 +5,7 @@
 import t from 'tap';
 import { startHttpServer } from '../../src/http/server.js';
 import { flushTracing, setRequestTenant, startTracing, stopTracing, tracingEnabled } from '../../src/telemetry/tracing.js';
-import { ensureTestModels } from '../fixtures/models.js';
+import { ensureTemplateModels, ensureTestModels } from '../fixtures/models.js';
 import { parseSse, postJson, startTestServer } from '../helpers/inference-server.js';
 import { OtlpReceiver, type ReceivedSpan } from './otlp-receiver.js';
 
@@ -119,6 +119,23 @@ t.test('a streamed text completion ends its span with the stream, with the usage
   t.equal(span.attributes['gen_ai.usage.output_tokens'], last.usage.completion_tokens);
   t.same(span.attributes['gen_ai.response.finish_reasons'], [events.at(-3).choices[0].finish_reason]);
   t.equal(receiver.children(span).length, 3);
+});
+
+t.test('a chat that ends with tool calls has the finish reason tool_calls, plain and streamed, as its response says', async (t) => {
+  const { commandR7b } = await ensureTemplateModels(['commandR7b']);
+  const tools = await startTestServer(commandR7b, { parallel: 1, ctxSize: 2048 });
+  t.teardown(tools.close);
+  const weather = { type: 'function', function: { name: 'get_weather', parameters: { type: 'object', properties: { city: { type: 'string', maxLength: 12 } }, required: ['city'] } } };
+  const body = { messages: [{ role: 'user', content: 'What is the weather in Paris?' }], tools: [weather], tool_choice: 'required', max_tokens: 200, temperature: 0 };
+  const plain = await postJson(`${tools.base}/v1/chat/completions`, body);
+  t.equal(plain.body.choices[0].finish_reason, 'tool_calls', 'the grammar forced a call');
+  const span = await exported((s) => s.attributes['gen_ai.response.id'] === plain.body.id);
+  t.same(span.attributes['gen_ai.response.finish_reasons'], ['tool_calls']);
+  const streamed = await postJson(`${tools.base}/v1/chat/completions`, { ...body, stream: true });
+  const events = parseSse(streamed.body) as any[];
+  t.equal(events.at(-2).choices[0].finish_reason, 'tool_calls');
+  const streamSpan = await exported((s) => s.attributes['gen_ai.response.id'] === events.at(-2).id);
+  t.same(streamSpan.attributes['gen_ai.response.finish_reasons'], ['tool_calls']);
 });
 
 t.test('a client that leaves a stream ends its span as an error', async (t) => {

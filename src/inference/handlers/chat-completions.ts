@@ -58,7 +58,7 @@ export async function handleChatCompletions(service: InferenceService, req: Http
         ...base,
         object: 'chat.completion',
         choices: outcomes.map((o, index) => {
-          const message = new ChatOutput(chat).message(o.content);
+          const message = new ChatOutput(chat, index).message(o.content);
           return { index, message, logprobs: choiceLogprobs(o.probabilities), finish_reason: chatFinishReason(o.stop, message.tool_calls !== undefined) };
         }),
         usage: usage(outcomes),
@@ -71,7 +71,7 @@ export async function handleChatCompletions(service: InferenceService, req: Http
   // As llama-server: the engine's timings go on the last chunk (the usage chunk when asked for),
   // and with timings_per_token every token chunk carries the timings so far.
   const includeUsage = body.stream_options?.include_usage ?? false;
-  const outputs = specs.map(() => new ChatOutput(chat));
+  const outputs = specs.map((_, index) => new ChatOutput(chat, index));
   await streamTasks(req, service, specs, {
     opening: (index) => JSON.stringify(chunk([{ index, delta: { role: 'assistant', content: null }, logprobs: null, finish_reason: null }])),
     tokens: (index) => {

@@ -6,6 +6,7 @@
 import { randomBytes } from 'node:crypto';
 import { native, type ChatMessageDiff, type ChatParsedMessage, type NativeChatParser, type ReasoningFormat } from '../../native/binding.js';
 import { ErrorType, inferenceError } from '../errors.js';
+import { recordToolCalls } from '../../telemetry/tracing.js';
 import type { RenderedChat } from './chat-prompt.js';
 
 export interface ChatToolCallOut {
@@ -37,7 +38,8 @@ export class ChatOutput {
   /** Ids given to calls the model wrote without one, by index (kept for the whole stream). */
   private readonly ids: string[] = [];
 
-  constructor(chat: RenderedChat) {
+  /** `choice`: the index of the choice it writes (the request's trace records which ended with tool calls). */
+  constructor(chat: RenderedChat, private readonly choice = 0) {
     this.format = chat.params.format;
     this.parser = new native.ChatParser({
       format: chat.params.format,
@@ -80,6 +82,7 @@ export class ChatOutput {
   private finalParse(text: string): ChatParsedMessage {
     const parsed = this.parse(text, false);
     if (!parsed) throw inferenceError(ErrorType.SERVER, `The model produced output that does not match the expected ${this.format} format`);
+    if (parsed.toolCalls.length > 0) recordToolCalls(this.choice);
     return parsed;
   }
 
