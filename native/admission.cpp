@@ -34,6 +34,7 @@ void TenantClocks::forget_if_idle(Clock * c) {
 void TenantClocks::arrive(const TenantShare & share) {
     if (Clock * c = find(share.tenant)) {
         c->waiting++;
+        c->weight = share.weight;
         return;
     }
     // Back from idle (or new): the lowest virtual time of the active tenants before the tasks they
@@ -44,7 +45,7 @@ void TenantClocks::arrive(const TenantShare & share) {
         const double v = clocks_[i].vtime - clocks_[i].in_service;
         start = i == 0 ? v : std::min(start, v);
     }
-    clocks_.push_back(Clock{share.tenant, start, 0, 1, 0});
+    clocks_.push_back(Clock{share.tenant, start, 0, share.weight, 1, 0});
 }
 
 void TenantClocks::withdraw(const TenantShare & share) {
@@ -70,6 +71,11 @@ void TenantClocks::finish(const TenantShare & share, int64_t cost, int64_t used)
     c->vtime += static_cast<double>(used - cost) / share.weight;
     c->in_service = c->running == 0 ? 0 : std::max(0.0, c->in_service - static_cast<double>(cost) / share.weight);
     forget_if_idle(c);
+}
+
+void TenantClocks::charge_elsewhere(const std::string & tenant, int64_t tokens) {
+    Clock * c = find(tenant);
+    if (c && tokens > 0) c->vtime += static_cast<double>(tokens) / c->weight;
 }
 
 double TenantClocks::vtime(const std::string & tenant) const {

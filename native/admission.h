@@ -19,6 +19,8 @@
 //  - Within a tenant: the better class first, then lower `priority` (vLLM's field), then arrival
 //    order, or newest first once the tenant's oldest waiting task has waited overload_lifo_ms
 //    (the adaptive LIFO applies inside a tenant's queue, not across tenants).
+//  - Router mode: a tenant's tokens on the router's other model processes are charged to it here
+//    when it is active (charge_elsewhere), so that the share holds across the models.
 // With one tenant and no priorities this is exactly the order of the engine without fair share.
 #include <cstdint>
 #include <string>
@@ -60,6 +62,10 @@ public:
     void admit(const TenantShare & share, int64_t cost);
     // A running task ended having used `used` tokens, `cost` having been charged at admission.
     void finish(const TenantShare & share, int64_t cost, int64_t used);
+    // Router mode: the tenant used `tokens` on another model process of the router. An active
+    // tenant is charged them (divided by its weight), so that the share holds across the models;
+    // an idle one is not (it comes back at the active tenants' start, as always: no debt banked).
+    void charge_elsewhere(const std::string & tenant, int64_t tokens);
     void clear() { clocks_.clear(); }
 
     // The tenant's virtual time (0 for one not known), its running tasks, and the tenants known.
@@ -72,6 +78,7 @@ private:
         std::string tenant;
         double vtime = 0;
         double in_service = 0;  // what its running tasks were charged (cost / weight)
+        double weight = 1.0;    // the weight of its latest task (charge_elsewhere divides by it)
         int32_t waiting = 0;
         int32_t running = 0;
     };

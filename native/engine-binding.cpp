@@ -102,6 +102,7 @@ Napi::Function EngineBinding::define(Napi::Env env) {
         InstanceMethod<&EngineBinding::js_begin_preparing>("beginPreparing"),
         InstanceMethod<&EngineBinding::js_end_preparing>("endPreparing"),
         InstanceMethod<&EngineBinding::js_cancel>("cancel"),
+        InstanceMethod<&EngineBinding::js_charge_tenants>("chargeTenants"),
         InstanceMethod<&EngineBinding::js_slots>("slots"),
         InstanceMethod<&EngineBinding::js_metrics>("metrics"),
         InstanceMethod<&EngineBinding::js_info>("info"),
@@ -206,6 +207,25 @@ Napi::Value EngineBinding::js_cancel(const Napi::CallbackInfo & info) {
     return env.Undefined();
 }
 
+// chargeTenants([[tenant, tokens], ...]): router mode, what tenants used on the router's other
+// model processes; fair share charges the active ones (TenantClocks::charge_elsewhere).
+Napi::Value EngineBinding::js_charge_tenants(const Napi::CallbackInfo & info) {
+    Napi::Env env = info.Env();
+    if (info.Length() < 1 || !info[0].IsArray()) throw_coded(env, ErrorCode::INVALID_ARGUMENT, "chargeTenants([[tenant, tokens], ...])");
+    Napi::Array entries = info[0].As<Napi::Array>();
+    std::vector<TenantCharge> charges;
+    for (uint32_t i = 0; i < entries.Length(); i++) {
+        Napi::Value entry = entries.Get(i);
+        Napi::Array pair = entry.IsArray() ? entry.As<Napi::Array>() : Napi::Array::New(env);
+        if (pair.Length() != 2 || !pair.Get(0u).IsString() || !pair.Get(1u).IsNumber()) {
+            throw_coded(env, ErrorCode::INVALID_ARGUMENT, "chargeTenants: each entry is [tenant, tokens]");
+        }
+        charges.push_back(TenantCharge{pair.Get(0u).As<Napi::String>().Utf8Value(), pair.Get(1u).As<Napi::Number>().Int64Value()});
+    }
+    if (!disposed_ && !charges.empty()) engine_->queue().push_charges(std::move(charges));
+    return env.Undefined();
+}
+
 // The ThreadSafeFunction is referenced (keeps Node's event loop alive) while any task or slot
 // action is active.
 void EngineBinding::track_active(int64_t id, bool active) {
@@ -264,6 +284,7 @@ Napi::Value EngineBinding::js_metrics(const Napi::CallbackInfo & info) {
     m.Set("splitSteps", n(c.split_steps));
     m.Set("earlyOutputCalls", n(c.early_output_calls));
     m.Set("contextShifts", n(c.context_shifts));
+    m.Set("tokensElsewhere", n(c.tokens_elsewhere));
     m.Set("promptCacheSaves", n(c.prompt_cache_saves));
     m.Set("promptCacheReuses", disposed_ ? 0.0 : static_cast<double>(engine_->prompt_cache_reuses()));
     m.Set("promptCacheBytes", disposed_ ? 0.0 : static_cast<double>(engine_->prompt_cache_bytes()));

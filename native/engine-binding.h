@@ -51,6 +51,7 @@ private:
     Napi::Value js_begin_preparing(const Napi::CallbackInfo & info);
     Napi::Value js_end_preparing(const Napi::CallbackInfo & info);
     Napi::Value js_cancel(const Napi::CallbackInfo & info);
+    Napi::Value js_charge_tenants(const Napi::CallbackInfo & info);
     Napi::Value js_slots(const Napi::CallbackInfo & info);
     Napi::Value js_metrics(const Napi::CallbackInfo & info);
     Napi::Value js_info(const Napi::CallbackInfo & info);

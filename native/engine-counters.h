@@ -33,6 +33,7 @@ struct EngineCounters {
     std::atomic<uint64_t> context_shifts{0};
     std::atomic<uint64_t> prompt_cache_saves{0}; // slot caches copied to the host-memory prompt cache
     std::atomic<uint64_t> tasks_done{0};
+    std::atomic<uint64_t> tokens_elsewhere{0};   // router mode: tenants' tokens on other model processes, charged to fair share
     std::atomic<int32_t> queued{0};
     std::atomic<int32_t> busy_slots{0};
 };

@@ -81,6 +81,10 @@ bool Scheduler::take_inbox(bool wait) {
     }
     for (auto & a : in.actions) actions_.push_back(std::move(a));
     if (!in.cancels.empty()) apply_cancels(in.cancels);
+    for (const auto & c : in.charges) {
+        tenants_.charge_elsewhere(c.tenant, c.tokens);
+        counters_.tokens_elsewhere += static_cast<uint64_t>(std::max<int64_t>(0, c.tokens));
+    }
     return true;
 }
 

@@ -26,6 +26,11 @@ void TaskQueue::push_cancel(int64_t id) {
     in_cv_.notify_one();
 }
 
+void TaskQueue::push_charges(std::vector<TenantCharge> charges) {
+    std::lock_guard<std::mutex> lock(in_mutex_);
+    for (auto & c : charges) charges_.push_back(std::move(c));
+}
+
 void TaskQueue::push_action(SlotAction action) {
     {
         std::lock_guard<std::mutex> lock(in_mutex_);
@@ -70,6 +75,8 @@ bool TaskQueue::take(bool wait, Intake & out) {
     cancels_.clear();
     for (auto & a : actions_) out.actions.push_back(std::move(a));
     actions_.clear();
+    for (auto & c : charges_) out.charges.push_back(std::move(c));
+    charges_.clear();
     return true;
 }
 

@@ -1,7 +1,8 @@
 #pragma once
 // TaskQueue: everything that crosses between the JS thread and an engine's thread, and every lock
 // that guards it, as llama-server's server_queue / server_response:
-//   in:  prepared tasks, cancellations and slot actions (JS thread -> engine thread), and the
+//   in:  prepared tasks, cancellations, slot actions and tenants' charges from other model
+//        processes (JS thread -> engine thread), and the
 //        count of requests the server is still preparing (their chat template rendered, their
 //        prompt tokenized) that an idle engine gathering a burst waits for;
 //   out: events and slot-action results (engine thread -> JS thread), handed over in bundles
@@ -13,6 +14,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <vector>
 
 #include "engine-counters.h"
@@ -22,11 +24,18 @@
 
 namespace addon {
 
+// Tokens a tenant used on another model process of the router (TenantClocks::charge_elsewhere).
+struct TenantCharge {
+    std::string tenant;
+    int64_t tokens = 0;
+};
+
 // What the engine thread takes from the queue in one go.
 struct Intake {
     std::vector<std::unique_ptr<CompletionTask>> tasks;
     std::vector<int64_t> cancels;
     std::vector<SlotAction> actions;
+    std::vector<TenantCharge> charges;
 };
 
 enum class BurstWait { ARRIVED, QUIET, STOPPING };
@@ -40,6 +49,9 @@ public:
     void push_tasks(std::vector<std::unique_ptr<CompletionTask>> tasks, bool prepared);
     void push_cancel(int64_t id);
     void push_action(SlotAction action);
+    // Router mode: tenants' use of other model processes. Does not wake the engine thread: a
+    // charge only matters to an admission, which the next turn of the loop makes anyway.
+    void push_charges(std::vector<TenantCharge> charges);
     // JS thread: a generating request arrived and is being prepared; end_preparing: it was
     // withdrawn before its tasks were pushed (an error, the client gone), or refused.
     void begin_preparing();
@@ -81,6 +93,7 @@ private:
     std::vector<std::unique_ptr<CompletionTask>> tasks_;
     std::vector<int64_t> cancels_;
     std::vector<SlotAction> actions_;
+    std::vector<TenantCharge> charges_;
     int32_t preparing_ = 0;
     bool stopping_ = false;
 

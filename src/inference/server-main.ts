@@ -128,6 +128,7 @@ async function runSingleModel(params: NativeServerParams, own: OwnFlags): Promis
     const i = service.info;
     say(`inference-server: model ready (${service.metadata.architecture}, ${service.metadata.nParams} parameters), n_ctx ${i.nCtx}, ${i.nParallel} slots, n_batch ${i.nBatch}, threads ${i.nThreads}`);
     link?.ready(modelEntry(service) as Record<string, unknown>);
+    link?.onElsewhere((tokens) => service.engine.chargeTenants(tokens));
   } catch (err) {
     // A load cancelled by a shutdown is no failure: the shutdown ends the process (exit 0).
     if (stopping) return -1;

@@ -292,6 +292,8 @@ export interface EngineMetrics {
   earlyOutputCalls: number;
   /** Times a full slot dropped old tokens (--context-shift). */
   contextShifts: number;
+  /** Router mode: tokens the tenants used on the router's other model processes, received for fair share (chargeTenants). */
+  tokensElsewhere: number;
   /** Slot caches copied to the host-memory prompt cache (--cache-ram). */
   promptCacheSaves: number;
   /** Of those, copies into a buffer requested ahead for the task (written on a thread of its own) or kept from a restored or evicted entry. */
@@ -429,6 +431,11 @@ export interface NativeEngine {
   countTokens(task: CompletionTaskSpec): Promise<number>;
   /** Stops a task at the next step; no further events arrive for it. A task still being prepared is never queued. */
   cancel(taskId: number): void;
+  /**
+   * Router mode: what tenants used on the router's other model processes, as [tenant, tokens];
+   * fair share charges the tenants with tasks here, so that the share holds across the models.
+   */
+  chargeTenants(charges: Array<[string, number]>): void;
   slots(): SlotSnapshot[];
   metrics(): EngineMetrics;
   info(): EngineInfo;

@@ -65,3 +65,39 @@ t.test('the model process gets the tenant from the router, never from the client
   const metrics = await (await fetch(`${base}/metrics?model=two`, { headers: auth(2) })).text();
   t.match(metrics, /\nllamacpp:tenant_requests_total\{tenant="key-3"\} 1\n/, 'counted as the key\'s own tenant in the model process');
 });
+
+t.test('fair share holds across the model processes: a tenant\'s tokens on one model count against its share on the other', async (t) => {
+  // One slot per model, each tenant's queue in arrival order.
+  const oneSlot = native.ServerParams.parse(['llama-server', '--models-dir', join(dir, 'models'), '-c', '2048', '-np', '1', '-t', '1', '--metrics']);
+  const shared = await startRouterServer({
+    host: '127.0.0.1', port: 0, apiKeys: KEYS, maxBodyBytes: 1 << 20, autoload: true, modelsMax: 0, spares: 0, buildInfo: 'b1-test',
+    readSpecs: () => oneSlot.routerModels(), command: CHILD, childArgs: ['--overload-lifo-ms', '0'], log: () => {},
+  });
+  t.teardown(() => shared.close());
+  const url = `http://127.0.0.1:${shared.port}`;
+  const post = (key: number, body: unknown, signal?: AbortSignal) => fetch(`${url}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json', ...auth(key) }, body: JSON.stringify(body), ...(signal ? { signal } : {}) });
+  const metric = async (model: string, name: string): Promise<number> => {
+    const text = await (await fetch(`${url}/metrics?model=${model}`, { headers: auth(2) })).text();
+    return Number(new RegExp(`^llamacpp:${name} (\\d+)$`, 'm').exec(text)?.[1] ?? NaN);
+  };
+  t.equal((await postJson(`${url}/v1/chat/completions`, chat('one'), auth(2))).status, 200, 'model one loaded');
+  // key-3 holds model two's slot while key-1's and then key-2's request queue there.
+  const holding = new AbortController();
+  const blocker = await post(2, { ...chat('two'), max_tokens: 1900, stream: true }, holding.signal);
+  const reader = blocker.body!.getReader();
+  await reader.read();
+  const order: string[] = [];
+  const a1 = post(0, chat('two')).then((r) => r.text()).then(() => order.push('key-1'));
+  while ((await metric('two', 'requests_deferred')) < 1);
+  const b1 = post(1, chat('two')).then((r) => r.text()).then(() => order.push('key-2'));
+  while ((await metric('two', 'requests_deferred')) < 2);
+  // key-1 uses model one meanwhile; its usage reaches model two's fair share through the router.
+  const elsewhere = await postJson(`${url}/v1/chat/completions`, { ...chat('one'), max_tokens: 40 }, auth(0));
+  t.equal(elsewhere.status, 200);
+  while ((await metric('two', 'fair_share_tokens_elsewhere_total')) < elsewhere.body.usage.total_tokens);
+  t.equal(await metric('two', 'fair_share_tokens_elsewhere_total'), elsewhere.body.usage.total_tokens, 'model two was told exactly key-1\'s tokens on model one');
+  holding.abort();
+  await reader.closed.catch(() => {});
+  await Promise.all([a1, b1]);
+  t.same(order, ['key-2', 'key-1'], 'key-2\'s later request took the free slot first: key-1 had used model one');
+});

@@ -365,6 +365,18 @@ static void admission(void) {
         q.clocks.finish(TenantShare{"A", 2}, 1000, 100);
         check(q.clocks.vtime("A") == 50, "the end corrects the estimate: (1000 + (100 - 1000)) / weight 2");
     }
+    {
+        // Router mode: A (weight 2) and B wait here, A first; A used 600 tokens on another model.
+        AdmissionQueue q;
+        q.arrive("A", "a0", 0, 2);
+        q.arrive("B", "b0", 1);
+        q.clocks.charge_elsewhere("A", 600);
+        q.clocks.charge_elsewhere("C", 600);
+        check(q.clocks.vtime("A") == 300, "a tenant's use of another model is charged here, divided by its weight");
+        check_eq(static_cast<long long>(q.clocks.n_active()), 2, "an idle tenant is not charged (it banks no debt)");
+        check(q.admit(2) == "b0", "so the other tenant's later request goes first");
+        check(q.admit(3) == "a0", "then A's");
+    }
 }
 
 int main(int argc, char ** argv) {

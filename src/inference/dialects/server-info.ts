@@ -130,6 +130,7 @@ export function metricsText(report: MetricsReport, counters: RequestCounters): s
   metric('prompt_cache_disk_adopted_total', 'counter', 'State files found valid at start-up.', m.diskAdopted);
   metric('prompt_cache_disk_pending', 'gauge', 'Disk tier writes queued or in progress.', m.diskPending);
   metric('prompt_cache_disk_bytes', 'gauge', 'Bytes of this model\'s state files in the disk tier.', m.diskBytes);
+  metric('fair_share_tokens_elsewhere_total', 'counter', 'Router mode: tokens the tenants used on the router\'s other model processes, charged to their fair share here.', m.tokensElsewhere);
   metric('requests_total', 'counter', 'HTTP requests that use the model (read-only endpoints are not counted).', counters.requests);
   metric('requests_failed_total', 'counter', 'Of those, requests answered with an error status.', counters.errors);
   metric('tasks_completed_total', 'counter', 'Completion tasks finished.', m.tasksDone);

@@ -166,6 +166,11 @@ export class InferenceEngine {
     this.engine.beginPreparing();
   }
 
+  /** Router mode: tenants' tokens on the router's other model processes, for fair share (NativeEngine.chargeTenants). */
+  chargeTenants(charges: Array<[string, number]>): void {
+    this.engine.chargeTenants(charges);
+  }
+
   /** A request being prepared that will submit nothing (it failed, or its client left). */
   endPreparing(): void {
     this.engine.endPreparing();

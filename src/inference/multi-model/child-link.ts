@@ -6,6 +6,9 @@
 //                                                since the last report (at most every 200 ms), for
 //                                                their limits and usage in the router
 //   router -> child  {type: "start", args}       (a spare only) serve the model of this command line
+//                    {type: "elsewhere", tokens} what the tenants used on the router's other model
+//                                                processes (their usage reports), charged to their
+//                                                fair share here: the share holds across the models
 //                    {type: "exit"}              shut down (the router kills it after its stop timeout)
 // A spare (ROUTER_SPARE_ENV also set) is a model process started ahead of need: Node, the server's
 // modules and the addon are loaded, and it waits for its command line, so that a model load
@@ -24,6 +27,7 @@ export type ChildMessage =
   | { type: 'ready'; info: Record<string, unknown> }
   | { type: 'usage'; tokens: Array<[string, number]>; entries: UsageEntry[] }
   | { type: 'start'; args: string[] }
+  | { type: 'elsewhere'; tokens: Array<[string, number]> }
   | { type: 'exit' };
 
 /** How often a model process reports its tenants' usage to the router. */
@@ -60,13 +64,17 @@ export function routerUsageReporter(): UsageReporter | null {
 export interface RouterLink {
   listening(port: number): void;
   ready(info: Record<string, unknown>): void;
+  /** Where the tenants' use of the router's other model processes goes (once the model is loaded). */
+  onElsewhere(charge: (tokens: Array<[string, number]>) => void): void;
 }
 
 /** The link to the router when this process is a router's model process, else null. */
 export function routerLink(shutdown: () => void): RouterLink | null {
   if (process.env[ROUTER_CHILD_ENV] !== '1' || !process.send) return null;
+  let charge: ((tokens: Array<[string, number]>) => void) | null = null;
   process.on('message', (message: ChildMessage) => {
     if (message.type === 'exit') shutdown();
+    else if (message.type === 'elsewhere') charge?.(message.tokens);
   });
   process.on('disconnect', () => process.exit(1));
   const send = (message: ChildMessage): void => {
@@ -75,6 +83,7 @@ export function routerLink(shutdown: () => void): RouterLink | null {
   return {
     listening: (port) => send({ type: 'listening', port }),
     ready: (info) => send({ type: 'ready', info }),
+    onElsewhere: (next) => { charge = next; },
   };
 }
 

@@ -106,6 +106,11 @@ export class ModelProcess extends EventEmitter<ModelProcessEvents> {
     this.killTimer ??= setTimeout(() => this.kill(), timeoutMs);
   }
 
+  /** The tenants' use of the router's other model processes (child-link.ts, "elsewhere"). */
+  chargeElsewhere(tokens: Array<[string, number]>): void {
+    if (this.alive && this.child.connected) this.child.send({ type: 'elsewhere', tokens } satisfies ChildMessage, () => {});
+  }
+
   /** Ends the child at once. */
   kill(): void {
     if (this.alive) this.child.kill('SIGKILL');

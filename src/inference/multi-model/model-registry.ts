@@ -374,7 +374,21 @@ export class ModelRegistry extends EventEmitter<{ event: [ModelEvent]; spare: [p
       this.startIdleTimer(entry);
     });
     proc.on('exit', (code) => this.onExit(entry, proc, code));
-    proc.on('usage', (tokens: Array<[string, number]>, entries: UsageEntry[]) => this.options.onUsage?.(tokens, entries));
+    proc.on('usage', (tokens: Array<[string, number]>, entries: UsageEntry[]) => {
+      this.options.onUsage?.(tokens, entries);
+      this.shareUsage(entry, tokens);
+    });
+  }
+
+  /**
+   * Fair share across the models: what the tenants used on `from` is charged to them on every
+   * other loaded model process (each charges the tenants that have tasks there).
+   */
+  private shareUsage(from: ModelEntry, tokens: Array<[string, number]>): void {
+    if (tokens.length === 0) return;
+    for (const entry of this.entries.values()) {
+      if (entry !== from && entry.status === 'loaded') entry.process?.chargeElsewhere(tokens);
+    }
   }
 
   private onExit(entry: ModelEntry, proc: ModelProcess, code: number): void {

@@ -11,7 +11,7 @@ type Cumulative = Omit<EngineMetrics, 'queued' | 'preparing' | 'busySlots' | 'pr
 
 const ZERO: Cumulative = {
   promptTokens: 0, cachedTokens: 0, sharedTokens: 0, sharedJoins: 0, busySlotDecodes: 0, nTokensMax: 0, promptMs: 0,
-  predictedTokens: 0, predictedMs: 0, decodeCalls: 0, splitSteps: 0, earlyOutputCalls: 0, contextShifts: 0, promptCacheSaves: 0, promptCacheReuses: 0, tasksDone: 0,
+  predictedTokens: 0, predictedMs: 0, decodeCalls: 0, splitSteps: 0, earlyOutputCalls: 0, contextShifts: 0, tokensElsewhere: 0, promptCacheSaves: 0, promptCacheReuses: 0, tasksDone: 0,
   diskHits: 0, diskMisses: 0, diskBytesWritten: 0, diskFilesWritten: 0, diskBytesRead: 0, diskEvictions: 0, diskRejected: 0, diskDropped: 0, diskAdopted: 0,
 };
 
@@ -77,6 +77,7 @@ function add(a: Cumulative, b: Cumulative): Cumulative {
     splitSteps: a.splitSteps + b.splitSteps,
     earlyOutputCalls: a.earlyOutputCalls + b.earlyOutputCalls,
     contextShifts: a.contextShifts + b.contextShifts,
+    tokensElsewhere: a.tokensElsewhere + b.tokensElsewhere,
     promptCacheSaves: a.promptCacheSaves + b.promptCacheSaves,
     promptCacheReuses: a.promptCacheReuses + b.promptCacheReuses,
     tasksDone: a.tasksDone + b.tasksDone,
