@@ -88,6 +88,21 @@ export async function checkKey(ctx: KeyContext, req: Pick<HttpRequest, 'headers'
 }
 
 /**
+ * The service's view, or its 503 while the model first loads: answered before the key is checked,
+ * as llama-server answers it, and with a limited tenant's rate-limit headers when the request's
+ * credential names one (a wrong or missing one changes nothing: still the 503, with no headers).
+ */
+async function viewWhileLoading(ctx: RouteContext, req: HttpRequest): Promise<ServiceView> {
+  try {
+    return ctx.host.view();
+  } catch (unavailable) {
+    const tenant = await identify(ctx, req).catch(() => null);
+    if (tenant) ctx.tenancy.annotate(tenant, req);
+    throw unavailable;
+  }
+}
+
+/**
  * For endpoints that use the model: 503 while it first loads, then the key and the tenant's
  * limits (429 over one); the handler gets the loaded service (a sleeping one is loaded again
  * first) and holds it, and the tenant its request, until it finishes.
@@ -96,7 +111,7 @@ export const apiKey: Guard<InferenceService> = {
   name: 'api-key',
   counted: true,
   admit: async (ctx, req) => {
-    ctx.host.view();
+    await viewWhileLoading(ctx, req);
     ctx.tenancy.admit(await identify(ctx, req), req);
     try {
       return await ctx.host.acquire();
@@ -115,7 +130,7 @@ export const apiKey: Guard<InferenceService> = {
 export const apiKeyReadOnly: Guard<ServiceView> = {
   name: 'api-key-read-only',
   admit: async (ctx, req) => {
-    ctx.host.view();
+    await viewWhileLoading(ctx, req);
     ctx.tenancy.annotate(await identify(ctx, req), req);
     return ctx.host.view();
   },
