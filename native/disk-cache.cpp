@@ -30,6 +30,8 @@ static constexpr uint64_t kMaxHeader = 64ull << 20;  // a header beyond this is 
 // always waits, whatever its size.
 static constexpr size_t kMaxPendingBytes = 512ull << 20;
 static constexpr size_t kMaxPendingWrites = 8;
+// Reads asked for, or done and still held by a waiting task (each a whole state in host memory).
+static constexpr size_t kMaxHeldReads = 8;
 
 uint64_t disk_hash(const void * data, size_t n, uint64_t seed) {
     const auto * p = static_cast<const uint8_t *>(data);
@@ -115,12 +117,20 @@ DiskCache::DiskCache(const std::string & dir, uint64_t budget_bytes, const std::
     ::chmod(model_dir_.c_str(), 0700);
     if (::access(model_dir_.c_str(), W_OK) != 0) throw std::runtime_error("--cache-disk: " + model_dir_ + " is not writable");
     if (const char * d = std::getenv("LLAMA_ADDON_TEST_DISK_DELAY_MS")) write_delay_ms_ = std::atoll(d);
+    if (const char * d = std::getenv("LLAMA_ADDON_TEST_DISK_READ_DELAY_MS")) read_delay_ms_ = std::atoll(d);
     adopt();
     enforce_budget();
     writer_ = std::thread([this] { run_writer(); });
+    reader_ = std::thread([this] { run_reader(); });
 }
 
 DiskCache::~DiskCache() {
+    {
+        std::lock_guard<std::mutex> lock(read_mu_);
+        read_stop_ = true;
+    }
+    read_wake_.notify_all();
+    if (reader_.joinable()) reader_.join();
     {
         std::lock_guard<std::mutex> lock(mu_);
         stop_ = true;
@@ -198,7 +208,7 @@ bool DiskCache::worth_saving(const std::vector<llama_token> & tokens, const std:
     return tokens.size() >= best + min_new;
 }
 
-std::optional<DiskCache::State> DiskCache::fetch(const std::vector<llama_token> & prompt, const std::vector<float> & lora, size_t beat) {
+std::shared_ptr<DiskPrefetch> DiskCache::prefetch(const std::vector<llama_token> & prompt, const std::vector<float> & lora, size_t beat) {
     Entry chosen;
     size_t best = beat;
     {
@@ -214,9 +224,52 @@ std::optional<DiskCache::State> DiskCache::fetch(const std::vector<llama_token> 
     }
     if (chosen.path.empty()) {
         counters_.misses++;
-        return std::nullopt;
+        return nullptr;
     }
-    // The whole file is read and checked before anything reaches the context.
+    // A read of the same file that another task asked for is shared; the rest are bounded (each
+    // holds a whole state in host memory until its task is admitted).
+    held_.erase(std::remove_if(held_.begin(), held_.end(), [](const auto & w) { return w.expired(); }), held_.end());
+    for (const auto & w : held_) {
+        auto p = w.lock();
+        if (p && p->path == chosen.path) return p;
+    }
+    if (held_.size() >= kMaxHeldReads) {
+        counters_.misses++;
+        return nullptr;
+    }
+    auto p = std::make_shared<DiskPrefetch>();
+    p->path = chosen.path;
+    held_.push_back(p);
+    {
+        std::lock_guard<std::mutex> lock(read_mu_);
+        reads_.push_back(Read{std::move(chosen), p});
+    }
+    read_wake_.notify_one();
+    return p;
+}
+
+void DiskCache::run_reader() {
+    while (true) {
+        Read r;
+        {
+            std::unique_lock<std::mutex> lock(read_mu_);
+            read_wake_.wait(lock, [&] { return read_stop_ || !reads_.empty(); });
+            if (read_stop_) return;
+            r = std::move(reads_.front());
+            reads_.pop_front();
+        }
+        if (read_delay_ms_ > 0) {
+            std::unique_lock<std::mutex> lock(read_mu_);
+            if (read_wake_.wait_for(lock, std::chrono::milliseconds(read_delay_ms_), [&] { return read_stop_; })) return;
+        }
+        r.into->state = read_checked(std::move(r.entry));
+        r.into->done.store(true, std::memory_order_release);
+        if (on_read_) on_read_();
+    }
+}
+
+// The whole file is read and checked before anything reaches the context.
+std::optional<DiskCache::State> DiskCache::read_checked(Entry chosen) {
     auto reject = [&](const char * why) -> std::optional<State> {
         log_write("warn", "disk cache: deleting " + chosen.path + " (" + why + ")\n");
         std::error_code ec;
@@ -246,6 +299,7 @@ std::optional<DiskCache::State> DiskCache::fetch(const std::vector<llama_token> 
         return std::nullopt;
     }
     if (!read_ok || !at_end) return reject("size changed");
+    counters_.bytes_read += chosen.file_size;
     const uint8_t * data = st.file.data.get();
     uint64_t header_len = 0;
     std::memcpy(&header_len, data + 8, 8);
@@ -266,7 +320,6 @@ std::optional<DiskCache::State> DiskCache::fetch(const std::vector<llama_token> 
 void DiskCache::restored(const State & state) {
     ::utimensat(AT_FDCWD, state.path.c_str(), nullptr, 0);  // its last use, for the LRU order across restarts
     counters_.hits++;
-    counters_.bytes_read += state.file.capacity;
 }
 
 bool DiskCache::room_for(std::unique_lock<std::mutex> & lock, size_t size, bool wait) {

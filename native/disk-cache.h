@@ -16,12 +16,15 @@
 // (truncated); the checksum is verified when a file is loaded, and a file that fails it is deleted
 // and counted as a miss. Nothing that is not complete and intact is ever restored.
 //
-// Threads. The engine thread looks up (longest_prefix), restores (fetch: the read happens there,
-// bounded by the state's size) and hands states over for writing (save: a copy of the sequence's
-// state into host memory, then queued); one writer thread of its own, at the lowest priority
-// (Linux: nice 19), writes, renames and enforces the budget. The engine thread never waits for a write: when the writes waiting exceed their
-// bound the new one is dropped (counted). The destructor finishes the writes queued (a graceful
-// shutdown leaves them on disk).
+// Threads. The engine thread looks up (longest_prefix), asks for reads (prefetch: when a task
+// arrives) and hands states over for writing (save: a copy of the sequence's state into host
+// memory, then queued). A reader thread reads and checks the files asked for, and tells the
+// engine when one is ready (set_on_read): the task waits for its read in the queue while the
+// other slots go on decoding, so the engine thread never waits for the disk. Tasks that want the
+// same file share one read. One writer thread of its own, at the lowest priority (Linux: nice
+// 19), writes, renames and enforces the budget; when the writes waiting exceed their bound the
+// new one is dropped (counted). The destructor finishes the writes queued (a graceful shutdown
+// leaves them on disk) and drops the reads not started.
 //
 // Budget. The files of the whole DIR (every fingerprint's: router mode's models share it) are
 // kept under `budget_bytes`, least recently used first out; a file's last use is its mtime (set
@@ -30,6 +33,8 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -56,6 +61,8 @@ struct DiskCacheCounters {
     std::atomic<uint64_t> bytes{0};         // bytes of this fingerprint's files
 };
 
+struct DiskPrefetch;
+
 class DiskCache {
 public:
     // Adopts DIR/<hash of fingerprint>'s files (creating the directories). Throws std::runtime_error
@@ -78,13 +85,18 @@ public:
         const uint8_t * data = nullptr;  // the state inside it
         size_t size = 0;
     };
-    // Engine thread. Reads the file (same adapter scales) sharing the longest prefix with
-    // `prompt`, when that prefix is longer than `beat` tokens and at least a quarter of the file's
-    // tokens (as the host-memory tier: never a large state for a sliver of it). nullopt (a miss):
-    // none, or the file failed its checks (it is deleted), or no memory to read it into.
-    std::optional<State> fetch(const std::vector<llama_token> & prompt, const std::vector<float> & lora, size_t beat);
+    // Engine thread. Asks the reader thread for the file (same adapter scales) sharing the longest
+    // prefix with `prompt`, when that prefix is longer than `beat` tokens and at least a quarter of
+    // the file's tokens (as the host-memory tier: never a large state for a sliver of it); a read
+    // of that file already asked for (or done, and still held by a task) is shared. Null (a miss)
+    // when no file qualifies, or when kMaxHeldReads reads are asked for or held already. Once the
+    // read is done, its `state` is empty (a miss) when the file failed its checks (it is deleted)
+    // or there was no memory to read it into.
+    std::shared_ptr<DiskPrefetch> prefetch(const std::vector<llama_token> & prompt, const std::vector<float> & lora, size_t beat);
     // Engine thread: `state` was restored (a hit; the file's last use is now).
     void restored(const State & state);
+    // Before the first prefetch: called on the reader thread after each read (wakes the engine).
+    void set_on_read(std::function<void()> on_read) { on_read_ = std::move(on_read); }
 
     // Engine thread. Whether a state of `tokens` adds enough to what the files (and writes
     // waiting) hold to be written: at least `min_new` tokens past the longest prefix they share.
@@ -117,9 +129,18 @@ private:
         size_t size = 0;
     };
 
+    struct Read {
+        Entry entry;
+        std::shared_ptr<DiskPrefetch> into;
+    };
+
     // With mu_ held: whether a write of `size` bytes may be queued now (waiting for room when `wait`).
     bool room_for(std::unique_lock<std::mutex> & lock, size_t size, bool wait);
     void adopt();
+    // The reader thread: reads the whole file and checks it (nullopt: gone, changed, or failing
+    // its checksum, then deleted; or no memory).
+    std::optional<State> read_checked(Entry chosen);
+    void run_reader();
     void run_writer();
     void write_file(Write & w);
     void enforce_budget();
@@ -131,6 +152,7 @@ private:
     uint64_t budget_ = 0;
     std::string fingerprint_;
     int64_t write_delay_ms_ = 0;  // tests: a slow disk, each write waits this long half way (LLAMA_ADDON_TEST_DISK_DELAY_MS)
+    int64_t read_delay_ms_ = 0;   // tests: a slow disk, each read waits this long first (LLAMA_ADDON_TEST_DISK_READ_DELAY_MS)
     DiskCacheCounters & counters_;
 
     mutable std::mutex mu_;   // entries_, writes_, pending_bytes_, stop_
@@ -143,6 +165,22 @@ private:
     uint64_t next_id_ = 0;
     bool stop_ = false;
     std::thread writer_;
+
+    std::mutex read_mu_;      // reads_, read_stop_
+    std::condition_variable read_wake_;
+    std::deque<Read> reads_;
+    bool read_stop_ = false;
+    std::function<void()> on_read_;
+    std::vector<std::weak_ptr<DiskPrefetch>> held_;  // engine thread: reads asked for, alive while a task holds them
+    std::thread reader_;
+};
+
+// A read asked for by prefetch, shared by the tasks that want the file. `state` may be read by the
+// engine thread once `done` is true (the reader thread sets it last, with release order).
+struct DiskPrefetch {
+    std::string path;
+    std::atomic<bool> done{false};
+    std::optional<DiskCache::State> state;
 };
 
 // A 64-bit hash of `n` bytes (eight at a time), for checksums and directory names.

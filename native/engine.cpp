@@ -150,6 +150,8 @@ Engine::Engine(EngineParams params, const llama_model * model, EngineContext con
     if (!params_.cache_disk_dir.empty() && !params_.embeddings) {
         try {
             disk_ = std::make_unique<DiskCache>(params_.cache_disk_dir, params_.cache_disk_bytes, disk_fingerprint(params_, model, ctx), disk_counters_);
+            // A task waiting for its state's read is admitted once the read is done.
+            disk_->set_on_read([this] { queue_.wake(); });
         } catch (const std::exception & e) {
             throw Refusal(ErrorCode::INVALID_ARGUMENT, e.what());
         }

@@ -77,6 +77,7 @@ bool Scheduler::take_inbox(bool wait) {
     if (!queue_.take(wait, in)) return false;
     for (auto & t : in.tasks) {
         tenants_.arrive(t->share);
+        policy_.prefetch_from_disk(*t);
         waiting_.push_back(std::move(t));
     }
     for (auto & a : in.actions) actions_.push_back(std::move(a));
@@ -134,7 +135,8 @@ void Scheduler::apply_cancels(const std::vector<int64_t> & cancels) {
 // priorities, the same order as without it), or without it oldest first, or newest first once the oldest has waited
 // overload_lifo_ms (adaptive LIFO, as in Facebook's "Fail at Scale": under overload a FIFO queue
 // makes every client wait for the backlog; newest first answers most of them at once and leaves
-// the backlog's oldest to wait longer). Prompts then go in by admission
+// the backlog's oldest to wait longer). A task whose state is being read from the disk tier waits
+// for the read (the others go on). Prompts then go in by admission
 // (BatchBuilder::add_prompt_tokens), so the order holds for tasks admitted together. Returns how
 // many started.
 size_t Scheduler::admit_waiting(int64_t now) {
@@ -165,7 +167,7 @@ void Scheduler::admit_in_arrival_order(int64_t now, std::vector<Slot *> & starte
     const bool newest_first = params_.overload_lifo_ms > 0 && now - waiting_.front()->t_queued_us >= params_.overload_lifo_ms * 1000;
     for (size_t skipped = 0; skipped < waiting_.size();) {
         const size_t i = newest_first ? waiting_.size() - 1 - skipped : skipped;
-        Slot * slot = policy_.choose_slot(*waiting_[i]);
+        Slot * slot = SlotCachePolicy::ready_to_admit(*waiting_[i]) ? policy_.choose_slot(*waiting_[i]) : nullptr;
         if (!slot) {
             skipped++;
             continue;
@@ -187,7 +189,7 @@ void Scheduler::admit_by_fair_share(int64_t now, std::vector<Slot *> & started) 
     while (std::any_of(slots_.begin(), slots_.end(), idle)) {
         const size_t i = admission_next(entries, skip, tenants_, now, params_.overload_lifo_ms);
         if (i == entries.size()) break;
-        Slot * slot = policy_.choose_slot(*waiting_[i]);
+        Slot * slot = SlotCachePolicy::ready_to_admit(*waiting_[i]) ? policy_.choose_slot(*waiting_[i]) : nullptr;
         if (!slot) {
             skip[i] = true;
             continue;

@@ -99,7 +99,7 @@ void SlotCachePolicy::place(Slot & slot, std::unique_ptr<CompletionTask> task, i
         const bool load = use_ram && (!sharing_ || in_ram > longest_cached_prefix(slot, *task).n);
         swap_cached_prompt(slot, *task, load);
     }
-    if (disk_ && task->kind == TaskKind::COMPLETION && task->cache_prompt && task->media.empty()) restore_from_disk(slot, *task);
+    if (task->disk_prefetch) restore_from_disk(slot, *task);
     // K/V computed under other adapter scales cannot be reused.
     if (slot.cache_lora != task->lora_scales) {
         slot.cache.clear();
@@ -284,37 +284,56 @@ bool SlotCachePolicy::evict_lru_idle() {
     return true;
 }
 
-// --cache-disk: a prompt the disk tier serves kDiskMinGain tokens better than its slot's cache
-// (after the host-memory tier's swap) and, with sharing, the pool's cells, gets the file's state
-// restored into its slot; the slot's own cache goes to host memory first, as for a host-memory
-// restore. Counted as the prompt can use it, without its last token (always computed again).
-void SlotCachePolicy::restore_from_disk(Slot & slot, const CompletionTask & task) {
-    if (task.prompt.size() < 2) return;
+// --cache-disk: a prompt that a file serves kDiskMinGain tokens better than the slots' caches and
+// the host-memory tier has the file read when it arrives (the read happens on the disk tier's
+// reader thread; the task is admitted once it is done). Counted as the prompt can use it, without
+// its last token (always computed again).
+void SlotCachePolicy::prefetch_from_disk(CompletionTask & task) const {
+    if (!disk_ || task.kind != TaskKind::COMPLETION || !task.cache_prompt || !task.media.empty() || task.prompt.size() < 2) return;
+    const size_t usable = task.prompt.size() - 1;
+    size_t have = prompt_cache_ ? std::min(prompt_cache_->longest_prefix(task.prompt, task.lora_scales), usable) : 0;
+    for (const auto & s : slots_) {
+        if (s.cache_lora == task.lora_scales) have = std::max(have, std::min(common_prefix_length(s.cache, task.prompt), usable));
+    }
+    if (have >= usable || std::min(disk_->longest_prefix(task.prompt, task.lora_scales), usable) < have + kDiskMinGain) return;
+    task.disk_prefetch = disk_->prefetch(task.prompt, task.lora_scales, have + kDiskMinGain - 1);
+}
+
+bool SlotCachePolicy::ready_to_admit(const CompletionTask & task) {
+    return !task.disk_prefetch || task.disk_prefetch->done.load(std::memory_order_acquire);
+}
+
+// At placement: the state read for the task (prefetch_from_disk) is restored into its slot when it
+// still serves the prompt kDiskMinGain tokens better than the slot's cache (after the host-memory
+// tier's swap) and, with sharing, the pool's cells; the slot's own cache goes to host memory
+// first, as for a host-memory restore. The engine thread never reads the disk here.
+void SlotCachePolicy::restore_from_disk(Slot & slot, CompletionTask & task) {
+    std::shared_ptr<DiskPrefetch> read = std::move(task.disk_prefetch);
+    if (!read || !read->state || task.prompt.size() < 2) return;
+    const DiskCache::State & state = *read->state;
     const size_t usable = task.prompt.size() - 1;
     const bool same_lora = slot.cache_lora == task.lora_scales;
     size_t have = same_lora ? std::min(common_prefix_length(slot.cache, task.prompt), usable) : 0;
     if (sharing_) have = std::max(have, std::min(longest_cached_prefix(slot, task).n, usable));
-    if (have >= usable || std::min(disk_->longest_prefix(task.prompt, task.lora_scales), usable) < have + kDiskMinGain) return;
-    auto state = disk_->fetch(task.prompt, task.lora_scales, have + kDiskMinGain - 1);
-    if (!state) return;
+    if (have >= usable || std::min(common_prefix_length(state.tokens, task.prompt), usable) < have + kDiskMinGain) return;
     if (prompt_cache_ && !slot.cache.empty()) {
         save_to_prompt_cache(slot);
         prompt_cache_->trim();
     }
     clear_slot(slot);
-    bool ok = llama_state_seq_set_data(ctx_, state->data, state->size, slot.id) != 0;
+    bool ok = llama_state_seq_set_data(ctx_, state.data, state.size, slot.id) != 0;
     if (!ok) {
         // No room in the KV pool: idle slots make room, as for a host-memory restore.
         llama_memory_seq_rm(llama_get_memory(ctx_), slot.id, -1, -1);
         drop_idle_caches(&slot);
-        ok = llama_state_seq_set_data(ctx_, state->data, state->size, slot.id) != 0;
+        ok = llama_state_seq_set_data(ctx_, state.data, state.size, slot.id) != 0;
     }
     if (!ok) {
         llama_memory_seq_rm(llama_get_memory(ctx_), slot.id, -1, -1);
         return;
     }
-    disk_->restored(*state);
-    slot.cache = std::move(state->tokens);
+    disk_->restored(state);
+    slot.cache = state.tokens;
     slot.cache_lora = task.lora_scales;
     if (log_debug_enabled()) log_debug("slot " + std::to_string(slot.id) + ": " + std::to_string(slot.cache.size()) + " tokens restored from the disk cache\n");
 }

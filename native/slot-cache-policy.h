@@ -82,6 +82,12 @@ public:
     // Empties the slot's KV cells, and the draft model's copy of them.
     void clear_slot(Slot & slot);
 
+    // --cache-disk, a task arrives: when a file holds kDiskMinGain more of its prompt than any slot
+    // or the host-memory tier, its read is asked for (DiskCache::prefetch, on the reader thread).
+    void prefetch_from_disk(CompletionTask & task) const;
+    // Whether the task may be admitted now: not while its disk read is under way.
+    static bool ready_to_admit(const CompletionTask & task);
+
     // The slot's task ends (before its slot is released): its cache is due for the disk tier
     // (save_due_to_disk), where it goes when it adds enough to what the files hold (kDiskMinNew).
     void task_ending(const Slot & slot, int64_t now_us);
@@ -112,7 +118,7 @@ private:
     bool drop_idle_caches(const Slot * except);
     bool evict_lru_idle();
     void expect_saves(const std::vector<Slot *> & started);
-    void restore_from_disk(Slot & slot, const CompletionTask & task);
+    void restore_from_disk(Slot & slot, CompletionTask & task);
     bool save_to_disk(const Slot & slot, size_t min_new, bool wait);
 
     llama_context * ctx_;

@@ -26,6 +26,14 @@ void TaskQueue::push_cancel(int64_t id) {
     in_cv_.notify_one();
 }
 
+void TaskQueue::wake() {
+    {
+        std::lock_guard<std::mutex> lock(in_mutex_);
+        woken_ = true;
+    }
+    in_cv_.notify_one();
+}
+
 void TaskQueue::push_charges(std::vector<TenantCharge> charges) {
     std::lock_guard<std::mutex> lock(in_mutex_);
     for (auto & c : charges) charges_.push_back(std::move(c));
@@ -67,8 +75,9 @@ void TaskQueue::stop() {
 
 bool TaskQueue::take(bool wait, Intake & out) {
     std::unique_lock<std::mutex> lock(in_mutex_);
-    if (wait) in_cv_.wait(lock, [&] { return stopping_ || !tasks_.empty() || !cancels_.empty() || !actions_.empty(); });
+    if (wait) in_cv_.wait(lock, [&] { return stopping_ || woken_ || !tasks_.empty() || !cancels_.empty() || !actions_.empty(); });
     if (stopping_) return false;
+    woken_ = false;
     for (auto & t : tasks_) out.tasks.push_back(std::move(t));
     tasks_.clear();
     out.cancels.insert(out.cancels.end(), cancels_.begin(), cancels_.end());

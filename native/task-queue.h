@@ -60,6 +60,9 @@ public:
     int32_t n_preparing();
     // Any thread: the engine thread stops at its next wait (take, wait_for_burst return false / STOPPING).
     void stop();
+    // Any thread: a waiting task became ready to admit (its disk read is done): the engine thread's
+    // next take returns at once (an idle engine waiting in take wakes now).
+    void wake();
 
     // Engine thread: moves what arrived into `out` (appending), first waiting for something
     // when `wait`; false once the queue is stopping.
@@ -96,6 +99,7 @@ private:
     std::vector<TenantCharge> charges_;
     int32_t preparing_ = 0;
     bool stopping_ = false;
+    bool woken_ = false;
 
     std::mutex out_mutex_;
     std::vector<EngineEvent> events_;

@@ -25,6 +25,8 @@ struct MediaSpan {
     mtmd::input_chunk_ptr chunk;
 };
 
+struct DiskPrefetch;
+
 struct CompletionTask {
     int64_t id = 0;
     int64_t t_queued_us = 0;       // when it entered the engine's inbox (how long it has waited for a slot)
@@ -46,6 +48,9 @@ struct CompletionTask {
     common_sampler_ptr sampler;    // built from `sampling` when the task is prepared (parses the grammar)
     std::vector<float> lora_scales; // one scale per adapter of the engine (0 = not applied)
     std::vector<MediaSpan> media;   // images and audio chunks, in prompt order
+    // --cache-disk: the read of the state it is to be restored from, asked for when it arrived
+    // (SlotCachePolicy::prefetch_from_disk); it is admitted once the read is done.
+    std::shared_ptr<DiskPrefetch> disk_prefetch;
     TenantShare share;              // whom it belongs to and how it ranks (admission.h)
     int64_t admission_cost = 0;     // tokens its tenant was charged when it got a slot (admission_cost)
 };

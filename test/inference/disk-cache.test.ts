@@ -16,7 +16,7 @@ import { serverOptions, splitCommandLine } from '../../src/inference/server-conf
 import { startInferenceServer, type InferenceServerOptions } from '../../src/inference/server.js';
 import { ensureDraftModels, ensureTestModels } from '../fixtures/models.js';
 import { completionTokens, sameGreedyAnswer } from '../helpers/greedy.js';
-import { postJson, startTestServer, type TestServer } from '../helpers/inference-server.js';
+import { parseSse, postJson, startTestServer, type TestServer } from '../helpers/inference-server.js';
 import { REPO_ROOT } from '../helpers/reference.js';
 
 const models = await ensureTestModels();
@@ -281,6 +281,47 @@ t.test('the step loop never waits for a disk write', async (t) => {
   const again = await open(dir);
   t.teardown(again.close);
   t.equal(await metric(again.base, 'prompt_cache_disk_adopted_total'), 2);
+});
+
+t.test('the step loop never waits for a disk read: the task waits for its state while the other slots decode', async (t) => {
+  const dir = newDir();
+  const first = await open(dir);
+  await complete(first.base, P1);
+  await first.close();
+  // A slow disk: every read waits 3 s before it starts.
+  process.env['LLAMA_ADDON_TEST_DISK_READ_DELAY_MS'] = '3000';
+  const server = await open(dir);
+  delete process.env['LLAMA_ADDON_TEST_DISK_READ_DELAY_MS'];
+  t.teardown(server.close);
+  const stream = async (prompt: string, nPredict: number, signal: AbortSignal, onEvent: () => void): Promise<string> => {
+    const res = await fetch(`${server.base}/completion`, { method: 'POST', body: JSON.stringify({ prompt, n_predict: nPredict, temperature: 0, n_probs: 2, stream: true }), signal });
+    const decoder = new TextDecoder();
+    let text = '';
+    for await (const chunk of res.body!) {
+      const part = decoder.decode(chunk as Uint8Array, { stream: true });
+      for (let i = 0; i < (part.match(/^data: /gm)?.length ?? 0); i++) onEvent();
+      text += part;
+    }
+    return text;
+  };
+  // B generates on its own slot throughout; its events are counted while A waits for its read.
+  const stopB = new AbortController();
+  let bEvents = 0;
+  let bStarted!: () => void;
+  const bRunning = new Promise<void>((resolve) => { bStarted = resolve; });
+  const b = stream(P2, 1500, stopB.signal, () => { bEvents++; bStarted(); }).catch(() => '');
+  await bRunning;
+  const bBefore = bEvents;
+  let bWhileReading = -1;
+  const a = await stream(P1 + MORE, 12, new AbortController().signal, () => { if (bWhileReading < 0) bWhileReading = bEvents - bBefore; });
+  stopB.abort();
+  await b;
+  t.ok(bWhileReading >= 20, `B got ${bWhileReading} tokens while A's state was read (the engine did not wait for the disk)`);
+  const events = parseSse(a) as any[];
+  const last = events.filter((e) => e !== '[DONE]').at(-1);
+  t.ok(last.timings.cache_n >= (await promptTokens(server.base, P1)) - 2, `A's prompt came back from the disk (${last.timings.cache_n} tokens)`);
+  sameGreedyAnswer(t, completionTokens(events), reference.get(P1 + MORE)!.tokens, 'restored after a slow read');
+  t.equal(await metric(server.base, 'prompt_cache_disk_hits_total'), 1);
 });
 
 t.test('router mode: a model unloaded and loaded again finds its states; two models never read each other\'s', async (t) => {
