@@ -1,4 +1,9 @@
-// Starts an inference server in this test process on a free port, on a generated model.
+// Starts an inference server in this test process on a free port, on a generated model (or one
+// held in its model load, startLoadingServer).
+import { execFileSync } from 'node:child_process';
+import { mkdtemp, open, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { startInferenceServer, type InferenceServer, type InferenceServerOptions } from '../../src/inference/server.js';
 import { resolveRuntime } from '../../src/inference/options.js';
 
@@ -28,6 +33,33 @@ export async function startTestServer(model: string, overrides: Partial<Inferenc
     throw err;
   }
   return { server, base: `http://127.0.0.1:${server.port}`, close: () => server.close() };
+}
+
+/**
+ * A server whose model load is held at its first read (its model path is a FIFO) until
+ * `failLoad()`, which lets the loader read bytes that are not a model: `ready` then rejects
+ * ("not a GGUF file"), and the server is closed.
+ */
+export async function startLoadingServer(overrides: Partial<InferenceServerOptions> = {}): Promise<{ server: InferenceServer; base: string; failLoad(): Promise<void> }> {
+  const dir = await mkdtemp(join(tmpdir(), 'loading-'));
+  const fifo = join(dir, 'model.gguf');
+  execFileSync('mkfifo', [fifo]);
+  const server = await startInferenceServer({
+    runtime: resolveRuntime({ model: fifo }, false), host: '127.0.0.1', port: 0, parallel: 1, apiKeys: [], metrics: false, nPredict: -1, maxBodyBytes: 1 << 20,
+    ...overrides,
+  });
+  return {
+    server,
+    base: `http://127.0.0.1:${server.port}`,
+    async failLoad() {
+      const writer = await open(fifo, 'w');
+      await writer.write('NOPE');
+      await writer.close();
+      await server.ready.catch(() => {});
+      await server.close();
+      await rm(dir, { recursive: true, force: true });
+    },
+  };
 }
 
 export async function postJson(url: string, body: unknown, headers: Record<string, string> = {}): Promise<{ status: number; body: any; headers: Headers }> {

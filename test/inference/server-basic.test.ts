@@ -1,12 +1,6 @@
-import { execFileSync } from 'node:child_process';
-import { mkdtemp, open, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import t from 'tap';
-import { startInferenceServer } from '../../src/inference/server.js';
-import { resolveRuntime } from '../../src/inference/options.js';
 import { ensureTestModels, CHAT_VOCAB_SIZE } from '../fixtures/models.js';
-import { postJson, startTestServer } from '../helpers/inference-server.js';
+import { postJson, startLoadingServer, startTestServer } from '../helpers/inference-server.js';
 import { llamaSimpleGreedy } from '../helpers/reference.js';
 
 const models = await ensureTestModels();
@@ -14,28 +8,18 @@ const { base, close } = await startTestServer(models.chat);
 t.teardown(close);
 
 t.test('the port is open while the model loads: health is 503 "Loading model", then 200', async (t) => {
-  // A FIFO as the model path holds the loader at its first read until we write to it.
-  const dir = await mkdtemp(join(tmpdir(), 'loading-'));
-  t.teardown(() => rm(dir, { recursive: true, force: true }));
-  const fifo = join(dir, 'model.gguf');
-  execFileSync('mkfifo', [fifo]);
-  const server = await startInferenceServer({
-    runtime: resolveRuntime({ model: fifo }, false), host: '127.0.0.1', port: 0, parallel: 1, apiKeys: ['k'], metrics: false, nPredict: -1, maxBodyBytes: 1 << 20,
-  });
-  const url = `http://127.0.0.1:${server.port}`;
+  const loading = await startLoadingServer({ apiKeys: ['k'] });
   for (const path of ['/health', '/v1/health']) {
-    const res = await fetch(url + path);
+    const res = await fetch(loading.base + path);
     t.equal(res.status, 503, path);
     t.same(await res.json(), { error: { code: 503, message: 'Loading model', type: 'unavailable_error' } });
   }
-  const completion = await postJson(`${url}/completion`, { prompt: 'x' });
+  const completion = await postJson(`${loading.base}/completion`, { prompt: 'x' });
   t.equal(completion.status, 503, 'other endpoints are 503 too, before the API key check');
   // Release the loader with bytes that are not a model: loading fails cleanly.
-  const writer = await open(fifo, 'w');
-  await writer.write('NOPE');
-  await writer.close();
-  await t.rejects(server.ready, /not a GGUF file/);
-  await server.close();
+  const failed = t.rejects(loading.server.ready, /not a GGUF file/);
+  await loading.failLoad();
+  await failed;
 });
 
 t.test('health is 200 {"status":"ok"} when ready', async (t) => {
