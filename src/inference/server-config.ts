@@ -1,7 +1,7 @@
 // inference-server's command line: llama-server's own (parsed by llama.cpp's parser, see
 // ServerParams and llama-server-flags.ts) plus a few flags of ours, which are taken out first.
 // Pure functions from the parsed values to the server's options, so they can be tested alone.
-import type { RoleName } from '../auth/mount.js';
+import { ROLE_NAMES, type RoleName } from '../auth/roles.js';
 import { UsageError, parseFlags, type FlagSpec, type ParsedFlags } from '../cli/flags.js';
 import { native, PoolingType, type EngineSettings, type LogLevel, type PoolingName, type ReasoningFormat, type ServerParamValues } from '../native/binding.js';
 import { LLAMA_SERVER_FLAGS } from './llama-server-flags.js';
@@ -14,12 +14,12 @@ import type { TransportOptions } from './transport.js';
 import type { GenerationDefaults } from './service/generation.js';
 
 /**
- * The roles --auth-role takes, in the auth service's order. The compiler holds this list to the
- * service's RoleName (every role, no other) instead of a value import of ROLE_NAMES: importing
- * a value from src/auth/mount.ts would load the whole auth service (postgres.js, migrations,
- * key ring) on every start, which access/auth-bridge.ts defers until --auth or --auth-app.
+ * The roles --auth-role takes, in the auth service's order: from src/auth/roles.ts, a module of
+ * its own (a value import from src/auth/mount.ts would load the whole auth service, postgres.js,
+ * migrations and key ring, on every start, which access/auth-bridge.ts defers until --auth or
+ * --auth-app).
  */
-const AUTH_ROLES = Object.keys({ owner: 0, admin: 0, staff: 0, viewer: 0 } satisfies Record<RoleName, 0>) as RoleName[];
+const AUTH_ROLES: RoleName[] = [...ROLE_NAMES];
 
 /** Flags of this server that llama-server does not have. */
 export const OWN_FLAGS = [

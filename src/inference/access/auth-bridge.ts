@@ -8,7 +8,8 @@ import { HttpError } from '../../http/errors.js';
 import type { Route } from '../../http/router.js';
 // The auth service (postgres.js, jose, its schema) is imported only when a flag asks for it: a
 // server without --auth/--auth-app starts without loading it (router mode starts one per model).
-import type { ApiKeyIdentity, ApiKeyVerifier, AuthService, AuthServiceConfig, RoleName } from '../../auth/mount.js';
+import type { ApiKeyIdentity, ApiKeyVerifier, AuthService, AuthServiceConfig } from '../../auth/mount.js';
+import { ROLE_RANK, type RoleName } from '../../auth/roles.js';
 import { ErrorType, inferenceError } from '../errors.js';
 import type { UsageHourRow } from '../tenants/usage-meter.js';
 
@@ -61,9 +62,6 @@ export interface InferenceAuth {
 export interface UsageRecorder {
   record(rows: UsageHourRow[]): Promise<void>;
 }
-
-/** Roles by rank (the auth service's ROLE_RANK, without importing it: see server-config.ts's AUTH_ROLES). */
-const ROLE_RANK: Record<RoleName, number> = { viewer: 1, staff: 2, admin: 3, owner: 4 };
 
 export async function createInferenceAuth(options: InferenceAuthOptions): Promise<InferenceAuth> {
   if (!options.mount && !options.appSlug) return { routes: [], close: async () => {} };
