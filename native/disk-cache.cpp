@@ -30,8 +30,10 @@ static constexpr uint64_t kMaxHeader = 64ull << 20;  // a header beyond this is 
 // always waits, whatever its size.
 static constexpr size_t kMaxPendingBytes = 512ull << 20;
 static constexpr size_t kMaxPendingWrites = 8;
-// Reads asked for, or done and still held by a waiting task (each a whole state in host memory).
-static constexpr size_t kMaxHeldReads = 8;
+// Reads asked for, or done and still held by a waiting task (each a whole state in host memory):
+// beyond this many, or this many bytes, a task computes its prompt instead. One is always allowed.
+static constexpr size_t kMaxHeldReads = 16;
+static constexpr uint64_t kMaxHeldBytes = 2ull << 30;
 
 uint64_t disk_hash(const void * data, size_t n, uint64_t seed) {
     const auto * p = static_cast<const uint8_t *>(data);
@@ -229,16 +231,19 @@ std::shared_ptr<DiskPrefetch> DiskCache::prefetch(const std::vector<llama_token>
     // A read of the same file that another task asked for is shared; the rest are bounded (each
     // holds a whole state in host memory until its task is admitted).
     held_.erase(std::remove_if(held_.begin(), held_.end(), [](const auto & w) { return w.expired(); }), held_.end());
+    uint64_t held_bytes = 0;
     for (const auto & w : held_) {
         auto p = w.lock();
         if (p && p->path == chosen.path) return p;
+        if (p) held_bytes += p->file_size;
     }
-    if (held_.size() >= kMaxHeldReads) {
+    if (!held_.empty() && (held_.size() >= kMaxHeldReads || held_bytes + chosen.file_size > kMaxHeldBytes)) {
         counters_.misses++;
         return nullptr;
     }
     auto p = std::make_shared<DiskPrefetch>();
     p->path = chosen.path;
+    p->file_size = chosen.file_size;
     held_.push_back(p);
     {
         std::lock_guard<std::mutex> lock(read_mu_);

@@ -89,7 +89,8 @@ public:
     // prefix with `prompt`, when that prefix is longer than `beat` tokens and at least a quarter of
     // the file's tokens (as the host-memory tier: never a large state for a sliver of it); a read
     // of that file already asked for (or done, and still held by a task) is shared. Null (a miss)
-    // when no file qualifies, or when kMaxHeldReads reads are asked for or held already. Once the
+    // when no file qualifies, or when the reads asked for or held already reach their bound
+    // (kMaxHeldReads, kMaxHeldBytes; one is always allowed). Once the
     // read is done, its `state` is empty (a miss) when the file failed its checks (it is deleted)
     // or there was no memory to read it into.
     std::shared_ptr<DiskPrefetch> prefetch(const std::vector<llama_token> & prompt, const std::vector<float> & lora, size_t beat);
@@ -179,6 +180,7 @@ private:
 // engine thread once `done` is true (the reader thread sets it last, with release order).
 struct DiskPrefetch {
     std::string path;
+    uint64_t file_size = 0;
     std::atomic<bool> done{false};
     std::optional<DiskCache::State> state;
 };
