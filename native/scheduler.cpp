@@ -167,7 +167,7 @@ void Scheduler::admit_in_arrival_order(int64_t now, std::vector<Slot *> & starte
     const bool newest_first = params_.overload_lifo_ms > 0 && now - waiting_.front()->t_queued_us >= params_.overload_lifo_ms * 1000;
     for (size_t skipped = 0; skipped < waiting_.size();) {
         const size_t i = newest_first ? waiting_.size() - 1 - skipped : skipped;
-        Slot * slot = SlotCachePolicy::ready_to_admit(*waiting_[i]) ? policy_.choose_slot(*waiting_[i]) : nullptr;
+        Slot * slot = policy_.choose_slot(*waiting_[i]);
         if (!slot) {
             skipped++;
             continue;
@@ -189,7 +189,7 @@ void Scheduler::admit_by_fair_share(int64_t now, std::vector<Slot *> & started) 
     while (std::any_of(slots_.begin(), slots_.end(), idle)) {
         const size_t i = admission_next(entries, skip, tenants_, now, params_.overload_lifo_ms);
         if (i == entries.size()) break;
-        Slot * slot = SlotCachePolicy::ready_to_admit(*waiting_[i]) ? policy_.choose_slot(*waiting_[i]) : nullptr;
+        Slot * slot = policy_.choose_slot(*waiting_[i]);
         if (!slot) {
             skip[i] = true;
             continue;

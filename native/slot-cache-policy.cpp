@@ -44,6 +44,8 @@ SlotCachePolicy::SlotCachePolicy(llama_context * ctx, std::vector<Slot> & slots,
 //   unrelated idle cache is not kept at the expense of the others).
 // A cache made under other LoRA scales holds nothing of the prompt (it cannot be reused).
 Slot * SlotCachePolicy::choose_slot(const CompletionTask & task) {
+    // A task whose state the disk tier is reading waits for the read (prefetch_from_disk).
+    if (task.disk_prefetch && !task.disk_prefetch->done.load(std::memory_order_acquire)) return nullptr;
     if (task.id_slot >= 0) {
         Slot & s = slots_[task.id_slot];
         return s.busy() ? nullptr : &s;
@@ -297,10 +299,6 @@ void SlotCachePolicy::prefetch_from_disk(CompletionTask & task) const {
     }
     if (have >= usable || std::min(disk_->longest_prefix(task.prompt, task.lora_scales), usable) < have + kDiskMinGain) return;
     task.disk_prefetch = disk_->prefetch(task.prompt, task.lora_scales, have + kDiskMinGain - 1);
-}
-
-bool SlotCachePolicy::ready_to_admit(const CompletionTask & task) {
-    return !task.disk_prefetch || task.disk_prefetch->done.load(std::memory_order_acquire);
 }
 
 // At placement: the state read for the task (prefetch_from_disk) is restored into its slot when it

@@ -57,7 +57,8 @@ public:
     // Whether the engine writes buffers for expected saves ahead (EngineModes::prepare_saves).
     void set_prepare_saves(bool on) { prepare_saves_ = on; }
 
-    // The idle slot `task` goes to, or null (its id_slot is busy, or no slot is idle).
+    // The idle slot `task` goes to, or null (its id_slot is busy, no slot is idle, or its state is
+    // still being read from the disk tier).
     Slot * choose_slot(const CompletionTask & task);
     // Gives `slot` the task and settles its cache for it: returns with slot.cache holding the
     // prompt tokens whose K/V the slot's sequence now holds (its own, restored, shifted into
@@ -85,8 +86,6 @@ public:
     // --cache-disk, a task arrives: when a file holds kDiskMinGain more of its prompt than any slot
     // or the host-memory tier, its read is asked for (DiskCache::prefetch, on the reader thread).
     void prefetch_from_disk(CompletionTask & task) const;
-    // Whether the task may be admitted now: not while its disk read is under way.
-    static bool ready_to_admit(const CompletionTask & task);
 
     // The slot's task ends (before its slot is released): its cache is due for the disk tier
     // (save_due_to_disk), where it goes when it adds enough to what the files hold (kDiskMinNew).

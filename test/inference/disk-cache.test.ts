@@ -313,7 +313,11 @@ t.test('the step loop never waits for a disk read: the task waits for its state 
   await bRunning;
   const bBefore = bEvents;
   let bWhileReading = -1;
-  const a = await stream(P1 + MORE, 12, new AbortController().signal, () => { if (bWhileReading < 0) bWhileReading = bEvents - bBefore; });
+  const aDone = stream(P1 + MORE, 12, new AbortController().signal, () => { if (bWhileReading < 0) bWhileReading = bEvents - bBefore; });
+  // The same prompt again, sent while the state is being read: it shares the read.
+  const second = complete(server.base, P1 + MORE);
+  const a = await aDone;
+  t.equal((await second).content, reference.get(P1 + MORE)!.content, 'the second request answers as the reference');
   stopB.abort();
   await b;
   t.ok(bWhileReading >= 20, `B got ${bWhileReading} tokens while A's state was read (the engine did not wait for the disk)`);
@@ -322,6 +326,7 @@ t.test('the step loop never waits for a disk read: the task waits for its state 
   t.ok(last.timings.cache_n >= (await promptTokens(server.base, P1)) - 2, `A's prompt came back from the disk (${last.timings.cache_n} tokens)`);
   sameGreedyAnswer(t, completionTokens(events), reference.get(P1 + MORE)!.tokens, 'restored after a slow read');
   t.equal(await metric(server.base, 'prompt_cache_disk_hits_total'), 1);
+  t.equal(await metric(server.base, 'prompt_cache_disk_bytes_read_total'), statSync(stateFiles(dir)[0]!).size, 'the file was read once for both requests');
 });
 
 t.test('router mode: a model unloaded and loaded again finds its states; two models never read each other\'s', async (t) => {
