@@ -30,10 +30,9 @@ static constexpr uint64_t kMaxHeader = 64ull << 20;  // a header beyond this is 
 // always waits, whatever its size.
 static constexpr size_t kMaxPendingBytes = 512ull << 20;
 static constexpr size_t kMaxPendingWrites = 8;
-// Reads asked for, or done and still held by a waiting task (each a whole state in host memory):
-// beyond this many, or this many bytes, a task computes its prompt instead. One is always allowed.
-static constexpr size_t kMaxHeldReads = 16;
-static constexpr uint64_t kMaxHeldBytes = 2ull << 30;
+bool disk_read_may_be_held(size_t held_reads, uint64_t held_bytes, uint64_t file_size) {
+    return held_reads == 0 || (held_reads < kMaxHeldReads && held_bytes + file_size <= kMaxHeldBytes);
+}
 
 uint64_t disk_hash(const void * data, size_t n, uint64_t seed) {
     const auto * p = static_cast<const uint8_t *>(data);
@@ -237,7 +236,7 @@ std::shared_ptr<DiskPrefetch> DiskCache::prefetch(const std::vector<llama_token>
         if (p && p->path == chosen.path) return p;
         if (p) held_bytes += p->file_size;
     }
-    if (!held_.empty() && (held_.size() >= kMaxHeldReads || held_bytes + chosen.file_size > kMaxHeldBytes)) {
+    if (!disk_read_may_be_held(held_.size(), held_bytes, chosen.file_size)) {
         counters_.misses++;
         return nullptr;
     }
@@ -438,7 +437,8 @@ void DiskCache::write_file(Write & w) {
             remove_entry_locked(i, true);
         }
     }
-    entries_.push_back(Entry{path, std::move(w.tokens), std::move(w.lora), file_size});
+    // Copies: run_writer finds the write's entry in writing_ by these tokens once this returns.
+    entries_.push_back(Entry{path, w.tokens, w.lora, file_size});
 }
 
 void DiskCache::remove_entry_locked(size_t i, bool count_eviction) {

@@ -61,6 +61,14 @@ struct DiskCacheCounters {
     std::atomic<uint64_t> bytes{0};         // bytes of this fingerprint's files
 };
 
+// Reads asked for, or done and still held by a waiting task (each a whole state in host memory):
+// beyond this many, or this many bytes, a task computes its prompt instead. One is always allowed.
+constexpr size_t kMaxHeldReads = 16;
+constexpr uint64_t kMaxHeldBytes = 2ull << 30;
+// Whether one more read of `file_size` bytes may be asked for while `held_reads` reads of
+// `held_bytes` in all are held (DiskCache::prefetch's bound).
+bool disk_read_may_be_held(size_t held_reads, uint64_t held_bytes, uint64_t file_size);
+
 struct DiskPrefetch;
 
 class DiskCache {

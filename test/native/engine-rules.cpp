@@ -1,16 +1,22 @@
 // The engine's scheduling and cache rules, tested on the engine core without a server:
 // SlotCachePolicy (slot choice, joins and the chained-join rule, eviction under pressure,
-// unsharing before cells move), BatchBuilder (step composition) and admission (fair share across
-// tenants, order within a tenant: admission.h). Run by
+// unsharing before cells move), BatchBuilder (step composition), admission (fair share across
+// tenants, order within a tenant: admission.h) and the disk tier's bound on reads held and its
+// rule for writing again (disk-cache.h). Run by
 // test/native/engine-rules.test.ts: `engine_rules_test MODEL.gguf` prints one line per check,
 // "ok - NAME" or "not ok - NAME # DETAIL", and exits 1 when any failed.
+#include <algorithm>
 #include <cstdio>
+#include <cstdlib>
+#include <filesystem>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "admission.h"
 #include "batch-builder.h"
+#include "disk-cache.h"
 #include "engine-counters.h"
 #include "engine-params.h"
 #include "slot-cache-policy.h"
@@ -379,6 +385,109 @@ static void admission(void) {
     }
 }
 
+// DiskCache::prefetch: reads held by waiting tasks are bounded (kMaxHeldReads, kMaxHeldBytes; one
+// always allowed), a read of a file already asked for is shared and not counted again, and a read
+// released by its tasks makes room. On a real directory of small states.
+static void disk_read_bound(void) {
+    constexpr uint64_t GiB = 1ull << 30;
+    check(disk_read_may_be_held(0, 0, 3 * GiB), "disk reads: one read is always allowed, whatever its size");
+    check(disk_read_may_be_held(kMaxHeldReads - 1, 0, 1), "disk reads: below the count bound, allowed");
+    check(!disk_read_may_be_held(kMaxHeldReads, 0, 1), "disk reads: at the count bound, refused");
+    check(disk_read_may_be_held(1, kMaxHeldBytes - GiB, GiB), "disk reads: up to the byte bound, allowed");
+    check(!disk_read_may_be_held(1, kMaxHeldBytes - GiB, GiB + 1), "disk reads: past the byte bound, refused");
+
+    char tmpl[] = "/tmp/engine-rules-disk-XXXXXX";
+    const char * dir = mkdtemp(tmpl);
+    if (!dir) {
+        check(false, "disk reads: a temporary directory", "mkdtemp failed");
+        return;
+    }
+    const std::vector<float> lora;
+    const size_t files = kMaxHeldReads + 1;
+    auto prompt_of = [](size_t i) { return tokens(static_cast<llama_token>(1000 * (i + 1)), 80); };
+    {
+        DiskCacheCounters counters;
+        DiskCache cache(dir, 0, "engine-rules", counters);
+        for (size_t i = 0; i < files; i++) {
+            HostBuffer b = HostBuffers::allocate(256);
+            for (size_t j = 0; j < 256; j++) b.data[j] = static_cast<uint8_t>(i + j);
+            cache.save_buffer(prompt_of(i), lora, std::move(b), 256, true);
+        }
+        cache.flush();
+        check_eq(static_cast<long long>(counters.files_written.load()), static_cast<long long>(files), "disk reads: the states are on disk");
+
+        std::vector<std::shared_ptr<DiskPrefetch>> held;
+        for (size_t i = 0; i < kMaxHeldReads; i++) held.push_back(cache.prefetch(prompt_of(i), lora, 0));
+        bool all = true;
+        for (const auto & p : held) all = all && p != nullptr;
+        check(all, "disk reads: up to the bound, each file is read");
+        const uint64_t misses = counters.misses.load();
+        check(cache.prefetch(prompt_of(files - 1), lora, 0) == nullptr, "disk reads: one more file than the bound is not read (the task computes its prompt)");
+        check_eq(static_cast<long long>(counters.misses.load() - misses), 1, "disk reads: the refused read counts as a miss");
+        check(cache.prefetch(prompt_of(0), lora, 0) == held[0], "disk reads: a file already asked for is shared, past the bound too");
+
+        // A read in progress is held by the reader too; once a later one is done, the reader has let go of the first.
+        auto read_back = [&](const std::shared_ptr<DiskPrefetch> & p, size_t i) {
+            while (!p->done.load(std::memory_order_acquire)) std::this_thread::yield();
+            return p->state && p->state->tokens == prompt_of(i) && p->state->size == 256 && p->state->data[0] == static_cast<uint8_t>(i);
+        };
+        bool read = true;
+        for (size_t i = 0; i < held.size(); i++) read = read_back(held[i], i) && read;
+        check(read, "disk reads: each read returns the state that was written");
+        held.erase(held.begin());
+        auto later = cache.prefetch(prompt_of(files - 1), lora, 0);
+        check(later != nullptr, "disk reads: a read released by its tasks makes room for another");
+        check(later && read_back(later, files - 1), "disk reads: and it is read");
+    }
+    std::error_code ec;
+    std::filesystem::remove_all(dir, ec);
+}
+
+// DiskCache::worth_saving: a state on disk, or being written, is not written again; once the
+// budget evicted its file, it is worth writing again. (The writer used to keep every state it had
+// written in its list of writes in progress: flush() never returned, and an evicted prefix was
+// never written again.)
+static void disk_rewrite_after_eviction(void) {
+    char tmpl[] = "/tmp/engine-rules-disk-XXXXXX";
+    const char * dir = mkdtemp(tmpl);
+    if (!dir) {
+        check(false, "disk writes: a temporary directory", "mkdtemp failed");
+        return;
+    }
+    const std::vector<float> lora;
+    const auto first = tokens(100, 80);
+    const auto second = tokens(500, 80);
+    auto state = [] {
+        HostBuffer b = HostBuffers::allocate(4096);
+        std::fill(b.data.get(), b.data.get() + 4096, uint8_t{7});
+        return b;
+    };
+    uint64_t file_size = 0;
+    {
+        DiskCacheCounters counters;
+        DiskCache measure(std::string(dir) + "/measure", 0, "engine-rules", counters);
+        measure.save_buffer(first, lora, state(), 4096, true);
+        measure.flush();
+        file_size = counters.bytes.load();
+    }
+    {
+        DiskCacheCounters counters;
+        DiskCache cache(std::string(dir) + "/one-file", file_size + file_size / 2, "engine-rules", counters);
+        check(cache.worth_saving(first, lora, 1), "disk writes: a state not on disk is worth writing");
+        cache.save_buffer(first, lora, state(), 4096, true);
+        check(!cache.worth_saving(first, lora, 1), "disk writes: nor while it is being written");
+        cache.flush();
+        check(!cache.worth_saving(first, lora, 1), "disk writes: a state on disk is not worth writing again");
+        cache.save_buffer(second, lora, state(), 4096, true);
+        cache.flush();
+        check_eq(static_cast<long long>(counters.evictions.load()), 1, "disk writes: the budget holds one file: the first is evicted");
+        check(cache.worth_saving(first, lora, 1), "disk writes: an evicted state is worth writing again");
+        check(!cache.worth_saving(second, lora, 1), "disk writes: the file kept is not");
+    }
+    std::error_code ec;
+    std::filesystem::remove_all(dir, ec);
+}
+
 int main(int argc, char ** argv) {
     if (argc < 2) {
         std::fprintf(stderr, "usage: engine_rules_test MODEL.gguf\n");
@@ -398,6 +507,8 @@ int main(int argc, char ** argv) {
     eviction(model);
     step_composition(model);
     admission();
+    disk_read_bound();
+    disk_rewrite_after_eviction();
     llama_model_free(model);
     llama_backend_free();
     return failures == 0 ? 0 : 1;

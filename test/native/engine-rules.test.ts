@@ -1,7 +1,7 @@
 // The engine's scheduling and cache rules, tested in C++ on the engine core without a server
 // (test/native/engine-rules.cpp): slot choice, joins and the chained-join rule, eviction under KV
-// pressure, unsharing before cells move, step composition. Each check the program prints is one
-// assertion here.
+// pressure, unsharing before cells move, step composition, fair share across tenants, and the
+// disk tier's bound on reads held. Each check the program prints is one assertion here.
 import { spawnSync } from 'node:child_process';
 import t from 'tap';
 import { ensureTestModels } from '../fixtures/models.js';
