@@ -467,6 +467,8 @@ static Napi::Object event_to_js(Napi::Env env, const EngineEvent & e) {
             o.Set("embedding", vec);
             o.Set("nVectors", e.n_vectors);
             o.Set("nPrompt", e.n_prompt);
+            o.Set("tPromptMs", e.t_prompt_ms);
+            o.Set("slot", e.slot_id);
             break;
         }
     }

@@ -124,6 +124,8 @@ void Scheduler::finish_embedding(Slot & s, int32_t first) {
     ev.kind = EngineEvent::Kind::EMBEDDING;
     ev.task_id = s.task->id;
     ev.n_prompt = static_cast<int32_t>(s.task->prompt.size());
+    ev.t_prompt_ms = (t - s.t_start_us) / 1000.0;
+    ev.slot_id = s.id;
     const auto & media = s.task->media;
     const size_t last_run = media.empty() ? 0 : media.back().start + media.back().n_pos;
     const int32_t n = static_cast<int32_t>(s.task->prompt.size() - last_run);

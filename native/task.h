@@ -75,7 +75,7 @@ struct EngineEvent {
     float prob = 0.0f;
     std::vector<TokenProb> probs;
 
-    // DONE
+    // DONE (EMBEDDING: n_prompt, t_prompt_ms and slot_id too)
     StopType stop = StopType::NONE;
     std::string stopping_word;
     bool truncated = false;

@@ -256,8 +256,11 @@ export type EngineEvent =
   | { task: number; kind: 'error'; message: string }
   /** return_progress: the prompt's tokens, those reused from the cache, those in the cache so far (cached included). */
   | { task: number; kind: 'progress'; total: number; cache: number; processed: number; timeMs: number }
-  /** One pooled vector (nVectors 1), or one per prompt token with pooling none; row-major. */
-  | { task: number; kind: 'embedding'; embedding: Float32Array; nVectors: number; nPrompt: number };
+  /**
+   * One pooled vector (nVectors 1), or one per prompt token with pooling none; row-major. With the
+   * time from the slot taking the input to its vector (tPromptMs) and the slot.
+   */
+  | { task: number; kind: 'embedding'; embedding: Float32Array; nVectors: number; nPrompt: number; tPromptMs: number; slot: number };
 
 export interface SlotSnapshot {
   id: number;

@@ -2,22 +2,22 @@
 // response (or when the client leaves). Every request gets the HTTP server conventions' name
 // `{method} {route}` and attributes; a request that reaches the engine becomes a GenAI span,
 // renamed `{gen_ai.operation.name} {gen_ai.request.model}`, with the request's settings, its
-// usage and finish reasons (`tool_calls` where the chat's answer says so), and one child span per task for its queue wait, prompt processing
-// and generation (task-spans.ts).
+// usage and finish reasons (`tool_calls` where the chat's answer says so), and child spans per
+// task for its queue wait, prompt processing and generation (task-spans.ts; an embedding input
+// has the first two).
 import type { AsyncLocalStorage } from 'node:async_hooks';
 import { defaultTextMapGetter, ROOT_CONTEXT, SpanKind, SpanStatusCode, trace, type Attributes, type Context, type Span, type TextMapPropagator, type Tracer } from '@opentelemetry/api';
 import { ATTR_ERROR_TYPE, ATTR_HTTP_REQUEST_METHOD, ATTR_HTTP_RESPONSE_STATUS_CODE, ATTR_HTTP_ROUTE } from '@opentelemetry/semantic-conventions';
 import {
-  ATTR_GEN_AI_EMBEDDINGS_DIMENSION_COUNT, ATTR_GEN_AI_OPERATION_NAME, ATTR_GEN_AI_PROVIDER_NAME, ATTR_GEN_AI_REQUEST_FREQUENCY_PENALTY,
+  ATTR_GEN_AI_OPERATION_NAME, ATTR_GEN_AI_PROVIDER_NAME, ATTR_GEN_AI_REQUEST_FREQUENCY_PENALTY,
   ATTR_GEN_AI_REQUEST_MAX_TOKENS, ATTR_GEN_AI_REQUEST_MODEL, ATTR_GEN_AI_REQUEST_PRESENCE_PENALTY, ATTR_GEN_AI_REQUEST_SEED,
   ATTR_GEN_AI_REQUEST_STOP_SEQUENCES, ATTR_GEN_AI_REQUEST_TEMPERATURE, ATTR_GEN_AI_REQUEST_TOP_K, ATTR_GEN_AI_REQUEST_TOP_P,
-  ATTR_GEN_AI_RESPONSE_FINISH_REASONS, ATTR_GEN_AI_RESPONSE_ID, ATTR_GEN_AI_RESPONSE_MODEL, ATTR_GEN_AI_SYSTEM, ATTR_GEN_AI_USAGE_INPUT_TOKENS,
+  ATTR_GEN_AI_RESPONSE_FINISH_REASONS, ATTR_GEN_AI_RESPONSE_ID, ATTR_GEN_AI_RESPONSE_MODEL, ATTR_GEN_AI_SYSTEM,
 } from '@opentelemetry/semantic-conventions/incubating';
 import type { RequestEnd, RequestTrace, TracedRequest } from '../http/request-trace.js';
 import type { CompletionTaskSpec } from '../native/binding.js';
-import type { EmbeddingOutcome } from '../inference/engine/engine.js';
 import { genAiOperation, type GenAiOperation } from './genai-operations.js';
-import { CompletionSpans } from './task-spans.js';
+import { CompletionSpans, EmbeddingSpans } from './task-spans.js';
 import type { CompletionTrace, EmbeddingTrace } from './tracing.js';
 
 export interface SpanTools {
@@ -169,13 +169,7 @@ export class RequestSpan implements RequestTrace {
   embeddings(model: string): EmbeddingTrace | null {
     if (!this.span.isRecording()) return null;
     this.becomeGenAi(this.operation ?? 'embeddings', model);
-    return {
-      done: (outcomes: readonly EmbeddingOutcome[]) => {
-        this.span.setAttribute(ATTR_GEN_AI_USAGE_INPUT_TOKENS, outcomes.reduce((n, o) => n + o.nPrompt, 0));
-        const first = outcomes[0];
-        if (first && first.nVectors > 0) this.span.setAttribute(ATTR_GEN_AI_EMBEDDINGS_DIMENSION_COUNT, first.embedding.length / first.nVectors);
-      },
-    };
+    return new EmbeddingSpans(this.tools.tracer, this.span, this.context, () => this.now());
   }
 
   /** The GenAI conventions' name and common attributes: the request is served by `model` on llama.cpp. */

@@ -18,9 +18,10 @@ export interface CompletionTrace {
   follow(outcomes: ReadonlyArray<Promise<CompletionOutcome>>): void;
 }
 
-/** One request's embedding inputs. */
+/** One request's embedding inputs, followed to their outcomes. */
 export interface EmbeddingTrace {
-  done(outcomes: readonly EmbeddingOutcome[]): void;
+  /** The inputs' outcome promises, once submitted: input tokens, dimensions and the timing spans come from them. */
+  follow(outcomes: ReadonlyArray<Promise<EmbeddingOutcome>>): void;
 }
 
 let active: Tracing | null = null;

@@ -1,7 +1,8 @@
 // inference-server's traces, received over OTLP/HTTP JSON from a real server on the generated
 // models: one GenAI SERVER span per request with the conventions' attributes (usage equal to the
-// response's), its queue wait, prompt processing and generation children, streams ended with
-// the stream, errors typed, a client's traceparent continued, a handler's tenant recorded.
+// response's), its queue wait, prompt processing and generation children (an embedding input's
+// first two), streams ended with the stream, errors typed, a client's traceparent continued, a
+// handler's tenant recorded.
 import t from 'tap';
 import { startHttpServer } from '../../src/http/server.js';
 import { flushTracing, setRequestTenant, startTracing, stopTracing, tracingEnabled } from '../../src/telemetry/tracing.js';
@@ -180,7 +181,7 @@ t.test("a client's traceparent is continued: same trace, the client's span as pa
   for (const child of receiver.children(span)) t.equal(child.traceId, span.traceId);
 });
 
-t.test('embeddings are an embeddings span with the input tokens of the usage', async (t) => {
+t.test('embeddings are an embeddings span with the input tokens of the usage; each input has queue wait and prompt processing children', async (t) => {
   const reply = await postJson(`${embed.base}/v1/embeddings`, { input: ['first sentence', 'and a second one'] });
   t.equal(reply.status, 200);
   const span = await exported((s) => s.name === `embeddings ${reply.body.model}`);
@@ -188,6 +189,28 @@ t.test('embeddings are an embeddings span with the input tokens of the usage', a
   t.equal(span.attributes['http.route'], '/v1/embeddings');
   t.equal(span.attributes['gen_ai.usage.input_tokens'], reply.body.usage.prompt_tokens);
   t.equal(span.attributes['gen_ai.embeddings.dimension.count'], reply.body.data[0].embedding.length);
+  const children = receiver.children(span);
+  t.equal(children.length, 4, 'two per input, no generation');
+  let tokens = 0;
+  for (const index of [0, 1]) {
+    const mine = children.filter((c) => c.attributes['llama.task.index'] === index);
+    const queue = byName(mine, 'queue wait');
+    const prompt = byName(mine, 'prompt processing');
+    const promptMs = prompt.attributes['llama.timings.prompt_ms'] as number;
+    const slot = prompt.attributes['llama.slot.id'] as number;
+    t.same(prompt.attributes, {
+      'llama.task.index': index, 'llama.slot.id': slot, 'llama.prompt.tokens': prompt.attributes['llama.prompt.tokens'], 'llama.timings.prompt_ms': promptMs,
+    }, `input ${index}: the prompt's attributes`);
+    t.same(queue.attributes, { 'llama.task.index': index, 'llama.slot.id': slot }, `input ${index}: the queue wait's attributes`);
+    t.ok(Number.isInteger(slot) && slot >= 0, `input ${index}: the slot that embedded it (${slot})`);
+    t.ok(promptMs > 0, `input ${index}: the engine's time for it (${promptMs} ms)`);
+    t.ok(span.startMs <= queue.startMs, `input ${index}: the queue wait starts within the request`);
+    t.equal(queue.endMs, prompt.startMs, `input ${index}: prompt processing starts when the wait ends`);
+    t.ok(prompt.endMs <= span.endMs, `input ${index}: prompt processing ends within the request`);
+    t.ok(Math.abs(prompt.endMs - prompt.startMs - promptMs) < 0.01, `input ${index}: prompt processing lasts the engine's time`);
+    tokens += prompt.attributes['llama.prompt.tokens'] as number;
+  }
+  t.equal(tokens, reply.body.usage.prompt_tokens, "the inputs' tokens add up to the usage");
 });
 
 t.test('every route of a server is a span named by its template; a handler can set the tenant', async (t) => {

@@ -58,6 +58,17 @@ export interface EmbeddingOutcome {
   embedding: Float32Array;
   nVectors: number;
   nPrompt: number;
+  /** From the slot taking the input to its vector. */
+  tPromptMs: number;
+  slot: number;
+}
+
+export interface EmbeddingOptions {
+  /** Cancels the inputs not yet embedded; the call rejects with its reason. */
+  signal?: AbortSignal;
+  share?: TaskShare;
+  /** Receives the inputs' outcome promises once created, before the call's own reactions (traces). */
+  follow?: (outcomes: ReadonlyArray<Promise<EmbeddingOutcome>>) => void;
 }
 
 /** An embedding input: its tokens, or text with one media marker per image and the images' bytes. */
@@ -195,12 +206,13 @@ export class InferenceEngine {
    * the NativeError of a refused input, EngineTaskError when the engine fails one, or the
    * signal's reason.
    */
-  async embedAll(inputs: EmbeddingInput[], signal?: AbortSignal, share: TaskShare = {}): Promise<EmbeddingOutcome[]> {
+  async embedAll(inputs: EmbeddingInput[], { signal, share = {}, follow }: EmbeddingOptions = {}): Promise<EmbeddingOutcome[]> {
     if (signal?.aborted) throw signal.reason ?? new Error('aborted');
     const { ids, queued } = this.engine.submit(inputs.map((input) => (input instanceof Int32Array
       ? { kind: 'embedding' as const, prompt: input, ...share }
       : { kind: 'embedding' as const, prompt: new Int32Array(0), promptText: input.text, media: input.media, ...share })));
     const outcomes = ids.map((id) => new Promise<EmbeddingOutcome>((resolve, reject) => this.embeddings.set(id, { resolve, reject })));
+    follow?.(outcomes);
     const onAbort = (): void => {
       for (const id of ids) {
         const waiting = this.embeddings.get(id);
@@ -232,7 +244,7 @@ export class InferenceEngine {
         const waiting = this.embeddings.get(event.task);
         if (!waiting) continue;
         this.embeddings.delete(event.task);
-        if (event.kind === 'embedding') waiting.resolve({ embedding: event.embedding, nVectors: event.nVectors, nPrompt: event.nPrompt });
+        if (event.kind === 'embedding') waiting.resolve({ embedding: event.embedding, nVectors: event.nVectors, nPrompt: event.nPrompt, tPromptMs: event.tPromptMs, slot: event.slot });
         else waiting.reject(new EngineTaskError(event.message));
         continue;
       }

@@ -193,8 +193,7 @@ export class InferenceService implements GenerationContext {
     const trace = traceEmbeddings(this.alias);
     try {
       const tenant = requestTenant(signal);
-      const outcomes = await this.engine.embedAll(inputs, signal, tenant?.share());
-      trace?.done(outcomes);
+      const outcomes = await this.engine.embedAll(inputs, { signal, share: tenant?.share(), follow: (o) => trace?.follow(o) });
       tenant?.meterEmbeddings(this.alias, outcomes.reduce((n, o) => n + o.nPrompt, 0));
       return outcomes;
     } catch (err) {
