@@ -385,6 +385,21 @@ static void admission(void) {
     }
 }
 
+// A fresh directory under /tmp (a failed check and an empty path when it cannot be made), removed
+// with everything in it when this goes out of scope.
+struct TempDir {
+    std::string path;
+    explicit TempDir(const std::string & checks) {
+        char name[] = "/tmp/engine-rules-disk-XXXXXX";
+        if (mkdtemp(name)) path = name;
+        else check(false, checks + ": a temporary directory", "mkdtemp failed");
+    }
+    ~TempDir() {
+        std::error_code ec;
+        if (!path.empty()) std::filesystem::remove_all(path, ec);
+    }
+};
+
 // DiskCache::prefetch: reads held by waiting tasks are bounded (kMaxHeldReads, kMaxHeldBytes; one
 // always allowed), a read of a file already asked for is shared and not counted again, and a read
 // released by its tasks makes room. On a real directory of small states.
@@ -396,18 +411,14 @@ static void disk_read_bound(void) {
     check(disk_read_may_be_held(1, kMaxHeldBytes - GiB, GiB), "disk reads: up to the byte bound, allowed");
     check(!disk_read_may_be_held(1, kMaxHeldBytes - GiB, GiB + 1), "disk reads: past the byte bound, refused");
 
-    char tmpl[] = "/tmp/engine-rules-disk-XXXXXX";
-    const char * dir = mkdtemp(tmpl);
-    if (!dir) {
-        check(false, "disk reads: a temporary directory", "mkdtemp failed");
-        return;
-    }
+    const TempDir dir("disk reads");
+    if (dir.path.empty()) return;
     const std::vector<float> lora;
     const size_t files = kMaxHeldReads + 1;
     auto prompt_of = [](size_t i) { return tokens(static_cast<llama_token>(1000 * (i + 1)), 80); };
     {
         DiskCacheCounters counters;
-        DiskCache cache(dir, 0, "engine-rules", counters);
+        DiskCache cache(dir.path, 0, "engine-rules", counters);
         for (size_t i = 0; i < files; i++) {
             HostBuffer b = HostBuffers::allocate(256);
             for (size_t j = 0; j < 256; j++) b.data[j] = static_cast<uint8_t>(i + j);
@@ -439,8 +450,6 @@ static void disk_read_bound(void) {
         check(later != nullptr, "disk reads: a read released by its tasks makes room for another");
         check(later && read_back(later, files - 1), "disk reads: and it is read");
     }
-    std::error_code ec;
-    std::filesystem::remove_all(dir, ec);
 }
 
 // DiskCache::worth_saving: a state on disk, or being written, is not written again; once the
@@ -448,12 +457,8 @@ static void disk_read_bound(void) {
 // written in its list of writes in progress: flush() never returned, and an evicted prefix was
 // never written again.)
 static void disk_rewrite_after_eviction(void) {
-    char tmpl[] = "/tmp/engine-rules-disk-XXXXXX";
-    const char * dir = mkdtemp(tmpl);
-    if (!dir) {
-        check(false, "disk writes: a temporary directory", "mkdtemp failed");
-        return;
-    }
+    const TempDir dir("disk writes");
+    if (dir.path.empty()) return;
     const std::vector<float> lora;
     const auto first = tokens(100, 80);
     const auto second = tokens(500, 80);
@@ -465,14 +470,14 @@ static void disk_rewrite_after_eviction(void) {
     uint64_t file_size = 0;
     {
         DiskCacheCounters counters;
-        DiskCache measure(std::string(dir) + "/measure", 0, "engine-rules", counters);
+        DiskCache measure(dir.path + "/measure", 0, "engine-rules", counters);
         measure.save_buffer(first, lora, state(), 4096, true);
         measure.flush();
         file_size = counters.bytes.load();
     }
     {
         DiskCacheCounters counters;
-        DiskCache cache(std::string(dir) + "/one-file", file_size + file_size / 2, "engine-rules", counters);
+        DiskCache cache(dir.path + "/one-file", file_size + file_size / 2, "engine-rules", counters);
         check(cache.worth_saving(first, lora, 1), "disk writes: a state not on disk is worth writing");
         cache.save_buffer(first, lora, state(), 4096, true);
         check(!cache.worth_saving(first, lora, 1), "disk writes: nor while it is being written");
@@ -484,8 +489,6 @@ static void disk_rewrite_after_eviction(void) {
         check(cache.worth_saving(first, lora, 1), "disk writes: an evicted state is worth writing again");
         check(!cache.worth_saving(second, lora, 1), "disk writes: the file kept is not");
     }
-    std::error_code ec;
-    std::filesystem::remove_all(dir, ec);
 }
 
 int main(int argc, char ** argv) {
