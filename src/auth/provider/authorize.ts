@@ -18,7 +18,7 @@ import { listRolesOfUser } from '../queries/roles.js';
 import type { Identifier } from '../queries/users.js';
 import { identifierOf } from '../service/identity.js';
 import { perAddress, requestOtp, verifyOtpThen } from '../service/login.js';
-import { enforceRateLimits } from '../service/rate-limits.js';
+import { enforceRateLimits } from '../service/rate-limit-enforcement.js';
 import { chooseTenant } from '../service/sessions.js';
 import { SESSION_LIFETIME_MS } from '../limits.js';
 import { checkAuthorizationRequest, redirectWith, type AuthorizationParameters } from './authorization-request.js';

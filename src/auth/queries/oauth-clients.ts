@@ -1,6 +1,6 @@
 // Queries on the OAuth clients of apps (migration 0022). `secret_hash` is the SHA-256 of the
 // client secret; it never leaves this module's callers in an answer.
-import type { Queryable } from '../db.js';
+import type { Queryable } from '../database/client.js';
 
 export type ClientType = 'confidential' | 'public';
 export type TokenEndpointAuthMethod = 'client_secret_basic' | 'client_secret_post' | 'private_key_jwt' | 'none';

@@ -1,6 +1,6 @@
 // Queries on what the authorization endpoint hands out (migration 0022): browser sessions of the
 // hosted page, sign-ins in progress, authorization codes.
-import type { Queryable } from '../db.js';
+import type { Queryable } from '../database/client.js';
 
 export interface BrowserSessionRow {
   id: string;

@@ -5,7 +5,7 @@ import { createHmac, randomInt, randomUUID, timingSafeEqual } from 'node:crypto'
 import { HttpError } from '../../http/errors.js';
 import type { RequestOrigin } from '../audit.js';
 import type { AuthContext } from '../context.js';
-import type { TransactionSql } from '../db.js';
+import type { TransactionSql } from '../database/client.js';
 import { authError } from '../errors.js';
 import { insertAuditEvent } from '../queries/audit-events.js';
 import { OTP_MAX_ATTEMPTS, OTP_TTL_MS, OTP_WINDOW_MS } from '../limits.js';
