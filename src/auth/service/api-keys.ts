@@ -110,6 +110,14 @@ export async function findApiKeyIdentity(ctx: AuthContext, key: string): Promise
   return row ? identityOf(row) : null;
 }
 
+/** The identity of a presented key, which then counts as used; 401 API_KEY_INVALID for a missing, unknown, revoked or expired key. */
+export async function introspectApiKey(ctx: AuthContext, key: string | null): Promise<ApiKeyIdentity> {
+  const identity = key === null ? null : await findApiKeyIdentity(ctx, key);
+  if (!identity) throw authError('API_KEY_INVALID');
+  markApiKeyUsed(ctx, identity.keyId);
+  return identity;
+}
+
 /**
  * Records that the key was used. Verifiers call this on every accepted request, so it must not
  * cost a write each time: this process writes a key's last_used_at once per
