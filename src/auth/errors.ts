@@ -4,7 +4,7 @@
 import { HttpError } from '../http/errors.js';
 
 export const AUTH_ERRORS = {
-  // From the spec (section 7).
+  // The service's core vocabulary: token, user, tenant and validation failures.
   TOKEN_INVALID: { status: 401, message: 'The token or the app credentials are invalid' },
   TOKEN_EXPIRED: { status: 401, message: 'The access token has expired' },
   TOKEN_REVOKED: { status: 401, message: 'The refresh token was revoked; log in again' },
@@ -13,7 +13,7 @@ export const AUTH_ERRORS = {
   USER_NOT_FOUND: { status: 404, message: 'The user does not exist in this app' },
   TENANT_NOT_FOUND: { status: 404, message: 'The tenant does not exist in this app' },
   VALIDATION_ERROR: { status: 400, message: 'The request body is invalid' },
-  // This service's decisions where the spec says "not shown".
+  // Login, limits, admin, sessions, passkeys and the other routes around them.
   OTP_INVALID: { status: 401, message: 'The code is wrong, expired or used up' },
   RATE_LIMITED: { status: 429, message: 'Too many requests; retry later' },
   OTP_DELIVERY_FAILED: { status: 502, message: 'The code could not be delivered; retry later' },
