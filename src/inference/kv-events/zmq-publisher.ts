@@ -27,6 +27,9 @@ export interface PublisherOptions {
   maxQueue: number;
 }
 
+/** vLLM's default endpoint (its KVEventsConfig): bound on every interface, port 5557. */
+export const DEFAULT_ENDPOINT = 'tcp://*:5557';
+
 export const DEFAULT_PUBLISHER_OPTIONS: Omit<PublisherOptions, 'endpoint'> = { replayEndpoint: null, bufferSteps: 10_000, hwm: 100_000, maxQueue: 100_000 };
 
 /** The topic of a model's batches: `kv@<pod>@<model>`, the model named as routers name it. */
