@@ -37,6 +37,14 @@ export const AUTH_ERRORS = {
   // The OAuth token endpoints (RFC 7009 revocation, RFC 7662 introspection); see OAUTH_ERROR_NAMES.
   UNSUPPORTED_TOKEN_TYPE: { status: 400, message: 'Access tokens are not revocable; revoke the refresh token of the session' },
   UNAUTHORIZED_CLIENT: { status: 400, message: 'The token was issued to another client' },
+  // The provider (src/auth/provider): RFC 6749 section 5.2 and OpenID Connect Core names, sent lower-case on its endpoints.
+  INVALID_GRANT: { status: 400, message: 'The authorization code or refresh token is invalid, expired, used or issued to another client' },
+  INVALID_SCOPE: { status: 400, message: 'The scope asked for is unknown or not allowed for this client' },
+  UNSUPPORTED_GRANT_TYPE: { status: 400, message: 'The grant type is not supported or not allowed for this client' },
+  INSUFFICIENT_SCOPE: { status: 403, message: 'The access token was not granted the scope this endpoint needs' },
+  INVALID_CLIENT_METADATA: { status: 400, message: 'The client metadata is invalid' },
+  INVALID_REDIRECT_URI: { status: 400, message: 'A redirect URI is invalid' },
+  OAUTH_CLIENT_NOT_FOUND: { status: 404, message: 'The app has no such OAuth client' },
   // Raised by the shared HTTP layer (src/http) before or while reading the body.
   MALFORMED_JSON: { status: 400, message: 'The request body is not valid JSON' },
   UNSUPPORTED_MEDIA_TYPE: { status: 415, message: 'Send the body as application/json' },

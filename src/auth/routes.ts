@@ -5,7 +5,7 @@
 //   bearer     Authorization: Bearer <access token>
 //   adminKey   X-Admin-Key header
 //   oauthClient       the app as an OAuth client: Basic credentials or client_id + client_secret in a form body (RFC 6749 2.3.1)
-//   limited(guard, ...)  the guard, then the rate-limit rules counted for the request (rate-limits.ts), 429 over any
+//   limited(guard, ...)  the guard, then the rate-limit rules counted for the request (rate-limit-rules.ts), 429 over any
 import type { Method, Route } from '../http/router.js';
 import type { AuthContext } from './context.js';
 import * as admin from './handlers/admin.js';
@@ -20,7 +20,9 @@ import * as smsDefences from './handlers/sms-defences.js';
 import * as userSessions from './handlers/user-sessions.js';
 import { handleGetUsage } from './handlers/usage.js';
 import * as webhooks from './handlers/webhooks.js';
-import { handleDiscovery, handleJwks } from './handlers/well-known.js';
+import { handleAuthorizationServerMetadata, handleDiscovery, handleJwks } from './handlers/well-known.js';
+import * as provider from './provider/handlers.js';
+import { tokenClient } from './provider/token.js';
 import { adminKey, appSecret, appSecretInQuery, authRoute, bearer, limited, oauthClient, perClientIp, publicAccess, type AuthHandler, type Guard } from './respond.js';
 import { perAddress } from './service/login.js';
 import {
@@ -52,6 +54,14 @@ export function authRoutes(ctx: AuthContext): Route[] {
     route('POST',   '/api-keys/introspect',                      limited(publicAccess, perClientIp('api_key_introspect_ip')), apiKeys.handleIntrospectApiKey),
     route('POST',   '/oauth/revoke',                             oauthClient,                     handleTokenRevocation),
     route('POST',   '/oauth/introspect',                         oauthClient,                     handleTokenIntrospection),
+    // The provider (src/auth/provider): errors of the page routes are pages in words; the token endpoint's are RFC 6749's.
+    route('GET',    '/oauth/authorize',                          limited(publicAccess, perClientIp('oauth_authorize_ip')), provider.handleAuthorize),
+    route('POST',   '/oauth/sign-in/email',                      publicAccess,                    provider.handleSignInEmail),
+    route('POST',   '/oauth/sign-in/code',                       publicAccess,                    provider.handleSignInCode),
+    route('POST',   '/oauth/token',                              limited(tokenClient, perClientIp('oauth_token_ip')), provider.handleToken),
+    route('GET',    '/oauth/userinfo',                           bearer,                          provider.handleUserinfo),
+    route('POST',   '/oauth/userinfo',                           bearer,                          provider.handleUserinfo),
+    route('GET',    '/oauth/logout',                             publicAccess,                    provider.handleEndSession),
     route('POST',   '/admin/apps',                               adminKey,                        admin.handleCreateApp),
     route('GET',    '/admin/apps',                               adminKey,                        admin.handleListApps),
     route('GET',    '/admin/apps/:app_id',                       adminKey,                        admin.handleGetApp),
@@ -69,6 +79,10 @@ export function authRoutes(ctx: AuthContext): Route[] {
     route('DELETE', '/admin/apps/:app_id/webhooks/:webhook_id',  adminKey,                        webhooks.handleDeleteWebhook),
     route('GET',    '/admin/apps/:app_id/webhook-deliveries',    adminKey,                        webhooks.handleListDeliveries),
     route('POST',   '/admin/apps/:app_id/webhook-deliveries/:delivery_id/redeliver', adminKey,    webhooks.handleRedeliver),
+    route('POST',   '/admin/apps/:app_id/oauth-clients',         adminKey,                        provider.handleCreateClient),
+    route('GET',    '/admin/apps/:app_id/oauth-clients',         adminKey,                        provider.handleListClients),
+    route('GET',    '/admin/apps/:app_id/oauth-clients/:client_id', adminKey,                     provider.handleGetClient),
+    route('DELETE', '/admin/apps/:app_id/oauth-clients/:client_id', adminKey,                     provider.handleDeleteClient),
     route('POST',   '/admin/apps/:app_id/api-keys',              adminKey,                        apiKeys.handleCreateApiKey),
     route('GET',    '/admin/apps/:app_id/api-keys',              adminKey,                        apiKeys.handleListApiKeys),
     route('POST',   '/admin/apps/:app_id/api-keys/:key_id/rotate', adminKey,                      apiKeys.handleRotateApiKey),
@@ -88,5 +102,6 @@ export function authRoutes(ctx: AuthContext): Route[] {
     route('POST',   '/admin/signing-keys/rotate',                adminKey,                        admin.handleRotateSigningKey),
     route('GET',    '/.well-known/jwks.json',                    publicAccess,                    handleJwks),
     route('GET',    '/.well-known/openid-configuration',         publicAccess,                    handleDiscovery),
+    route('GET',    '/.well-known/oauth-authorization-server',   publicAccess,                    handleAuthorizationServerMetadata),
   ];
 }

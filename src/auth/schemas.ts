@@ -104,9 +104,12 @@ export type RoleAssignBody = Static<typeof RoleAssignBody>;
 export const RoleRevokeBody = Type.Object({ ...appCredentials, user_id: Uuid, tenant_id: Uuid }, strict);
 export type RoleRevokeBody = Static<typeof RoleRevokeBody>;
 
+/** An app's slug: lower-case letters, digits and inner dashes, at most 63 characters. */
+export const APP_SLUG_PATTERN = '^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$';
+
 export const CreateAppBody = Type.Object({
-  /** Lower-case letters, digits and inner dashes; becomes `aud` and `app_id` of tokens. */
-  slug: Type.String({ pattern: '^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$' }),
+  /** Becomes `aud` and `app_id` of tokens. */
+  slug: Type.String({ pattern: APP_SLUG_PATTERN }),
   name: text(200),
 }, strict);
 export type CreateAppBody = Static<typeof CreateAppBody>;
@@ -153,3 +156,19 @@ export const CreateApiKeyBody = Type.Object({
   expires_at: Type.Optional(Type.Union([IsoInstant, Type.Null()])),
 }, strict);
 export type CreateApiKeyBody = Static<typeof CreateApiKeyBody>;
+
+/** POST /admin/apps/:app_id/oauth-clients: an OAuth client of the app (provider/clients.ts checks how the fields fit together). */
+export const CreateOAuthClientBody = Type.Object({
+  name: text(200),
+  logo_uri: Type.Optional(text(2000)),
+  client_type: Type.Optional(Type.Union([Type.Literal('confidential'), Type.Literal('public')])),
+  token_endpoint_auth_method: Type.Optional(Type.Union([
+    Type.Literal('client_secret_basic'), Type.Literal('client_secret_post'), Type.Literal('private_key_jwt'), Type.Literal('none'),
+  ])),
+  jwks: Type.Optional(Type.Object({ keys: Type.Array(Type.Record(Type.String(), Type.Unknown()), { maxItems: 10 }) }, strict)),
+  redirect_uris: Type.Optional(Type.Array(text(2000), { maxItems: 20 })),
+  post_logout_redirect_uris: Type.Optional(Type.Array(text(2000), { maxItems: 20 })),
+  grant_types: Type.Optional(Type.Array(text(64), { maxItems: 5 })),
+  scopes: Type.Optional(Type.Array(text(100), { maxItems: 50 })),
+}, strict);
+export type CreateOAuthClientBody = Static<typeof CreateOAuthClientBody>;

@@ -34,8 +34,11 @@ export interface AccessTokenSubject {
   roles: RoleName[];
 }
 
-/** Signs the token of a subject issued at `nowMs`. */
-export function signAccessToken(key: SigningKey, issuer: string, subject: AccessTokenSubject, nowMs: number): Promise<string> {
+/**
+ * Signs the token of a subject issued at `nowMs`. `extra` claims (an OAuth client's client_id
+ * and scope) come after today's and never replace one of them.
+ */
+export function signAccessToken(key: SigningKey, issuer: string, subject: AccessTokenSubject, nowMs: number, extra?: Readonly<Record<string, unknown>>): Promise<string> {
   const iat = Math.floor(nowMs / 1000);
   const claims: AccessTokenClaims = {
     sub: subject.userId,
@@ -47,6 +50,11 @@ export function signAccessToken(key: SigningKey, issuer: string, subject: Access
     tenant_id: subject.tenantId,
     roles: subject.roles,
   };
+  return signJwt(key, extra ? { ...extra, ...claims } : claims);
+}
+
+/** Signs a JWT's claims with RS256 under the key's header (access tokens, id_tokens). */
+export function signJwt(key: SigningKey, claims: object): Promise<string> {
   const signingInput = `${key.encodedHeader}.${Buffer.from(JSON.stringify(claims)).toString('base64url')}`;
   return new Promise((resolve, reject) => {
     sign('sha256', Buffer.from(signingInput), key.privateKey, (error, signature) => {
