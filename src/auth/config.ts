@@ -6,8 +6,8 @@ import { parseFlags, type FlagSpec } from '../cli/flags.js';
 import path from 'node:path';
 import type { Clock } from './clock.js';
 import { AUDIT_RETENTION_DAYS, VERIFIED_TOKEN_CACHE_ENTRIES, type OtpLimits } from './limits.js';
-import type { OtpDelivery, OtpDeliveryConfig } from './otp-delivery.js';
-import { parseRateLimits, type RateLimit, type RateLimitRule } from './rate-limits.js';
+import type { OtpDelivery, OtpDeliveryConfig } from './otp/delivery.js';
+import { parseRateLimits, type RateLimit, type RateLimitRule } from './rate-limit-rules.js';
 
 export interface AuthServiceConfig {
   /** PostgreSQL >= 15. When absent, an embedded PostgreSQL runs with its data in `<dataDir>/postgres`. */

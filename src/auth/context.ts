@@ -1,10 +1,10 @@
 // Everything a handler or service function needs, built once by createAuthService.
 import type { HttpError } from '../http/errors.js';
 import type { Clock } from './clock.js';
-import type { Sql } from './db.js';
+import type { Sql } from './database/client.js';
 import type { OtpLimits } from './limits.js';
-import type { OtpDelivery } from './otp-delivery.js';
-import type { RateLimits } from './rate-limits.js';
+import type { OtpDelivery } from './otp/delivery.js';
+import type { RateLimits } from './rate-limit-rules.js';
 import type { ApiKeyChanges } from './service/api-keys.js';
 import type { AccessTokenClaims } from './tokens/access-token.js';
 import type { UpstreamClients } from './upstream/client.js';

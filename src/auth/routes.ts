@@ -5,7 +5,7 @@
 //   bearer     Authorization: Bearer <access token>
 //   adminKey   X-Admin-Key header
 //   oauthClient       the app as an OAuth client: Basic credentials or client_id + client_secret in a form body (RFC 6749 2.3.1)
-//   limited(guard, ...)  the guard, then the rate-limit rules counted for the request (rate-limits.ts), 429 over any
+//   limited(guard, ...)  the guard, then the rate-limit rules counted for the request (rate-limit-rules.ts), 429 over any
 import type { Method, Route } from '../http/router.js';
 import type { AuthContext } from './context.js';
 import * as admin from './handlers/admin.js';

@@ -4,9 +4,9 @@ import os from 'node:os';
 import path from 'node:path';
 import t from 'tap';
 import postgres from 'postgres';
-import { createDatabaseClient } from '../../src/auth/db.js';
-import { startEmbeddedPostgres } from '../../src/auth/embedded-postgres.js';
-import { applyMigrations, migrationsDirectory } from '../../src/auth/migrate.js';
+import { createDatabaseClient } from '../../src/auth/database/client.js';
+import { startEmbeddedPostgres } from '../../src/auth/database/embedded-postgres.js';
+import { applyMigrations, migrationsDirectory } from '../../src/auth/database/migrate.js';
 import { createAuthService, type AuthServiceConfig } from '../../src/auth/mount.js';
 import { ADMIN_KEY, Outbox } from './fixtures/harness.js';
 
@@ -103,9 +103,9 @@ t.test('a failing migration leaves nothing applied', async (t) => {
   t.same({ ...exists }, { apps: null, migrations: null });
 });
 
-t.test('the compiled dist/auth/migrate.js finds the migrations in src/auth/migrations', async (t) => {
-  const fromDist = migrationsDirectory(new URL('../../dist/auth/migrate.js', import.meta.url).href);
-  const fromSrc = migrationsDirectory(new URL('../../src/auth/migrate.ts', import.meta.url).href);
+t.test('the compiled dist/auth/database/migrate.js finds the migrations in src/auth/migrations', async (t) => {
+  const fromDist = migrationsDirectory(new URL('../../dist/auth/database/migrate.js', import.meta.url).href);
+  const fromSrc = migrationsDirectory(new URL('../../src/auth/database/migrate.ts', import.meta.url).href);
   t.equal(path.resolve(fromSrc), path.resolve(fromDist.replace(`${path.sep}dist${path.sep}`, `${path.sep}src${path.sep}`)));
   t.same((await fs.readdir(fromDist)).filter((f) => f.endsWith('.sql')).sort(), MIGRATIONS);
 });

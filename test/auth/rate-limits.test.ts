@@ -9,7 +9,7 @@ import { startHttpServer } from '../../src/http/server.js';
 import { formatAuthError } from '../../src/auth/errors.js';
 import { MAX_BODY_BYTES } from '../../src/auth/limits.js';
 import { createAuthService } from '../../src/auth/mount.js';
-import { parseRateLimits, RATE_LIMIT_RULES } from '../../src/auth/rate-limits.js';
+import { parseRateLimits, RATE_LIMIT_RULES } from '../../src/auth/rate-limit-rules.js';
 import { ADMIN_KEY, startAuthHarness, statusCounts, type Reply, type TestApp, type Tokens } from './fixtures/harness.js';
 
 const LIMITS = {

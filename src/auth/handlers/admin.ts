@@ -10,12 +10,12 @@ import type { SigningKeySummary } from '../queries/signing-keys.js';
 import type { TenantRow } from '../queries/tenants.js';
 import type { UserRow } from '../queries/users.js';
 import { CreateAppBody, CreateTenantBody, MessageTemplatesBody } from '../schemas.js';
-import { DEFAULT_TEMPLATE } from '../otp-templates.js';
+import { DEFAULT_TEMPLATE } from '../otp/templates.js';
 import * as admin from '../service/admin.js';
 import { isUuid } from '../service/credentials.js';
 import { listAuditEvents } from '../service/audit.js';
-import { liftBlock, listBlocks } from '../service/rate-limits.js';
-import { isRateLimitRule } from '../rate-limits.js';
+import { liftBlock, listBlocks } from '../service/rate-limit-enforcement.js';
+import { isRateLimitRule } from '../rate-limit-rules.js';
 
 const createAppBody = compileBody(CreateAppBody);
 const createTenantBody = compileBody(CreateTenantBody);

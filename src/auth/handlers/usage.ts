@@ -4,7 +4,7 @@ import type { AuthContext } from '../context.js';
 import { authError } from '../errors.js';
 import { USAGE_QUERY_MAX_DAYS, USAGE_QUERY_MAX_ROWS } from '../limits.js';
 import { findAppBySlug } from '../queries/apps.js';
-import type { UsageHourRow } from '../queries/usage.js';
+import type { StoredUsageHour } from '../queries/usage.js';
 import { getApp } from '../service/admin.js';
 import { checkUsageRange, countersJson, queryUsage } from '../service/usage.js';
 import { isUuid } from '../service/credentials.js';
@@ -54,7 +54,7 @@ function queryLabel(req: HttpRequest, name: string): string | undefined {
   return raw;
 }
 
-function usageRowJson(row: UsageHourRow): Record<string, unknown> {
+function usageRowJson(row: StoredUsageHour): Record<string, unknown> {
   return {
     app_id: row.app_id, app_slug: row.app_slug, tenant: row.tenant, key: row.key_label, model: row.model,
     hour: row.hour.toISOString(), ...countersJson(row),

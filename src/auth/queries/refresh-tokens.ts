@@ -1,7 +1,7 @@
 // Queries on refresh families (sessions) and their tokens. Invariant: every write to a family's
 // tokens happens in a transaction that first locked the family row, so reading
 // `current_token_id` from the locked row tells which token is live without racing.
-import type { Queryable } from '../db.js';
+import type { Queryable } from '../database/client.js';
 import type { RoleRow } from './roles.js';
 
 export type RevokedReason = 'logout' | 'reuse' | 'revoke_user' | 'user_deleted';

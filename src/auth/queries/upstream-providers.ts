@@ -1,6 +1,6 @@
 // Queries on an app's upstream identity providers and their authorization requests in flight
 // (migration 0030).
-import type { Queryable } from '../db.js';
+import type { Queryable } from '../database/client.js';
 import type { UpstreamKind } from '../upstream/presets.js';
 
 export interface UpstreamProviderRow {

@@ -1,5 +1,5 @@
 // Queries on upstream identities linked to users (migration 0030), keyed by (issuer, subject).
-import type { Queryable } from '../db.js';
+import type { Queryable } from '../database/client.js';
 
 export interface UserIdentityRow {
   id: string;

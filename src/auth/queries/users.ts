@@ -1,5 +1,5 @@
 // Queries on users (global identities) and app memberships.
-import type { Queryable } from '../db.js';
+import type { Queryable } from '../database/client.js';
 
 export interface UserRow {
   id: string;

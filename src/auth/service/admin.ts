@@ -1,7 +1,7 @@
 // Administration behind X-Admin-Key: apps, tenants, user soft-delete, signing-key rotation.
 import type { RequestOrigin } from '../audit.js';
 import type { AuthContext } from '../context.js';
-import { isUniqueViolation } from '../db.js';
+import { isUniqueViolation } from '../database/client.js';
 import { authError } from '../errors.js';
 import { insertAuditEvent, type NewAuditEvent } from '../queries/audit-events.js';
 import { findAppMessageTemplate, upsertAppMessageTemplate, type MessageTemplateRow } from '../queries/message-templates.js';

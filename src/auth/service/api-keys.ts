@@ -7,7 +7,7 @@
 // later (and should a notification be lost with its connection, their cache TTL still bounds it).
 import type { RequestOrigin } from '../audit.js';
 import type { AuthContext } from '../context.js';
-import type { Sql } from '../db.js';
+import type { Sql } from '../database/client.js';
 import { authError } from '../errors.js';
 import { insertAuditEvent } from '../queries/audit-events.js';
 import {

@@ -6,11 +6,11 @@
 import { randomUUID } from 'node:crypto';
 import type { RequestOrigin } from '../audit.js';
 import type { AuthContext } from '../context.js';
-import type { TransactionSql } from '../db.js';
+import type { TransactionSql } from '../database/client.js';
 import { authError, type AuthErrorCode } from '../errors.js';
 import { ACCESS_TOKEN_TTL_SECONDS, REFRESH_TOKEN_TTL_MS, SESSION_LIFETIME_MS } from '../limits.js';
 import { insertAuditEvent } from '../queries/audit-events.js';
-import { takeAppRefreshRate } from '../queries/rate-limits.js';
+import { takeAppRefreshRate } from '../queries/rate-limit-counters.js';
 import { findMember } from '../queries/users.js';
 import { insertRefreshFamily, lockLiveFamiliesOfUser, lockRefreshSession, revokeRefreshFamilies, revokeRefreshFamily, rotateRefreshToken, type RotationOutcome } from '../queries/refresh-tokens.js';
 import type { RoleRow } from '../queries/roles.js';
@@ -18,7 +18,7 @@ import type { RoleName } from '../roles.js';
 import { signAccessToken } from '../tokens/access-token.js';
 import { generateRefreshToken, hashRefreshToken } from '../tokens/refresh-token.js';
 import type { AuthenticatedApp, PresentedCredentials } from './credentials.js';
-import { rateLimited } from './rate-limits.js';
+import { rateLimited } from './rate-limit-enforcement.js';
 
 /** The body of a successful login or refresh. */
 export interface SessionTokens {

@@ -19,7 +19,7 @@ import { randomUUID } from 'node:crypto';
 import { HttpError } from '../../http/errors.js';
 import type { RequestOrigin } from '../audit.js';
 import type { AuthContext } from '../context.js';
-import type { TransactionSql } from '../db.js';
+import type { TransactionSql } from '../database/client.js';
 import { authError } from '../errors.js';
 import { UPSTREAM_FLOW_TTL_MS } from '../limits.js';
 import { insertAuditEvent } from '../queries/audit-events.js';

@@ -5,7 +5,7 @@ import { authError } from '../errors.js';
 import { USAGE_EMIT_GRACE_MS, USAGE_EMIT_LOOKBACK_MS } from '../limits.js';
 import { insertAuditEvent } from '../queries/audit-events.js';
 import {
-  addUsageHours, claimUsageHours, listUsageHours, sumUsageHours, type UsageFilter, type UsageHourInput, type UsageHourRow as StoredUsageRow, type UsageTotals,
+  addUsageHours, claimUsageHours, listUsageHours, sumUsageHours, type UsageFilter, type UsageHourInput, type StoredUsageHour, type UsageTotals,
 } from '../queries/usage.js';
 
 const HOUR_MS = 3600 * 1000;
@@ -53,7 +53,7 @@ export async function recordUsage(ctx: AuthContext, rows: readonly UsageHourRow[
 }
 
 export interface UsageReport {
-  rows: StoredUsageRow[];
+  rows: StoredUsageHour[];
   totals: UsageTotals;
   /** True when more rows matched than were listed (the totals count them all). */
   truncated: boolean;

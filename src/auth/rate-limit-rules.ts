@@ -1,5 +1,5 @@
 // The rate limits of the service: which rules exist, their defaults, and how a configuration
-// string sets them. Counters live in PostgreSQL (queries/rate-limits.ts), so every instance and
+// string sets them. Counters live in PostgreSQL (queries/rate-limit-counters.ts), so every instance and
 // every worker thread on one database shares them.
 
 /** Each rule counts hits of one kind of request per subject in fixed windows. */
