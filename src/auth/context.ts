@@ -5,7 +5,7 @@ import type { Sql } from './database/client.js';
 import type { OtpLimits } from './limits.js';
 import type { OtpDelivery } from './otp/delivery.js';
 import type { RateLimits } from './rate-limit-rules.js';
-import type { ApiKeyChanges } from './service/api-keys.js';
+import type { ApiKeyChanges } from './tokens/api-key-changes.js';
 import type { AccessTokenClaims } from './tokens/access-token.js';
 import type { UpstreamClients } from './upstream/client.js';
 import type { SigningKeyRing } from './tokens/signing-key-ring.js';

@@ -152,9 +152,12 @@ export type RoleAssignBody = Static<typeof RoleAssignBody>;
 export const RoleRevokeBody = Type.Object({ ...appCredentials, user_id: Uuid, tenant_id: Uuid }, strict);
 export type RoleRevokeBody = Static<typeof RoleRevokeBody>;
 
+/** An app's slug: lower-case letters, digits and inner dashes, at most 63 characters. */
+export const APP_SLUG_PATTERN = '^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$';
+
 export const CreateAppBody = Type.Object({
-  /** Lower-case letters, digits and inner dashes; becomes `aud` and `app_id` of tokens. */
-  slug: Type.String({ pattern: '^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$' }),
+  /** Becomes `aud` and `app_id` of tokens. */
+  slug: Type.String({ pattern: APP_SLUG_PATTERN }),
   name: text(200),
 }, strict);
 export type CreateAppBody = Static<typeof CreateAppBody>;
