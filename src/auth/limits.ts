@@ -1,5 +1,5 @@
-// Lifetimes and limits of the service in one place. The first four come from the spec
-// (section 8); the rest are this service's decisions, documented in docs/auth-service.md.
+// Lifetimes and limits of the service in one place: access token 30 minutes, refresh token 30
+// days, session 1 year, one-time code 10 minutes; the rest are documented in docs/auth-service.md.
 
 /** Access token lifetime: exp = iat + 30 minutes. */
 export const ACCESS_TOKEN_TTL_SECONDS = 30 * 60;

@@ -21,7 +21,9 @@ import * as userSessions from './handlers/user-sessions.js';
 import { handleGetUsage } from './handlers/usage.js';
 import * as upstream from './handlers/upstream.js';
 import * as webhooks from './handlers/webhooks.js';
-import { handleDiscovery, handleJwks } from './handlers/well-known.js';
+import { handleAuthorizationServerMetadata, handleDiscovery, handleJwks } from './handlers/well-known.js';
+import * as provider from './provider/handlers.js';
+import { tokenClient } from './provider/token.js';
 import { adminKey, appSecret, appSecretInQuery, authRoute, bearer, limited, oauthClient, perClientIp, publicAccess, type AuthHandler, type Guard } from './respond.js';
 import { perAddress } from './service/login.js';
 import {
@@ -59,6 +61,14 @@ export function authRoutes(ctx: AuthContext): Route[] {
     route('POST',   '/api-keys/introspect',                      limited(publicAccess, perClientIp('api_key_introspect_ip')), apiKeys.handleIntrospectApiKey),
     route('POST',   '/oauth/revoke',                             oauthClient,                     handleTokenRevocation),
     route('POST',   '/oauth/introspect',                         oauthClient,                     handleTokenIntrospection),
+    // The provider (src/auth/provider): errors of the page routes are pages in words; the token endpoint's are RFC 6749's.
+    route('GET',    '/oauth/authorize',                          limited(publicAccess, perClientIp('oauth_authorize_ip')), provider.handleAuthorize),
+    route('POST',   '/oauth/sign-in/email',                      publicAccess,                    provider.handleSignInEmail),
+    route('POST',   '/oauth/sign-in/code',                       publicAccess,                    provider.handleSignInCode),
+    route('POST',   '/oauth/token',                              limited(tokenClient, perClientIp('oauth_token_ip')), provider.handleToken),
+    route('GET',    '/oauth/userinfo',                           bearer,                          provider.handleUserinfo),
+    route('POST',   '/oauth/userinfo',                           bearer,                          provider.handleUserinfo),
+    route('GET',    '/oauth/logout',                             publicAccess,                    provider.handleEndSession),
     route('POST',   '/admin/apps',                               adminKey,                        admin.handleCreateApp),
     route('GET',    '/admin/apps',                               adminKey,                        admin.handleListApps),
     route('GET',    '/admin/apps/:app_id',                       adminKey,                        admin.handleGetApp),
@@ -82,6 +92,10 @@ export function authRoutes(ctx: AuthContext): Route[] {
     route('DELETE', '/admin/apps/:app_id/webhooks/:webhook_id',  adminKey,                        webhooks.handleDeleteWebhook),
     route('GET',    '/admin/apps/:app_id/webhook-deliveries',    adminKey,                        webhooks.handleListDeliveries),
     route('POST',   '/admin/apps/:app_id/webhook-deliveries/:delivery_id/redeliver', adminKey,    webhooks.handleRedeliver),
+    route('POST',   '/admin/apps/:app_id/oauth-clients',         adminKey,                        provider.handleCreateClient),
+    route('GET',    '/admin/apps/:app_id/oauth-clients',         adminKey,                        provider.handleListClients),
+    route('GET',    '/admin/apps/:app_id/oauth-clients/:client_id', adminKey,                     provider.handleGetClient),
+    route('DELETE', '/admin/apps/:app_id/oauth-clients/:client_id', adminKey,                     provider.handleDeleteClient),
     route('POST',   '/admin/apps/:app_id/api-keys',              adminKey,                        apiKeys.handleCreateApiKey),
     route('GET',    '/admin/apps/:app_id/api-keys',              adminKey,                        apiKeys.handleListApiKeys),
     route('POST',   '/admin/apps/:app_id/api-keys/:key_id/rotate', adminKey,                      apiKeys.handleRotateApiKey),
@@ -102,5 +116,6 @@ export function authRoutes(ctx: AuthContext): Route[] {
     route('POST',   '/admin/signing-keys/rotate',                adminKey,                        admin.handleRotateSigningKey),
     route('GET',    '/.well-known/jwks.json',                    publicAccess,                    handleJwks),
     route('GET',    '/.well-known/openid-configuration',         publicAccess,                    handleDiscovery),
+    route('GET',    '/.well-known/oauth-authorization-server',   publicAccess,                    handleAuthorizationServerMetadata),
   ];
 }

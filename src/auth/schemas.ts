@@ -204,3 +204,19 @@ export const CreateApiKeyBody = Type.Object({
   expires_at: Type.Optional(Type.Union([IsoInstant, Type.Null()])),
 }, strict);
 export type CreateApiKeyBody = Static<typeof CreateApiKeyBody>;
+
+/** POST /admin/apps/:app_id/oauth-clients: an OAuth client of the app (provider/clients.ts checks how the fields fit together). */
+export const CreateOAuthClientBody = Type.Object({
+  name: text(200),
+  logo_uri: Type.Optional(text(2000)),
+  client_type: Type.Optional(Type.Union([Type.Literal('confidential'), Type.Literal('public')])),
+  token_endpoint_auth_method: Type.Optional(Type.Union([
+    Type.Literal('client_secret_basic'), Type.Literal('client_secret_post'), Type.Literal('private_key_jwt'), Type.Literal('none'),
+  ])),
+  jwks: Type.Optional(Type.Object({ keys: Type.Array(Type.Record(Type.String(), Type.Unknown()), { maxItems: 10 }) }, strict)),
+  redirect_uris: Type.Optional(Type.Array(text(2000), { maxItems: 20 })),
+  post_logout_redirect_uris: Type.Optional(Type.Array(text(2000), { maxItems: 20 })),
+  grant_types: Type.Optional(Type.Array(text(64), { maxItems: 5 })),
+  scopes: Type.Optional(Type.Array(text(100), { maxItems: 50 })),
+}, strict);
+export type CreateOAuthClientBody = Static<typeof CreateOAuthClientBody>;
