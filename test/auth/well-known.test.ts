@@ -60,7 +60,7 @@ t.test('the discovery document names the issuer, the jwks_uri and the revocation
   });
 });
 
-t.test('a backend verifies access tokens with createRemoteJWKSet and rule 1', async (t) => {
+t.test('a backend verifies access tokens with createRemoteJWKSet and checks aud and app_id against its slug', async (t) => {
   const jwks = createRemoteJWKSet(new URL(`${h.base}/.well-known/jwks.json`));
   const payload = await verifyAsBackend(tokens.access_token, 'app-a', jwks);
   t.match(payload, { sub: tokens.user_id, app_id: 'app-a', aud: 'app-a', iss: 'http://auth.test', tenant_id: null, roles: [] });

@@ -186,7 +186,7 @@ export async function revokeUserSessions(ctx: AuthContext, app: AuthenticatedApp
 
 /**
  * Revokes the user's unrevoked families of one app (or all apps when appId is null) and returns
- * how many were active (spec: "number of active refresh-token families revoked"). Expired
+ * how many were active (the `sessions_revoked` of revoke-user: active families only). Expired
  * sessions are revoked too, without being counted, so that any refresh after this is 401
  * TOKEN_REVOKED until the user logs in again.
  */

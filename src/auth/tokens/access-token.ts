@@ -1,7 +1,8 @@
-// Access tokens: RS256 JWTs with the claims of the spec (section 2). Signing uses node:crypto
-// directly (its asynchronous form runs on the libuv thread pool, off the event loop); verifying
-// uses jose with the algorithm pinned to RS256 and keys resolved only by kid, so `alg: none`,
-// HS256, and `jwk`/`jku`/`x5u` headers never pick the key.
+// Access tokens: RS256 JWTs valid 30 minutes, with the claims sub, app_id (the app's slug), iss,
+// aud (the app's slug), iat, exp, tenant_id and roles. Signing uses node:crypto directly (its
+// asynchronous form runs on the libuv thread pool, off the event loop); verifying uses jose with
+// the algorithm pinned to RS256 and keys resolved only by kid, so `alg: none`, HS256, and
+// `jwk`/`jku`/`x5u` headers never pick the key.
 import { sign } from 'node:crypto';
 import { errors, jwtVerify, type JWTHeaderParameters, type JWTVerifyGetKey } from 'jose';
 import { bearerToken } from '../../http/bearer.js';
@@ -68,7 +69,7 @@ export interface VerifyAccessTokenOptions {
   /** Resolves the public key of a JWS header (by kid); never from the token itself. */
   getKey: JWTVerifyGetKey;
   issuer: string;
-  /** When given, `aud` and `app_id` must both equal this app slug (spec, section 5 rule 1). */
+  /** When given, `aud` and `app_id` must both equal this app slug, as a verifying backend checks. */
   appSlug?: string;
   /** Verification instant (ms); defaults to the system clock. */
   nowMs?: number;

@@ -44,7 +44,7 @@ export interface CompletionOutcome {
   probabilities: Array<{ token: number; prob: number; probs: TokenProbability[] }>;
 }
 
-/** Whom a task belongs to, for fair share (native/admission.h): the spec's tenant fields. */
+/** Whom a task belongs to, for fair share (native/admission.h): the tenant fields of its CompletionTaskSpec. */
 export type TaskShare = Pick<CompletionTaskSpec, 'tenant' | 'tenantWeight' | 'priorityClass' | 'priority'>;
 
 export class EngineTaskError extends Error {
