@@ -3,6 +3,7 @@
 // endpoints are not: scraping /metrics (or polling /props) leaves what it reports unchanged.
 // The guards also say whom a request belongs to (its tenant: tenants/tenant.ts): the routes that
 // use the model admit it against its limits and hold it until they finish (tenants/tenancy.ts).
+import { HttpError } from '../http/errors.js';
 import type { HttpRequest, HttpResult } from '../http/request.js';
 import type { Method, Route } from '../http/router.js';
 import { invalidApiKey, presentedKey, type ApiKeys } from './access/api-key.js';
@@ -160,6 +161,9 @@ export function inferenceRoute<I>(ctx: RouteContext, method: Method, path: strin
         }
       } catch (err) {
         if (guard.counted) counters.errors++;
+        // RFC 9728 section 5.1: a 401 names where the protected resource's metadata is.
+        const challenge = ctx.acceptBearer?.challenge;
+        if (challenge && err instanceof HttpError && err.status === 401) req.setResponseHeader('WWW-Authenticate', challenge);
         throw err;
       }
     },
