@@ -1,6 +1,7 @@
 // Configuration of the auth service. Every setting is an environment variable; auth-server's
 // command-line flags are aliases of them (a flag wins over the variable). inference-server
 // mounting the routes reads the same variables with readAuthServiceConfig(process.env).
+import { readFileSync } from 'node:fs';
 import os from 'node:os';
 import { parseFlags, type FlagSpec } from '../cli/flags.js';
 import path from 'node:path';
@@ -78,6 +79,8 @@ export interface OAuthOpenClientsConfig {
   allowPrivateMetadataHosts?: boolean;
   /** Bound of one metadata document fetch (default 5000 ms). */
   metadataTimeoutMs?: number;
+  /** PEM of a CA that metadata document hosts' certificates may chain to, besides the public ones (AUTH_OAUTH_CLIENT_METADATA_CA_FILE). */
+  metadataCaPem?: string;
 }
 
 export interface AuthServerOptions {
@@ -121,6 +124,7 @@ const SETTINGS: ReadonlyArray<{ flag: string; env: string; help: string }> = [
   { flag: '--oauth-registration-token', env: 'AUTH_OAUTH_REGISTRATION_TOKEN', help: 'initial access token registration requires as a Bearer token' },
   { flag: '--oauth-client-metadata', env: 'AUTH_OAUTH_CLIENT_METADATA', help: '1: accept https URLs as client_id (Client ID Metadata Documents; needs --oauth-open-app; default 0)' },
   { flag: '--oauth-client-metadata-private', env: 'AUTH_OAUTH_CLIENT_METADATA_PRIVATE', help: '1, development only: fetch metadata documents from loopback and private addresses, over http too' },
+  { flag: '--oauth-client-metadata-ca-file', env: 'AUTH_OAUTH_CLIENT_METADATA_CA_FILE', help: 'PEM CA that metadata document hosts\' certificates may chain to, when not a public one' },
   { flag: '--workers', env: 'AUTH_WORKERS', help: 'worker threads serving HTTP on the port (default: the number of cores)' },
   { flag: '--db-pool-size', env: 'AUTH_DB_POOL_SIZE', help: 'database connections per worker (default 80 / workers, from 2 to 10)' },
   { flag: '--token-cache-size', env: 'AUTH_TOKEN_CACHE_SIZE', help: 'access tokens whose verification each worker remembers (default 10000; 0: none)' },
@@ -256,6 +260,7 @@ function oauthOpenClients(vars: Record<string, string | undefined>): { oauthOpen
       appSlug, registration, metadataDocuments,
       ...(vars.AUTH_OAUTH_REGISTRATION_TOKEN ? { initialAccessToken: vars.AUTH_OAUTH_REGISTRATION_TOKEN } : {}),
       ...(integer(vars, 'AUTH_OAUTH_CLIENT_METADATA_PRIVATE', 0, 0, 1) === 1 ? { allowPrivateMetadataHosts: true } : {}),
+      ...(vars.AUTH_OAUTH_CLIENT_METADATA_CA_FILE ? { metadataCaPem: readFileSync(vars.AUTH_OAUTH_CLIENT_METADATA_CA_FILE, 'utf8') } : {}),
     },
   };
 }

@@ -11,6 +11,7 @@ import { lookup } from 'node:dns/promises';
 import http from 'node:http';
 import https from 'node:https';
 import { BlockList, isIP } from 'node:net';
+import tls from 'node:tls';
 
 export const MAX_DOCUMENT_BYTES = 5 * 1024;
 /** A document whose response says nothing about caching is kept this long. */
@@ -58,7 +59,7 @@ export interface FetchedDocument {
 }
 
 /** Fetches and checks the document; MetadataDocumentError says why it cannot be used. */
-export async function fetchMetadataDocument(url: string, options: { allowPrivate: boolean; timeoutMs: number; nowMs: number }): Promise<FetchedDocument> {
+export async function fetchMetadataDocument(url: string, options: { allowPrivate: boolean; timeoutMs: number; nowMs: number; caPem?: string }): Promise<FetchedDocument> {
   const target = new URL(url);
   if (target.protocol !== 'https:' && !options.allowPrivate) throw new MetadataDocumentError('the client_id URL must be https');
   const host = target.hostname.replace(/^\[|\]$/g, '');
@@ -70,7 +71,7 @@ export async function fetchMetadataDocument(url: string, options: { allowPrivate
     throw new MetadataDocumentError(`the host ${host} is on a loopback, private or reserved address`);
   }
   const { address, family } = addresses[0]!;
-  const { status, headers, body } = await get(target, address, family, options.timeoutMs);
+  const { status, headers, body } = await get(target, address, family, options.timeoutMs, options.caPem);
   if (status >= 300 && status < 400) throw new MetadataDocumentError('the metadata document URL redirects; redirects are not followed');
   if (status !== 200) throw new MetadataDocumentError(`the metadata document URL answered ${status}`);
   let document: unknown;
@@ -95,11 +96,13 @@ function cacheLifetimeMs(cacheControl: string | string[] | undefined): number {
 }
 
 /** One GET to the checked address (TLS still verifies the host name), bounded in time and size. */
-function get(url: URL, address: string, family: number, timeoutMs: number): Promise<{ status: number; headers: http.IncomingHttpHeaders; body: Buffer }> {
+function get(url: URL, address: string, family: number, timeoutMs: number, caPem: string | undefined): Promise<{ status: number; headers: http.IncomingHttpHeaders; body: Buffer }> {
   return new Promise((resolve, reject) => {
     const request = (url.protocol === 'https:' ? https : http).request(url, {
       method: 'GET',
       headers: { accept: 'application/json' },
+      // The public CAs, and the configured one for a development host.
+      ...(caPem ? { ca: [...tls.rootCertificates, caPem] } : {}),
       // The connection goes to the address checked above, not to a second lookup's answer.
       lookup: (_host, lookupOptions, callback) => {
         if ((lookupOptions as { all?: boolean }).all) (callback as unknown as (e: null, a: { address: string; family: number }[]) => void)(null, [{ address, family }]);
@@ -112,13 +115,16 @@ function get(url: URL, address: string, family: number, timeoutMs: number): Prom
       response.on('data', (chunk: Buffer) => {
         size += chunk.length;
         if (size > MAX_DOCUMENT_BYTES) {
-          request.destroy(new MetadataDocumentError(`the metadata document is larger than ${MAX_DOCUMENT_BYTES} bytes`));
+          // Refused first, then the connection dropped: its own errors then change nothing.
+          reject(new MetadataDocumentError(`the metadata document is larger than ${MAX_DOCUMENT_BYTES} bytes`));
+          response.destroy();
+          request.destroy();
           return;
         }
         chunks.push(chunk);
       });
       response.on('end', () => resolve({ status: response.statusCode ?? 0, headers: response.headers, body: Buffer.concat(chunks) }));
-      response.on('error', reject);
+      response.on('error', () => reject(new MetadataDocumentError('the metadata document could not be fetched')));
     });
     request.on('error', (error) => {
       if (error instanceof MetadataDocumentError) reject(error);

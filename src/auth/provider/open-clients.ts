@@ -115,7 +115,7 @@ export async function metadataDocumentClient(ctx: AuthContext, clientId: string)
   if (stored && stored.metadata_expires_at && stored.metadata_expires_at.getTime() > nowMs) return stored;
   const app = await findAppBySlug(ctx.sql, open.appSlug);
   if (!app) throw new MetadataDocumentError('metadata document clients have no app');
-  const { document, expiresAtMs } = await fetchMetadataDocument(clientId, { allowPrivate, timeoutMs: open.metadataTimeoutMs ?? DEFAULT_METADATA_TIMEOUT_MS, nowMs });
+  const { document, expiresAtMs } = await fetchMetadataDocument(clientId, { allowPrivate, timeoutMs: open.metadataTimeoutMs ?? DEFAULT_METADATA_TIMEOUT_MS, nowMs, caPem: open.metadataCaPem });
   const method = document.token_endpoint_auth_method ?? 'none';
   if (method !== 'none') throw new MetadataDocumentError('a metadata document client must use token_endpoint_auth_method "none"');
   const redirectUris = document.redirect_uris;
