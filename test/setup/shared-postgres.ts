@@ -14,8 +14,8 @@ import { mkdtemp, rm, chmod } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import postgres from 'postgres';
-import { startEmbeddedPostgres } from '../../src/auth/embedded-postgres.js';
-import { applyMigrations } from '../../src/auth/migrate.js';
+import { startEmbeddedPostgres } from '../../src/auth/database/embedded-postgres.js';
+import { applyMigrations } from '../../src/auth/database/migrate.js';
 import { STATE_DIRECTORY, stateFileOf, withDatabase, type SharedPostgres } from './shared-postgres-state.js';
 
 const TEMPLATE_DATABASE = 'auth_template';
