@@ -36,6 +36,12 @@ export const AUTH_ERRORS = {
   API_KEY_NOT_FOUND: { status: 404, message: 'The app has no such API key' },
   API_KEY_REVOKED: { status: 409, message: 'The API key is revoked; create a new one' },
   API_KEY_INVALID: { status: 401, message: 'The API key is unknown, revoked or expired' },
+  UPSTREAM_PROVIDER_NOT_FOUND: { status: 404, message: 'The app has no such identity provider' },
+  UPSTREAM_CALLBACK_INVALID: { status: 401, message: 'The sign-in with the identity provider could not be verified; start it again' },
+  UPSTREAM_UNAVAILABLE: { status: 502, message: 'The identity provider could not be reached or answered wrongly; retry later' },
+  IDENTITY_NOT_FOUND: { status: 404, message: 'The user has no such linked identity' },
+  IDENTITY_LINKED_TO_ANOTHER_USER: { status: 409, message: 'This identity is already linked to another user' },
+  LAST_SIGN_IN_METHOD: { status: 409, message: 'This is the user\'s last way to sign in; add another first' },
   // The OAuth token endpoints (RFC 7009 revocation, RFC 7662 introspection); see OAUTH_ERROR_NAMES.
   UNSUPPORTED_TOKEN_TYPE: { status: 400, message: 'Access tokens are not revocable; revoke the refresh token of the session' },
   UNAUTHORIZED_CLIENT: { status: 400, message: 'The token was issued to another client' },
