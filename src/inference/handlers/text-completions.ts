@@ -2,7 +2,8 @@
 import type { HttpRequest, HttpResult } from '../../http/request.js';
 import { compileBody } from '../../http/validation.js';
 import { badRequest } from '../errors.js';
-import { completionId, finishReason, systemFingerprint, textLogprobs, tokenProbabilities, usage, withTimings } from '../dialects/openai.js';
+import { completionId, systemFingerprint, textLogprobs, tokenProbabilities, usage, withTimings } from '../dialects/openai.js';
+import { finishReason } from '../engine/request-usage.js';
 import { BODY_OPTIONS, OpenAICompletionBody } from '../schemas.js';
 import { choiceCount, perChoice } from '../service/choices.js';
 import { buildTaskSpec } from '../service/generation.js';

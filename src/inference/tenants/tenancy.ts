@@ -9,6 +9,7 @@ import { EventEmitter } from 'node:events';
 import type { HttpRequest } from '../../http/request.js';
 import type { CompletionTaskSpec } from '../../native/binding.js';
 import type { CompletionOutcome, GeneratedToken } from '../engine/engine.js';
+import { requestUsage } from '../engine/request-usage.js';
 import { rateLimited } from '../errors.js';
 import { setRequestTenant } from '../../telemetry/tracing.js';
 import { TenantLimiter } from './rate-limits.js';
@@ -109,8 +110,7 @@ export class RequestTenant {
    * Meters the tasks of one request, submitted together at `submittedAt` (ms): tokens count against
    * tokensPerMinute as they are used (each prompt now, each generated token through the returned
    * onToken wrapper), and once every task has ended the usage is recorded as the answer's `usage`
-   * counts it (dialects/openai.ts: the first task's prompt and cached tokens once, every task's
-   * completion tokens), the limiter's count corrected to it. A request that fails records nothing.
+   * counts it (engine/request-usage.ts), the limiter's count corrected to it. A request that fails records nothing.
    */
   meter(model: string, specs: readonly CompletionTaskSpec[], submittedAt: number): TaskMeter {
     const tenancy = this.tenancy;
@@ -128,14 +128,13 @@ export class RequestTenant {
       },
       settle: (outcomes) => {
         void Promise.all(outcomes).then((done) => {
-          const promptTokens = done[0]?.nPrompt ?? 0;
-          const completionTokens = done.reduce((n, o) => n + o.nPredicted, 0);
-          count(promptTokens + completionTokens - counted);
+          const used = requestUsage(done);
+          count(used.promptTokens + used.completionTokens - counted);
           const wallMs = Date.now() - submittedAt;
           // Whole milliseconds, as the usage table keeps them.
           const computeMs = Math.round(done.reduce((n, o) => n + o.tPromptMs + o.tPredictMs, 0));
           const queueMs = Math.round(done.reduce((n, o) => n + Math.max(0, wallMs - o.tPromptMs - o.tPredictMs), 0));
-          this.tenancy.addUsage({ ...this.who, model, promptTokens, cachedPromptTokens: done[0]?.nCached ?? 0, completionTokens, queueMs, computeMs });
+          this.tenancy.addUsage({ ...this.who, model, ...used, queueMs, computeMs });
         }, () => {});
       },
     };
