@@ -54,6 +54,8 @@ export interface AuthServiceConfig {
   usageEventsIntervalMs?: number;
   /** Audit events older than this many days are deleted (hourly, by the instance's primary); 0 keeps them forever. Default 90. */
   auditRetentionDays?: number;
+  /** Bound of each request to an upstream identity provider (default UPSTREAM_TIMEOUT_MS); past it the sign-in is 502 UPSTREAM_UNAVAILABLE. */
+  upstreamTimeoutMs?: number;
   /** See SigningKeyRingOptions.onRotated (set by auth-server's worker threads). */
   onSigningKeysRotated?: () => Promise<void>;
 }

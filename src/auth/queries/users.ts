@@ -45,6 +45,16 @@ export async function findOrInsertUser(sql: Queryable, identifier: Identifier, n
   return existing!;
 }
 
+/** A user known by a linked upstream identity only: the provider proved no address we trust. */
+export async function insertUserWithoutAddress(sql: Queryable, now: Date): Promise<UserRow> {
+  const [row] = await sql<UserRow[]>`
+    insert into users (email, phone, created_at)
+    values (null, null, ${now})
+    returning id, email, phone, created_at, deleted_at
+  `;
+  return row!;
+}
+
 export async function findUser(sql: Queryable, id: string): Promise<UserRow | undefined> {
   const [row] = await sql<UserRow[]>`
     select id, email, phone, created_at, deleted_at
