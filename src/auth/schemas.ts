@@ -3,6 +3,7 @@
 // never reach PostgreSQL) and lone UTF-16 surrogates, and has a length cap.
 import { Type, type Static, type TString } from '@sinclair/typebox';
 import { MAX_TOKEN_CHARS } from './limits.js';
+import { TENANT_WEIGHT_MAX } from '../inference/tenants/tenant.js';
 
 /**
  * No C0 control character or DEL, and well-formed UTF-16: a JSON escape such as "\ud800" gives a
@@ -227,7 +228,8 @@ export const CreateApiKeyBody = Type.Object({
     requests_per_minute: positiveLimit,
     tokens_per_minute: positiveLimit,
   }, strict)),
-  weight: Type.Optional(Type.Number({ exclusiveMinimum: 0, maximum: 100 })),
+  // A tenant's weight, in the bounds every tenant's settings keep (checkTenantSettings).
+  weight: Type.Optional(Type.Number({ exclusiveMinimum: 0, maximum: TENANT_WEIGHT_MAX })),
   priority_class: Type.Optional(Type.Union([Type.Literal('interactive'), Type.Literal('batch')])),
   expires_at: Type.Optional(Type.Union([IsoInstant, Type.Null()])),
 }, strict);
