@@ -106,6 +106,7 @@ async function runSingleModel(params: NativeServerParams, own: OwnFlags): Promis
     extraRoutes: auth.routes,
     ...(auth.acceptBearer ? { acceptBearer: auth.acceptBearer } : {}),
     ...(auth.usage ? { usageRecorder: auth.usage } : {}),
+    ...(auth.fleetStore ? { fleetStore: auth.fleetStore } : {}),
     log: (line) => say(line),
   });
   const idleSlots = cacheIdleSlotsWarning(params.values());
@@ -156,6 +157,7 @@ async function runRouter(params: NativeServerParams, own: OwnFlags): Promise<num
     extraRoutes: auth.routes,
     ...(auth.acceptBearer ? { acceptBearer: auth.acceptBearer } : {}),
     ...(auth.usage ? { usageRecorder: auth.usage } : {}),
+    ...(auth.fleetStore ? { fleetStore: auth.fleetStore } : {}),
     fakeTiming: (process.env['LLAMA_SERVER_DEBUG_FAKE_TIMING'] ?? '') !== '',
     log: (line) => say(line),
   });

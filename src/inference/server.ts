@@ -15,6 +15,8 @@ import { Tenancy } from './tenants/tenancy.js';
 import { TenantTable, type TenantsFile } from './tenants/tenant-table.js';
 import type { TenantLimits } from './tenants/tenant.js';
 import { startUsageFlush } from './tenants/usage-flush.js';
+import { defaultReplicaName, FleetLimits } from './tenants/fleet-limits.js';
+import type { FleetStore } from './tenants/fleet-store.js';
 import { checkKey, readOnlyMount, type RouteContext } from './guards.js';
 import { inferenceRoutes } from './routes.js';
 import { streamRoutes } from './streams/stream-routes.js';
@@ -106,6 +108,10 @@ export interface InferenceServerOptions extends TransportOptions {
   tenants?: TenantOptions;
   /** The auth service's usage table (--auth): hourly usage written there (tenants/usage-flush.ts). */
   usageRecorder?: UsageRecorder;
+  /** The auth service's database (--auth): tenants' limits held with every replica that shares it (tenants/fleet-limits.ts). */
+  fleetStore?: FleetStore;
+  /** This replica's name in the fleet's counts (default: host name, process id and a random suffix). */
+  replicaName?: string;
   /** Serve the chat page at GET / (inference-server does unless --no-webui). */
   webui?: boolean;
   /** --log-prompts-dir: each completion request's prompt is written to a file in this directory. */
@@ -167,7 +173,9 @@ export async function startInferenceServer(options: InferenceServerOptions): Pro
   const loadOptions = serviceLoadOptions(options);
   const host = new ServiceHost((onProgress) => loadInferenceService(loadOptions, onProgress, () => closed), (options.sleepIdleSeconds ?? -1) * 1000, options.onProgress);
   // A router's model process reports its tenants' usage to the router, which holds their limits.
-  const tenancy = new Tenancy(Date.now, routerUsageReporter());
+  const fleet = options.fleetStore ? new FleetLimits(options.fleetStore, options.replicaName ?? defaultReplicaName(), { log }) : null;
+  await fleet?.start();
+  const tenancy = new Tenancy(Date.now, routerUsageReporter(), fleet);
   const ctx: RouteContext = {
     host,
     keys: new ApiKeys(options.apiKeys),
@@ -216,6 +224,7 @@ export async function startInferenceServer(options: InferenceServerOptions): Pro
       await Promise.all([host.close(), tools?.close()]);
       // The last usage, the hour in progress included, once no request runs any more.
       await usageFlush?.stop();
+      await fleet?.stop();
     },
   };
 }

@@ -14,6 +14,8 @@
 // limit x (1 + slack) once slack * limit >= 2 * (replicas - 1) (slack is 0.1 by default; 3
 // replicas: limits of 40 and more). Tokens are counted as they are used, as on one replica: a
 // request admitted below the tokens limit runs to its end.
+import { randomUUID } from 'node:crypto';
+import { hostname } from 'node:os';
 import type { TenantLimits } from './tenant.js';
 import type { FleetStore, OthersCounts, TenantReport } from './fleet-store.js';
 
@@ -45,6 +47,8 @@ interface TenantState {
   /** Admissions into progress not yet written (for the concurrency budget). */
   unsyncedStarts: number;
   lastActiveMs: number;
+  /** The tenant's limits as last admitted (for the budgets). */
+  limits: TenantLimits;
 }
 
 const NONE: OthersCounts = { requests: 0, tokens: 0, inFlight: 0 };
@@ -103,14 +107,17 @@ export class FleetLimits implements FleetCounts {
   }
 
   refusal(id: string, limits: TenantLimits): string | null {
-    const s = this.tenants.get(id);
-    if (!s) return null;
+    const s = this.state(id);
+    s.limits = limits;
+    if (!this.atBudget(s)) return null;
+    void this.exchange();
+    return `Rate limit of tenant ${id}: this replica is waiting for the other replicas' counts`;
+  }
+
+  /** Whether a budget of the tenant's limits is used up (its batch must be written first). */
+  private atBudget(s: TenantState): boolean {
     const over = (limit: number | undefined, unsynced: number): boolean => limit !== undefined && unsynced >= this.budget(limit);
-    if (over(limits.requestsPerMinute, sum(s.requests)) || over(limits.tokensPerMinute, sum(s.tokens)) || over(limits.concurrentRequests, s.unsyncedStarts)) {
-      void this.exchange();
-      return `Rate limit of tenant ${id}: this replica is waiting for the other replicas' counts`;
-    }
-    return null;
+    return over(s.limits.requestsPerMinute, sum(s.requests)) || over(s.limits.tokensPerMinute, sum(s.tokens)) || over(s.limits.concurrentRequests, s.unsyncedStarts);
   }
 
   admitted(id: string): void {
@@ -118,6 +125,8 @@ export class FleetLimits implements FleetCounts {
     s.inFlight++;
     s.unsyncedStarts++;
     this.add(s.requests, 1);
+    // Written at once, so that the next request here finds the batch written rather than a refusal.
+    if (this.atBudget(s)) void this.exchange();
   }
 
   ended(id: string): void {
@@ -126,7 +135,10 @@ export class FleetLimits implements FleetCounts {
   }
 
   tokens(id: string, n: number): void {
-    if (n !== 0) this.add(this.state(id).tokens, n);
+    if (n === 0) return;
+    const s = this.state(id);
+    this.add(s.tokens, n);
+    if (this.atBudget(s)) void this.exchange();
   }
 
   private add(m: Map<number, number>, n: number): void {
@@ -137,7 +149,7 @@ export class FleetLimits implements FleetCounts {
   private state(id: string): TenantState {
     let s = this.tenants.get(id);
     if (!s) {
-      s = { others: NONE, inFlight: 0, requests: new Map(), tokens: new Map(), unsyncedStarts: 0, lastActiveMs: this.now() };
+      s = { others: NONE, inFlight: 0, requests: new Map(), tokens: new Map(), unsyncedStarts: 0, lastActiveMs: this.now(), limits: {} };
       this.tenants.set(id, s);
     }
     s.lastActiveMs = this.now();
@@ -192,4 +204,9 @@ function subtract(m: Map<number, number>, key: number, n: number): void {
   const left = (m.get(key) ?? 0) - n;
   if (left === 0) m.delete(key);
   else m.set(key, left);
+}
+
+/** A replica's default name in the fleet's counts: unique per process, readable in the table. */
+export function defaultReplicaName(): string {
+  return `${hostname()}/${process.pid}/${randomUUID().slice(0, 8)}`;
 }

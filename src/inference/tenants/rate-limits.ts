@@ -109,6 +109,7 @@ export class TenantLimiter {
     if (n === 0 || !this.windows.has(id)) return;
     const now = this.now();
     this.addTo(this.window(id, now), n, now);
+    this.fleet?.tokens(id, n);
   }
 
   private addTo(w: Window, n: number, now: number): void {
