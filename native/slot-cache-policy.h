@@ -7,7 +7,7 @@
 //   - idle caches: which stay in the pool and which go to host memory (--cache-idle-slots);
 //   - the disk tier (--cache-disk, DiskCache): what is written there (a finished task's cache
 //     that adds enough to what the files hold, host-memory entries evicted, every cache at
-//     shutdown) and when a prompt is restored from it;
+//     shutdown) and when a prompt is restored from it (disk-tier.h states it; disk-tier.cpp);
 //   - eviction under KV pressure; emptying a slot.
 // It works on the slots, the context's memory and the prompt cache, never on JS values, so its
 // rules are tested without a server (test/native/engine-rules.cpp).
@@ -31,18 +31,6 @@ class Speculation;
 constexpr size_t kJoinMinTokens = 32;
 // A cache the prompt keeps almost all of: it loses at most this many tokens (or a tenth of itself).
 constexpr size_t kContinuationLoss = 32;
-// The disk tier: a state is written when it holds at least this many tokens (or an eighth of
-// itself) beyond what the files already hold (so that a conversation growing turn by turn is
-// written every few turns, not at each); at shutdown, when it holds kJoinMinTokens more. A prompt
-// is restored from disk when that gives it at least kDiskMinGain more tokens than its slot or
-// the pool would.
-constexpr size_t kDiskMinNew = 256;
-constexpr size_t kDiskMinGain = 64;
-// A finished task's cache is copied for the disk tier once the engine is idle (a burst of
-// requests pays nothing for it), or once it has waited this long while the engine stays busy (so
-// that a server never idle still writes, and a crash loses at most this much).
-constexpr int64_t kDiskSaveDelayUs = 2000000;
-
 class SlotCachePolicy {
 public:
     // `sharing`: prefix sharing in effect (EngineModes); `spec`: the draft model's copies of the
@@ -117,6 +105,8 @@ private:
     bool drop_idle_caches(const Slot * except);
     bool evict_lru_idle();
     void expect_saves(const std::vector<Slot *> & started);
+    // disk-tier.cpp
+    void connect_disk_tier();
     void restore_from_disk(Slot & slot, CompletionTask & task);
     bool save_to_disk(const Slot & slot, size_t min_new, bool wait);
 
