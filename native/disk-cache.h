@@ -78,7 +78,7 @@ struct DiskCacheSettings {
     std::string dir;            // DIR
     uint64_t budget_bytes = 0;  // over the whole DIR; 0: no limit
     std::string fingerprint;    // what the states are valid for (the files' subdirectory and headers)
-    // Tests only (LLAMA_ADDON_TEST_DISK_DELAY_MS, LLAMA_ADDON_TEST_DISK_READ_DELAY_MS): a slow disk. Each write waits this long half
+    // Tests only (EngineParams::cache_disk_test_*): a slow disk. Each write waits this long half
     // way through its state, each read this long before it starts; a shutdown cuts either short.
     int64_t write_delay_ms = 0;
     int64_t read_delay_ms = 0;

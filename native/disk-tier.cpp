@@ -3,7 +3,6 @@
 #include "disk-tier.h"
 
 #include <algorithm>
-#include <cstdlib>
 #include <exception>
 
 #include "build-info.h"
@@ -31,8 +30,8 @@ std::unique_ptr<DiskCache> disk_tier_open(const EngineParams & params, const lla
     settings.dir = params.cache_disk_dir;
     settings.budget_bytes = params.cache_disk_bytes;
     settings.fingerprint = disk_fingerprint(params, model, ctx);
-    if (const char * d = std::getenv("LLAMA_ADDON_TEST_DISK_DELAY_MS")) settings.write_delay_ms = std::atoll(d);
-    if (const char * d = std::getenv("LLAMA_ADDON_TEST_DISK_READ_DELAY_MS")) settings.read_delay_ms = std::atoll(d);
+    settings.write_delay_ms = static_cast<int64_t>(params.cache_disk_test_write_delay_ms);
+    settings.read_delay_ms = static_cast<int64_t>(params.cache_disk_test_read_delay_ms);
     try {
         return std::make_unique<DiskCache>(std::move(settings), counters);
     } catch (const std::exception & e) {
