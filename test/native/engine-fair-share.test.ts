@@ -33,6 +33,9 @@ async function admissionOrder(t: Test, fairShare: boolean | undefined, queued: Q
       const [outcome] = await e.submitAll([q.spec], { onToken: () => () => { if (!order.includes(q.name)) order.push(q.name); } });
       outcomes.push(outcome!);
     }
+    // Else an order could come from tasks that never waited (each admitted as it arrived).
+    t.equal(e.native.metrics().queued, queued.length, 'every other task waits in the queue while the blocker holds the slot');
+    t.same(order, [], 'none of them has generated yet');
     const [held] = await Promise.all([blocker[0]!, ...outcomes]);
     t.equal(held!.nPredicted, 200, 'the blocker ran to its end, the others waiting');
     t.equal(order.length, queued.length, 'every queued task generated');
@@ -55,6 +58,14 @@ t.test('fair share (the default): the free slot goes to the tenant without a bac
 
 t.test('fairShare false: one queue in arrival order, whatever the tenants', async (t) => {
   t.same(await admissionOrder(t, false, backlogThenB), ['a1', 'a2', 'a3', 'b1']);
+});
+
+t.test('fairShare false: every task in one tenant, so priority still orders the queue', async (t) => {
+  t.same(await admissionOrder(t, false, [
+    { name: 'a3', spec: task('three', 2, { tenant: 'A', priority: 3 }) },
+    { name: 'b1', spec: task('one', 2, { tenant: 'B', priority: 1 }) },
+    { name: 'a1', spec: task('one again', 2, { tenant: 'A', priority: 1 }) },
+  ]), ['b1', 'a1', 'a3']);
 });
 
 t.test('within a tenant: lower priority first, then arrival order; the batch class after the interactive one', async (t) => {

@@ -274,6 +274,7 @@ struct AdmissionQueue {
     std::vector<AdmissionEntry> waiting;
     std::vector<std::string> names;  // a name per waiting task, for the checks
     double lifo_ms = 0;
+    bool fair_share = true;
 
     void arrive(const std::string & tenant, const std::string & name, int64_t t_us, double weight = 1,
                 PriorityClass c = PriorityClass::PRIORITY_CLASS_INTERACTIVE, int32_t priority = 0) {
@@ -285,7 +286,7 @@ struct AdmissionQueue {
     // The next task admitted at `now`, charged `cost`; "" when none waits.
     std::string admit(int64_t now, int64_t cost = 100) {
         std::vector<bool> skip(waiting.size(), false);
-        const size_t i = admission_next(waiting, skip, clocks, now, lifo_ms);
+        const size_t i = admission_next(waiting, skip, clocks, now, lifo_ms, fair_share);
         if (i == waiting.size()) return "";
         clocks.admit(*waiting[i].share, cost);
         const std::string name = names[i];
@@ -351,6 +352,11 @@ static void admission(void) {
         const std::string order = q.admit_n(6, 2'000'000);
         check(order == "a2 b0 a1 b1 a0 b2", "adaptive LIFO within a tenant: A's newest first, B's oldest first, the tenants alternating", order);
     }
+}
+
+// Admission over time: a tenant back from idle, the end of a task correcting its estimate, router
+// mode's charges, and the one queue without fair share.
+static void admission_over_time(void) {
     {
         // B ran one task and went idle; A then used 10,000 tokens alone. B comes back.
         AdmissionQueue q;
@@ -388,6 +394,21 @@ static void admission(void) {
         check_eq(static_cast<long long>(q.clocks.n_active()), 2, "an idle tenant is not charged (it banks no debt)");
         check(q.admit(2) == "b0", "so the other tenant's later request goes first");
         check(q.admit(3) == "a0", "then A's");
+    }
+    {
+        // Without fair share (--no-fair-share): one queue whatever the tenants.
+        AdmissionQueue q;
+        q.fair_share = false;
+        for (int i = 0; i < 3; i++) q.arrive("A", "a" + std::to_string(i), i);
+        q.arrive("B", "b0", 10);
+        check(q.admit_n(4, 20) == "a0 a1 a2 b0", "without fair share: arrival order across tenants (A's backlog first)");
+        q.arrive("A", "p5", 30, 1, PriorityClass::PRIORITY_CLASS_INTERACTIVE, 5);
+        q.arrive("B", "p0", 31, 1, PriorityClass::PRIORITY_CLASS_INTERACTIVE, 0);
+        q.arrive("A", "q0", 32, 1, PriorityClass::PRIORITY_CLASS_INTERACTIVE, 0);
+        check(q.admit_n(3, 40) == "p0 q0 p5", "without fair share: priority honoured too, lower first, then arrival order");
+        q.lifo_ms = 1000;
+        for (int i = 0; i < 3; i++) q.arrive(i % 2 ? "B" : "A", "n" + std::to_string(i), 100 + i * 1000);
+        check(q.admit_n(3, 2'000'000) == "n2 n1 n0", "without fair share: adaptive LIFO over the whole queue, newest first");
     }
 }
 
@@ -595,6 +616,7 @@ int main(int argc, char ** argv) {
     eviction(model);
     step_composition(model);
     admission();
+    admission_over_time();
     disk_read_bound();
     disk_rewrite_after_eviction();
     restore_rule(model);
