@@ -73,7 +73,6 @@ private:
     // scheduler-results.cpp: what a slot's outputs become
     void handle_sampled(Slot & slot, llama_token token);
     void verify_draft(Slot & slot);
-    bool shift_context(Slot & slot);
     void finish_embedding(Slot & slot, int32_t first_index);
     void finish(Slot & slot);
     void fail(Slot & slot, const std::string & message);

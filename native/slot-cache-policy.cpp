@@ -279,6 +279,33 @@ bool SlotCachePolicy::evict_lru_idle() {
     return true;
 }
 
+// llama-server's context shift: keep the first n_keep tokens (+ BOS), drop n_discard after them
+// (default half of the rest) and move the remainder down. Not for prompts with images (their
+// positions are not one per cache entry). False when the slot cannot be shifted.
+bool SlotCachePolicy::shift_context(Slot & s) {
+    const CompletionTask & task = *s.task;
+    if (!params_.ctx_shift || !task.media.empty()) return false;
+    const int32_t n_past = static_cast<int32_t>(s.cache.size());
+    int32_t n_keep = task.n_keep < 0 ? static_cast<int32_t>(task.prompt.size()) : task.n_keep;
+    if (llama_vocab_get_add_bos(llama_model_get_vocab(llama_get_model(ctx_)))) n_keep += 1;
+    n_keep = std::max(0, std::min(s.n_ctx - 4, n_keep));
+    const int32_t n_left = n_past - n_keep;
+    const int32_t n_discard = std::clamp(task.n_discard > 0 ? task.n_discard : n_left / 2, 0, std::max(0, n_left - 1));
+    if (n_discard == 0) return false;
+    llama_memory_t mem = llama_get_memory(ctx_);
+    // Cells past the discarded run move: they must be this slot's alone.
+    if (s.shared_len > static_cast<size_t>(n_keep + n_discard) && !unshare(s)) return false;
+    if (!llama_memory_seq_rm(mem, s.id, n_keep, n_keep + n_discard)) return false;
+    llama_memory_seq_add(mem, s.id, n_keep + n_discard, n_past, -n_discard);
+    s.shared_len = std::min(s.shared_len, static_cast<size_t>(n_keep));
+    s.exact_end = std::min(s.exact_end, static_cast<size_t>(n_keep));
+    if (spec_) spec_->shift(s.id, n_keep, n_discard, n_past);
+    s.cache.erase(s.cache.begin() + n_keep, s.cache.begin() + n_keep + n_discard);
+    s.truncated = true;
+    counters_.context_shifts++;
+    return true;
+}
+
 void SlotCachePolicy::clear_slot(Slot & slot) {
     llama_memory_seq_rm(llama_get_memory(ctx_), slot.id, -1, -1);
     slot.cache.clear();

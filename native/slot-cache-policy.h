@@ -8,7 +8,7 @@
 //   - the disk tier (--cache-disk, DiskCache): what is written there (a finished task's cache
 //     that adds enough to what the files hold, host-memory entries evicted, every cache at
 //     shutdown) and when a prompt is restored from it (disk-tier.h states it; disk-tier.cpp);
-//   - eviction under KV pressure; emptying a slot.
+//   - eviction under KV pressure; the context shift; emptying a slot.
 // It works on the slots, the context's memory and the prompt cache, never on JS values, so its
 // rules are tested without a server (test/native/engine-rules.cpp).
 #include <cstdint>
@@ -63,6 +63,11 @@ public:
     // Gives the slot cells of its own for everything it holds, so that moving its cells moves no
     // other sequence's. False when the copy found no room: the slot's cache is then empty.
     bool unshare(Slot & slot);
+
+    // llama-server's context shift (--context-shift) for a generating slot whose context is full:
+    // keeps the first n_keep tokens (+ BOS), drops n_discard after them and moves the rest down.
+    // False when the slot cannot be shifted (off, images, nothing to drop, no room to unshare).
+    bool shift_context(Slot & slot);
 
     // KV pressure: frees idle slots' cells (copied to host memory first with --cache-idle-slots);
     // with sharing the least recently used idle slot's, else every idle slot's. False when no
