@@ -32,10 +32,13 @@ namespace addon {
 
 enum class PriorityClass : int32_t { PRIORITY_CLASS_INTERACTIVE = 0, PRIORITY_CLASS_BATCH = 1 };
 
+// The largest weight a tenant may have (the tenant settings' bound; the task parser refuses more).
+constexpr double TENANT_MAX_WEIGHT = 100;
+
 // Whom a task belongs to and how it ranks; set by TypeScript from the request's tenant.
 struct TenantShare {
     std::string tenant;      // "" the anonymous tenant
-    double weight = 1.0;     // > 0: share of the engine relative to other tenants
+    double weight = 1.0;     // > 0 and <= TENANT_MAX_WEIGHT: share of the engine relative to other tenants
     PriorityClass priority_class = PriorityClass::PRIORITY_CLASS_INTERACTIVE;
     int32_t priority = 0;    // within the tenant: lower first
 };

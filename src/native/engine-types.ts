@@ -229,7 +229,7 @@ export interface CompletionTaskSpec {
   loraScales?: number[];
   /** Whom the task belongs to (fair share, native/admission.h); "" or absent: the anonymous tenant. */
   tenant?: string;
-  /** The tenant's weight, > 0 (default 1): its share of the engine relative to other tenants. */
+  /** The tenant's weight, > 0 and <= 100 (default 1): its share of the engine relative to other tenants. */
   tenantWeight?: number;
   /** "interactive" (default) is admitted before "batch", across tenants. */
   priorityClass?: PriorityClass;

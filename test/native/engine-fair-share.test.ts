@@ -80,6 +80,18 @@ t.test('within a tenant: lower priority first, then arrival order; the batch cla
 t.test('a task\'s tenant fields are checked', async (t) => {
   const e = await InferenceEngine.create(model, { nCtx: 1024, nParallel: 1 });
   t.teardown(() => e.dispose());
-  await t.rejects(e.run(task('x', 1, { tenantWeight: 0 })), { code: 'INVALID_ARGUMENT', message: 'task.tenantWeight must be a number above 0' });
-  await t.rejects(e.run(task('x', 1, { priorityClass: 'urgent' as 'batch' })), { code: 'INVALID_ARGUMENT', message: 'task.priorityClass must be "interactive" or "batch"' });
+  // The tenant settings' bounds (the TypeScript validator's): a weight above 0 and at most 100, a known class.
+  const weight = { code: 'INVALID_ARGUMENT', message: 'task.tenantWeight must be a number above 0 and at most 100' };
+  await t.rejects(e.run(task('x', 1, { tenantWeight: 0 })), weight);
+  await t.rejects(e.run(task('x', 1, { tenantWeight: -1 })), weight);
+  await t.rejects(e.run(task('x', 1, { tenantWeight: 100.5 })), weight);
+  await t.rejects(e.run(task('x', 1, { tenantWeight: Number.NaN })), weight);
+  await t.rejects(e.run(task('x', 1, { tenantWeight: '2' as unknown as number })), weight);
+  const klass = { code: 'INVALID_ARGUMENT', message: 'task.priorityClass must be "interactive" or "batch"' };
+  await t.rejects(e.run(task('x', 1, { priorityClass: 'urgent' as 'batch' })), klass);
+  await t.rejects(e.run(task('x', 1, { priorityClass: 1 as unknown as 'batch' })), klass);
+  await t.rejects(e.run(task('x', 1, { tenant: 7 as unknown as string })), { code: 'INVALID_ARGUMENT', message: 'task.tenant must be a string' });
+  // The bounds themselves are accepted.
+  t.equal((await e.run(task('x', 1, { tenant: 'A', tenantWeight: 100, priorityClass: 'batch' }))).nPredicted, 1, 'weight 100, the batch class');
+  t.equal((await e.run(task('x', 1, { tenantWeight: 0.001, priorityClass: 'interactive' }))).nPredicted, 1, 'a small weight, the interactive class');
 });
