@@ -16,6 +16,11 @@ export const AUDIT_EVENT_TYPES = [
   'passkey.registered',
   'passkey.used',
   'passkey.removed',
+  'identity.linked',
+  'identity.unlinked',
+  'upstream_provider.created',
+  'upstream_provider.updated',
+  'upstream_provider.deleted',
   'sms.defence_tripped',
   'api_key.created',
   'api_key.rotated',
@@ -30,6 +35,12 @@ export const AUDIT_EVENT_TYPES = [
   'app.secret_rotated',
   'signing_key.rotated',
   'admin.key_rejected',
+  'oauth_client.created',
+  'oauth_client.deleted',
+  'oauth.code_issued',
+  'oauth.code_exchanged',
+  'oauth.code_replayed',
+  'oauth.logout',
 ] as const;
 export type AuditEventType = (typeof AUDIT_EVENT_TYPES)[number];
 

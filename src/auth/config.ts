@@ -6,8 +6,8 @@ import { parseFlags, type FlagSpec } from '../cli/flags.js';
 import path from 'node:path';
 import type { Clock } from './clock.js';
 import { AUDIT_RETENTION_DAYS, VERIFIED_TOKEN_CACHE_ENTRIES, type OtpLimits } from './limits.js';
-import type { OtpDelivery, OtpDeliveryConfig } from './otp-delivery.js';
-import { parseRateLimits, type RateLimit, type RateLimitRule } from './rate-limits.js';
+import type { OtpDelivery, OtpDeliveryConfig } from './otp/delivery.js';
+import { parseRateLimits, type RateLimit, type RateLimitRule } from './rate-limit-rules.js';
 
 export interface AuthServiceConfig {
   /** PostgreSQL >= 15. When absent, an embedded PostgreSQL runs with its data in `<dataDir>/postgres`. */
@@ -54,6 +54,8 @@ export interface AuthServiceConfig {
   usageEventsIntervalMs?: number;
   /** Audit events older than this many days are deleted (hourly, by the instance's primary); 0 keeps them forever. Default 90. */
   auditRetentionDays?: number;
+  /** Bound of each request to an upstream identity provider (default UPSTREAM_TIMEOUT_MS); past it the sign-in is 502 UPSTREAM_UNAVAILABLE. */
+  upstreamTimeoutMs?: number;
   /** See SigningKeyRingOptions.onRotated (set by auth-server's worker threads). */
   onSigningKeysRotated?: () => Promise<void>;
 }

@@ -1,12 +1,13 @@
 // Everything a handler or service function needs, built once by createAuthService.
 import type { HttpError } from '../http/errors.js';
 import type { Clock } from './clock.js';
-import type { Sql } from './db.js';
+import type { Sql } from './database/client.js';
 import type { OtpLimits } from './limits.js';
-import type { OtpDelivery } from './otp-delivery.js';
-import type { RateLimits } from './rate-limits.js';
-import type { ApiKeyChanges } from './service/api-keys.js';
+import type { OtpDelivery } from './otp/delivery.js';
+import type { RateLimits } from './rate-limit-rules.js';
+import type { ApiKeyChanges } from './tokens/api-key-changes.js';
 import type { AccessTokenClaims } from './tokens/access-token.js';
+import type { UpstreamClients } from './upstream/client.js';
 import type { SigningKeyRing } from './tokens/signing-key-ring.js';
 import type { VerifiedTokenCache } from './tokens/verified-token-cache.js';
 
@@ -28,6 +29,11 @@ export interface AuthContext {
   };
   /** Seals and opens webhook endpoints' signing secrets (derived from the master key). */
   readonly webhookSecretKey: Buffer;
+  /** Upstream identity providers: their clients (cached discovery) and the key sealing their secrets. */
+  readonly upstream: {
+    readonly clients: UpstreamClients;
+    readonly secretKey: Buffer;
+  };
   /** The limits of every rate-limit rule (counters in PostgreSQL, shared by all instances). */
   readonly rateLimits: RateLimits;
   /** Tells this service's in-process API key verifiers which key was rotated or revoked. */

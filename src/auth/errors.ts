@@ -4,7 +4,7 @@
 import { HttpError } from '../http/errors.js';
 
 export const AUTH_ERRORS = {
-  // From the spec (section 7).
+  // The service's core vocabulary: token, user, tenant and validation failures.
   TOKEN_INVALID: { status: 401, message: 'The token or the app credentials are invalid' },
   TOKEN_EXPIRED: { status: 401, message: 'The access token has expired' },
   TOKEN_REVOKED: { status: 401, message: 'The refresh token was revoked; log in again' },
@@ -13,7 +13,7 @@ export const AUTH_ERRORS = {
   USER_NOT_FOUND: { status: 404, message: 'The user does not exist in this app' },
   TENANT_NOT_FOUND: { status: 404, message: 'The tenant does not exist in this app' },
   VALIDATION_ERROR: { status: 400, message: 'The request body is invalid' },
-  // This service's decisions where the spec says "not shown".
+  // Login, limits, admin, sessions, passkeys and the other routes around them.
   OTP_INVALID: { status: 401, message: 'The code is wrong, expired or used up' },
   RATE_LIMITED: { status: 429, message: 'Too many requests; retry later' },
   OTP_DELIVERY_FAILED: { status: 502, message: 'The code could not be delivered; retry later' },
@@ -34,9 +34,23 @@ export const AUTH_ERRORS = {
   API_KEY_NOT_FOUND: { status: 404, message: 'The app has no such API key' },
   API_KEY_REVOKED: { status: 409, message: 'The API key is revoked; create a new one' },
   API_KEY_INVALID: { status: 401, message: 'The API key is unknown, revoked or expired' },
+  UPSTREAM_PROVIDER_NOT_FOUND: { status: 404, message: 'The app has no such identity provider' },
+  UPSTREAM_CALLBACK_INVALID: { status: 401, message: 'The sign-in with the identity provider could not be verified; start it again' },
+  UPSTREAM_UNAVAILABLE: { status: 502, message: 'The identity provider could not be reached or answered wrongly; retry later' },
+  IDENTITY_NOT_FOUND: { status: 404, message: 'The user has no such linked identity' },
+  IDENTITY_LINKED_TO_ANOTHER_USER: { status: 409, message: 'This identity is already linked to another user' },
+  LAST_SIGN_IN_METHOD: { status: 409, message: 'This is the user\'s last way to sign in; add another first' },
   // The OAuth token endpoints (RFC 7009 revocation, RFC 7662 introspection); see OAUTH_ERROR_NAMES.
   UNSUPPORTED_TOKEN_TYPE: { status: 400, message: 'Access tokens are not revocable; revoke the refresh token of the session' },
   UNAUTHORIZED_CLIENT: { status: 400, message: 'The token was issued to another client' },
+  // The provider (src/auth/provider): RFC 6749 section 5.2 and OpenID Connect Core names, sent lower-case on its endpoints.
+  INVALID_GRANT: { status: 400, message: 'The authorization code or refresh token is invalid, expired, used or issued to another client' },
+  INVALID_SCOPE: { status: 400, message: 'The scope asked for is unknown or not allowed for this client' },
+  UNSUPPORTED_GRANT_TYPE: { status: 400, message: 'The grant type is not supported or not allowed for this client' },
+  INSUFFICIENT_SCOPE: { status: 403, message: 'The access token was not granted the scope this endpoint needs' },
+  INVALID_CLIENT_METADATA: { status: 400, message: 'The client metadata is invalid' },
+  INVALID_REDIRECT_URI: { status: 400, message: 'A redirect URI is invalid' },
+  OAUTH_CLIENT_NOT_FOUND: { status: 404, message: 'The app has no such OAuth client' },
   // Raised by the shared HTTP layer (src/http) before or while reading the body.
   MALFORMED_JSON: { status: 400, message: 'The request body is not valid JSON' },
   UNSUPPORTED_MEDIA_TYPE: { status: 415, message: 'Send the body as application/json' },

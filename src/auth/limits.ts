@@ -1,5 +1,5 @@
-// Lifetimes and limits of the service in one place. The first four come from the spec
-// (section 8); the rest are this service's decisions, documented in docs/auth-service.md.
+// Lifetimes and limits of the service in one place: access token 30 minutes, refresh token 30
+// days, session 1 year, one-time code 10 minutes; the rest are documented in docs/auth-service.md.
 
 /** Access token lifetime: exp = iat + 30 minutes. */
 export const ACCESS_TOKEN_TTL_SECONDS = 30 * 60;
@@ -27,6 +27,11 @@ export const PASSKEY_CEREMONY_TTL_MS = 5 * 60 * 1000;
 
 /** Waits before the second and third try of a code delivery that failed in a way that may pass. */
 export const OTP_DELIVERY_RETRY_DELAYS_MS = [250, 1000];
+
+/** Each request to an upstream identity provider (discovery, token, JWKS, GitHub's API). */
+export const UPSTREAM_TIMEOUT_MS = 10_000;
+/** An upstream authorization request must come back within this (the user is at the provider's login page). */
+export const UPSTREAM_FLOW_TTL_MS = 10 * 60 * 1000;
 
 /** Largest accepted request body of an auth route. */
 export const MAX_BODY_BYTES = 16 * 1024;

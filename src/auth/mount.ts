@@ -15,27 +15,29 @@ import type { Route } from '../http/router.js';
 import { systemClock, type Clock } from './clock.js';
 import type { AuthServiceConfig } from './config.js';
 import type { AuthContext } from './context.js';
-import { createDatabaseClient, type Sql } from './db.js';
-import { startEmbeddedPostgres, type EmbeddedPostgres } from './embedded-postgres.js';
+import { createDatabaseClient, type Sql } from './database/client.js';
+import type { EmbeddedPostgres } from './database/embedded-postgres.js';
 import {
-  AUDIT_PURGE_INTERVAL_MS, AUDIT_RETENTION_DAYS, OTP_DEFAULT_LIMITS, RATE_LIMIT_PURGE_INTERVAL_MS, USAGE_EMIT_INTERVAL_MS, VERIFIED_TOKEN_CACHE_ENTRIES,
+  AUDIT_PURGE_INTERVAL_MS, AUDIT_RETENTION_DAYS, OTP_DEFAULT_LIMITS, RATE_LIMIT_PURGE_INTERVAL_MS, UPSTREAM_TIMEOUT_MS, USAGE_EMIT_INTERVAL_MS, VERIFIED_TOKEN_CACHE_ENTRIES,
   WEBHOOK_POLL_MS, WEBHOOK_RETRY_DELAYS_SECONDS, WEBHOOK_TIMEOUT_MS,
 } from './limits.js';
-import { purgeEndedRateLimitWindows } from './queries/rate-limits.js';
-import { rateLimitsWith } from './rate-limits.js';
+import { purgeEndedRateLimitWindows } from './queries/rate-limit-counters.js';
+import { rateLimitsWith } from './rate-limit-rules.js';
 import { startPeriodic } from './periodic.js';
 import { purgeExpiredAuditEvents } from './service/audit.js';
 import { adminConsoleRoutes } from './admin-console.js';
-import { ApiKeyChanges, findApiKeyIdentity, markApiKeyUsed } from './service/api-keys.js';
+import { findApiKeyIdentity, markApiKeyUsed } from './service/api-keys.js';
+import { ApiKeyChanges } from './tokens/api-key-changes.js';
 import { emitClosedUsageHours, recordUsage, type UsageHourRow } from './service/usage.js';
 import type { ApiKeyIdentity } from './tokens/api-key.js';
 import { remoteApiKeySource, verifierOn, type ApiKeyVerifier, type ApiKeyVerifierOptions } from './tokens/api-key-verifier.js';
-import { applyMigrations } from './migrate.js';
-import { createOtpDelivery, type OtpDelivery } from './otp-delivery.js';
+import { applyMigrations } from './database/migrate.js';
+import { createOtpDelivery, type OtpDelivery } from './otp/delivery.js';
 import { authRoutes } from './routes.js';
 import { hashAdminKey } from './service/credentials.js';
 import { loadMasterKey } from './tokens/master-key.js';
 import { SigningKeyRing } from './tokens/signing-key-ring.js';
+import { UpstreamClients } from './upstream/client.js';
 import { VerifiedTokenCache } from './tokens/verified-token-cache.js';
 import { WebhookDispatcher } from './webhooks/dispatcher.js';
 
@@ -100,6 +102,8 @@ export async function createAuthService(config: AuthServiceConfig): Promise<Auth
   let sql: Sql | null = null;
   try {
     if (!config.databaseUrl) {
+      // Loaded only here: a service given DATABASE_URL never reads the embedded cluster's code.
+      const { startEmbeddedPostgres } = await import('./database/embedded-postgres.js');
       embedded = await startEmbeddedPostgres({
         dir: path.join(config.dataDir, 'postgres'),
         port: config.embeddedDatabasePort,
@@ -220,6 +224,7 @@ async function serviceOn(sql: Sql, databaseUrl: string, config: AuthServiceConfi
     apiKeyChanges: new ApiKeyChanges(sql, log),
     apiKeyTouches: new Map(),
     webhookSecretKey: masterKey.derive('webhook-secret-encryption'),
+    upstream: { clients: new UpstreamClients(config.upstreamTimeoutMs ?? UPSTREAM_TIMEOUT_MS), secretKey: masterKey.derive('upstream-secret-encryption') },
     trustProxy: config.trustProxy ?? false,
     logError: (error: HttpError, request) => log(`${request.method} ${request.path} failed: ${describe(error)}`),
   };

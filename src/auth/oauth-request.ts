@@ -23,7 +23,7 @@ const FIELDS = new Set(['token', 'token_type_hint', 'client_id', 'client_secret'
  * No control characters (the JSON bodies' rule), and no U+FFFD: URLSearchParams decodes an
  * escape that is not UTF-8 (%FF) to it, and no token or secret of ours contains one.
  */
-const PLAIN = /^[^\x00-\x1f\x7f\uFFFD]*$/;
+export const PLAIN = /^[^\x00-\x1f\x7f\uFFFD]*$/;
 const UTF8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
 
 /**
@@ -72,7 +72,7 @@ export function parseOAuthTokenRequest(req: HttpRequest): OAuthTokenRequest {
  * form-urlencoded first (RFC 6749 section 2.3.1). Null without such a header; 401 when it is
  * malformed.
  */
-function basicCredentials(authorization: string | undefined): { clientId: string; clientSecret: string } | null {
+export function basicCredentials(authorization: string | undefined): { clientId: string; clientSecret: string } | null {
   if (authorization === undefined) return null;
   const match = /^Basic +([A-Za-z0-9+/]+={0,2}) *$/i.exec(authorization);
   if (!match) throw authError('TOKEN_INVALID', 'Malformed Authorization header: expected Basic credentials');

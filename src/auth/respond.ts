@@ -15,8 +15,8 @@ import { authError, authErrorBody, oauthErrorResponse, toAuthError } from './err
 import { MAX_BODY_BYTES } from './limits.js';
 import { parseOAuthTokenRequest, type OAuthTokenRequest } from './oauth-request.js';
 import { recordRejectedAdminKey } from './service/admin.js';
-import type { RateLimitRule } from './rate-limits.js';
-import { countRateLimitHits, enforceRateLimits, refuseIfBlocked } from './service/rate-limits.js';
+import type { RateLimitRule } from './rate-limit-rules.js';
+import { countRateLimitHits, enforceRateLimits, refuseIfBlocked } from './service/rate-limit-enforcement.js';
 import { authenticateApp, checkAdminKey, presentedCredentials, type AuthenticatedApp, type PresentedCredentials } from './service/credentials.js';
 import { presentedAccessToken, verifyAccessToken, type AccessTokenClaims } from './tokens/access-token.js';
 

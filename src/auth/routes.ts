@@ -5,7 +5,7 @@
 //   bearer     Authorization: Bearer <access token>
 //   adminKey   X-Admin-Key header
 //   oauthClient       the app as an OAuth client: Basic credentials or client_id + client_secret in a form body (RFC 6749 2.3.1)
-//   limited(guard, ...)  the guard, then the rate-limit rules counted for the request (rate-limits.ts), 429 over any
+//   limited(guard, ...)  the guard, then the rate-limit rules counted for the request (rate-limit-rules.ts), 429 over any
 import type { Method, Route } from '../http/router.js';
 import type { AuthContext } from './context.js';
 import * as admin from './handlers/admin.js';
@@ -19,11 +19,15 @@ import * as passkeys from './handlers/passkeys.js';
 import * as smsDefences from './handlers/sms-defences.js';
 import * as userSessions from './handlers/user-sessions.js';
 import { handleGetUsage } from './handlers/usage.js';
+import * as upstream from './handlers/upstream.js';
 import * as webhooks from './handlers/webhooks.js';
-import { handleDiscovery, handleJwks } from './handlers/well-known.js';
+import { handleAuthorizationServerMetadata, handleDiscovery, handleJwks } from './handlers/well-known.js';
+import * as provider from './provider/handlers.js';
+import { tokenClient } from './provider/token.js';
 import { adminKey, appSecret, appSecretInQuery, authRoute, bearer, limited, oauthClient, perClientIp, publicAccess, type AuthHandler, type Guard } from './respond.js';
 import { perAddress } from './service/login.js';
 import {
+  IdentitiesBody, IdentityRemoveBody, UpstreamCallbackBody, UpstreamProvidersBody, UpstreamStartBody,
   OtpRequestBody, OtpVerifyBody, PasskeyLoginOptionsBody, PasskeyLoginVerifyBody, PasskeyRegisterOptionsBody, PasskeyRegisterVerifyBody, PasskeyRemoveBody,
   RefreshBody, RevokeBody, RevokeUserBody, RoleAssignBody, RoleRevokeBody, SessionEndBody, SessionsBody,
 } from './schemas.js';
@@ -46,12 +50,25 @@ export function authRoutes(ctx: AuthContext): Route[] {
     route('POST',   '/auth/passkeys/login/verify',               limited(appSecret(PasskeyLoginVerifyBody), perClientIp('passkey_ceremony_ip')),     passkeys.handlePasskeyLoginVerify),
     route('POST',   '/auth/passkeys',                            appSecret(PasskeyRegisterOptionsBody), passkeys.handleListPasskeys),
     route('POST',   '/auth/passkeys/remove',                     appSecret(PasskeyRemoveBody),    passkeys.handleRemovePasskey),
+    route('POST',   '/auth/upstream/providers',                  appSecret(UpstreamProvidersBody), upstream.handleListSignInProviders),
+    route('POST',   '/auth/upstream/start',                      appSecret(UpstreamStartBody),    upstream.handleUpstreamStart),
+    route('POST',   '/auth/upstream/callback',                   appSecret(UpstreamCallbackBody), upstream.handleUpstreamCallback),
+    route('POST',   '/auth/identities',                          appSecret(IdentitiesBody),       upstream.handleListIdentities),
+    route('POST',   '/auth/identities/remove',                   appSecret(IdentityRemoveBody),   upstream.handleRemoveIdentity),
     route('POST',   '/auth/roles/assign',                        appSecret(RoleAssignBody),       handleRoleAssign),
     route('POST',   '/auth/roles/revoke',                        appSecret(RoleRevokeBody),       handleRoleRevoke),
     route('GET',    '/auth/me',                                  bearer,                          handleMe),
     route('POST',   '/api-keys/introspect',                      limited(publicAccess, perClientIp('api_key_introspect_ip')), apiKeys.handleIntrospectApiKey),
     route('POST',   '/oauth/revoke',                             oauthClient,                     handleTokenRevocation),
     route('POST',   '/oauth/introspect',                         oauthClient,                     handleTokenIntrospection),
+    // The provider (src/auth/provider): errors of the page routes are pages in words; the token endpoint's are RFC 6749's.
+    route('GET',    '/oauth/authorize',                          limited(publicAccess, perClientIp('oauth_authorize_ip')), provider.handleAuthorize),
+    route('POST',   '/oauth/sign-in/email',                      publicAccess,                    provider.handleSignInEmail),
+    route('POST',   '/oauth/sign-in/code',                       publicAccess,                    provider.handleSignInCode),
+    route('POST',   '/oauth/token',                              limited(tokenClient, perClientIp('oauth_token_ip')), provider.handleToken),
+    route('GET',    '/oauth/userinfo',                           bearer,                          provider.handleUserinfo),
+    route('POST',   '/oauth/userinfo',                           bearer,                          provider.handleUserinfo),
+    route('GET',    '/oauth/logout',                             publicAccess,                    provider.handleEndSession),
     route('POST',   '/admin/apps',                               adminKey,                        admin.handleCreateApp),
     route('GET',    '/admin/apps',                               adminKey,                        admin.handleListApps),
     route('GET',    '/admin/apps/:app_id',                       adminKey,                        admin.handleGetApp),
@@ -64,11 +81,21 @@ export function authRoutes(ctx: AuthContext): Route[] {
     route('GET',    '/admin/apps/:app_id/sms-defences',          adminKey,                        smsDefences.handleGetSmsDefences),
     route('PUT',    '/admin/apps/:app_id/sms-defences',          adminKey,                        smsDefences.handlePutSmsDefences),
     route('PUT',    '/admin/apps/:app_id/passkeys',              adminKey,                        passkeys.handlePutPasskeySettings),
+    route('POST',   '/admin/apps/:app_id/upstream-providers',    adminKey,                        upstream.handleCreateUpstreamProvider),
+    route('GET',    '/admin/apps/:app_id/upstream-providers',    adminKey,                        upstream.handleListUpstreamProviders),
+    route('GET',    '/admin/apps/:app_id/upstream-providers/:provider_id', adminKey,              upstream.handleGetUpstreamProvider),
+    route('PUT',    '/admin/apps/:app_id/upstream-providers/:provider_id', adminKey,              upstream.handlePutUpstreamProvider),
+    route('DELETE', '/admin/apps/:app_id/upstream-providers/:provider_id', adminKey,              upstream.handleDeleteUpstreamProvider),
+    route('POST',   '/admin/apps/:app_id/upstream-providers/:provider_id/test', adminKey,         upstream.handleTestUpstreamProvider),
     route('POST',   '/admin/apps/:app_id/webhooks',              adminKey,                        webhooks.handleCreateWebhook),
     route('GET',    '/admin/apps/:app_id/webhooks',              adminKey,                        webhooks.handleListWebhooks),
     route('DELETE', '/admin/apps/:app_id/webhooks/:webhook_id',  adminKey,                        webhooks.handleDeleteWebhook),
     route('GET',    '/admin/apps/:app_id/webhook-deliveries',    adminKey,                        webhooks.handleListDeliveries),
     route('POST',   '/admin/apps/:app_id/webhook-deliveries/:delivery_id/redeliver', adminKey,    webhooks.handleRedeliver),
+    route('POST',   '/admin/apps/:app_id/oauth-clients',         adminKey,                        provider.handleCreateClient),
+    route('GET',    '/admin/apps/:app_id/oauth-clients',         adminKey,                        provider.handleListClients),
+    route('GET',    '/admin/apps/:app_id/oauth-clients/:client_id', adminKey,                     provider.handleGetClient),
+    route('DELETE', '/admin/apps/:app_id/oauth-clients/:client_id', adminKey,                     provider.handleDeleteClient),
     route('POST',   '/admin/apps/:app_id/api-keys',              adminKey,                        apiKeys.handleCreateApiKey),
     route('GET',    '/admin/apps/:app_id/api-keys',              adminKey,                        apiKeys.handleListApiKeys),
     route('POST',   '/admin/apps/:app_id/api-keys/:key_id/rotate', adminKey,                      apiKeys.handleRotateApiKey),
@@ -79,6 +106,7 @@ export function authRoutes(ctx: AuthContext): Route[] {
     route('DELETE', '/admin/users/:user_id',                     adminKey,                        admin.handleDeleteUser),
     route('POST',   '/admin/users/:user_id/restore',             adminKey,                        admin.handleRestoreUser),
     route('POST',   '/admin/users/:user_id/revoke-sessions',     adminKey,                        admin.handleRevokeUserSessions),
+    route('GET',    '/admin/users/:user_id/identities',          adminKey,                        upstream.handleListUserIdentities),
     route('GET',    '/admin/users/:user_id/sessions',            adminKey,                        userSessions.handleListUserSessions),
     route('DELETE', '/admin/users/:user_id/sessions/:session_id', adminKey,                       userSessions.handleEndUserSession),
     route('GET',    '/admin/audit-events',                       adminKey,                        admin.handleListAuditEvents),
@@ -88,5 +116,6 @@ export function authRoutes(ctx: AuthContext): Route[] {
     route('POST',   '/admin/signing-keys/rotate',                adminKey,                        admin.handleRotateSigningKey),
     route('GET',    '/.well-known/jwks.json',                    publicAccess,                    handleJwks),
     route('GET',    '/.well-known/openid-configuration',         publicAccess,                    handleDiscovery),
+    route('GET',    '/.well-known/oauth-authorization-server',   publicAccess,                    handleAuthorizationServerMetadata),
   ];
 }

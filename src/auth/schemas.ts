@@ -83,6 +83,54 @@ export const PasskeySettingsBody = Type.Object({
 }, strict);
 export type PasskeySettingsBody = Static<typeof PasskeySettingsBody>;
 
+/** An https URL (http only on this machine: development, tests); checked further by the service. */
+const url = Type.String({ minLength: 8, maxLength: 2048, pattern: '^https?://[^\\s\\x00-\\x1F\\x7F]+$' });
+const domainName = Type.String({ minLength: 1, maxLength: 253, pattern: '^[a-z0-9]([a-z0-9-]{0,62})(\\.[a-z0-9]([a-z0-9-]{0,62}))*$' });
+
+/** POST and PUT /admin/apps/:app_id/upstream-providers[/:provider_id] (PUT: client_secret absent keeps the stored one). */
+export const UpstreamProviderBody = Type.Object({
+  kind: Type.Union([Type.Literal('oidc'), Type.Literal('google'), Type.Literal('entra'), Type.Literal('apple'), Type.Literal('github')]),
+  label: text(64),
+  client_id: text(256),
+  client_secret: Type.Optional(text(MAX_TOKEN_CHARS)),
+  discovery_url: Type.Optional(url),
+  scopes: Type.Optional(Type.Array(Type.String({ pattern: '^[\\x21\\x23-\\x5B\\x5D-\\x7E]{1,64}$' }), { minItems: 1, maxItems: 20 })),
+  redirect_uris: Type.Array(url, { minItems: 1, maxItems: 20 }),
+  trusted_email_domains: Type.Optional(Type.Array(domainName, { maxItems: 100 })),
+  apple: Type.Optional(Type.Object({
+    team_id: Type.String({ pattern: '^[A-Z0-9]{10}$' }),
+    key_id: Type.String({ pattern: '^[A-Z0-9]{10}$' }),
+    /** The .p8 file Apple gives: a PKCS #8 PEM (newlines allowed here, nothing else). */
+    private_key: Type.String({ maxLength: 4096, pattern: '^\\s*-----BEGIN PRIVATE KEY-----[A-Za-z0-9+/=\\r\\n]+-----END PRIVATE KEY-----\\s*$' }),
+  }, strict)),
+  entra: Type.Optional(Type.Object({ tenants: Type.Array(Type.String({ pattern: '^[0-9a-fA-F-]{36}$' }), { maxItems: 100 }) }, strict)),
+  github: Type.Optional(Type.Object({ web_base_url: url, api_base_url: url }, strict)),
+}, strict);
+export type UpstreamProviderBody = Static<typeof UpstreamProviderBody>;
+
+export const UpstreamProvidersBody = Type.Object({ ...appCredentials }, strict);
+export type UpstreamProvidersBody = Static<typeof UpstreamProvidersBody>;
+
+/** refresh_token: link the identity to this session's user instead of signing in. */
+export const UpstreamStartBody = Type.Object({
+  ...appCredentials, provider_id: Uuid, redirect_uri: url, refresh_token: Type.Optional(text(MAX_TOKEN_CHARS)),
+}, strict);
+export type UpstreamStartBody = Static<typeof UpstreamStartBody>;
+
+/** params: what the redirect URI received from the provider (its query, or Apple's form), verbatim. */
+export const UpstreamCallbackBody = Type.Object({
+  ...appCredentials,
+  params: Type.Record(Type.String({ pattern: '^[a-zA-Z_]{1,64}$' }), text(12_000), { maxProperties: 20 }),
+  tenant_id: optionalTenant,
+}, strict);
+export type UpstreamCallbackBody = Static<typeof UpstreamCallbackBody>;
+
+export const IdentitiesBody = Type.Object({ ...appCredentials, refresh_token: text(MAX_TOKEN_CHARS) }, strict);
+export type IdentitiesBody = Static<typeof IdentitiesBody>;
+
+export const IdentityRemoveBody = Type.Object({ ...appCredentials, refresh_token: text(MAX_TOKEN_CHARS), identity_id: Uuid }, strict);
+export type IdentityRemoveBody = Static<typeof IdentityRemoveBody>;
+
 /** Every field optional: absent (or null) turns that defence off. */
 export const SmsDefencesBody = Type.Object({
   allowed_calling_codes: Type.Optional(Type.Union([Type.Array(Type.String({ pattern: '^[1-9][0-9]{0,2}$' }), { maxItems: 300 }), Type.Null()])),
@@ -104,9 +152,12 @@ export type RoleAssignBody = Static<typeof RoleAssignBody>;
 export const RoleRevokeBody = Type.Object({ ...appCredentials, user_id: Uuid, tenant_id: Uuid }, strict);
 export type RoleRevokeBody = Static<typeof RoleRevokeBody>;
 
+/** An app's slug: lower-case letters, digits and inner dashes, at most 63 characters. */
+export const APP_SLUG_PATTERN = '^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$';
+
 export const CreateAppBody = Type.Object({
-  /** Lower-case letters, digits and inner dashes; becomes `aud` and `app_id` of tokens. */
-  slug: Type.String({ pattern: '^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$' }),
+  /** Becomes `aud` and `app_id` of tokens. */
+  slug: Type.String({ pattern: APP_SLUG_PATTERN }),
   name: text(200),
 }, strict);
 export type CreateAppBody = Static<typeof CreateAppBody>;
@@ -153,3 +204,19 @@ export const CreateApiKeyBody = Type.Object({
   expires_at: Type.Optional(Type.Union([IsoInstant, Type.Null()])),
 }, strict);
 export type CreateApiKeyBody = Static<typeof CreateApiKeyBody>;
+
+/** POST /admin/apps/:app_id/oauth-clients: an OAuth client of the app (provider/clients.ts checks how the fields fit together). */
+export const CreateOAuthClientBody = Type.Object({
+  name: text(200),
+  logo_uri: Type.Optional(text(2000)),
+  client_type: Type.Optional(Type.Union([Type.Literal('confidential'), Type.Literal('public')])),
+  token_endpoint_auth_method: Type.Optional(Type.Union([
+    Type.Literal('client_secret_basic'), Type.Literal('client_secret_post'), Type.Literal('private_key_jwt'), Type.Literal('none'),
+  ])),
+  jwks: Type.Optional(Type.Object({ keys: Type.Array(Type.Record(Type.String(), Type.Unknown()), { maxItems: 10 }) }, strict)),
+  redirect_uris: Type.Optional(Type.Array(text(2000), { maxItems: 20 })),
+  post_logout_redirect_uris: Type.Optional(Type.Array(text(2000), { maxItems: 20 })),
+  grant_types: Type.Optional(Type.Array(text(64), { maxItems: 5 })),
+  scopes: Type.Optional(Type.Array(text(100), { maxItems: 50 })),
+}, strict);
+export type CreateOAuthClientBody = Static<typeof CreateOAuthClientBody>;

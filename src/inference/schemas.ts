@@ -273,7 +273,7 @@ const LoraAdapterItem = Type.Object({
   path: Type.Optional(Type.String()),
   scale: Type.Number(),
 });
-/** The spec's {"lora_adapters": [{path or id, scale}]}, or llama-server's bare array. */
+/** `{"lora_adapters": [{path or id, scale}]}`, or llama-server's bare array. */
 export const LoraAdaptersBody = Type.Union([Type.Object({ lora_adapters: Type.Array(LoraAdapterItem) }), Type.Array(LoraAdapterItem)]);
 export type LoraAdaptersBody = Static<typeof LoraAdaptersBody>;
 

@@ -1,4 +1,4 @@
-// Admin routes the admin console needs beside the spec's: user lookup by e-mail or phone,
+// Admin routes the admin console needs beside tenant creation: user lookup by e-mail or phone,
 // revoking a user's sessions without deleting the user, and the list of signing keys.
 import t from 'tap';
 import { OTP_DEFAULT_LIMITS } from '../../src/auth/limits.js';

@@ -217,6 +217,6 @@ t.test('the log delivery is refused in production; smtp and sms are configured f
   t.throws(() => parseAuthServerArgs([], { ...env, AUTH_OTP_DELIVERY: 'smtp', AUTH_SMTP_FROM: 'a@b.c' }), /needs --smtp-host/);
   t.throws(() => parseAuthServerArgs([], { ...env, AUTH_OTP_DELIVERY: 'sms', AUTH_SMS_ACCOUNT_SID: 'a', AUTH_SMS_AUTH_TOKEN: 'b' }), /exactly one of --sms-from/);
   t.throws(() => parseAuthServerArgs([], { ...env, AUTH_OTP_DELIVERY: 'smtp', AUTH_SMTP_HOST: 'h', AUTH_SMTP_FROM: 'a@b.c', AUTH_SMTP_TLS: 'maybe' }), /AUTH_SMTP_TLS/);
-  const { createOtpDelivery } = await import('../../src/auth/otp-delivery.js');
+  const { createOtpDelivery } = await import('../../src/auth/otp/delivery.js');
   t.throws(() => createOtpDelivery([{ kind: 'smtp', host: 'h', port: 25, tls: 'none', from: 'a@b.c' }, { kind: 'log' }]), /refused when NODE_ENV=production/);
 });

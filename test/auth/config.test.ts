@@ -3,7 +3,7 @@ import os from 'node:os';
 import path from 'node:path';
 import t from 'tap';
 import { parseAuthServerArgs, readAuthServiceConfig } from '../../src/auth/config.js';
-import { createOtpDelivery } from '../../src/auth/otp-delivery.js';
+import { createOtpDelivery } from '../../src/auth/otp/delivery.js';
 
 const ENV = { AUTH_ADMIN_KEY: 'admin-key-0123456789' };
 

@@ -2,7 +2,7 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import t from 'tap';
-import { logOtpDelivery, webhookOtpDelivery } from '../../src/auth/otp-delivery.js';
+import { logOtpDelivery, webhookOtpDelivery } from '../../src/auth/otp/delivery.js';
 import { startAuthHarness } from './fixtures/harness.js';
 
 interface Received {

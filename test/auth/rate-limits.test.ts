@@ -9,7 +9,7 @@ import { startHttpServer } from '../../src/http/server.js';
 import { formatAuthError } from '../../src/auth/errors.js';
 import { MAX_BODY_BYTES } from '../../src/auth/limits.js';
 import { createAuthService } from '../../src/auth/mount.js';
-import { parseRateLimits, RATE_LIMIT_RULES } from '../../src/auth/rate-limits.js';
+import { parseRateLimits, RATE_LIMIT_RULES } from '../../src/auth/rate-limit-rules.js';
 import { ADMIN_KEY, startAuthHarness, statusCounts, type Reply, type TestApp, type Tokens } from './fixtures/harness.js';
 
 const LIMITS = {
@@ -161,5 +161,5 @@ t.test('AUTH_RATE_LIMITS parses rule=hits/seconds and refuses anything else', as
   t.throws(() => parseRateLimits('nope=1/1'), /unknown rule "nope"/);
   t.throws(() => parseRateLimits('otp_request_ip=20'), /is not rule=hits\/seconds/);
   t.throws(() => parseRateLimits('otp_request_ip=0/60'), /at least 1 hit/);
-  t.ok(Object.keys(RATE_LIMIT_RULES).length === 9, 'seven rules, passkey_ceremony_ip and api_key_introspect_ip');
+  t.ok(Object.keys(RATE_LIMIT_RULES).length === 11, 'seven rules, passkey_ceremony_ip, api_key_introspect_ip, oauth_authorize_ip and oauth_token_ip');
 });

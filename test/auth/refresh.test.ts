@@ -4,7 +4,7 @@ import t from 'tap';
 import { startAuthHarness, type TestApp, type Tokens } from './fixtures/harness.js';
 import type { AuthContext } from '../../src/auth/context.js';
 import type { RotationResult } from '../../src/auth/queries/refresh-tokens.js';
-import { rateLimitsWith } from '../../src/auth/rate-limits.js';
+import { rateLimitsWith } from '../../src/auth/rate-limit-rules.js';
 import { presentedCredentials } from '../../src/auth/service/credentials.js';
 import { refreshSession } from '../../src/auth/service/sessions.js';
 import { claimsOf, serviceSigningKey } from './fixtures/tokens.js';

@@ -10,12 +10,12 @@ import type { SigningKeySummary } from '../queries/signing-keys.js';
 import type { TenantRow } from '../queries/tenants.js';
 import type { UserRow } from '../queries/users.js';
 import { CreateAppBody, CreateTenantBody, MessageTemplatesBody } from '../schemas.js';
-import { DEFAULT_TEMPLATE } from '../otp-templates.js';
+import { DEFAULT_TEMPLATE } from '../otp/templates.js';
 import * as admin from '../service/admin.js';
-import { isUuid } from '../service/credentials.js';
 import { listAuditEvents } from '../service/audit.js';
-import { liftBlock, listBlocks } from '../service/rate-limits.js';
-import { isRateLimitRule } from '../rate-limits.js';
+import { liftBlock, listBlocks } from '../service/rate-limit-enforcement.js';
+import { isRateLimitRule } from '../rate-limit-rules.js';
+import { queryInstant, queryInteger, queryUuid } from './query-params.js';
 
 const createAppBody = compileBody(CreateAppBody);
 const createTenantBody = compileBody(CreateTenantBody);
@@ -205,29 +205,4 @@ function userJson(user: UserRow): Record<string, unknown> {
     created_at: user.created_at.toISOString(),
     deleted_at: user.deleted_at?.toISOString() ?? null,
   };
-}
-
-function queryUuid(req: HttpRequest, name: string): string | undefined {
-  const raw = req.query.get(name);
-  if (raw === null) return undefined;
-  if (!isUuid(raw)) throw authError('VALIDATION_ERROR', `Invalid query parameter "${name}": expected a UUID`);
-  return raw.toLowerCase();
-}
-
-const ISO_INSTANT = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?(Z|[+-]\d{2}:\d{2})$/;
-
-export function queryInstant(req: HttpRequest, name: string): Date | undefined {
-  const raw = req.query.get(name);
-  if (raw === null) return undefined;
-  const instant = ISO_INSTANT.test(raw) ? new Date(raw) : new Date(NaN);
-  if (Number.isNaN(instant.getTime())) throw authError('VALIDATION_ERROR', `Invalid query parameter "${name}": expected an ISO 8601 instant such as 2026-11-25T06:00:00Z`);
-  return instant;
-}
-
-export function queryInteger(req: HttpRequest, name: string, fallback: number, min: number, max: number): number {
-  const raw = req.query.get(name);
-  if (raw === null) return fallback;
-  const value = /^\d{1,10}$/.test(raw) ? Number(raw) : NaN;
-  if (!(value >= min && value <= max)) throw authError('VALIDATION_ERROR', `Invalid query parameter "${name}": expected an integer from ${min} to ${max}`);
-  return value;
 }

@@ -4,7 +4,6 @@ import type { HttpRequest, HttpResult } from '../../http/request.js';
 import { compileBody } from '../../http/validation.js';
 import { requestOrigin } from '../audit.js';
 import type { AuthContext } from '../context.js';
-import { authError } from '../errors.js';
 import type { ApiKeyRow } from '../queries/api-keys.js';
 import { CreateApiKeyBody } from '../schemas.js';
 import { getApp } from '../service/admin.js';
@@ -60,10 +59,7 @@ export async function handleRevokeApiKey(ctx: AuthContext, _: NoInput, req: Http
  */
 export async function handleIntrospectApiKey(ctx: AuthContext, _: NoInput, req: HttpRequest): Promise<HttpResult> {
   const match = /^Bearer +(\S+) *$/i.exec(req.headers.authorization ?? '');
-  const identity = match ? await apiKeys.findApiKeyIdentity(ctx, match[1]!) : null;
-  if (!identity) throw authError('API_KEY_INVALID');
-  apiKeys.markApiKeyUsed(ctx, identity.keyId);
-  return { body: apiKeyIdentityJson(identity) };
+  return { body: apiKeyIdentityJson(await apiKeys.introspectApiKey(ctx, match ? match[1]! : null)) };
 }
 
 /** The ApiKey resource: settings and dates, the display prefix, never the key or its hash. */

@@ -5,7 +5,7 @@ import type { AuthContext } from '../context.js';
 import type { WebhookDeliveryRow, WebhookEndpointRow } from '../queries/webhooks.js';
 import { CreateWebhookBody } from '../schemas.js';
 import * as webhooks from '../service/webhooks.js';
-import { queryInteger } from './admin.js';
+import { queryInteger } from './query-params.js';
 
 const createWebhookBody = compileBody(CreateWebhookBody);
 type NoInput = Record<string, never>;

@@ -3,6 +3,7 @@
 // unknown kid refetches (jose's createRemoteJWKSet does), so a rotation is picked up at once.
 import type { HttpResult } from '../../http/request.js';
 import type { AuthContext } from '../context.js';
+import { providerMetadata } from '../provider/handlers.js';
 
 const CACHEABLE = { 'Cache-Control': 'public, max-age=300' };
 const CLIENT_AUTH_METHODS = ['client_secret_basic', 'client_secret_post'];
@@ -23,6 +24,12 @@ export async function handleDiscovery(ctx: AuthContext): Promise<HttpResult> {
       revocation_endpoint_auth_methods_supported: CLIENT_AUTH_METHODS,
       introspection_endpoint: `${ctx.issuer}/oauth/introspect`,
       introspection_endpoint_auth_methods_supported: CLIENT_AUTH_METHODS,
+      ...providerMetadata(ctx.issuer),
     },
   };
+}
+
+/** GET /.well-known/oauth-authorization-server (RFC 8414): the same document, for OAuth-only clients (MCP). */
+export function handleAuthorizationServerMetadata(ctx: AuthContext): Promise<HttpResult> {
+  return handleDiscovery(ctx);
 }

@@ -1,5 +1,5 @@
 // Queries on API keys (migration 0020). `key_hash` is the SHA-256 of the whole key.
-import type { Queryable } from '../db.js';
+import type { Queryable } from '../database/client.js';
 
 export interface ApiKeyRow {
   id: string;

@@ -1,5 +1,5 @@
 // Queries on apps. `secret_hash` is the SHA-256 of the app secret.
-import type { Queryable } from '../db.js';
+import type { Queryable } from '../database/client.js';
 
 export interface AppRow {
   id: string;

@@ -1,5 +1,5 @@
 // Queries on the audit trail (migration 0011): append, page through, purge.
-import type { Queryable, Sql } from '../db.js';
+import type { Queryable, Sql } from '../database/client.js';
 
 export interface NewAuditEvent {
   type: string;

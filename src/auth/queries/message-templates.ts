@@ -1,5 +1,5 @@
 // Queries on apps' message templates (migration 0016).
-import type { Queryable } from '../db.js';
+import type { Queryable } from '../database/client.js';
 
 export interface MessageTemplateRow {
   email_from: string | null;

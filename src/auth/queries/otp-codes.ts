@@ -1,7 +1,7 @@
 // Queries on one-time codes and their send throttles. Every check-and-write is one statement
 // (an upsert or update with the condition in its WHERE), so concurrent requests cannot slip past
 // a limit: the row lock taken by the write serialises them.
-import type { Queryable } from '../db.js';
+import type { Queryable } from '../database/client.js';
 
 export interface OtpDestination {
   appId: string;

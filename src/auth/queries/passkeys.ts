@@ -1,5 +1,5 @@
 // Queries on passkeys, the apps' relying-party settings and the ceremonies in progress (migration 0017).
-import type { Queryable } from '../db.js';
+import type { Queryable } from '../database/client.js';
 
 export interface PasskeySettingsRow {
   app_id: string;

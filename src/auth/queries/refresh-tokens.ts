@@ -1,7 +1,7 @@
 // Queries on refresh families (sessions) and their tokens. Invariant: every write to a family's
 // tokens happens in a transaction that first locked the family row, so reading
 // `current_token_id` from the locked row tells which token is live without racing.
-import type { Queryable } from '../db.js';
+import type { Queryable } from '../database/client.js';
 import type { RoleRow } from './roles.js';
 
 export type RevokedReason = 'logout' | 'reuse' | 'revoke_user' | 'user_deleted';
@@ -15,11 +15,16 @@ export interface NewRefreshToken {
 /** Creates a session and its first token in one statement. */
 export async function insertRefreshFamily(sql: Queryable, family: {
   id: string; appId: string; userId: string; tenantId: string | null; now: Date; expiresAt: Date; token: NewRefreshToken;
+  /** A session started by an OAuth code exchange: its client, the scope granted, the browser session (migration 0022). */
+  grant?: { clientId: string; scope: string; browserSessionId: string | null };
 }): Promise<void> {
   await sql`
     with family as (
-      insert into refresh_families (id, app_id, user_id, tenant_id, current_token_id, created_at, expires_at)
-      values (${family.id}, ${family.appId}, ${family.userId}, ${family.tenantId}, ${family.token.id}, ${family.now}, ${family.expiresAt})
+      insert into refresh_families (id, app_id, user_id, tenant_id, current_token_id, created_at, expires_at, client_id, scope, browser_session_id)
+      values (
+        ${family.id}, ${family.appId}, ${family.userId}, ${family.tenantId}, ${family.token.id}, ${family.now}, ${family.expiresAt},
+        ${family.grant?.clientId ?? null}, ${family.grant?.scope ?? null}, ${family.grant?.browserSessionId ?? null}
+      )
       returning id
     )
     insert into refresh_tokens (id, family_id, parent_id, token_hash, state, issued_at, expires_at)

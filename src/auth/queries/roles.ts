@@ -1,5 +1,5 @@
 // Queries on roles: one role per (user, tenant), the tenant fixing the app.
-import type { Queryable } from '../db.js';
+import type { Queryable } from '../database/client.js';
 import type { RoleName } from '../roles.js';
 
 export interface RoleRow {

@@ -1,6 +1,6 @@
 // Queries on RS256 signing keys.
 import type { JWK } from 'jose';
-import type { Queryable } from '../db.js';
+import type { Queryable } from '../database/client.js';
 
 export type SigningKeyStatus = 'next' | 'active' | 'retired';
 

@@ -1,6 +1,6 @@
 // Queries of the SMS defences (migration 0018): the app's settings, the window counters and the
 // per-country sent/verified counts.
-import type { Queryable } from '../db.js';
+import type { Queryable } from '../database/client.js';
 
 /** An app's SMS defences as the admin sets them (null: that defence is off). */
 export interface SmsDefencesSettings {

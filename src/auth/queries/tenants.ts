@@ -1,5 +1,5 @@
 // Queries on tenants.
-import type { Queryable } from '../db.js';
+import type { Queryable } from '../database/client.js';
 
 export interface TenantRow {
   id: string;

@@ -1,6 +1,6 @@
 // Queries on metered usage (migration 0021): adding batches of hourly rows, reading them back,
 // and claiming closed hours for their usage.hourly event.
-import type { Queryable } from '../db.js';
+import type { Queryable } from '../database/client.js';
 
 /** One batch row as addUsageHours takes it; counters are non-negative integers. */
 export interface UsageHourInput {
@@ -17,7 +17,8 @@ export interface UsageHourInput {
   computeMs: number;
 }
 
-export interface UsageHourRow {
+/** A row of usage_hourly as stored (the hour's start, snake_case columns); not the metered row the inference server sends (service/usage.ts UsageHourRow). */
+export interface StoredUsageHour {
   app_id: string | null;
   app_slug: string | null;
   tenant: string;
@@ -32,7 +33,7 @@ export interface UsageHourRow {
   compute_ms: number;
 }
 
-export type UsageTotals = Pick<UsageHourRow, 'requests' | 'prompt_tokens' | 'cached_prompt_tokens' | 'completion_tokens' | 'queue_ms' | 'compute_ms'>;
+export type UsageTotals = Pick<StoredUsageHour, 'requests' | 'prompt_tokens' | 'cached_prompt_tokens' | 'completion_tokens' | 'queue_ms' | 'compute_ms'>;
 
 /**
  * Adds a batch in one statement. The batch's rows are first summed per (app, tenant, key,
@@ -97,8 +98,8 @@ function usageWhere(sql: Queryable, filter: UsageFilter) {
 }
 
 /** Up to `limit` rows, oldest hour first; counters as numbers (exact below 2^53). */
-export async function listUsageHours(sql: Queryable, filter: UsageFilter): Promise<UsageHourRow[]> {
-  return sql<UsageHourRow[]>`
+export async function listUsageHours(sql: Queryable, filter: UsageFilter): Promise<StoredUsageHour[]> {
+  return sql<StoredUsageHour[]>`
     select u.app_id, a.slug as app_slug, u.tenant, u.key_label, u.model, u.hour,
       u.requests::float8 as requests, u.prompt_tokens::float8 as prompt_tokens, u.cached_prompt_tokens::float8 as cached_prompt_tokens,
       u.completion_tokens::float8 as completion_tokens, u.queue_ms::float8 as queue_ms, u.compute_ms::float8 as compute_ms

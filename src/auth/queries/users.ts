@@ -1,5 +1,5 @@
 // Queries on users (global identities) and app memberships.
-import type { Queryable } from '../db.js';
+import type { Queryable } from '../database/client.js';
 
 export interface UserRow {
   id: string;
@@ -43,6 +43,16 @@ export async function findOrInsertUser(sql: Queryable, identifier: Identifier, n
         for share
       `;
   return existing!;
+}
+
+/** A user known by a linked upstream identity only: the provider proved no address we trust. */
+export async function insertUserWithoutAddress(sql: Queryable, now: Date): Promise<UserRow> {
+  const [row] = await sql<UserRow[]>`
+    insert into users (email, phone, created_at)
+    values (null, null, ${now})
+    returning id, email, phone, created_at, deleted_at
+  `;
+  return row!;
 }
 
 export async function findUser(sql: Queryable, id: string): Promise<UserRow | undefined> {

@@ -1,5 +1,5 @@
 // Queries on webhook endpoints and their deliveries (the outbox, migration 0015).
-import type { Queryable } from '../db.js';
+import type { Queryable } from '../database/client.js';
 
 export interface WebhookEndpointRow {
   id: string;

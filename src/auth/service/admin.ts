@@ -1,17 +1,20 @@
 // Administration behind X-Admin-Key: apps, tenants, user soft-delete, signing-key rotation.
 import type { RequestOrigin } from '../audit.js';
 import type { AuthContext } from '../context.js';
-import { isUniqueViolation } from '../db.js';
+import { isUniqueViolation } from '../database/client.js';
 import { authError } from '../errors.js';
 import { insertAuditEvent, type NewAuditEvent } from '../queries/audit-events.js';
 import { findAppMessageTemplate, upsertAppMessageTemplate, type MessageTemplateRow } from '../queries/message-templates.js';
-import { findApp, insertApp, listApps as selectApps, updateAppSecret, type AppRow } from '../queries/apps.js';
+import { findApp, findAppBySlug, insertApp, listApps as selectApps, updateAppSecret, type AppRow } from '../queries/apps.js';
 import { findTenant, insertTenant, listTenants as selectTenants, type TenantRow } from '../queries/tenants.js';
 import { listSigningKeys as selectSigningKeys, type SigningKeySummary } from '../queries/signing-keys.js';
 import { findUser, findUserByIdentifier, lockUser, setUserDeletedAt, type UserRow } from '../queries/users.js';
+import { APP_SLUG_PATTERN } from '../schemas.js';
 import { generateAppSecret, isUuid } from './credentials.js';
 import { identifierOf } from './identity.js';
 import { revokeLiveFamilies } from './sessions.js';
+
+const SLUG = new RegExp(APP_SLUG_PATTERN);
 
 /** Creates an app; the secret is returned here and never again. 409 APP_SLUG_TAKEN. */
 export async function createApp(ctx: AuthContext, app: { slug: string; name: string }, origin: RequestOrigin): Promise<{ app: AppRow; secret: string }> {
@@ -32,6 +35,14 @@ export async function createApp(ctx: AuthContext, app: { slug: string; name: str
 
 export async function getApp(ctx: AuthContext, appId: string): Promise<AppRow> {
   const app = isUuid(appId) ? await findApp(ctx.sql, appId) : undefined;
+  if (!app) throw authError('APP_NOT_FOUND');
+  return app;
+}
+
+/** The app named by its id or its slug; 404 APP_NOT_FOUND when neither names one. */
+export async function getAppByIdOrSlug(ctx: AuthContext, value: string): Promise<AppRow> {
+  if (isUuid(value)) return getApp(ctx, value);
+  const app = SLUG.test(value) ? await findAppBySlug(ctx.sql, value) : undefined;
   if (!app) throw authError('APP_NOT_FOUND');
   return app;
 }

@@ -7,11 +7,10 @@
 // later (and should a notification be lost with its connection, their cache TTL still bounds it).
 import type { RequestOrigin } from '../audit.js';
 import type { AuthContext } from '../context.js';
-import type { Sql } from '../db.js';
 import { authError } from '../errors.js';
 import { insertAuditEvent } from '../queries/audit-events.js';
 import {
-  API_KEY_CHANNEL, findLiveApiKeyByHash, insertApiKey, notifyApiKeyChanged, listApiKeys as selectApiKeys, lockApiKey, setApiKeyRevokedAt, touchApiKey, updateApiKeyHash,
+  findLiveApiKeyByHash, insertApiKey, notifyApiKeyChanged, listApiKeys as selectApiKeys, lockApiKey, setApiKeyRevokedAt, touchApiKey, updateApiKeyHash,
   type ApiKeyIdentityRow, type ApiKeyRow,
 } from '../queries/api-keys.js';
 import { findTenant } from '../queries/tenants.js';
@@ -22,43 +21,6 @@ import { isUuid } from './credentials.js';
 
 /** A key's last_used_at is written at most this often per key by one process (and by all: touchApiKey). */
 export const API_KEY_TOUCH_INTERVAL_MS = 60_000;
-
-/** Listeners told the id of a key that was rotated or revoked, once the change committed. */
-export class ApiKeyChanges {
-  private readonly listeners = new Set<(keyId: string) => void>();
-  private listening: Promise<{ unlisten(): Promise<void> } | null> | null = null;
-
-  constructor(private readonly sql: Sql, private readonly log: (line: string) => void) {}
-
-  /**
-   * Adds a listener; the first one also starts listening for the changes that other threads and
-   * instances notify (one connection of the pool is then held for it).
-   */
-  subscribe(listener: (keyId: string) => void): () => void {
-    this.listeners.add(listener);
-    this.listening ??= this.sql.listen(API_KEY_CHANNEL, (keyId) => this.publish(keyId)).catch((error: unknown) => {
-      this.log(`API keys: cannot listen for other instances' revocations (their verifiers' cache TTL applies): ${String(error)}`);
-      return null;
-    });
-    return () => { this.listeners.delete(listener); };
-  }
-
-  /** Resolves once the listening connection is ready (tests). */
-  async ready(): Promise<void> {
-    await this.listening;
-  }
-
-  /** Stops listening (the service's close). */
-  async stop(): Promise<void> {
-    const listening = await this.listening;
-    this.listening = null;
-    await listening?.unlisten().catch(() => {});
-  }
-
-  publish(keyId: string): void {
-    for (const listener of this.listeners) listener(keyId);
-  }
-}
 
 export interface NewApiKeySettings {
   name: string;
@@ -146,6 +108,14 @@ export async function findApiKeyIdentity(ctx: AuthContext, key: string): Promise
   if (!hasApiKeyFormat(key)) return null;
   const row = await findLiveApiKeyByHash(ctx.sql, hashApiKey(key), new Date(ctx.clock.now()));
   return row ? identityOf(row) : null;
+}
+
+/** The identity of a presented key, which then counts as used; 401 API_KEY_INVALID for a missing, unknown, revoked or expired key. */
+export async function introspectApiKey(ctx: AuthContext, key: string | null): Promise<ApiKeyIdentity> {
+  const identity = key === null ? null : await findApiKeyIdentity(ctx, key);
+  if (!identity) throw authError('API_KEY_INVALID');
+  markApiKeyUsed(ctx, identity.keyId);
+  return identity;
 }
 
 /**

@@ -1,7 +1,7 @@
 // Reading the audit trail (admin API) and its retention. Writing is done by each service
 // function, in the transaction of its change (see audit.ts).
 import type { AuthContext } from '../context.js';
-import type { Sql } from '../db.js';
+import type { Sql } from '../database/client.js';
 import { authError } from '../errors.js';
 import { listAuditEvents as selectAuditEvents, purgeAuditEventsBefore, type AuditEventFilter, type AuditEventRow } from '../queries/audit-events.js';
 import { purgeFinishedDeliveriesBefore } from '../queries/webhooks.js';

@@ -2,7 +2,7 @@
 // (no slow hash needed); comparisons are constant-time. An unknown app and a wrong secret take
 // the same path: one query, one hash, one comparison (against a dummy hash when no app is found).
 import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
-import type { Queryable } from '../db.js';
+import type { Queryable } from '../database/client.js';
 import { authError } from '../errors.js';
 import { findAppCredentials } from '../queries/apps.js';
 

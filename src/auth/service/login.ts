@@ -5,14 +5,15 @@ import { createHmac, randomInt, randomUUID, timingSafeEqual } from 'node:crypto'
 import { HttpError } from '../../http/errors.js';
 import type { RequestOrigin } from '../audit.js';
 import type { AuthContext } from '../context.js';
+import type { TransactionSql } from '../database/client.js';
 import { authError } from '../errors.js';
 import { insertAuditEvent } from '../queries/audit-events.js';
 import { OTP_MAX_ATTEMPTS, OTP_TTL_MS, OTP_WINDOW_MS } from '../limits.js';
 import { cancelOtpCode, consumeOtpCode, recordOtpAttempt, storeOtpCode, takeAppSendQuota, type OtpDestination } from '../queries/otp-codes.js';
 import { findAppMessageTemplate } from '../queries/message-templates.js';
 import { listRolesOfUser } from '../queries/roles.js';
-import { templateOf } from '../otp-templates.js';
-import type { RateLimitRule } from '../rate-limits.js';
+import { templateOf } from '../otp/templates.js';
+import type { RateLimitRule } from '../rate-limit-rules.js';
 import type { RateLimitCount } from '../respond.js';
 import { identifierOf } from './identity.js';
 import { checkSmsDefences, recordSmsVerified } from './sms-defences.js';
@@ -67,6 +68,25 @@ export async function requestOtp(ctx: AuthContext, app: AuthenticatedApp, identi
  * counted). Each refusal after the rate limits is recorded as `login.failed`.
  */
 export async function verifyOtp(ctx: AuthContext, app: AuthenticatedApp, identifier: Identifier, code: string, requestedTenant: string | null | undefined, origin: RequestOrigin): Promise<SessionTokens> {
+  return verifyOtpThen(ctx, app, identifier, code, origin, async (tx, userId, nowMs) => {
+    const tenant = chooseTenant(await listRolesOfUser(tx, app.id, userId), requestedTenant, null);
+    const familyId = randomUUID();
+    return { familyId, result: await startSession(tx, ctx, { app, userId, familyId, tenant, nowMs }) };
+  });
+}
+
+/**
+ * What a verified code leads to, inside verifyOtpThen's transaction: a session of the JSON API,
+ * or the hosted sign-in page's browser session (provider/sign-in.ts). `familyId` is recorded
+ * with login.succeeded.
+ */
+export type AfterOtpVerified<T> = (tx: TransactionSql, userId: string, nowMs: number) => Promise<{ familyId: string | null; result: T }>;
+
+/**
+ * The code check of verifyOtp, with its refusals, rate and audit trail, followed by `then` in
+ * the transaction that uses the code up, finds or creates the user and records the membership.
+ */
+export async function verifyOtpThen<T>(ctx: AuthContext, app: AuthenticatedApp, identifier: Identifier, code: string, origin: RequestOrigin, then: AfterOtpVerified<T>): Promise<T> {
   const destination = destinationOf(app, identifier);
   const codeHash = hashOtpCode(ctx.otp.hashKey, destination, code);
   const nowMs = ctx.clock.now();
@@ -75,18 +95,17 @@ export async function verifyOtp(ctx: AuthContext, app: AuthenticatedApp, identif
   try {
     const stored = await recordOtpAttempt(ctx.sql, { ...destination, now, maxAttempts: OTP_MAX_ATTEMPTS });
     if (!stored || !timingSafeEqual(stored, codeHash)) throw authError('OTP_INVALID');
-    const tokens = await ctx.sql.begin(async (tx) => {
+    const tokens = await ctx.sql.begin(async (tx): Promise<T> => {
       if (!(await consumeOtpCode(tx, { ...destination, codeHash }))) throw authError('OTP_INVALID');
       const user = await findOrInsertUser(tx, identifier, now);
       if (user.deleted_at) throw authError('USER_DELETED');
       await upsertMembership(tx, app.id, user.id, now);
-      const tenant = chooseTenant(await listRolesOfUser(tx, app.id, user.id), requestedTenant, null);
-      const familyId = randomUUID();
+      const { familyId, result } = await then(tx, user.id, nowMs);
       await insertAuditEvent(tx, { ...audit, type: 'login.succeeded', userId: user.id, familyId });
-      return startSession(tx, ctx, { app, userId: user.id, familyId, tenant, nowMs });
+      return result;
     });
     if (identifier.channel === 'phone') await recordSmsVerified(ctx, app, identifier.value);
-    return tokens;
+    return tokens as T;
   } catch (error) {
     // The transaction rolled back: the failure is recorded on its own.
     if (error instanceof HttpError && error.status < 500) {

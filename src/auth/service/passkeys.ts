@@ -20,7 +20,7 @@ import type { AuthenticationResponseJSON, RegistrationResponseJSON, verifyAuthen
 import { HttpError } from '../../http/errors.js';
 import type { RequestOrigin } from '../audit.js';
 import type { AuthContext } from '../context.js';
-import { isUniqueViolation } from '../db.js';
+import { isUniqueViolation } from '../database/client.js';
 import { authError } from '../errors.js';
 import { PASSKEY_CEREMONY_TTL_MS } from '../limits.js';
 import { insertAuditEvent } from '../queries/audit-events.js';

@@ -6,11 +6,11 @@
 import { randomUUID } from 'node:crypto';
 import type { RequestOrigin } from '../audit.js';
 import type { AuthContext } from '../context.js';
-import type { TransactionSql } from '../db.js';
+import type { TransactionSql } from '../database/client.js';
 import { authError, type AuthErrorCode } from '../errors.js';
 import { ACCESS_TOKEN_TTL_SECONDS, REFRESH_TOKEN_TTL_MS, SESSION_LIFETIME_MS } from '../limits.js';
 import { insertAuditEvent } from '../queries/audit-events.js';
-import { takeAppRefreshRate } from '../queries/rate-limits.js';
+import { takeAppRefreshRate } from '../queries/rate-limit-counters.js';
 import { findMember } from '../queries/users.js';
 import { insertRefreshFamily, lockLiveFamiliesOfUser, lockRefreshSession, revokeRefreshFamilies, revokeRefreshFamily, rotateRefreshToken, type RotationOutcome } from '../queries/refresh-tokens.js';
 import type { RoleRow } from '../queries/roles.js';
@@ -18,7 +18,7 @@ import type { RoleName } from '../roles.js';
 import { signAccessToken } from '../tokens/access-token.js';
 import { generateRefreshToken, hashRefreshToken } from '../tokens/refresh-token.js';
 import type { AuthenticatedApp, PresentedCredentials } from './credentials.js';
-import { rateLimited } from './rate-limits.js';
+import { rateLimited } from './rate-limit-enforcement.js';
 
 /** The body of a successful login or refresh. */
 export interface SessionTokens {
@@ -62,6 +62,8 @@ export function chooseTenant(roles: RoleRow[], requested: string | null | undefi
  */
 export async function startSession(tx: TransactionSql, ctx: AuthContext, session: {
   app: AuthenticatedApp; userId: string; familyId: string; tenant: TenantChoice; nowMs: number;
+  /** A session of an OAuth client (provider/token.ts): recorded on the family, its claims added to the access token. */
+  grant?: { clientId: string; scope: string; browserSessionId: string | null };
 }): Promise<SessionTokens> {
   const now = new Date(session.nowMs);
   const refresh = generateRefreshToken();
@@ -75,8 +77,10 @@ export async function startSession(tx: TransactionSql, ctx: AuthContext, session
     now,
     expiresAt,
     token: { id: tokenId, hash: refresh.hash, expiresAt: new Date(Math.min(session.nowMs + REFRESH_TOKEN_TTL_MS, expiresAt.getTime())) },
+    grant: session.grant,
   });
-  return issueTokens(ctx, session.app, session.userId, session.tenant, refresh.token, session.nowMs);
+  const claims = session.grant ? { client_id: session.grant.clientId, scope: session.grant.scope } : undefined;
+  return issueTokens(ctx, session.app, session.userId, session.tenant, refresh.token, session.nowMs, claims);
 }
 
 /** The error answered for each refusal of rotate_refresh_token. */
@@ -96,9 +100,10 @@ const REFUSALS: Record<Exclude<RotationOutcome, 'rotated' | 'rate_limited'>, [Au
  * returns its child; treats a rotated token as a replay, revoking the family and its live token
  * (401 TOKEN_REUSE, committed before answering); refuses a revoked live token (401
  * TOKEN_REVOKED), an expired token or session (401 TOKEN_INVALID), a soft-deleted user (403
- * USER_DELETED). The access token is signed after the commit with the roles read under the lock.
+ * USER_DELETED). The access token is signed after the commit with the roles read under the lock;
+ * `claims` are added to it (an OAuth client's, provider/token.ts).
  */
-export async function refreshSession(ctx: AuthContext, credentials: PresentedCredentials, presented: string, requestedTenant: string | null | undefined, origin: RequestOrigin): Promise<SessionTokens> {
+export async function refreshSession(ctx: AuthContext, credentials: PresentedCredentials, presented: string, requestedTenant: string | null | undefined, origin: RequestOrigin, claims?: Record<string, string>): Promise<SessionTokens> {
   const hash = hashRefreshToken(presented);
   const nowMs = ctx.clock.now();
   const child = generateRefreshToken();
@@ -133,7 +138,7 @@ export async function refreshSession(ctx: AuthContext, credentials: PresentedCre
   // token is then chosen as if no tenant had been asked for, from the roles that were read.
   const stillHeld = requested !== null && result.roles!.some((role) => role.tenant_id === requested);
   const tenant = chooseTenant(result.roles!, stillHeld ? requested : null, result.remembered_tenant_id);
-  return issueTokens(ctx, app, result.user_id!, tenant, child.token, nowMs);
+  return issueTokens(ctx, app, result.user_id!, tenant, child.token, nowMs, claims);
 }
 
 /** Stands in for the hash of a string that cannot be a refresh token (32 bytes, as the column requires). */
@@ -181,7 +186,7 @@ export async function revokeUserSessions(ctx: AuthContext, app: AuthenticatedApp
 
 /**
  * Revokes the user's unrevoked families of one app (or all apps when appId is null) and returns
- * how many were active (spec: "number of active refresh-token families revoked"). Expired
+ * how many were active (the `sessions_revoked` of revoke-user: active families only). Expired
  * sessions are revoked too, without being counted, so that any refresh after this is 401
  * TOKEN_REVOKED until the user logs in again.
  */
@@ -196,9 +201,10 @@ export async function revokeLiveFamilies(tx: TransactionSql, userId: string, app
   });
 }
 
-async function issueTokens(ctx: AuthContext, app: AuthenticatedApp, userId: string, tenant: TenantChoice, refreshToken: string, nowMs: number): Promise<SessionTokens> {
+/** Signs the access token of a session; `claims` are added to today's (an OAuth client's client_id and scope). */
+export async function issueTokens(ctx: AuthContext, app: AuthenticatedApp, userId: string, tenant: TenantChoice, refreshToken: string, nowMs: number, claims?: Record<string, string>): Promise<SessionTokens> {
   const accessToken = await signAccessToken(ctx.keys.signingKey(), ctx.issuer, {
     userId, appSlug: app.slug, tenantId: tenant.tenantId, roles: tenant.roles,
-  }, nowMs);
+  }, nowMs, claims);
   return { access_token: accessToken, refresh_token: refreshToken, user_id: userId, expires_in: ACCESS_TOKEN_TTL_SECONDS, token_type: 'Bearer' };
 }

@@ -2,13 +2,14 @@
 // the admin query, and the usage.hourly event of each app and closed hour.
 import type { AuthContext } from '../context.js';
 import { authError } from '../errors.js';
-import { USAGE_EMIT_GRACE_MS, USAGE_EMIT_LOOKBACK_MS } from '../limits.js';
+import { USAGE_EMIT_GRACE_MS, USAGE_EMIT_LOOKBACK_MS, USAGE_QUERY_MAX_DAYS, USAGE_QUERY_MAX_ROWS } from '../limits.js';
 import { insertAuditEvent } from '../queries/audit-events.js';
 import {
-  addUsageHours, claimUsageHours, listUsageHours, sumUsageHours, type UsageFilter, type UsageHourInput, type UsageHourRow as StoredUsageRow, type UsageTotals,
+  addUsageHours, claimUsageHours, listUsageHours, sumUsageHours, type UsageFilter, type UsageHourInput, type StoredUsageHour, type UsageTotals,
 } from '../queries/usage.js';
 
 const HOUR_MS = 3600 * 1000;
+const DAY_MS = 24 * HOUR_MS;
 
 /** One row of a batch, as the inference server meters it (exported by mount.ts). */
 export interface UsageHourRow {
@@ -52,17 +53,39 @@ export async function recordUsage(ctx: AuthContext, rows: readonly UsageHourRow[
   await addUsageHours(ctx.sql, inputs);
 }
 
+export interface UsageQuery {
+  /** An app's id (service/admin.ts getAppByIdOrSlug); undefined: every app and the rows of no app. */
+  appId?: string;
+  tenant?: string;
+  key?: string;
+  /** Inclusive; default 24 hours before `to`. */
+  from?: Date;
+  /** Exclusive; default now. */
+  to?: Date;
+}
+
 export interface UsageReport {
-  rows: StoredUsageRow[];
+  from: Date;
+  to: Date;
+  rows: StoredUsageHour[];
   totals: UsageTotals;
   /** True when more rows matched than were listed (the totals count them all). */
   truncated: boolean;
 }
 
-export async function queryUsage(ctx: AuthContext, filter: UsageFilter): Promise<UsageReport> {
+/**
+ * The rows whose hour starts in [from, to), oldest first, USAGE_QUERY_MAX_ROWS at most, and the
+ * totals of all of them. 400 VALIDATION_ERROR unless from < to and the range is at most
+ * USAGE_QUERY_MAX_DAYS long.
+ */
+export async function queryUsage(ctx: AuthContext, query: UsageQuery): Promise<UsageReport> {
+  const to = query.to ?? new Date(ctx.clock.now());
+  const from = query.from ?? new Date(to.getTime() - DAY_MS);
+  checkUsageRange(from, to, USAGE_QUERY_MAX_DAYS);
+  const filter: UsageFilter = { appId: query.appId, tenant: query.tenant, key: query.key, from, to, limit: USAGE_QUERY_MAX_ROWS };
   const [rows, sums] = await Promise.all([listUsageHours(ctx.sql, filter), sumUsageHours(ctx.sql, filter)]);
   const { rows: count, ...totals } = sums;
-  return { rows, totals, truncated: count > rows.length };
+  return { from, to, rows, totals, truncated: count > rows.length };
 }
 
 /**
@@ -108,7 +131,7 @@ export function countersJson(row: UsageTotals): Record<string, number> {
 }
 
 /** Raises 400 unless the range is from < to and at most maxDays long. */
-export function checkUsageRange(from: Date, to: Date, maxDays: number): void {
+function checkUsageRange(from: Date, to: Date, maxDays: number): void {
   if (from.getTime() >= to.getTime()) throw authError('VALIDATION_ERROR', 'Invalid query parameters "from" and "to": "from" must be before "to"');
   if (to.getTime() - from.getTime() > maxDays * 24 * HOUR_MS) {
     throw authError('VALIDATION_ERROR', `Invalid query parameters "from" and "to": the range is longer than ${maxDays} days`);

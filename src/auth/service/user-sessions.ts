@@ -1,9 +1,10 @@
-// The sessions API: a user's live sessions (refresh families), listed with the current one
-// marked, one of them ended, or all but the current one ended; the admin does the same for any
-// user. The user acts through the app's backend, which holds the session's refresh token (spec
-// section 5 rule 3): the app credentials and that token identify the user and the current
-// session, so no access-token claim names a session. Ending a session is a revocation: the same
-// row lock, audit events (`session.revoked`, `user.sessions_revoked`) and so the same webhooks.
+// The sessions API: a user's live sessions (refresh families), listed with the current one marked,
+// one of them ended, or all but the current one ended; the admin does the same for any user. The
+// user acts through the app's backend, which holds the session's refresh token (an HttpOnly cookie
+// or a server-side store, never localStorage or a URL): the app credentials and that token identify
+// the user and the current session, so no access-token claim names a session. Ending a session is a
+// revocation: the same row lock, audit events (`session.revoked`, `user.sessions_revoked`) and so
+// the same webhooks.
 import type { RequestOrigin } from '../audit.js';
 import type { AuthContext } from '../context.js';
 import { authError } from '../errors.js';

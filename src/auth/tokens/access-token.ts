@@ -1,7 +1,8 @@
-// Access tokens: RS256 JWTs with the claims of the spec (section 2). Signing uses node:crypto
-// directly (its asynchronous form runs on the libuv thread pool, off the event loop); verifying
-// uses jose with the algorithm pinned to RS256 and keys resolved only by kid, so `alg: none`,
-// HS256, and `jwk`/`jku`/`x5u` headers never pick the key.
+// Access tokens: RS256 JWTs valid 30 minutes, with the claims sub, app_id (the app's slug), iss,
+// aud (the app's slug), iat, exp, tenant_id and roles. Signing uses node:crypto directly (its
+// asynchronous form runs on the libuv thread pool, off the event loop); verifying uses jose with
+// the algorithm pinned to RS256 and keys resolved only by kid, so `alg: none`, HS256, and
+// `jwk`/`jku`/`x5u` headers never pick the key.
 import { sign } from 'node:crypto';
 import { errors, jwtVerify, type JWTHeaderParameters, type JWTVerifyGetKey } from 'jose';
 import { bearerToken } from '../../http/bearer.js';
@@ -34,8 +35,11 @@ export interface AccessTokenSubject {
   roles: RoleName[];
 }
 
-/** Signs the token of a subject issued at `nowMs`. */
-export function signAccessToken(key: SigningKey, issuer: string, subject: AccessTokenSubject, nowMs: number): Promise<string> {
+/**
+ * Signs the token of a subject issued at `nowMs`. `extra` claims (an OAuth client's client_id
+ * and scope) come after today's and never replace one of them.
+ */
+export function signAccessToken(key: SigningKey, issuer: string, subject: AccessTokenSubject, nowMs: number, extra?: Readonly<Record<string, unknown>>): Promise<string> {
   const iat = Math.floor(nowMs / 1000);
   const claims: AccessTokenClaims = {
     sub: subject.userId,
@@ -47,6 +51,11 @@ export function signAccessToken(key: SigningKey, issuer: string, subject: Access
     tenant_id: subject.tenantId,
     roles: subject.roles,
   };
+  return signJwt(key, extra ? { ...extra, ...claims } : claims);
+}
+
+/** Signs a JWT's claims with RS256 under the key's header (access tokens, id_tokens). */
+export function signJwt(key: SigningKey, claims: object): Promise<string> {
   const signingInput = `${key.encodedHeader}.${Buffer.from(JSON.stringify(claims)).toString('base64url')}`;
   return new Promise((resolve, reject) => {
     sign('sha256', Buffer.from(signingInput), key.privateKey, (error, signature) => {
@@ -60,7 +69,7 @@ export interface VerifyAccessTokenOptions {
   /** Resolves the public key of a JWS header (by kid); never from the token itself. */
   getKey: JWTVerifyGetKey;
   issuer: string;
-  /** When given, `aud` and `app_id` must both equal this app slug (spec, section 5 rule 1). */
+  /** When given, `aud` and `app_id` must both equal this app slug, as a verifying backend checks. */
   appSlug?: string;
   /** Verification instant (ms); defaults to the system clock. */
   nowMs?: number;

@@ -10,7 +10,7 @@
 //   (default 30 s), a refused one for negativeTtlMs (default 5 s), at most maxEntries entries
 //   (default 10,000), the least recently used dropped first. So a revoked or rotated key stops
 //   working on every verifier within ttlMs of the change; in the service's own process a change
-//   made through that service ends it at once (ApiKeyChanges).
+//   made through that service ends it at once (ApiKeyChanges, api-key-changes.ts).
 // - Concurrent verifies of one key share one lookup.
 // - Race with a change: a lookup that was under way when a key changed may have read the old row,
 //   so its answer is returned to the verifies that were waiting for it but not cached (the

@@ -15,7 +15,7 @@ import { createPrivateKey, generateKeyPair, type KeyObject } from 'node:crypto';
 import { promisify } from 'node:util';
 import { calculateJwkThumbprint, importJWK, type CryptoKey, type JWK, type JWTVerifyGetKey } from 'jose';
 import type { Clock } from '../clock.js';
-import type { Sql, TransactionSql } from '../db.js';
+import type { Sql, TransactionSql } from '../database/client.js';
 import { KEY_RING_RELOAD_MS, RETIRED_KEY_PUBLISH_MS } from '../limits.js';
 import { seal, unseal } from './sealed-box.js';
 import { activateNextSigningKey, findCurrentSigningKids, insertSigningKey, listPublishedSigningKeys, lockSigningKeys, retireActiveSigningKey, type SigningKeyRow } from '../queries/signing-keys.js';

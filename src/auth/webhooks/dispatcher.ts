@@ -11,7 +11,7 @@
 // answered 2xx but before the commit sends that message again, with the same webhook-id, which
 // receivers use to drop duplicates (as Standard Webhooks says).
 import type { Clock } from '../clock.js';
-import type { Sql } from '../db.js';
+import type { Sql } from '../database/client.js';
 import { claimDueDeliveries, recordDeliveryAttempt, WEBHOOK_CHANNEL, type DueDelivery } from '../queries/webhooks.js';
 import { unseal } from '../tokens/sealed-box.js';
 import { signedWebhookHeaders } from './signature.js';

@@ -28,7 +28,7 @@ import { ManualClock, systemClock, type Clock } from '../clock.js';
 import type { AuthServiceConfig } from '../config.js';
 import { MAX_BODY_BYTES } from '../limits.js';
 import { createAuthService, type AuthService } from '../mount.js';
-import type { OtpDelivery } from '../otp-delivery.js';
+import type { OtpDelivery } from '../otp/delivery.js';
 import { Channel } from './channel.js';
 import type { PrimaryCalls, WorkerCalls, WorkerSetup } from './protocol.js';
 

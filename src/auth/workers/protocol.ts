@@ -1,6 +1,6 @@
 // What auth-server's primary thread and its worker threads tell each other (see auth-workers.ts).
 import type { AuthServiceConfig } from '../config.js';
-import type { OtpDeliveryConfig, OtpMessage } from '../otp-delivery.js';
+import type { OtpDeliveryConfig, OtpMessage } from '../otp/delivery.js';
 
 /** The calls a worker makes on the primary. */
 export interface PrimaryCalls {

@@ -7,7 +7,7 @@ import { startTracing, stopTracing } from '../../telemetry/tracing.js';
 import { ManualClock, systemClock } from '../clock.js';
 import { formatAuthError } from '../errors.js';
 import { connectAuthService, type AuthService } from '../mount.js';
-import type { OtpDelivery } from '../otp-delivery.js';
+import type { OtpDelivery } from '../otp/delivery.js';
 import { Channel, type ChannelPort } from './channel.js';
 import type { PrimaryCalls, WorkerCalls, WorkerSetup } from './protocol.js';
 

@@ -44,7 +44,7 @@ export interface CompletionOutcome {
   probabilities: Array<{ token: number; prob: number; probs: TokenProbability[] }>;
 }
 
-/** Whom a task belongs to, for fair share (native/admission.h): the spec's tenant fields. */
+/** Whom a task belongs to, for fair share (native/admission.h): the tenant fields of its CompletionTaskSpec. */
 export type TaskShare = Pick<CompletionTaskSpec, 'tenant' | 'tenantWeight' | 'priorityClass' | 'priority'>;
 
 export class EngineTaskError extends Error {
@@ -87,6 +87,8 @@ interface PendingTask {
   tokens: number[];
   probabilities: CompletionOutcome['probabilities'];
   keepProbs: boolean;
+  /** Indices of the LoRA adapters the task runs with (a scale other than 0). */
+  adapters: number[];
 }
 
 export type TokenCallback = (token: GeneratedToken) => void | Promise<void>;
@@ -187,6 +189,18 @@ export class InferenceEngine {
     this.engine.endPreparing();
   }
 
+  /**
+   * The LoRA adapters (by index) of the completion tasks a slot holds now (running) and of those
+   * still waiting for a slot, for /metrics.
+   */
+  loraActivity(): { running: Set<number>; waiting: Set<number> } {
+    const inSlot = new Set(this.engine.slots().flatMap((slot) => (slot.taskId === null ? [] : [slot.taskId])));
+    const running = new Set<number>();
+    const waiting = new Set<number>();
+    for (const [id, task] of this.pending) for (const adapter of task.adapters) (inSlot.has(id) ? running : waiting).add(adapter);
+    return { running, waiting };
+  }
+
   /** Runs one completion task to its end: submitAll of one task. */
   async run(spec: CompletionTaskSpec, options: RunOptions = {}): Promise<CompletionOutcome> {
     const [outcome] = await this.submitAll([spec], { signal: options.signal, onToken: () => options.onToken });
@@ -196,7 +210,8 @@ export class InferenceEngine {
   /** Registers a submitted task; its outcome settles from its events. */
   private track(id: number, spec: CompletionTaskSpec, onToken: TokenCallback | undefined): Promise<CompletionOutcome> {
     return new Promise<CompletionOutcome>((resolve, reject) => {
-      this.pending.set(id, { onToken, resolve, reject, content: [], tokens: [], probabilities: [], keepProbs: (spec.nProbs ?? 0) > 0 });
+      const adapters = (spec.loraScales ?? []).flatMap((scale, index) => (scale !== 0 ? [index] : []));
+      this.pending.set(id, { onToken, resolve, reject, content: [], tokens: [], probabilities: [], keepProbs: (spec.nProbs ?? 0) > 0, adapters });
     });
   }
 

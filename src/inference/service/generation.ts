@@ -266,7 +266,7 @@ export function buildTaskSpec(
     nCacheReuse: body.n_cache_reuse ?? ctx.defaults.nCacheReuse,
     stop: [...ctx.defaults.stop, ...stopStrings(body.stop)],
     sampling,
-    loraScales: body.lora ? ctx.lora.resolve(body.lora, 'lora') : ctx.lora.scales(),
+    loraScales: body.lora ? ctx.lora.resolve(body.lora, 'lora') : ctx.lora.forModel(body.model) ?? ctx.lora.scales(),
     ...(body.priority !== undefined ? { priority: body.priority } : {}),
   };
 }

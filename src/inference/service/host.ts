@@ -9,6 +9,8 @@
 // when it fires, so a request that arrived in between keeps the service awake.
 import { EventEmitter } from 'node:events';
 import { metricsText, modelsBody, propsBody, slotsBody } from '../dialects/server-info.js';
+import { modelServerMetricsText } from '../dialects/model-server-metrics.js';
+import { DEFAULT_BLOCK_KEY_RULE } from '../kv-events/block-keys.js';
 import { loadingModel } from '../errors.js';
 import type { ServiceLoad } from './load.js';
 import { MetricsLedger, type RequestCounters } from './metrics-ledger.js';
@@ -102,7 +104,8 @@ export class ServiceHost extends EventEmitter {
 
   /** /metrics: the counters since start-up (across sleeps), the gauges over the window since the last scrape. */
   metrics(view: ServiceView): string {
-    return metricsText(this.ledger.scrape(view.asleep ? null : view.service.engine.native.metrics()), this.counters);
+    const text = metricsText(this.ledger.scrape(view.asleep ? null : view.service.engine.native.metrics()), this.counters);
+    return view.asleep ? text : text + modelServerMetricsText(modelServerGauges(view.service));
   }
 
   async close(): Promise<void> {
@@ -170,4 +173,20 @@ export class ServiceHost extends EventEmitter {
     await this.disposing;
     this.emit('asleep');
   }
+}
+
+/** The model-server protocol's gauges of a loaded service (GIE's endpoint picker reads them). */
+function modelServerGauges(service: InferenceService): Parameters<typeof modelServerMetricsText>[0] {
+  const names = service.lora.names();
+  const activity = service.engine.loraActivity();
+  const named = (ids: Set<number>): string[] => [...ids].sort((a, b) => a - b).map((id) => names[id]!);
+  return {
+    slotTokens: service.engine.native.slots().map((slot) => slot.nCache),
+    nCtx: service.info.nCtx,
+    adapters: names,
+    runningAdapters: named(activity.running),
+    waitingAdapters: named(activity.waiting),
+    blockSize: DEFAULT_BLOCK_KEY_RULE.blockSize,
+    now: Date.now() / 1000,
+  };
 }

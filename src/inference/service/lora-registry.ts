@@ -1,12 +1,23 @@
 // LoRA adapters of the running server: their current scales (GET/POST /lora-adapters) and the
 // scales a request runs with. A task copies the scales when it is submitted, so a change of
 // scales affects the next requests and never one already generating.
+// An adapter is also a model name: its file name without the .gguf extension, and a request whose
+// `model` field names it runs with that adapter alone at scale 1, as vLLM serves a LoRA module by
+// name (what GIE's and llm-d's routers send).
+import { basename } from 'node:path';
 import { badRequest } from '../errors.js';
 
 export interface LoraEntry {
   id: number;
   path: string;
   scale: number;
+  /** The name requests give in `model` to run with this adapter alone. */
+  name: string;
+}
+
+/** An adapter's model name: its file name without a .gguf extension. */
+export function adapterName(path: string): string {
+  return basename(path).replace(/\.gguf$/i, '');
 }
 
 export interface LoraSelection {
@@ -19,15 +30,21 @@ export class LoraRegistry {
   private readonly entries: LoraEntry[];
 
   constructor(adapters: Array<{ path: string; scale: number }>) {
-    this.entries = adapters.map((a, id) => ({ id, path: a.path, scale: a.scale }));
+    this.entries = adapters.map((a, id) => ({ id, path: a.path, scale: a.scale, name: adapterName(a.path) }));
   }
 
   get size(): number {
     return this.entries.length;
   }
 
-  list(): LoraEntry[] {
-    return this.entries.map((e) => ({ ...e }));
+  /** As GET /lora-adapters lists them (llama-server's fields). */
+  list(): Array<Omit<LoraEntry, 'name'>> {
+    return this.entries.map(({ id, path, scale }) => ({ id, path, scale }));
+  }
+
+  /** The adapters' model names, by index. */
+  names(): string[] {
+    return this.entries.map((e) => e.name);
   }
 
   /** The server-wide scales, one per adapter. */
@@ -53,6 +70,12 @@ export class LoraRegistry {
       scales[entry.id] = item.scale;
     });
     return scales;
+  }
+
+  /** The scales of a request whose `model` names an adapter (it alone, at 1), or null when none is named. */
+  forModel(model: string | null | undefined): number[] | null {
+    const entry = model ? this.entries.find((e) => e.name === model) : undefined;
+    return entry ? this.entries.map((e) => (e === entry ? 1 : 0)) : null;
   }
 
   /** Sets new server-wide scales (from resolve()). */

@@ -1,7 +1,7 @@
 // The texts that carry a login code: an app's own sender, subject and bodies (admin API,
 // table app_message_templates), or these defaults. Placeholders: {{code}}, {{app_name}},
 // {{minutes}} (the code's lifetime). Templates are plain text, so nothing is escaped.
-import { OTP_TTL_MS } from './limits.js';
+import { OTP_TTL_MS } from '../limits.js';
 
 export interface OtpTemplate {
   appName: string;

@@ -3,8 +3,8 @@
 // client that keeps trying stays blocked until the window ends.
 import type { AuthContext } from '../context.js';
 import { authError } from '../errors.js';
-import { deleteRateLimitCounter, findRateLimitBlock, listRateLimitBlocks, takeRateLimits, type RateLimitBlockRow } from '../queries/rate-limits.js';
-import type { RateLimitRule } from '../rate-limits.js';
+import { deleteRateLimitCounter, findRateLimitBlock, listRateLimitBlocks, takeRateLimits, type RateLimitBlockRow } from '../queries/rate-limit-counters.js';
+import type { RateLimitRule } from '../rate-limit-rules.js';
 
 type Hit = { rule: RateLimitRule; subject: string };
 

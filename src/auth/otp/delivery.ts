@@ -1,6 +1,6 @@
 // How one-time codes reach users. Pluggable: `log` prints the code (development only),
-// `webhook` POSTs it to an SMS / e-mail bridge, `smtp` e-mails it (otp-smtp.ts), `sms` sends it
-// through a Twilio-shaped HTTP API (otp-sms.ts), and tests pass their own OtpDelivery. Several
+// `webhook` POSTs it to an SMS / e-mail bridge, `smtp` e-mails it (smtp.ts), `sms` sends it
+// through a Twilio-shaped HTTP API (sms.ts), and tests pass their own OtpDelivery. Several
 // can be configured at once: each channel (email, phone) uses the first one that serves it.
 //
 // Every configured delivery is wrapped twice: failures that may pass are retried with backoff
@@ -8,12 +8,12 @@
 // log has the code cut out of its text, so that a provider echoing the message cannot put a
 // code in the log. Only the `log` delivery prints codes, and it is refused in production.
 import { setTimeout as sleep } from 'node:timers/promises';
-import { OTP_DELIVERY_RETRY_DELAYS_MS } from './limits.js';
-import { smsOtpDelivery, type SmsDeliveryConfig } from './otp-sms.js';
-import { smtpOtpDelivery, type SmtpDeliveryConfig } from './otp-smtp.js';
-import { DeliveryError, type OtpDelivery, type OtpMessage } from './otp-channel.js';
+import { OTP_DELIVERY_RETRY_DELAYS_MS } from '../limits.js';
+import { smsOtpDelivery, type SmsDeliveryConfig } from './sms.js';
+import { smtpOtpDelivery, type SmtpDeliveryConfig } from './smtp.js';
+import { DeliveryError, type OtpDelivery, type OtpMessage } from './channel.js';
 
-export { DeliveryError, type OtpDelivery, type OtpMessage } from './otp-channel.js';
+export { DeliveryError, type OtpDelivery, type OtpMessage } from './channel.js';
 
 export type WebhookDeliveryConfig = { kind: 'webhook'; url: string; /** Sent as `Authorization: Bearer <secret>` when set. */ secret?: string; timeoutMs?: number };
 export type OtpDeliveryConfig = { kind: 'log' } | WebhookDeliveryConfig | SmtpDeliveryConfig | SmsDeliveryConfig;

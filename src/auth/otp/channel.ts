@@ -1,8 +1,8 @@
 // What a code delivery is, apart from the deliveries themselves: the message, the OtpDelivery
-// interface each channel implements (otp-delivery.ts: log, webhook; otp-smtp.ts; otp-sms.ts),
+// interface each channel implements (delivery.ts: log, webhook; smtp.ts; sms.ts),
 // and DeliveryError. Its own file so that the channels import it without importing
-// otp-delivery.ts, which imports them (no cycle).
-import type { OtpTemplate } from './otp-templates.js';
+// delivery.ts, which imports them (no cycle).
+import type { OtpTemplate } from './templates.js';
 
 export interface OtpMessage {
   channel: 'email' | 'phone';
@@ -12,7 +12,7 @@ export interface OtpMessage {
   code: string;
   /** The app UUID (the app_id of request bodies). */
   appId: string;
-  /** The app's sender and texts (otp-templates.ts). */
+  /** The app's sender and texts (templates.ts). */
   template: OtpTemplate;
 }
 

@@ -1,5 +1,5 @@
 // The rate limits of the service: which rules exist, their defaults, and how a configuration
-// string sets them. Counters live in PostgreSQL (queries/rate-limits.ts), so every instance and
+// string sets them. Counters live in PostgreSQL (queries/rate-limit-counters.ts), so every instance and
 // every worker thread on one database shares them.
 
 /** Each rule counts hits of one kind of request per subject in fixed windows. */
@@ -20,6 +20,10 @@ export const RATE_LIMIT_RULES = {
   passkey_ceremony_ip: { maxHits: 100, windowSeconds: 600 },
   /** API key introspections per client IP (inference servers cache answers for 30 s, refusals for 5 s). */
   api_key_introspect_ip: { maxHits: 3000, windowSeconds: 60 },
+  /** Authorization requests (/oauth/authorize) per client IP. */
+  oauth_authorize_ip: { maxHits: 600, windowSeconds: 600 },
+  /** Token requests (/oauth/token, every grant) per client IP. */
+  oauth_token_ip: { maxHits: 6000, windowSeconds: 60 },
   /** Wrong or missing X-Admin-Key per client IP; once reached, the IP gets 429 on every admin route until the window ends. */
   admin_key_failure_ip: { maxHits: 10, windowSeconds: 900 },
 } as const satisfies Record<string, RateLimit>;

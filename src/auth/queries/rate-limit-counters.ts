@@ -1,5 +1,5 @@
 // Queries on the shared rate-limit counters (migration 0013).
-import type { Queryable } from '../db.js';
+import type { Queryable } from '../database/client.js';
 
 export interface RateLimitHit {
   rule: string;

@@ -2,8 +2,8 @@
 // default, or TLS from the first byte on port 465), optional AUTH, the app's sender and texts.
 import fs from 'node:fs';
 import nodemailer from 'nodemailer';
-import { DeliveryError, type OtpDelivery } from './otp-channel.js';
-import { renderTemplate } from './otp-templates.js';
+import { DeliveryError, type OtpDelivery } from './channel.js';
+import { renderTemplate } from './templates.js';
 
 export interface SmtpDeliveryConfig {
   kind: 'smtp';

@@ -1,4 +1,4 @@
-// Applies the numbered SQL files of migrations/ (`0001_create_apps.sql`, ...) in order, inside one
+// Applies the numbered SQL files of src/auth/migrations/ (`0001_create_apps.sql`, ...) in order, inside one
 // transaction, and records each in schema_migrations. An advisory lock serialises instances that
 // start at the same time: the second waits, then finds everything applied.
 //
@@ -13,7 +13,7 @@ import { existsSync } from 'node:fs';
 import fs from 'node:fs/promises';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import type { Sql } from './db.js';
+import type { Sql } from './client.js';
 
 /** Key of the transaction-level advisory lock held while migrating ("auth" in ASCII). */
 const MIGRATION_LOCK_KEY = 0x61757468;
@@ -21,14 +21,14 @@ const FILE_NAME = /^(\d{4})_([a-z0-9_]+)\.sql$/;
 const FUNCTION_FILE_NAME = /^[a-z0-9_]+\.sql$/;
 
 /**
- * The migrations directory: next to this module when running from src/ (ts-node), or
- * `<package root>/src/auth/migrations` when running the compiled dist/auth/migrate.js
- * (tsc does not copy .sql files).
+ * The migrations directory: src/auth/migrations, beside this module's folder when running from
+ * src/ (ts-node), or `<package root>/src/auth/migrations` when running the compiled
+ * dist/auth/database/migrate.js (tsc does not copy .sql files).
  */
 export function migrationsDirectory(moduleUrl: string = import.meta.url): string {
-  const beside = fileURLToPath(new URL('./migrations/', moduleUrl));
+  const beside = fileURLToPath(new URL('../migrations/', moduleUrl));
   if (existsSync(beside)) return beside;
-  return fileURLToPath(new URL('../../src/auth/migrations/', moduleUrl));
+  return fileURLToPath(new URL('../../../src/auth/migrations/', moduleUrl));
 }
 
 /**

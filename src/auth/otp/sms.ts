@@ -2,8 +2,8 @@
 // POST {baseUrl}/2010-04-01/Accounts/{AccountSid}/Messages.json, form fields To, From (or
 // MessagingServiceSid) and Body, HTTP Basic with the account SID and auth token. Providers that
 // copy this shape (and test doubles) work by changing baseUrl.
-import { DeliveryError, type OtpDelivery } from './otp-channel.js';
-import { renderTemplate } from './otp-templates.js';
+import { DeliveryError, type OtpDelivery } from './channel.js';
+import { renderTemplate } from './templates.js';
 
 export interface SmsDeliveryConfig {
   kind: 'sms';

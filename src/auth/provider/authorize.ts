@@ -1,0 +1,197 @@
+// GET /oauth/authorize and the hosted sign-in page's forms: a checked authorization request is
+// answered with a code at once when the browser is signed in to the client's app (and prompt and
+// max_age allow it), with login_required for prompt=none otherwise, else with the sign-in page.
+// The page calls the login service the JSON API calls (requestOtp, verifyOtpThen); a verified
+// code starts the browser's session in the app, then the code goes to the client.
+import { randomBytes, randomUUID, timingSafeEqual } from 'node:crypto';
+import { HttpError } from '../../http/errors.js';
+import type { HttpRequest, HttpResult } from '../../http/request.js';
+import { requestOrigin, type RequestOrigin } from '../audit.js';
+import type { AuthContext } from '../context.js';
+import { insertAuditEvent } from '../queries/audit-events.js';
+import type { OAuthClientRow } from '../queries/oauth-clients.js';
+import {
+  deleteSignInRequest, findBrowserSession, findSignInRequest, insertAuthorizationCode, insertSignInRequest, replaceBrowserSession,
+  setSignInIdentifier, type BrowserSessionRow, type SignInRequestRow,
+} from '../queries/oauth-grants.js';
+import { listRolesOfUser } from '../queries/roles.js';
+import type { Identifier } from '../queries/users.js';
+import { identifierOf } from '../service/identity.js';
+import { perAddress, requestOtp, verifyOtpThen } from '../service/login.js';
+import { enforceRateLimits } from '../service/rate-limit-enforcement.js';
+import { chooseTenant } from '../service/sessions.js';
+import { SESSION_LIFETIME_MS } from '../limits.js';
+import { checkAuthorizationRequest, redirectWith, type AuthorizationParameters } from './authorization-request.js';
+import { browserOf, presentedBrowser, sha256, type Browser } from './browser.js';
+import { findClient } from './clients.js';
+import { parseForm } from './form.js';
+import { renderErrorPage, renderSignInPage, type SignInView } from './sign-in-page.js';
+
+/** An authorization code lives 60 seconds (OAuth 2.1 recommends a short life). */
+export const AUTHORIZATION_CODE_TTL_MS = 60 * 1000;
+/** A sign-in on the page must finish within 15 minutes (a code e-mail may take a while). */
+const SIGN_IN_REQUEST_TTL_MS = 15 * 60 * 1000;
+/** RFC 8176 amr of a login by a one-time code sent by e-mail or SMS. */
+const OTP_AMR = ['otp'];
+
+/** GET /oauth/authorize. */
+export async function authorize(ctx: AuthContext, req: HttpRequest): Promise<HttpResult> {
+  const outcome = await checkAuthorizationRequest(ctx, req.query);
+  if (outcome.kind === 'page-error') return renderErrorPage(400, 'This sign-in request cannot be completed', outcome.message);
+  if (outcome.kind === 'redirect-error') {
+    return redirect(redirectWith(outcome.redirectUri, { error: outcome.error, error_description: outcome.message, state: outcome.state, iss: ctx.issuer }));
+  }
+  const { client, parameters } = outcome;
+  const browser = browserOf(req, secureCookies(ctx));
+  const nowMs = ctx.clock.now();
+  const session = browser.setCookie === null ? await findBrowserSession(ctx.sql, browser.hash, client.app_id, new Date(nowMs)) : undefined;
+  const fresh = session !== undefined && !parameters.prompt.includes('login')
+    && (parameters.max_age === null || nowMs - session.auth_time.getTime() <= parameters.max_age * 1000);
+  if (fresh) return redirect(await issueCode(ctx, client, parameters, session, requestOrigin(ctx, req)));
+  if (parameters.prompt.includes('none')) {
+    return redirect(redirectWith(parameters.redirect_uri, {
+      error: 'login_required', error_description: 'The user is not signed in', state: parameters.state, iss: ctx.issuer,
+    }));
+  }
+  const requestId = randomUUID();
+  const csrf = randomBytes(32).toString('base64url');
+  await insertSignInRequest(ctx.sql, {
+    id: requestId, browserHash: browser.hash, csrfHash: sha256(csrf), clientId: client.id,
+    parameters: { ...parameters }, now: new Date(nowMs), expiresAt: new Date(nowMs + SIGN_IN_REQUEST_TTL_MS),
+  });
+  const page = renderSignInPage(viewOf(client, requestId, csrf, 'address', parameters.login_hint ?? '', null));
+  return withCookie(page, browser);
+}
+
+/** POST /oauth/sign-in/email `request, csrf, email`: sends a code and asks for it. */
+export async function signInEmail(ctx: AuthContext, req: HttpRequest): Promise<HttpResult> {
+  const form = parseForm(req, ['request', 'csrf', 'email']);
+  const signIn = await checkedSignIn(ctx, req, form);
+  if ('refused' in signIn) return signIn.refused;
+  const { request, client, csrf } = signIn;
+  const email = form.get('email') ?? '';
+  const origin = requestOrigin(ctx, req);
+  const app = { id: client.app_id, slug: client.app_slug };
+  try {
+    const identifier = identifierOf({ email });
+    await enforceRateLimits(ctx, [
+      { rule: 'otp_request_address', subject: perAddress('otp_request_address').subject({ app, body: { email } }, origin) },
+      { rule: 'otp_request_ip', subject: origin.ip },
+    ]);
+    await requestOtp(ctx, app, identifier, origin);
+    await setSignInIdentifier(ctx.sql, request.id, identifier);
+    return renderSignInPage(viewOf(client, request.id, csrf, 'code', identifier.value, null));
+  } catch (error) {
+    const words = inWords(error);
+    return renderSignInPage(viewOf(client, request.id, csrf, 'address', email, words.message), words.status);
+  }
+}
+
+/** POST /oauth/sign-in/code `request, csrf, code`: signs the browser in and sends the code to the client. */
+export async function signInCode(ctx: AuthContext, req: HttpRequest): Promise<HttpResult> {
+  const form = parseForm(req, ['request', 'csrf', 'code']);
+  const signIn = await checkedSignIn(ctx, req, form);
+  if ('refused' in signIn) return signIn.refused;
+  const { request, client, csrf, browserHash } = signIn;
+  const identifier = request.identifier as Identifier | null;
+  if (!identifier) return renderSignInPage(viewOf(client, request.id, csrf, 'address', '', 'Enter your e-mail address first.'), 400);
+  const origin = requestOrigin(ctx, req);
+  const app = { id: client.app_id, slug: client.app_slug };
+  let session: BrowserSessionRow;
+  try {
+    await enforceRateLimits(ctx, [
+      { rule: 'otp_verify_address', subject: perAddress('otp_verify_address').subject({ app, body: { email: identifier.value } }, origin) },
+      { rule: 'otp_verify_ip', subject: origin.ip },
+    ]);
+    session = await verifyOtpThen(ctx, app, identifier, (form.get('code') ?? '').trim(), origin, async (tx, userId, nowMs) => {
+      const id = randomUUID();
+      await replaceBrowserSession(tx, {
+        id, browserHash, appId: app.id, userId, amr: OTP_AMR, now: new Date(nowMs), expiresAt: new Date(nowMs + SESSION_LIFETIME_MS),
+      });
+      return { familyId: null, result: { id, app_id: app.id, user_id: userId, auth_time: new Date(nowMs), amr: OTP_AMR } };
+    });
+  } catch (error) {
+    const words = inWords(error);
+    return renderSignInPage(viewOf(client, request.id, csrf, 'code', identifier.value, words.message), words.status);
+  }
+  await deleteSignInRequest(ctx.sql, request.id);
+  return redirect(await issueCode(ctx, client, request.parameters as unknown as AuthorizationParameters, session, origin));
+}
+
+/**
+ * The sign-in a form belongs to, checked: it exists and has not expired, was shown to this
+ * browser, and the form carries its CSRF token. Otherwise the answer (a page saying so).
+ */
+async function checkedSignIn(ctx: AuthContext, req: HttpRequest, form: Map<string, string>): Promise<{ refused: HttpResult } | { request: SignInRequestRow; client: OAuthClientRow; csrf: string; browserHash: Buffer }> {
+  const expired = { refused: renderErrorPage(403, 'This sign-in form has expired', 'Go back to the application and start signing in again.') };
+  const id = form.get('request') ?? '';
+  const csrf = form.get('csrf') ?? '';
+  const browserHash = presentedBrowser(req);
+  if (!/^[0-9a-f-]{36}$/.test(id) || browserHash === null) return expired;
+  const request = await findSignInRequest(ctx.sql, id, new Date(ctx.clock.now()));
+  if (!request || !timingSafeEqual(request.browser_hash, browserHash) || !timingSafeEqual(request.csrf_hash, sha256(csrf))) return expired;
+  const client = await findClient(ctx, request.client_id);
+  if (!client) return expired;
+  return { request, client, csrf, browserHash };
+}
+
+/**
+ * Issues a code for the signed-in user (tenant chosen as for a login: the one asked for, which
+ * must be one of the user's, else the default) and returns where to send the browser.
+ */
+async function issueCode(ctx: AuthContext, client: OAuthClientRow, parameters: AuthorizationParameters, session: BrowserSessionRow, origin: RequestOrigin): Promise<string> {
+  const nowMs = ctx.clock.now();
+  const roles = await listRolesOfUser(ctx.sql, client.app_id, session.user_id);
+  let tenantId: string | null;
+  try {
+    tenantId = chooseTenant(roles, parameters.tenant, null).tenantId;
+  } catch {
+    return redirectWith(parameters.redirect_uri, {
+      error: 'access_denied', error_description: 'The user has no role in the tenant asked for', state: parameters.state, iss: ctx.issuer,
+    });
+  }
+  const code = randomBytes(32).toString('base64url');
+  await ctx.sql.begin(async (tx) => {
+    await insertAuthorizationCode(tx, {
+      hash: sha256(code), clientId: client.id, appId: client.app_id, userId: session.user_id, browserSessionId: session.id,
+      redirectUri: parameters.redirect_uri, scope: parameters.scope, nonce: parameters.nonce, codeChallenge: parameters.code_challenge,
+      authTime: session.auth_time, amr: session.amr, tenantId, now: new Date(nowMs), expiresAt: new Date(nowMs + AUTHORIZATION_CODE_TTL_MS),
+    });
+    await insertAuditEvent(tx, {
+      type: 'oauth.code_issued', actor: 'app', appId: client.app_id, userId: session.user_id, ip: origin.ip, userAgent: origin.userAgent,
+      details: { client_id: client.id, scope: parameters.scope }, now: new Date(nowMs),
+    });
+  });
+  return redirectWith(parameters.redirect_uri, { code, state: parameters.state, iss: ctx.issuer });
+}
+
+function viewOf(client: OAuthClientRow, requestId: string, csrf: string, step: SignInView['step'], email: string, error: string | null): SignInView {
+  return { appName: client.app_name, clientName: client.name, requestId, csrf, step, email, error };
+}
+
+/** What the page says for a refusal of the login service. */
+function inWords(error: unknown): { status: number; message: string } {
+  if (!(error instanceof HttpError) || error.status >= 500) {
+    if (error instanceof HttpError && error.code === 'OTP_DELIVERY_FAILED') return { status: 502, message: 'We could not send the code. Try again in a minute.' };
+    throw error;
+  }
+  switch (error.code) {
+    case 'VALIDATION_ERROR': return { status: 400, message: 'That does not look like an e-mail address. Check it and try again.' };
+    case 'OTP_INVALID': return { status: 401, message: 'That code is wrong or has expired. Check the message we sent, or ask for a new code.' };
+    case 'USER_DELETED': return { status: 403, message: 'This account has been deleted.' };
+    case 'RATE_LIMITED': return { status: 429, message: 'Too many attempts. Wait a few minutes, then try again.' };
+    default: return { status: error.status, message: error.message };
+  }
+}
+
+function redirect(location: string): HttpResult {
+  return { status: 303, headers: { Location: location }, text: '' };
+}
+
+function withCookie(result: HttpResult, browser: Browser): HttpResult {
+  return browser.setCookie === null ? result : { ...result, headers: { ...result.headers, 'Set-Cookie': browser.setCookie } };
+}
+
+function secureCookies(ctx: AuthContext): boolean {
+  return ctx.issuer.startsWith('https:');
+}

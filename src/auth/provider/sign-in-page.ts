@@ -1,0 +1,116 @@
+// The hosted sign-in page, rendered on the server: plain HTML forms that work without
+// JavaScript, one column that fits 360 px, labels on every field, errors in words in a live
+// region that screen readers announce. Every value written into the page goes through `escape`.
+//
+// The ways to sign in are listed in one place, SIGN_IN_METHODS: a new way (a passkey button, an
+// upstream identity provider) is one more entry there.
+import type { HttpResult } from '../../http/request.js';
+
+export interface SignInView {
+  /** The app's display name and the client asking (its own name). */
+  appName: string;
+  clientName: string;
+  /** The sign-in in progress and its CSRF token, carried by every form. */
+  requestId: string;
+  csrf: string;
+  /** `address`: ask for an e-mail address; `code`: ask for the code sent to it. */
+  step: 'address' | 'code';
+  /** Pre-filled address (login_hint, or the address the code went to). */
+  email: string;
+  /** An error to show, in words. */
+  error: string | null;
+}
+
+/** One way to sign in: its part of the page for the view's step, or '' when it has nothing to show. */
+type SignInMethod = (view: SignInView) => string;
+
+const emailCode: SignInMethod = (view) => view.step === 'address'
+  ? `<form method="post" action="/oauth/sign-in/email">
+  ${hiddenFields(view)}
+  <label for="email">E-mail address</label>
+  <input id="email" name="email" type="email" autocomplete="email" required value="${escape(view.email)}"${view.error ? ' aria-describedby="error"' : ''}>
+  <button type="submit">Send me a code</button>
+</form>`
+  : `<form method="post" action="/oauth/sign-in/code">
+  ${hiddenFields(view)}
+  <p>We sent a code to <strong>${escape(view.email)}</strong>.</p>
+  <label for="code">Code</label>
+  <input id="code" name="code" inputmode="numeric" autocomplete="one-time-code" pattern="[0-9]{6}" maxlength="6" required${view.error ? ' aria-describedby="error"' : ''}>
+  <button type="submit">Sign in</button>
+</form>
+<form method="post" action="/oauth/sign-in/email">
+  ${hiddenFields(view)}
+  <input type="hidden" name="email" value="${escape(view.email)}">
+  <button type="submit" class="secondary">Send a new code</button>
+</form>`;
+
+/** The ways to sign in, in the order the page shows them. */
+export const SIGN_IN_METHODS: readonly SignInMethod[] = [emailCode];
+
+export function renderSignInPage(view: SignInView, status = 200): HttpResult {
+  const methods = SIGN_IN_METHODS.map((method) => method(view)).filter((part) => part !== '').join('\n');
+  return page(status, `Sign in to ${view.appName}`, `<h1>Sign in to ${escape(view.appName)}</h1>
+<p>to continue to <strong>${escape(view.clientName)}</strong></p>
+${errorBlock(view.error)}
+${methods}`);
+}
+
+/** A page that only says something went wrong (a request that cannot be sent back to its client). */
+export function renderErrorPage(status: number, title: string, message: string): HttpResult {
+  return page(status, title, `<h1>${escape(title)}</h1>\n${errorBlock(message)}`);
+}
+
+/** The page of an RP-initiated logout without a registered place to go back to. */
+export function renderSignedOutPage(): HttpResult {
+  return page(200, 'Signed out', '<h1>You are signed out</h1>\n<p>You can close this window.</p>');
+}
+
+function hiddenFields(view: SignInView): string {
+  return `<input type="hidden" name="request" value="${escape(view.requestId)}">
+  <input type="hidden" name="csrf" value="${escape(view.csrf)}">`;
+}
+
+function errorBlock(error: string | null): string {
+  // The region is always there, so a screen reader announces the error when it appears.
+  return `<div id="error" role="alert" aria-live="assertive">${error ? `<p class="error">${escape(error)}</p>` : ''}</div>`;
+}
+
+const STYLE = `body{font-family:system-ui,sans-serif;margin:0;padding:1rem;background:#f6f7f9;color:#1b1f24}
+main{max-width:26rem;margin:2rem auto;background:#fff;padding:1.5rem;border-radius:.5rem;box-shadow:0 1px 3px #0002}
+h1{font-size:1.4rem;margin-top:0}label{display:block;font-weight:600;margin:.75rem 0 .25rem}
+input{box-sizing:border-box;width:100%;padding:.6rem;font-size:1rem;border:1px solid #8a939e;border-radius:.3rem}
+button{margin-top:1rem;width:100%;padding:.7rem;font-size:1rem;border:0;border-radius:.3rem;background:#1f5fbf;color:#fff;cursor:pointer}
+button.secondary{background:none;color:#1f5fbf;text-decoration:underline}
+:focus-visible{outline:3px solid #f0a500;outline-offset:2px}.error{color:#a4161a;font-weight:600}`;
+
+function page(status: number, title: string, body: string): HttpResult {
+  return {
+    status,
+    contentType: 'text/html; charset=utf-8',
+    headers: {
+      // The page is never framed (clickjacking) and loads nothing from elsewhere.
+      'Content-Security-Policy': "default-src 'none'; style-src 'unsafe-inline'; frame-ancestors 'none'; base-uri 'none'",
+      'X-Frame-Options': 'DENY',
+      'Referrer-Policy': 'no-referrer',
+    },
+    text: `<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>${escape(title)}</title>
+<style>${STYLE}</style>
+</head>
+<body>
+<main>
+${body}
+</main>
+</body>
+</html>
+`,
+  };
+}
+
+export function escape(text: string): string {
+  return text.replace(/[&<>"']/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' }[c]!));
+}

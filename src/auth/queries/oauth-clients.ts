@@ -1,0 +1,105 @@
+// Queries on the OAuth clients of apps (migration 0022). `secret_hash` is the SHA-256 of the
+// client secret; it never leaves this module's callers in an answer.
+import type { Queryable } from '../database/client.js';
+
+export type ClientType = 'confidential' | 'public';
+export type TokenEndpointAuthMethod = 'client_secret_basic' | 'client_secret_post' | 'private_key_jwt' | 'none';
+
+export interface OAuthClientRow {
+  id: string;
+  app_id: string;
+  app_slug: string;
+  app_name: string;
+  name: string;
+  logo_uri: string | null;
+  client_type: ClientType;
+  token_endpoint_auth_method: TokenEndpointAuthMethod;
+  secret_hash: Buffer | null;
+  jwks: { keys: Record<string, unknown>[] } | null;
+  redirect_uris: string[];
+  post_logout_redirect_uris: string[];
+  grant_types: string[];
+  scopes: string[];
+  created_at: Date;
+  updated_at: Date;
+}
+
+export interface NewOAuthClient {
+  appId: string;
+  name: string;
+  logoUri: string | null;
+  clientType: ClientType;
+  tokenEndpointAuthMethod: TokenEndpointAuthMethod;
+  secretHash: Buffer | null;
+  jwks: { keys: Record<string, unknown>[] } | null;
+  redirectUris: string[];
+  postLogoutRedirectUris: string[];
+  grantTypes: string[];
+  scopes: string[];
+  now: Date;
+}
+
+export async function insertOAuthClient(sql: Queryable, client: NewOAuthClient): Promise<OAuthClientRow> {
+  const [row] = await sql<OAuthClientRow[]>`
+    with client as (
+      insert into oauth_clients (
+        app_id, name, logo_uri, client_type, token_endpoint_auth_method, secret_hash, jwks,
+        redirect_uris, post_logout_redirect_uris, grant_types, scopes, created_at, updated_at
+      )
+      values (
+        ${client.appId}, ${client.name}, ${client.logoUri}, ${client.clientType}, ${client.tokenEndpointAuthMethod},
+        ${client.secretHash}, ${client.jwks === null ? null : sql.json(client.jwks as never)},
+        ${client.redirectUris}::text[], ${client.postLogoutRedirectUris}::text[], ${client.grantTypes}::text[], ${client.scopes}::text[],
+        ${client.now}, ${client.now}
+      )
+      returning *
+    )
+    select client.*, a.slug as app_slug, a.name as app_name
+    from client
+    join apps a on a.id = client.app_id
+  `;
+  return row!;
+}
+
+/** The client with this id, with its app's slug; `id` must be a UUID. */
+export async function findOAuthClient(sql: Queryable, id: string): Promise<OAuthClientRow | undefined> {
+  const [row] = await sql<OAuthClientRow[]>`
+    select c.*, a.slug as app_slug, a.name as app_name
+    from oauth_clients c
+    join apps a on a.id = c.app_id
+    where c.id = ${id}
+  `;
+  return row;
+}
+
+export async function listOAuthClients(sql: Queryable, appId: string): Promise<OAuthClientRow[]> {
+  return sql<OAuthClientRow[]>`
+    select c.*, a.slug as app_slug, a.name as app_name
+    from oauth_clients c
+    join apps a on a.id = c.app_id
+    where c.app_id = ${appId}
+    order by c.created_at, c.id
+  `;
+}
+
+export async function deleteOAuthClient(sql: Queryable, appId: string, id: string): Promise<boolean> {
+  const deleted = await sql`
+    delete from oauth_clients
+    where app_id = ${appId} and id = ${id}
+  `;
+  return deleted.count > 0;
+}
+
+/** Records a private_key_jwt assertion's jti; false when it was seen before (a replay). */
+export async function recordClientAssertion(sql: Queryable, assertion: { clientId: string; jti: string; expiresAt: Date; now: Date }): Promise<boolean> {
+  await sql`
+    delete from oauth_client_assertions
+    where client_id = ${assertion.clientId} and expires_at < ${assertion.now}
+  `;
+  const inserted = await sql`
+    insert into oauth_client_assertions (client_id, jti, expires_at)
+    values (${assertion.clientId}, ${assertion.jti}, ${assertion.expiresAt})
+    on conflict do nothing
+  `;
+  return inserted.count > 0;
+}
