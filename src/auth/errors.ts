@@ -40,6 +40,12 @@ export const AUTH_ERRORS = {
   IDENTITY_NOT_FOUND: { status: 404, message: 'The user has no such linked identity' },
   IDENTITY_LINKED_TO_ANOTHER_USER: { status: 409, message: 'This identity is already linked to another user' },
   LAST_SIGN_IN_METHOD: { status: 409, message: 'This is the user\'s last way to sign in; add another first' },
+  INVITATION_NOT_FOUND: { status: 404, message: 'The tenant has no such invitation, or the token is unknown' },
+  INVITATION_PENDING: { status: 409, message: 'This address already has a pending invitation to the tenant' },
+  INVITATION_NOT_PENDING: { status: 409, message: 'The invitation was already accepted, revoked or expired' },
+  INVITATION_EXPIRED: { status: 410, message: 'The invitation has expired; ask for a new one' },
+  INVITATION_FOR_ANOTHER_ADDRESS: { status: 403, message: 'The invitation is for another address; sign in as the invited address' },
+  INVITATION_DELIVERY_FAILED: { status: 502, message: 'The invitation could not be delivered; retry later' },
   // The OAuth token endpoints (RFC 7009 revocation, RFC 7662 introspection); see OAUTH_ERROR_NAMES.
   UNSUPPORTED_TOKEN_TYPE: { status: 400, message: 'Access tokens are not revocable; revoke the refresh token of the session' },
   UNAUTHORIZED_CLIENT: { status: 400, message: 'The token was issued to another client' },

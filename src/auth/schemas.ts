@@ -3,6 +3,7 @@
 // never reach PostgreSQL) and lone UTF-16 surrogates, and has a length cap.
 import { Type, type Static, type TString } from '@sinclair/typebox';
 import { MAX_TOKEN_CHARS } from './limits.js';
+import { TENANT_WEIGHT_MAX } from '../inference/tenants/tenant.js';
 
 /**
  * No C0 control character or DEL, and well-formed UTF-16: a JSON escape such as "\ud800" gives a
@@ -183,6 +184,34 @@ export const MessageTemplatesBody = Type.Object({
 }, strict);
 export type MessageTemplatesBody = Static<typeof MessageTemplatesBody>;
 
+/** PUT /admin/apps/:app_id/invitation-templates: null or absent is the default text. */
+export const InvitationTemplateBody = Type.Object({
+  email_from: nullable(text(320)),
+  email_subject: nullable(text(200)),
+  email_text: nullable(Type.String({ minLength: 1, maxLength: 4000, pattern: MULTILINE })),
+  sms_text: nullable(text(320)),
+  /** Where the message's link points: an https URL holding {{token}}, e.g. https://app.example.com/join?invitation={{token}}. */
+  accept_url: nullable(text(2048)),
+}, strict);
+export type InvitationTemplateBody = Static<typeof InvitationTemplateBody>;
+
+/** `role` is checked by the service against the four names. */
+export const InvitationCreateAdminBody = Type.Object({ ...destination, role: text(32) }, strict);
+export type InvitationCreateAdminBody = Static<typeof InvitationCreateAdminBody>;
+
+export const InvitationCreateBody = Type.Object({ ...appCredentials, tenant_id: Uuid, ...destination, role: text(32) }, strict);
+export type InvitationCreateBody = Static<typeof InvitationCreateBody>;
+
+const invitationState = Type.Union([Type.Literal('pending'), Type.Literal('accepted'), Type.Literal('revoked'), Type.Literal('expired')]);
+export const InvitationListBody = Type.Object({ ...appCredentials, tenant_id: Uuid, state: Type.Optional(invitationState) }, strict);
+export type InvitationListBody = Static<typeof InvitationListBody>;
+
+export const InvitationActionBody = Type.Object({ ...appCredentials, tenant_id: Uuid, invitation_id: Uuid }, strict);
+export type InvitationActionBody = Static<typeof InvitationActionBody>;
+
+export const InvitationAcceptBody = Type.Object({ ...appCredentials, refresh_token: text(MAX_TOKEN_CHARS), token: Type.String({ pattern: '^inv_[A-Za-z0-9_-]{43}$' }) }, strict);
+export type InvitationAcceptBody = Static<typeof InvitationAcceptBody>;
+
 export const CreateTenantBody = Type.Object({ name: text(200) }, strict);
 export type CreateTenantBody = Static<typeof CreateTenantBody>;
 
@@ -199,7 +228,8 @@ export const CreateApiKeyBody = Type.Object({
     requests_per_minute: positiveLimit,
     tokens_per_minute: positiveLimit,
   }, strict)),
-  weight: Type.Optional(Type.Number({ exclusiveMinimum: 0, maximum: 100 })),
+  // A tenant's weight, in the bounds every tenant's settings keep (checkTenantSettings).
+  weight: Type.Optional(Type.Number({ exclusiveMinimum: 0, maximum: TENANT_WEIGHT_MAX })),
   priority_class: Type.Optional(Type.Union([Type.Literal('interactive'), Type.Literal('batch')])),
   expires_at: Type.Optional(Type.Union([IsoInstant, Type.Null()])),
 }, strict);

@@ -2,7 +2,9 @@
 // requests that use the model are counted for /metrics, and those that fail as errors. Read-only
 // endpoints are not: scraping /metrics (or polling /props) leaves what it reports unchanged.
 // The guards also say whom a request belongs to (its tenant: tenants/tenant.ts): the routes that
-// use the model admit it against its limits and hold it until they finish (tenants/tenancy.ts).
+// use the model admit it against its limits, give it to the handler with the service (Admitted)
+// and hold it until the handler finishes (tenants/tenancy.ts). The router (multi-model/routes.ts)
+// uses the same key and tenant guards without a service.
 import type { HttpRequest, HttpResult } from '../http/request.js';
 import type { Method, Route } from '../http/router.js';
 import { invalidApiKey, presentedKey, type ApiKeys } from './access/api-key.js';
@@ -10,7 +12,7 @@ import type { AcceptBearer } from './access/auth-bridge.js';
 import type { ServiceHost, ServiceView } from './service/host.js';
 import type { InferenceService } from './service/service.js';
 import { decodeTenant, TENANT_HEADER } from './tenants/forwarded-tenant.js';
-import type { Tenancy } from './tenants/tenancy.js';
+import type { RequestTenant, Tenancy } from './tenants/tenancy.js';
 import type { Tenant } from './tenants/tenant.js';
 import type { TenantTable } from './tenants/tenant-table.js';
 
@@ -28,20 +30,31 @@ export interface TenantContext extends KeyContext {
   forwardedTenants?: boolean;
 }
 
-/** What the guards consult. */
-export interface RouteContext extends TenantContext {
-  host: ServiceHost;
+/** What the key and tenant guards consult (a single-model server's and a router's). */
+export interface AdmissionContext extends TenantContext {
   tenancy: Tenancy;
 }
 
+/** What the guards of a single-model server consult. */
+export interface RouteContext extends AdmissionContext {
+  host: ServiceHost;
+}
+
 /** Admits a request and produces the handler's input; throws catalog errors. */
-export interface Guard<I> {
+export interface Guard<I, C = RouteContext> {
   readonly name: string;
-  admit(ctx: RouteContext, req: HttpRequest): Promise<I> | I;
+  admit(ctx: C, req: HttpRequest): Promise<I> | I;
   /** Requests through this guard use the model: counted in /metrics' requests_total. */
   readonly counted?: boolean;
   /** Called once the handler has finished with an admitted input. */
-  done?(ctx: RouteContext, input: I, req: HttpRequest): void;
+  done?(ctx: C, input: I, req: HttpRequest): void;
+}
+
+/** What the apiKey guard gives its handler: the loaded service and the request's admitted tenant. */
+export interface Admitted {
+  service: InferenceService;
+  /** Put on the request's tasks (fair share) and metering them: InferenceService.startAll, .embed. */
+  tenant: RequestTenant;
 }
 
 export type InferenceHandler<I> = (input: I, req: HttpRequest) => Promise<HttpResult | void> | HttpResult | void;
@@ -102,27 +115,32 @@ async function viewWhileLoading(ctx: RouteContext, req: HttpRequest): Promise<Se
   }
 }
 
+/** The credential's tenant admitted against its limits (429 over one); the caller owes it Tenancy.end. */
+async function admitTenant(ctx: AdmissionContext, req: HttpRequest): Promise<RequestTenant> {
+  return ctx.tenancy.admit(await identify(ctx, req), req);
+}
+
 /**
  * For endpoints that use the model: 503 while it first loads, then the key and the tenant's
  * limits (429 over one); the handler gets the loaded service (a sleeping one is loaded again
- * first) and holds it, and the tenant its request, until it finishes.
+ * first) and the admitted tenant, and holds both until it finishes.
  */
-export const apiKey: Guard<InferenceService> = {
+export const apiKey: Guard<Admitted> = {
   name: 'api-key',
   counted: true,
   admit: async (ctx, req) => {
     await viewWhileLoading(ctx, req);
-    ctx.tenancy.admit(await identify(ctx, req), req);
+    const tenant = await admitTenant(ctx, req);
     try {
-      return await ctx.host.acquire();
+      return { service: await ctx.host.acquire(), tenant };
     } catch (err) {
-      ctx.tenancy.end(req, null);
+      ctx.tenancy.end(tenant, null);
       throw err;
     }
   },
-  done: (ctx, service, req) => {
+  done: (ctx, { service, tenant }) => {
     ctx.host.release();
-    ctx.tenancy.end(req, service.alias);
+    ctx.tenancy.end(tenant, service.alias);
   },
 };
 
@@ -136,6 +154,26 @@ export const apiKeyReadOnly: Guard<ServiceView> = {
   },
 };
 
+/** The router's routes answered by itself or read-only: the key; a limited tenant's rate-limit headers. */
+export const routerKey: Guard<Tenant, AdmissionContext> = {
+  name: 'router-key',
+  admit: async (ctx, req) => {
+    const tenant = await identify(ctx, req);
+    ctx.tenancy.annotate(tenant, req);
+    return tenant;
+  },
+};
+
+/**
+ * The router's routes that use a model: the key, then the tenant's limits (429 over one), held
+ * until the answer is relayed; the handler forwards the tenant to the model process.
+ */
+export const routerTenant: Guard<RequestTenant, AdmissionContext> = {
+  name: 'router-tenant',
+  admit: admitTenant,
+  done: (ctx, tenant) => ctx.tenancy.end(tenant, null),
+};
+
 /** Mounts a handler behind a server's access rule (single-model: the read-only key guard; router: its key check). */
 export type Mount = (method: Method, path: string, handler: (req: HttpRequest) => Promise<HttpResult | void> | HttpResult | void) => Route;
 
@@ -144,13 +182,23 @@ export function readOnlyMount(ctx: RouteContext): Mount {
   return (method, path, handler) => inferenceRoute(ctx, method, path, apiKeyReadOnly, (_, req) => handler(req));
 }
 
+/** The router's Mount: its key check (routerKey). */
+export function routerMount(ctx: AdmissionContext): Mount {
+  return (method, path, handler) => guardedRoute(ctx, method, path, routerKey, (_, req) => handler(req));
+}
+
 export function inferenceRoute<I>(ctx: RouteContext, method: Method, path: string, guard: Guard<I>, handler: InferenceHandler<I>): Route {
-  const counters = ctx.host.counters;
+  return guardedRoute(ctx, method, path, guard, handler, ctx.host.counters);
+}
+
+/** A route behind `guard`; `counters`: where a counted guard's requests and errors are counted. */
+export function guardedRoute<I, C>(ctx: C, method: Method, path: string, guard: Guard<I, C>, handler: InferenceHandler<I>, counters?: { requests: number; errors: number }): Route {
+  const counted = guard.counted === true ? counters : undefined;
   return {
     method,
     path,
     handler: async (req) => {
-      if (guard.counted) counters.requests++;
+      if (counted) counted.requests++;
       try {
         const input = await guard.admit(ctx, req);
         try {
@@ -159,7 +207,7 @@ export function inferenceRoute<I>(ctx: RouteContext, method: Method, path: strin
           guard.done?.(ctx, input, req);
         }
       } catch (err) {
-        if (guard.counted) counters.errors++;
+        if (counted) counted.errors++;
         throw err;
       }
     },

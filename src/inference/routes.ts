@@ -6,7 +6,7 @@
 //   apiKeyReadOnly  as apiKey, but never wakes a sleeping model (answers from before it slept)
 // llama-server's aliases of a route are listed beside it.
 import type { Method, Route } from '../http/router.js';
-import { apiKey, apiKeyReadOnly, inferenceRoute, publicAccess, type Guard, type InferenceHandler, type RouteContext } from './guards.js';
+import { apiKey, apiKeyReadOnly, inferenceRoute, publicAccess, type Admitted, type Guard, type InferenceHandler, type RouteContext } from './guards.js';
 import { handleCompletion } from './handlers/completion.js';
 import { handleEmbedding, handleOpenAIEmbeddings, handleRerank } from './handlers/embeddings.js';
 import { handleInfill } from './handlers/infill.js';
@@ -21,9 +21,7 @@ import { handleTextCompletions } from './handlers/text-completions.js';
 import { handleTranscriptions } from './handlers/transcriptions.js';
 import { handleApplyTemplate, handleDetokenize, handleTokenize } from './handlers/tokenize.js';
 import { resumable } from './streams/resumable.js';
-import { carryTenant } from './tenants/tenancy.js';
 import type { StreamSessions } from './streams/stream-sessions.js';
-import type { InferenceService } from './service/service.js';
 
 /** Endpoints llama-server serves only when asked (--metrics, --props) or until told not to (--no-slots). */
 export interface RouteOptions {
@@ -51,13 +49,13 @@ function whenEnabled<I>(enabled: boolean, what: string, flag: string, handler: I
  * an idle engine that starts the first of several requests sent together waits for the others
  * while their chat templates are rendered and their prompts tokenized, so they share its first batch.
  */
-function countedWhilePrepared(handler: InferenceHandler<InferenceService>): InferenceHandler<InferenceService> {
-  return async (service, req) => {
-    service.beginPreparing(req.signal);
+function countedWhilePrepared(handler: InferenceHandler<Admitted>): InferenceHandler<Admitted> {
+  return async (input, req) => {
+    input.service.beginPreparing(req.signal);
     try {
-      return await handler(service, req);
+      return await handler(input, req);
     } finally {
-      service.endPreparing(req.signal);
+      input.service.endPreparing(req.signal);
     }
   };
 }
@@ -69,12 +67,9 @@ export function inferenceRoutes(ctx: RouteContext, options: RouteOptions): Route
   // their line: countedWhilePrepared (counted by the engine until they submit) and resumed
   // (with X-Conversation-Id, a stream session that outlives the client; as is without sessions).
   const streams = options.streams;
-  // A session's view has the session's signal: the request's tenant goes with it (carryTenant).
-  const resumed = (handler: InferenceHandler<InferenceService>): InferenceHandler<InferenceService> =>
-    (streams ? (input, req) => resumable(streams, req, (view) => {
-      carryTenant(req.signal, view.signal);
-      return handler(input, view);
-    }) : handler);
+  // A session's view has the session's signal; the admitted tenant stays the handler's input.
+  const resumed = (handler: InferenceHandler<Admitted>): InferenceHandler<Admitted> =>
+    (streams ? (input, req) => resumable(streams, req, (view) => handler(input, view)) : handler);
   const prepared = countedWhilePrepared;
   return [
     route('GET',  '/health',               publicAccess, handleHealth),

@@ -6,7 +6,7 @@ import { cacheIdleSlotsWarning, logLevel, OWN_FLAGS, refusedOptions, routerOptio
 import { createInferenceAuth, type InferenceAuth } from './access/auth-bridge.js';
 import { startInferenceServer } from './server.js';
 import { modelEntry } from './dialects/server-info.js';
-import { ROUTER_CHILD_ENV, routerLink, spareCommandLine } from './multi-model/child-link.js';
+import { routerLink, routerUsageReporter, spareCommandLine, startedByRouter, type RouterChild } from './multi-model/child-link.js';
 import { vertexSettings, type VertexSettings } from './vertex-predict.js';
 import { readMcpServerConfigs } from './server-tools/mcp-config.js';
 import type { ToolsOptions } from './server-tools/tools-service.js';
@@ -67,8 +67,8 @@ function onSignals(shutdown: () => void): void {
  * (--mcp-servers-config, --mcp-servers-json; a file that cannot be read or JSON that does not
  * parse fails the start). A router's model process serves neither: the router does.
  */
-function withProcessExtras<O extends { port: number; vertex?: VertexSettings; tools?: ToolsOptions }>(options: O, v: ServerParamValues): O {
-  if (process.env[ROUTER_CHILD_ENV] === '1') return options;
+function withProcessExtras<O extends { port: number; vertex?: VertexSettings; tools?: ToolsOptions }>(options: O, v: ServerParamValues, child: RouterChild | null): O {
+  if (child) return options;
   const mcp = readMcpServerConfigs(v.mcpServersConfig, v.mcpServersJson, (warning) => say(`inference-server: ${warning}`, 'error'));
   const tools = options.tools ? { ...options.tools, mcp } : { names: [], runtime: '', mcp };
   const vertex = vertexSettings(process.env);
@@ -95,9 +95,9 @@ async function withLocalModels(llama: string[], params: NativeServerParams): Pro
   return parseServerArgs([...llama, '-m', local.model, ...(local.mmproj ? ['-mm', local.mmproj] : []), ...(local.draftModel ? ['-md', local.draftModel] : [])]);
 }
 
-/** One model in this process; -1 once it serves (keep running), else the exit code. */
-async function runSingleModel(params: NativeServerParams, own: OwnFlags): Promise<number> {
-  const options = withProcessExtras(serverOptions(params.values(), own, native.systemInfo().supportsGpuOffload), params.values());
+/** One model in this process (`child`: started by a router); -1 once it serves (keep running), else the exit code. */
+async function runSingleModel(params: NativeServerParams, own: OwnFlags, child: RouterChild | null): Promise<number> {
+  const options = withProcessExtras(serverOptions(params.values(), own, native.systemInfo().supportsGpuOffload), params.values(), child);
   const { host, port, runtime } = options;
   const auth = await startAuth(own, host, port);
   const server = await startInferenceServer({
@@ -106,6 +106,8 @@ async function runSingleModel(params: NativeServerParams, own: OwnFlags): Promis
     extraRoutes: auth.routes,
     ...(auth.acceptBearer ? { acceptBearer: auth.acceptBearer } : {}),
     ...(auth.usage ? { usageRecorder: auth.usage } : {}),
+    // A router's model process takes its tenants from the router and reports their usage to it.
+    ...(child ? { routerChild: { usage: routerUsageReporter() } } : {}),
     log: (line) => say(line),
   });
   const idleSlots = cacheIdleSlotsWarning(params.values());
@@ -121,7 +123,7 @@ async function runSingleModel(params: NativeServerParams, own: OwnFlags): Promis
   };
   onSignals(shutdown);
   // A router's model process reports to its router (multi-model/child-link.ts).
-  const link = routerLink(shutdown);
+  const link = child ? routerLink(shutdown) : null;
   link?.listening(server.port);
   try {
     const service = await server.ready;
@@ -142,7 +144,7 @@ async function runSingleModel(params: NativeServerParams, own: OwnFlags): Promis
 
 /** Router mode: many models, each in a child process; -1 once it listens. */
 async function runRouter(params: NativeServerParams, own: OwnFlags): Promise<number> {
-  const options = withProcessExtras(routerOptions(params.values(), own), params.values());
+  const options = withProcessExtras(routerOptions(params.values(), own), params.values(), null);
   const auth = await startAuth(own, options.host, options.port);
   // The children run this same program (node, its flags and this script) with their model's flags.
   const command = [process.execPath, ...process.execArgv, process.argv[1]!];
@@ -170,8 +172,10 @@ async function runRouter(params: NativeServerParams, own: OwnFlags): Promise<num
 
 async function main(): Promise<number> {
   try {
-    // A router's spare model process gets its command line when the router needs it.
-    const argv = (await spareCommandLine()) ?? process.argv.slice(2);
+    // Whether a router started this process, decided here once (multi-model/child-link.ts); a
+    // spare model process gets its command line when the router needs it.
+    const child = startedByRouter();
+    const argv = child?.spare ? await spareCommandLine() : process.argv.slice(2);
     const { own, llama } = splitCommandLine(argv);
     if (llama.some((a) => a === '-h' || a === '--help' || a === '--usage')) console.log(ownUsage() + '\n');
     // llama.cpp's parser registers --rpc endpoints at once, and ggml ends the process on one it cannot reach.
@@ -193,7 +197,7 @@ async function main(): Promise<number> {
     const values = params.values();
     // As llama-server: without a model, the server is a router over many.
     if (values.model === '') return await runRouter(params, own);
-    return await runSingleModel(params, own);
+    return await runSingleModel(params, own, child);
   } catch (err) {
     if (err instanceof UsageError) {
       say(`inference-server: ${err.message}`, 'error');

@@ -10,8 +10,7 @@ import type { EngineSettings, NativeServerParams, PoolingName } from '../native/
 import { LLAMA_SERVER_DEFAULTS, type GenerationDefaults } from './service/generation.js';
 import { ApiKeys } from './access/api-key.js';
 import type { AcceptBearer, UsageRecorder } from './access/auth-bridge.js';
-import { ROUTER_CHILD_ENV, routerUsageReporter } from './multi-model/child-link.js';
-import { Tenancy } from './tenants/tenancy.js';
+import { Tenancy, type UsageReporter } from './tenants/tenancy.js';
 import { TenantTable, type TenantsFile } from './tenants/tenant-table.js';
 import type { TenantLimits } from './tenants/tenant.js';
 import { startUsageFlush } from './tenants/usage-flush.js';
@@ -106,6 +105,12 @@ export interface InferenceServerOptions extends TransportOptions {
   tenants?: TenantOptions;
   /** The auth service's usage table (--auth): hourly usage written there (tenants/usage-flush.ts). */
   usageRecorder?: UsageRecorder;
+  /**
+   * Set once at start-up when a router started this process as a model process: each request's
+   * tenant is the one the router admitted and forwarded (tenants/forwarded-tenant.ts), and what
+   * the tenants use is reported to the router (multi-model/child-link.ts), which holds their limits.
+   */
+  routerChild?: { usage: UsageReporter };
   /** Serve the chat page at GET / (inference-server does unless --no-webui). */
   webui?: boolean;
   /** --log-prompts-dir: each completion request's prompt is written to a file in this directory. */
@@ -166,16 +171,14 @@ export async function startInferenceServer(options: InferenceServerOptions): Pro
   let closed = false;
   const loadOptions = serviceLoadOptions(options);
   const host = new ServiceHost((onProgress) => loadInferenceService(loadOptions, onProgress, () => closed), (options.sleepIdleSeconds ?? -1) * 1000, options.onProgress);
-  // A router's model process reports its tenants' usage to the router, which holds their limits.
-  const tenancy = new Tenancy(Date.now, routerUsageReporter());
+  const tenancy = new Tenancy(Date.now, options.routerChild?.usage ?? null);
   const ctx: RouteContext = {
     host,
     keys: new ApiKeys(options.apiKeys),
     ...(options.acceptBearer ? { acceptBearer: options.acceptBearer } : {}),
     tenants: new TenantTable(options.apiKeys.length, options.tenants?.file, options.tenants?.defaultLimits),
     tenancy,
-    // A router's model process: the router admitted the tenant and says which it is.
-    forwardedTenants: process.env[ROUTER_CHILD_ENV] === '1',
+    forwardedTenants: options.routerChild !== undefined,
   };
   const usageFlush = options.usageRecorder ? startUsageFlush(tenancy.usage, options.usageRecorder, { log }) : null;
   const apiPrefix = options.apiPrefix ?? '';

@@ -11,19 +11,8 @@ import { diagLogLevelFromString, W3CTraceContextPropagator } from '@opentelemetr
 import { defaultResource, detectResources, envDetector, resourceFromAttributes } from '@opentelemetry/resources';
 import { BasicTracerProvider, BatchSpanProcessor, type SpanExporter } from '@opentelemetry/sdk-trace-base';
 import { ATTR_SERVICE_NAME } from '@opentelemetry/semantic-conventions';
-import type { RequestTracer } from '../http/request-trace.js';
 import { RequestSpan, type SpanTools } from './request-span.js';
-
-/** What tracing.ts holds while tracing is on. */
-export interface Tracing {
-  readonly requestTracer: RequestTracer;
-  /** The span of the request whose handler is running (its async context), or null. */
-  current(): RequestSpan | null;
-  /** Writes the current request's trace context into outgoing headers. */
-  inject(headers: Record<string, string>): void;
-  flush(): Promise<void>;
-  shutdown(): Promise<void>;
-}
+import type { Tracing } from './traces.js';
 
 /** The instrumentation scope of every span. */
 const SCOPE = 'llama-auth-suite';

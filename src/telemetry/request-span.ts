@@ -18,7 +18,7 @@ import type { RequestEnd, RequestTrace, TracedRequest } from '../http/request-tr
 import type { CompletionTaskSpec } from '../native/binding.js';
 import { genAiOperation, type GenAiOperation } from './genai-operations.js';
 import { CompletionSpans, EmbeddingSpans } from './task-spans.js';
-import type { CompletionTrace, EmbeddingTrace } from './tracing.js';
+import type { CompletionTrace, EmbeddingTrace, RequestSpanHooks } from './traces.js';
 
 export interface SpanTools {
   tracer: Tracer;
@@ -66,7 +66,7 @@ function requestSettings(spec: CompletionTaskSpec): Attributes {
   return attributes;
 }
 
-export class RequestSpan implements RequestTrace {
+export class RequestSpan implements RequestTrace, RequestSpanHooks {
   readonly span: Span;
   /** The request's trace context: its span's children and forwarded requests descend from it. */
   readonly context: Context;

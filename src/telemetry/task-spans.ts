@@ -15,8 +15,8 @@ import {
   ATTR_GEN_AI_USAGE_OUTPUT_TOKENS,
 } from '@opentelemetry/semantic-conventions/incubating';
 import type { CompletionOutcome, EmbeddingOutcome } from '../inference/engine/engine.js';
-import { finishReason, usage } from '../inference/dialects/openai.js';
-import type { CompletionTrace, EmbeddingTrace } from './tracing.js';
+import { finishReason, requestUsage } from '../inference/engine/request-usage.js';
+import type { CompletionTrace, EmbeddingTrace } from './traces.js';
 
 export const SPAN_QUEUE = 'queue wait';
 export const SPAN_PROMPT = 'prompt processing';
@@ -89,11 +89,11 @@ export class CompletionSpans extends TaskSpans<CompletionOutcome> implements Com
   }
 
   protected recordRequest(outcomes: CompletionOutcome[]): void {
-    const counted = usage(outcomes);
+    const counted = requestUsage(outcomes);
     this.span.setAttributes({
-      [ATTR_GEN_AI_USAGE_INPUT_TOKENS]: counted.prompt_tokens,
-      [ATTR_GEN_AI_USAGE_OUTPUT_TOKENS]: counted.completion_tokens,
-      [ATTR_GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS]: counted.prompt_tokens_details.cached_tokens,
+      [ATTR_GEN_AI_USAGE_INPUT_TOKENS]: counted.promptTokens,
+      [ATTR_GEN_AI_USAGE_OUTPUT_TOKENS]: counted.completionTokens,
+      [ATTR_GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS]: counted.cachedPromptTokens,
     });
     this.finished(outcomes.map((o) => finishReason(o.stop)));
   }

@@ -8,21 +8,10 @@
 // its request's context (src/http/request-trace.ts), so the service code that calls them needs no
 // request or span in hand. State is per thread: an auth-server worker starts its own tracing.
 import type { CompletionTaskSpec } from '../native/binding.js';
-import type { CompletionOutcome, EmbeddingOutcome } from '../inference/engine/engine.js';
 import { setRequestTracer } from '../http/request-trace.js';
-import type { Tracing } from './otel-tracing.js';
+import type { CompletionTrace, EmbeddingTrace, Tracing } from './traces.js';
 
-/** One request's completion tasks, followed to their outcomes. */
-export interface CompletionTrace {
-  /** The tasks' outcome promises, once submitted: usage, finish reasons and the timing spans come from them. */
-  follow(outcomes: ReadonlyArray<Promise<CompletionOutcome>>): void;
-}
-
-/** One request's embedding inputs, followed to their outcomes. */
-export interface EmbeddingTrace {
-  /** The inputs' outcome promises, once submitted: input tokens, dimensions and the timing spans come from them. */
-  follow(outcomes: ReadonlyArray<Promise<EmbeddingOutcome>>): void;
-}
+export type { CompletionTrace, EmbeddingTrace };
 
 let active: Tracing | null = null;
 let starting: Promise<boolean> | null = null;

@@ -1,5 +1,5 @@
-// The auth suite with its routes served by worker threads, part 1 of 3 (fixtures/on-workers.ts).
+// The auth suite with its routes served by worker threads, part 1 of 2 (fixtures/on-workers.ts).
 import t from 'tap';
 import { runOnWorkers } from './fixtures/on-workers.js';
 
-runOnWorkers(t, 1, 3);
+runOnWorkers(t, 1, 2);

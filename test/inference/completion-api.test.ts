@@ -325,7 +325,7 @@ t.test('a request whose client left while it was being prepared starts no task',
   const before = service.engine.native.metrics();
   const left = new AbortController();
   left.abort();
-  await t.rejects(service.runAll([{ prompt: service.model.tokenize('never run', true, true), nPredict: 4 }], left.signal),
+  await t.rejects(service.runAll([{ prompt: service.model.tokenize('never run', true, true), nPredict: 4 }], left.signal, null),
     { status: 400, message: 'the client closed the connection' });
   const after = service.engine.native.metrics();
   t.same([after.tasksDone, after.promptTokens + after.cachedTokens], [before.tasksDone, before.promptTokens + before.cachedTokens], 'no task ran');
@@ -381,7 +381,7 @@ t.test('a generating request counts as being prepared until it submits its tasks
   service.beginPreparing(left.signal);
   t.equal(engine.native.metrics().preparing, 1, 'counted while prepared');
   left.abort();
-  await t.rejects(service.runAll([{ prompt: service.model.tokenize('never run', true, true), nPredict: 4 }], left.signal),
+  await t.rejects(service.runAll([{ prompt: service.model.tokenize('never run', true, true), nPredict: 4 }], left.signal, null),
     { status: 400, message: 'the client closed the connection' });
   t.equal(engine.native.metrics().preparing, 0, 'a client gone before its submission: settled');
 });

@@ -26,7 +26,7 @@ function holdAfterFirstToken(service: InferenceService): { firstToken: Promise<v
   const first = new Promise<void>((resolve) => (firstToken = resolve));
   let isReleased = false;
   void released.then(() => (isReleased = true));
-  service.startAll = async (specs, signal, onToken) => {
+  service.startAll = async (specs, signal, tenant, onToken) => {
     let passed = false;
     const held: Array<() => void> = [];
     const gated = onToken && ((index: number) => {
@@ -40,7 +40,7 @@ function holdAfterFirstToken(service: InferenceService): { firstToken: Promise<v
         firstToken();
       };
     });
-    const runs = await startAll.call(service, specs, signal, gated);
+    const runs = await startAll.call(service, specs, signal, tenant, gated);
     void released.then(() => held.forEach((deliver) => deliver()));
     return runs.map((run) => run.then(async (outcome) => {
       // A task that ended before a token with text has sent all it will before the release.

@@ -1,5 +1,6 @@
 // Queries on API keys (migration 0020). `key_hash` is the SHA-256 of the whole key.
 import type { Queryable } from '../database/client.js';
+import type { TenantSettings } from '../../inference/tenants/tenant.js';
 
 export interface ApiKeyRow {
   id: string;
@@ -11,8 +12,8 @@ export interface ApiKeyRow {
   concurrent_requests: number | null;
   requests_per_minute: number | null;
   tokens_per_minute: number | null;
-  weight: number;
-  priority_class: 'interactive' | 'batch';
+  weight: TenantSettings['weight'];
+  priority_class: TenantSettings['priorityClass'];
   created_at: Date;
   expires_at: Date | null;
   rotated_at: Date | null;
@@ -35,8 +36,8 @@ export interface NewApiKey {
   concurrentRequests: number | null;
   requestsPerMinute: number | null;
   tokensPerMinute: number | null;
-  weight: number;
-  priorityClass: 'interactive' | 'batch';
+  weight: TenantSettings['weight'];
+  priorityClass: TenantSettings['priorityClass'];
   expiresAt: Date | null;
   now: Date;
 }

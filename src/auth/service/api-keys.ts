@@ -18,22 +18,26 @@ import type { RoleName } from '../roles.js';
 import { apiKeyLimits, generateApiKey, hashApiKey, hasApiKeyFormat, type ApiKeyIdentity } from '../tokens/api-key.js';
 import { getApp } from './admin.js';
 import { isUuid } from './credentials.js';
+import { checkTenantSettings, type TenantSettings } from '../../inference/tenants/tenant.js';
 
 /** A key's last_used_at is written at most this often per key by one process (and by all: touchApiKey). */
 export const API_KEY_TOUCH_INTERVAL_MS = 60_000;
 
-export interface NewApiKeySettings {
+/** A new key: who it is, and its tenant's settings (checked as the inference server checks every tenant's). */
+export interface NewApiKeySettings extends TenantSettings {
   name: string;
   tenantId: string | null;
   role: RoleName;
-  limits: { concurrentRequests?: number; requestsPerMinute?: number; tokensPerMinute?: number };
-  weight: number;
-  priorityClass: 'interactive' | 'batch';
   expiresAt: Date | null;
 }
 
 /** Creates a key; the key is returned here and never again. 404 APP_NOT_FOUND, TENANT_NOT_FOUND; 400 for a past expiry. */
 export async function createApiKey(ctx: AuthContext, appId: string, settings: NewApiKeySettings, origin: RequestOrigin): Promise<{ key: ApiKeyRow; secret: string }> {
+  try {
+    checkTenantSettings({ weight: settings.weight, priorityClass: settings.priorityClass, limits: settings.limits }, 'key');
+  } catch (err) {
+    throw authError('VALIDATION_ERROR', `Invalid settings: ${(err as Error).message}`);
+  }
   const app = await getApp(ctx, appId);
   const now = new Date(ctx.clock.now());
   if (settings.expiresAt && settings.expiresAt.getTime() <= now.getTime()) {

@@ -19,6 +19,7 @@ import { identifierOf } from './identity.js';
 import { checkSmsDefences, recordSmsVerified } from './sms-defences.js';
 import { findOrInsertUser, upsertMembership, type Identifier } from '../queries/users.js';
 import type { AuthenticatedApp } from './credentials.js';
+import { acceptInvitationsOnSignIn } from './invitations.js';
 import { chooseTenant, startSession, type SessionTokens } from './sessions.js';
 
 /**
@@ -100,6 +101,8 @@ export async function verifyOtpThen<T>(ctx: AuthContext, app: AuthenticatedApp, 
       const user = await findOrInsertUser(tx, identifier, now);
       if (user.deleted_at) throw authError('USER_DELETED');
       await upsertMembership(tx, app.id, user.id, now);
+      // The code proved the address: its pending invitations into the app's tenants are accepted now.
+      await acceptInvitationsOnSignIn(tx, app.id, user, origin, now);
       const { familyId, result } = await then(tx, user.id, nowMs);
       await insertAuditEvent(tx, { ...audit, type: 'login.succeeded', userId: user.id, familyId });
       return result;

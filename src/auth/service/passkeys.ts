@@ -32,6 +32,7 @@ import { listRolesOfUser } from '../queries/roles.js';
 import { findUser, lockUser } from '../queries/users.js';
 import type { AuthenticatedApp } from './credentials.js';
 import { isUuid } from './credentials.js';
+import { acceptInvitationsOnSignIn } from './invitations.js';
 import { chooseTenant, startSession, type SessionTokens } from './sessions.js';
 import { presentedSession } from './user-sessions.js';
 
@@ -218,6 +219,7 @@ export async function finishPasskeyLogin(ctx: AuthContext, app: AuthenticatedApp
       if (!user || user.deleted_at) throw authError('USER_DELETED');
       await recordPasskeyUse(tx, { id: passkey.id, signCount: info.newCounter, backedUp: info.credentialBackedUp, now });
       await insertAuditEvent(tx, { ...audit, type: 'passkey.used', userId: user.id, details: { passkey_id: passkey.id, name: passkey.name } });
+      await acceptInvitationsOnSignIn(tx, app.id, user, input.origin, now);
       const tenant = chooseTenant(await listRolesOfUser(tx, app.id, user.id), input.requestedTenant, null);
       const familyId = randomUUID();
       await insertAuditEvent(tx, { ...audit, type: 'login.succeeded', userId: user.id, familyId, details: { method: 'passkey', passkey_id: passkey.id } });

@@ -12,6 +12,7 @@ import type { ApiKeyIdentity, ApiKeyVerifier, AuthService, AuthServiceConfig } f
 import { ROLE_RANK, type RoleName } from '../../auth/roles.js';
 import { ErrorType, inferenceError } from '../errors.js';
 import type { UsageHourRow } from '../tenants/usage-meter.js';
+import { checkTenantSettings, type TenantSettings } from '../tenants/tenant.js';
 
 export interface InferenceAuthOptions {
   /** Mount the auth routes (configured from the AUTH_* environment, as auth-server). */
@@ -31,11 +32,7 @@ export interface InferenceAuthOptions {
 }
 
 /** What an auth-server API key carries of its tenant's settings (ApiKeyIdentity's limits, weight, class). */
-export interface IssuedKeySettings {
-  weight?: number;
-  priorityClass?: 'interactive' | 'batch';
-  limits?: { concurrentRequests?: number; requestsPerMinute?: number; tokensPerMinute?: number };
-}
+export type IssuedKeySettings = Partial<TenantSettings>;
 
 /** Whom an accepted bearer credential names (its tenant: tenants/tenant-table.ts). */
 export type BearerIdentity =
@@ -61,6 +58,15 @@ export interface InferenceAuth {
 /** The auth service's usage table (service.usage.record), as tenants/usage-flush.ts writes to it. */
 export interface UsageRecorder {
   record(rows: UsageHourRow[]): Promise<void>;
+}
+
+/** A key's settings, checked as every tenant's are (an identity out of bounds is the auth service's fault: a 500). */
+function issuedSettings(identity: ApiKeyIdentity): IssuedKeySettings {
+  try {
+    return checkTenantSettings({ weight: identity.weight, priorityClass: identity.priorityClass, limits: identity.limits }, `API key ${identity.keyId}`);
+  } catch (err) {
+    throw inferenceError(ErrorType.SERVER, `the auth service gave ${(err as Error).message}`);
+  }
 }
 
 export async function createInferenceAuth(options: InferenceAuthOptions): Promise<InferenceAuth> {
@@ -101,10 +107,7 @@ export async function createInferenceAuth(options: InferenceAuthOptions): Promis
         }
         if (!identity) throw inferenceError(ErrorType.AUTHENTICATION, 'Invalid API Key');
         if (ROLE_RANK[identity.role] < required) throw inferenceError(ErrorType.PERMISSION, `This route requires the role "${options.role}" or higher`);
-        return {
-          kind: 'api-key', appSlug: identity.appSlug, keyId: identity.keyId, tenantId: identity.tenantId,
-          settings: { weight: identity.weight, priorityClass: identity.priorityClass, limits: identity.limits },
-        };
+        return { kind: 'api-key', appSlug: identity.appSlug, keyId: identity.keyId, tenantId: identity.tenantId, settings: issuedSettings(identity) };
       }
       // Only a compact JWS (three dot-separated parts) is taken for an access token; anything
       // else is left to the API-key check.

@@ -4,16 +4,13 @@ import type { StopType, TokenProbability } from '../../native/binding.js';
 import type { CompletionOutcome, GeneratedToken } from '../engine/engine.js';
 import { logprob, timings, tokenText } from './timings.js';
 import { recordResponseId } from '../../telemetry/tracing.js';
+import { finishReason, requestUsage } from '../engine/request-usage.js';
 
 /** A new response id; it is recorded on the request's trace (gen_ai.response.id) when tracing is on. */
 export function completionId(prefix: 'chatcmpl' | 'cmpl'): string {
   const id = `${prefix}-${randomBytes(12).toString('base64url')}`;
   recordResponseId(id);
   return id;
-}
-
-export function finishReason(stop: StopType): 'stop' | 'length' {
-  return stop === 'limit' ? 'length' : 'stop';
 }
 
 /** A chat that ended on its own with tool calls finished for them, as llama-server says. */
@@ -30,11 +27,10 @@ export interface Usage {
   prompt_tokens_details: { cached_tokens: number };
 }
 
+/** A request's usage (engine/request-usage.ts) in OpenAI's shape. */
 export function usage(outcomes: CompletionOutcome[]): Usage {
-  // With n > 1 every choice shares one prompt: count it once.
-  const prompt = outcomes[0]?.nPrompt ?? 0;
-  const completion = outcomes.reduce((n, o) => n + o.nPredicted, 0);
-  return { prompt_tokens: prompt, completion_tokens: completion, total_tokens: prompt + completion, prompt_tokens_details: { cached_tokens: outcomes[0]?.nCached ?? 0 } };
+  const u = requestUsage(outcomes);
+  return { prompt_tokens: u.promptTokens, completion_tokens: u.completionTokens, total_tokens: u.promptTokens + u.completionTokens, prompt_tokens_details: { cached_tokens: u.cachedPromptTokens } };
 }
 
 const decoder = new TextDecoder();

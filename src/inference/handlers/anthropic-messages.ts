@@ -12,10 +12,10 @@ import { anthropicToChat } from '../service/anthropic-input.js';
 import { completionId } from '../dialects/openai.js';
 import { AnthropicMessagesBody, BODY_OPTIONS, ChatCompletionBody, ChatMessage } from '../schemas.js';
 import { ChatOutput } from '../service/chat-output.js';
-import type { InferenceService } from '../service/service.js';
 import { chatTaskSpec, countChatTokens, renderChatRequest, type ChatRequest } from '../service/chat-task.js';
 import { streamTasks } from './streaming.js';
 import { Type } from '@sinclair/typebox';
+import type { Admitted } from '../guards.js';
 
 const MessagesBody = compileBody(AnthropicMessagesBody, BODY_OPTIONS);
 /** The converted request: a chat completion's fields, where (as in llama-server) no message is allowed. */
@@ -26,26 +26,26 @@ function chatRequest(req: HttpRequest): ChatRequest {
 }
 
 /** POST /v1/messages/count_tokens: the prompt's length, {"input_tokens": n}. */
-export async function handleAnthropicCountTokens(service: InferenceService, req: HttpRequest): Promise<HttpResult> {
+export async function handleAnthropicCountTokens({ service }: Admitted, req: HttpRequest): Promise<HttpResult> {
   const body = chatRequest(req);
   return { body: { input_tokens: await countChatTokens(service, await renderChatRequest(service, body)) } };
 }
 
 /** POST /v1/messages: one message, or (stream: true) its events. */
-export async function handleAnthropicMessages(service: InferenceService, req: HttpRequest): Promise<HttpResult | void> {
+export async function handleAnthropicMessages({ service, tenant }: Admitted, req: HttpRequest): Promise<HttpResult | void> {
   const body = chatRequest(req);
   const chat = await renderChatRequest(service, body);
   const spec = await chatTaskSpec(service, body, chat, undefined);
   const header = { id: completionId('chatcmpl'), model: service.alias };
 
   if (!body.stream) {
-    const [outcome] = await service.runAll([spec], req.signal);
+    const [outcome] = await service.runAll([spec], req.signal, tenant);
     return { body: anthropicMessage(header, new ChatOutput(chat).message(outcome!.content), outcome!) };
   }
 
   const output = new ChatOutput(chat);
   const writer = new AnthropicEventWriter(header);
-  await streamTasks(req, service, [spec], {
+  await streamTasks(req, { service, tenant }, [spec], {
     tokens: () => (batch: GeneratedToken[]) => {
       const events = writer.start(batch.find((t) => t.nPrompt !== undefined)?.nPrompt ?? spec.prompt.length);
       events.push(...writer.deltas(output.push(batch.map((t) => t.text).join(''))));

@@ -13,6 +13,7 @@ import { choiceCount, perChoice } from '../service/choices.js';
 import type { InferenceService } from '../service/service.js';
 import { promptText } from './completion.js';
 import { streamTasks } from './streaming.js';
+import type { Admitted } from '../guards.js';
 
 export const ChatBody = compileBody(ChatCompletionBody, BODY_OPTIONS);
 
@@ -26,7 +27,7 @@ function logprobsRequest(body: ChatRequest): { want: boolean; top: number } {
 }
 
 /** POST /v1/chat/completions/input_tokens: the length of the prompt a chat request would run. */
-export function handleChatInputTokens(service: InferenceService, req: HttpRequest): Promise<HttpResult> {
+export function handleChatInputTokens({ service }: Admitted, req: HttpRequest): Promise<HttpResult> {
   return chatInputTokens(service, ChatBody.parse(req));
 }
 
@@ -35,7 +36,7 @@ export async function chatInputTokens(service: InferenceService, body: ChatReque
   return { body: { input_tokens: await countChatTokens(service, await renderChatRequest(service, body)), object: 'response.input_tokens' } };
 }
 
-export async function handleChatCompletions(service: InferenceService, req: HttpRequest): Promise<HttpResult | void> {
+export async function handleChatCompletions({ service, tenant }: Admitted, req: HttpRequest): Promise<HttpResult | void> {
   const body = ChatBody.parse(req);
   const n = choiceCount(body.n, 'n', service);
   const chat = await renderChatRequest(service, body);
@@ -52,7 +53,7 @@ export async function handleChatCompletions(service: InferenceService, req: Http
     : {});
 
   if (!body.stream) {
-    const outcomes = await service.runAll(specs, req.signal);
+    const outcomes = await service.runAll(specs, req.signal, tenant);
     return {
       body: withTimings({
         ...base,
@@ -72,7 +73,7 @@ export async function handleChatCompletions(service: InferenceService, req: Http
   // and with timings_per_token every token chunk carries the timings so far.
   const includeUsage = body.stream_options?.include_usage ?? false;
   const outputs = specs.map((_, index) => new ChatOutput(chat, index));
-  await streamTasks(req, service, specs, {
+  await streamTasks(req, { service, tenant }, specs, {
     opening: (index) => JSON.stringify(chunk([{ index, delta: { role: 'assistant', content: null }, logprobs: null, finish_reason: null }])),
     tokens: (index) => {
       const timer = new StreamTimer(spec.prompt.length);

@@ -11,10 +11,12 @@ import { checkProjector, splitPrompts, taskPrompt, type PromptInput } from '../s
 import { BODY_OPTIONS, CompletionBody } from '../schemas.js';
 import type { InferenceService } from '../service/service.js';
 import { streamTasks } from './streaming.js';
+import type { Admitted } from '../guards.js';
 
 const Body = compileBody(CompletionBody, BODY_OPTIONS);
 
-export async function handleCompletion(service: InferenceService, req: HttpRequest): Promise<HttpResult | void> {
+export async function handleCompletion(admitted: Admitted, req: HttpRequest): Promise<HttpResult | void> {
+  const { service } = admitted;
   const body = Body.parse(req);
   let prompt: PromptInput = body.prompt;
   if (body.multimodal_data) {
@@ -30,7 +32,7 @@ export async function handleCompletion(service: InferenceService, req: HttpReque
     if (!fields.media) service.checkPromptFits(fields.prompt);
     return { ...buildTaskSpec(service, body, fields.prompt), ...fields };
   }));
-  return answerCompletions(req, service, body, specs);
+  return answerCompletions(req, admitted, body, specs);
 }
 
 /** A task's prompt as llama-server reports it: its tokens as text, special tokens written out. */
@@ -44,10 +46,11 @@ export function promptText(service: InferenceService, spec: CompletionTaskSpec):
  */
 export async function answerCompletions(
   req: HttpRequest,
-  service: InferenceService,
+  admitted: Admitted,
   body: GenerationRequest,
   specs: CompletionTaskSpec[],
 ): Promise<HttpResult | void> {
+  const { service, tenant } = admitted;
   // n_cmpl (alias n) completions of each prompt, indexed prompt by prompt as llama-server does.
   const nCmpl = choiceCount(body.n_cmpl ?? body.n, body.n_cmpl !== undefined ? 'n_cmpl' : 'n', service);
   specs = specs.flatMap((spec) => perChoice(spec, nCmpl));
@@ -73,11 +76,11 @@ export async function answerCompletions(
   };
 
   if (!body.stream) {
-    const outcomes = await service.runAll(specs, req.signal);
+    const outcomes = await service.runAll(specs, req.signal, tenant);
     const responses = outcomes.map((o, i) => completionResponse(service, o, options(i)));
     return { body: responses.length === 1 ? responses[0] : responses };
   }
-  await streamTasks(req, service, specs, {
+  await streamTasks(req, admitted, specs, {
     tokens: (index) => {
       const opts = options(index);
       const timer = new StreamTimer(specs[index]!.prompt.length);

@@ -11,6 +11,7 @@ import { checkProjector, isMediaPrompt, splitPrompts, tokenizePrompt, type Promp
 import type { EmbeddingInput } from '../engine/engine.js';
 import { BODY_OPTIONS, NativeEmbeddingBody, OpenAIEmbeddingBody, RerankBody } from '../schemas.js';
 import type { InferenceService } from '../service/service.js';
+import type { Admitted } from '../guards.js';
 
 const OpenAIBody = compileBody(OpenAIEmbeddingBody, BODY_OPTIONS);
 const NativeBody = compileBody(NativeEmbeddingBody, BODY_OPTIONS);
@@ -46,14 +47,14 @@ function checkEmbeddingMode(service: InferenceService): void {
   }
 }
 
-export async function handleOpenAIEmbeddings(service: InferenceService, req: HttpRequest): Promise<HttpResult> {
+export async function handleOpenAIEmbeddings({ service, tenant }: Admitted, req: HttpRequest): Promise<HttpResult> {
   checkEmbeddingMode(service);
   const body = OpenAIBody.parse(req);
   if (service.info.pooling === PoolingType.none) {
     throw badRequest("Pooling type 'none' is not OAI compatible. Please use a different pooling type (--pooling)");
   }
   const prompts = await inputs(service, body.input, 'input');
-  const outcomes = await service.embed(prompts, req.signal);
+  const outcomes = await service.embed(prompts, req.signal, tenant);
   const tokens = outcomes.reduce((n, o) => n + o.nPrompt, 0);
   return {
     body: {
@@ -68,14 +69,14 @@ export async function handleOpenAIEmbeddings(service: InferenceService, req: Htt
   };
 }
 
-export async function handleEmbedding(service: InferenceService, req: HttpRequest): Promise<HttpResult> {
+export async function handleEmbedding({ service, tenant }: Admitted, req: HttpRequest): Promise<HttpResult> {
   checkEmbeddingMode(service);
   const body = NativeBody.parse(req);
   const mode = body.embd_normalize ?? service.settings.embdNormalize;
   const input = body.content ?? body.input;
   if (input === undefined) throw badRequest('Invalid field "content": required (or "input")', { field: 'content' });
   const prompts = await inputs(service, input, body.content !== undefined ? 'content' : 'input');
-  const outcomes = await service.embed(prompts, req.signal);
+  const outcomes = await service.embed(prompts, req.signal, tenant);
   return {
     body: outcomes.map((o, index) => ({
       index,
@@ -87,7 +88,7 @@ export async function handleEmbedding(service: InferenceService, req: HttpReques
   };
 }
 
-export async function handleRerank(service: InferenceService, req: HttpRequest): Promise<HttpResult> {
+export async function handleRerank({ service, tenant }: Admitted, req: HttpRequest): Promise<HttpResult> {
   if (!service.info.embeddings || service.info.pooling !== PoolingType.rank) {
     throw inferenceError(ErrorType.NOT_SUPPORTED, 'This server does not support reranking. Start it with `--rerank`');
   }
@@ -102,7 +103,7 @@ export async function handleRerank(service: InferenceService, req: HttpRequest):
       throw inferenceError(ErrorType.EXCEED_CONTEXT, `document ${i} with the query has ${p.length} tokens, more than the ${limit} an input may have (-b, -c)`, { n_prompt_tokens: p.length, n_ctx: limit });
     }
   });
-  const outcomes = await service.embed(prompts, req.signal);
+  const outcomes = await service.embed(prompts, req.signal, tenant);
   const ranked = outcomes.map((o, index) => ({ index, score: o.embedding[0]! })).sort((a, b) => b.score - a.score).slice(0, body.top_n ?? documents.length);
   // `texts` asks for TEI's answer (a bare array, `score`, `text` with return_text); `documents` for
   // Jina's (`results`, `relevance_score`, `document.text` with return_text), as llama-server.

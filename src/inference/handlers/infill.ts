@@ -7,8 +7,8 @@ import { buildTaskSpec } from '../service/generation.js';
 import { buildInfillPrompt, missingFimTokens } from '../service/infill-prompt.js';
 import { checkTokenIds } from '../service/vocabulary.js';
 import { BODY_OPTIONS, InfillBody } from '../schemas.js';
-import type { InferenceService } from '../service/service.js';
 import { answerCompletions } from './completion.js';
+import type { Admitted } from '../guards.js';
 
 const Body = compileBody(InfillBody, BODY_OPTIONS);
 
@@ -38,7 +38,8 @@ function checkInfillFields(raw: unknown): void {
 }
 
 
-export async function handleInfill(service: InferenceService, req: HttpRequest): Promise<HttpResult | void> {
+export async function handleInfill(admitted: Admitted, req: HttpRequest): Promise<HttpResult | void> {
+  const { service } = admitted;
   // The model comes first, as in llama-server: without FIM tokens nothing else is looked at.
   const { tokens, addBos } = service.metadata;
   const missing = missingFimTokens(tokens);
@@ -72,5 +73,5 @@ export async function handleInfill(service: InferenceService, req: HttpRequest):
   );
   service.checkPromptFits(prompt);
   const spec = buildTaskSpec(service, body, prompt);
-  return answerCompletions(req, service, body, [spec]);
+  return answerCompletions(req, admitted, body, [spec]);
 }

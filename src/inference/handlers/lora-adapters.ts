@@ -1,18 +1,18 @@
 // GET /lora-adapters and POST /lora-adapters: the server-wide adapter scales.
-import type { InferenceService } from '../service/service.js';
 import type { HttpRequest, HttpResult } from '../../http/request.js';
 import { compileBody } from '../../http/validation.js';
 import { badRequest } from '../errors.js';
 import { BODY_OPTIONS, LoraAdaptersBody } from '../schemas.js';
+import type { Admitted } from '../guards.js';
 
 const Body = compileBody(LoraAdaptersBody, BODY_OPTIONS);
 
-export function handleListLoraAdapters(service: InferenceService): HttpResult {
+export function handleListLoraAdapters({ service }: Admitted): HttpResult {
   return { body: service.lora.list() };
 }
 
 /** Adapters listed take the given scale, the others 0 (as llama-server); answers the new list. */
-export function handleSetLoraAdapters(service: InferenceService, req: HttpRequest): HttpResult {
+export function handleSetLoraAdapters({ service }: Admitted, req: HttpRequest): HttpResult {
   const body = Body.parse(req);
   const items = Array.isArray(body) ? body : body.lora_adapters;
   const field = Array.isArray(body) ? 'body' : 'lora_adapters';

@@ -9,10 +9,10 @@ import { responseIds, responseObject } from '../dialects/responses.js';
 import { progressTimings, StreamTimer } from '../dialects/timings.js';
 import { ChatOutput } from '../service/chat-output.js';
 import { responsesToChat } from '../service/responses-input.js';
-import type { InferenceService } from '../service/service.js';
 import { chatTaskSpec, renderChatRequest, type ChatRequest } from '../service/chat-task.js';
 import { ChatBody, chatInputTokens } from './chat-completions.js';
 import { streamTasks } from './streaming.js';
+import type { Admitted } from '../guards.js';
 
 /** The request's body, converted and checked as the chat completion it stands for. */
 function chatRequest(req: HttpRequest): ChatRequest {
@@ -20,24 +20,24 @@ function chatRequest(req: HttpRequest): ChatRequest {
 }
 
 /** POST /v1/responses/input_tokens: the length of the prompt a Responses request would run. */
-export function handleResponsesInputTokens(service: InferenceService, req: HttpRequest): Promise<HttpResult> {
+export function handleResponsesInputTokens({ service }: Admitted, req: HttpRequest): Promise<HttpResult> {
   return chatInputTokens(service, chatRequest(req));
 }
 
-export async function handleResponses(service: InferenceService, req: HttpRequest): Promise<HttpResult | void> {
+export async function handleResponses({ service, tenant }: Admitted, req: HttpRequest): Promise<HttpResult | void> {
   const body = chatRequest(req);
   const chat = await renderChatRequest(service, body);
   const spec = await chatTaskSpec(service, body, chat, undefined);
   const ids = responseIds();
 
   if (!body.stream) {
-    const [outcome] = await service.runAll([spec], req.signal);
+    const [outcome] = await service.runAll([spec], req.signal, tenant);
     return { body: responseObject(ids.response, service.alias, new ChatOutput(chat).message(outcome!.content), outcome!) };
   }
 
   const output = new ChatOutput(chat);
   const events = new ResponseEvents(ids, service.alias);
-  await streamTasks(req, service, [spec], {
+  await streamTasks(req, { service, tenant }, [spec], {
     tokens: () => {
       const timer = new StreamTimer(spec.prompt.length);
       return (batch: GeneratedToken[]) => {

@@ -10,6 +10,7 @@ import { ErrorType, badRequest, inferenceError } from '../errors.js';
 import { BODY_OPTIONS } from '../schemas.js';
 import type { InferenceService } from '../service/service.js';
 import { isValidSlotFilename } from '../service/slot-filename.js';
+import type { Admitted } from '../guards.js';
 
 const FileBody = compileBody(Type.Object({ filename: Type.String() }), BODY_OPTIONS);
 
@@ -29,7 +30,7 @@ async function run(service: InferenceService, spec: SlotActionSpec): Promise<Slo
   }
 }
 
-export async function handleSlotAction(service: InferenceService, req: HttpRequest): Promise<HttpResult> {
+export async function handleSlotAction({ service }: Admitted, req: HttpRequest): Promise<HttpResult> {
   const dir = service.settings.slotSavePath;
   if (dir === undefined) {
     throw inferenceError(ErrorType.NOT_SUPPORTED, 'This server does not support slots action. Start it with `--slot-save-path`');

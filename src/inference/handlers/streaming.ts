@@ -4,7 +4,7 @@
 import type { HttpRequest } from '../../http/request.js';
 import type { CompletionTaskSpec } from '../../native/binding.js';
 import type { CompletionOutcome, GeneratedToken } from '../engine/engine.js';
-import type { InferenceService } from '../service/service.js';
+import type { Admitted } from '../guards.js';
 import { eventList, TokenStream, type StreamEvent } from './token-stream.js';
 
 /** How a dialect renders the events of task `index`, and what closes the stream. */
@@ -25,12 +25,12 @@ export interface TaskEvents {
  * status line goes out with its first event, and every task is submitted before that: a task the
  * engine refuses is answered with its own error status, as llama-server does.
  */
-export async function streamTasks(req: HttpRequest, service: InferenceService, specs: readonly CompletionTaskSpec[], events: TaskEvents): Promise<CompletionOutcome[]> {
+export async function streamTasks(req: HttpRequest, { service, tenant }: Admitted, specs: readonly CompletionTaskSpec[], events: TaskEvents): Promise<CompletionOutcome[]> {
   const stream = req.openEventStream();
   const tokenStreams = specs.map((_, index) => new TokenStream(stream, events.tokens(index)));
   // The first tokens arrive only after this await has returned (NativeEngine.submit): each
   // opening event below is queued before them.
-  const runs = await service.startAll(specs, req.signal, (index) => (t) => tokenStreams[index]!.push(t));
+  const runs = await service.startAll(specs, req.signal, tenant, (index) => (t) => tokenStreams[index]!.push(t));
   const outcomes = await Promise.all(runs.map(async (run, index) => {
     const opening = events.opening?.(index);
     if (opening) await stream.send(opening);

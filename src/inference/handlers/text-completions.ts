@@ -2,18 +2,19 @@
 import type { HttpRequest, HttpResult } from '../../http/request.js';
 import { compileBody } from '../../http/validation.js';
 import { badRequest } from '../errors.js';
-import { completionId, finishReason, systemFingerprint, textLogprobs, tokenProbabilities, usage, withTimings } from '../dialects/openai.js';
+import { completionId, systemFingerprint, textLogprobs, tokenProbabilities, usage, withTimings } from '../dialects/openai.js';
+import { finishReason } from '../engine/request-usage.js';
 import { BODY_OPTIONS, OpenAICompletionBody } from '../schemas.js';
 import { choiceCount, perChoice } from '../service/choices.js';
 import { buildTaskSpec } from '../service/generation.js';
 import { checkProjector, splitPrompts, taskPrompt } from '../service/prompt-input.js';
-import type { InferenceService } from '../service/service.js';
 import { progressTimings, StreamTimer, type Timings } from '../dialects/timings.js';
 import { streamTasks } from './streaming.js';
+import type { Admitted } from '../guards.js';
 
 const TextBody = compileBody(OpenAICompletionBody, BODY_OPTIONS);
 
-export async function handleTextCompletions(service: InferenceService, req: HttpRequest): Promise<HttpResult | void> {
+export async function handleTextCompletions({ service, tenant }: Admitted, req: HttpRequest): Promise<HttpResult | void> {
   const body = TextBody.parse(req);
   const n = choiceCount(body.n, 'n', service);
   const prompts = splitPrompts(body.prompt);
@@ -36,7 +37,7 @@ export async function handleTextCompletions(service: InferenceService, req: Http
   const choiceLogprobs = (probs: Parameters<typeof textLogprobs>[0]) => (wantLogprobs ? textLogprobs(probs, piece, top) : null);
 
   if (!body.stream) {
-    const outcomes = await service.runAll(specs, req.signal);
+    const outcomes = await service.runAll(specs, req.signal, tenant);
     return {
       body: withTimings({
         ...base,
@@ -47,7 +48,7 @@ export async function handleTextCompletions(service: InferenceService, req: Http
   }
 
   const chunk = (choice: Record<string, unknown>): string => JSON.stringify({ ...base, choices: [choice] });
-  await streamTasks(req, service, specs, {
+  await streamTasks(req, { service, tenant }, specs, {
     opening: (index) => (echo ? chunk({ text: echo, index, logprobs: null, finish_reason: null }) : null),
     tokens: (index) => {
       // As llama-server: with timings_per_token, every chunk carries the timings so far.

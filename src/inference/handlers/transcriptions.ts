@@ -9,11 +9,11 @@ import type { HttpRequest, HttpResult } from '../../http/request.js';
 import type { CompletionOutcome, GeneratedToken } from '../engine/engine.js';
 import { badRequest, ErrorType, inferenceError } from '../errors.js';
 import { ChatOutput } from '../service/chat-output.js';
-import type { InferenceService } from '../service/service.js';
 import { chatTaskSpec, renderChatRequest } from '../service/chat-task.js';
 import { transcriptionToChat } from '../service/transcription-input.js';
 import { ChatBody } from './chat-completions.js';
 import { streamTasks } from './streaming.js';
+import type { Admitted } from '../guards.js';
 
 const FORMATS = ['json', 'text', 'verbose_json'] as const;
 type TranscriptFormat = (typeof FORMATS)[number];
@@ -59,7 +59,7 @@ function transcriptUsage(outcome: CompletionOutcome): Record<string, unknown> {
   };
 }
 
-export async function handleTranscriptions(service: InferenceService, req: HttpRequest): Promise<HttpResult | void> {
+export async function handleTranscriptions({ service, tenant }: Admitted, req: HttpRequest): Promise<HttpResult | void> {
   if (!service.vision?.supportsAudio) throw inferenceError(ErrorType.NOT_SUPPORTED, 'The current model does not support audio input.');
   // Any other body has no file, as llama-server answers it.
   const form = await readMultipartForm(req);
@@ -75,7 +75,7 @@ export async function handleTranscriptions(service: InferenceService, req: HttpR
   const spec = await chatTaskSpec(service, body, chat, undefined);
 
   if (textField(form, 'stream') !== 'true') {
-    const [outcome] = await service.runAll([spec], req.signal);
+    const [outcome] = await service.runAll([spec], req.signal, tenant);
     const text = new ChatOutput(chat).message(outcome!.content).content;
     if (format === 'text') return { text };
     if (format === 'verbose_json') {
@@ -84,7 +84,7 @@ export async function handleTranscriptions(service: InferenceService, req: HttpR
     return { body: { type: 'transcript.text.done', text, usage: transcriptUsage(outcome!) } };
   }
 
-  await streamTasks(req, service, [spec], {
+  await streamTasks(req, { service, tenant }, [spec], {
     tokens: () => (batch: GeneratedToken[]) => {
       const delta = batch.map((t) => t.text).join('');
       return delta ? JSON.stringify({ type: 'transcript.text.delta', delta }) : null;

@@ -1,5 +1,7 @@
 // The link between a router and one of its model processes (llama-server's server_child): Node's
-// IPC channel, opened by the router when it spawns the child with ROUTER_CHILD_ENV set.
+// IPC channel, opened by the router when it spawns the child with ROUTER_CHILD_ENV set. The
+// process reads that once, at start-up (startedByRouter, server-main.ts); what it decides is an
+// option from there on (server.ts routerChild).
 //   child -> router  {type: "listening", port}   the port is open
 //                    {type: "ready", info}       the model is loaded; info is its /v1/models entry
 //                    {type: "usage", tokens, entries}  what the tenants the router forwarded used
@@ -33,9 +35,23 @@ export type ChildMessage =
 /** How often a model process reports its tenants' usage to the router. */
 const USAGE_REPORT_MS = 200;
 
-/** In a router's model process: a reporter of tenants' usage to the router (batched); elsewhere null. */
-export function routerUsageReporter(): UsageReporter | null {
+/** How this process was started: by a router, as a model process (a spare or not), or null: not by a router. */
+export interface RouterChild {
+  /** Started ahead of need: it waits for its command line (spareCommandLine). */
+  spare: boolean;
+}
+
+/** Read once at start-up: whether a router started this process as one of its model processes. */
+export function startedByRouter(): RouterChild | null {
   if (process.env[ROUTER_CHILD_ENV] !== '1' || !process.send) return null;
+  const spare = process.env[ROUTER_SPARE_ENV] === '1';
+  // Not passed on to what this process starts.
+  delete process.env[ROUTER_SPARE_ENV];
+  return { spare };
+}
+
+/** In a router's model process: a reporter of tenants' usage to the router (batched). */
+export function routerUsageReporter(): UsageReporter {
   let tokens = new Map<string, number>();
   let entries: UsageEntry[] = [];
   let timer: NodeJS.Timeout | null = null;
@@ -68,9 +84,8 @@ export interface RouterLink {
   onElsewhere(charge: (tokens: Array<[string, number]>) => void): void;
 }
 
-/** The link to the router when this process is a router's model process, else null. */
-export function routerLink(shutdown: () => void): RouterLink | null {
-  if (process.env[ROUTER_CHILD_ENV] !== '1' || !process.send) return null;
+/** In a router's model process: the link to the router. */
+export function routerLink(shutdown: () => void): RouterLink {
   let charge: ((tokens: Array<[string, number]>) => void) | null = null;
   process.on('message', (message: ChildMessage) => {
     if (message.type === 'exit') shutdown();
@@ -87,13 +102,8 @@ export function routerLink(shutdown: () => void): RouterLink | null {
   };
 }
 
-/**
- * In a spare: resolves with the command line the router sends (the process exits if the router
- * goes first). Elsewhere: null.
- */
-export function spareCommandLine(): Promise<string[]> | null {
-  if (process.env[ROUTER_CHILD_ENV] !== '1' || process.env[ROUTER_SPARE_ENV] !== '1' || !process.send) return null;
-  delete process.env[ROUTER_SPARE_ENV];
+/** In a spare: resolves with the command line the router sends (the process exits if the router goes first). */
+export function spareCommandLine(): Promise<string[]> {
   return new Promise((resolve) => {
     const gone = (): void => process.exit(0);
     const onMessage = (message: ChildMessage): void => {

@@ -44,7 +44,7 @@ export function conversationStreamHandlers(registry: ModelRegistry, owners: Conv
     replay: (req: HttpRequest): Promise<HttpResult | void> => {
       const conversationId = conversationParam(req);
       const owner = ownerOf(registry, owners, conversationId);
-      if (owner) return forward(req, owner.port, owner.name);
+      if (owner) return forward(req, owner.port, owner.name, null);
       const model = owners.lookup(conversationId);
       if (model !== undefined && registry.find(model)?.status === 'loading') {
         throw inferenceError(ErrorType.UNAVAILABLE, 'Stream owner model is loading, retry later');

@@ -12,6 +12,7 @@ import { modelNotFound, ModelRegistry, type ModelEntry, type ModelEvent } from '
 import { CONVERSATION_HEADER } from '../streams/resumable.js';
 import type { ConversationOwners } from './conversation-owners.js';
 import { forward } from './proxy.js';
+import type { RequestTenant } from '../tenants/tenancy.js';
 import type { CacheModels } from './cache-models.js';
 
 export interface RouterSettings {
@@ -23,7 +24,8 @@ export interface RouterSettings {
 }
 
 export interface RouterHandlers {
-  proxyPost(req: HttpRequest): Promise<HttpResult | void>;
+  /** A POST that uses a model, for the tenant the router admitted. */
+  proxyPost(tenant: RequestTenant, req: HttpRequest): Promise<HttpResult | void>;
   proxyGet(req: HttpRequest): Promise<HttpResult | void>;
   props(req: HttpRequest): Promise<HttpResult | void>;
   listModels(req: HttpRequest): Promise<HttpResult>;
@@ -69,11 +71,11 @@ function requestedModel(registry: ModelRegistry, name: string, autoload: boolean
   return entry;
 }
 
-async function proxyTo(registry: ModelRegistry, req: HttpRequest, entry: ModelEntry, autoload: boolean, isPost: boolean): Promise<HttpResult | void> {
+async function proxyTo(registry: ModelRegistry, req: HttpRequest, entry: ModelEntry, autoload: boolean, isPost: boolean, tenant: RequestTenant | null): Promise<HttpResult | void> {
   // A sleeping model wakes for a request even without autoload, as llama-server's sleeping child does.
   const { port, release } = await registry.use(entry, autoload || entry.status === 'sleeping', req.signal, isPost);
   try {
-    return await forward(req, port, entry.spec.name);
+    return await forward(req, port, entry.spec.name, tenant);
   } finally {
     release();
   }
@@ -101,13 +103,13 @@ const NEVER = new AbortController().signal;
  * routes find the child and a stop during the load cancels it (a 400, as llama-server). The
  * client going away does not cancel it: the child's session must still get the generation.
  */
-async function proxyConversation(registry: ModelRegistry, owners: ConversationOwners, req: HttpRequest, entry: ModelEntry, autoload: boolean): Promise<HttpResult | void> {
+async function proxyConversation(registry: ModelRegistry, owners: ConversationOwners, req: HttpRequest, entry: ModelEntry, autoload: boolean, tenant: RequestTenant): Promise<HttpResult | void> {
   const conversationId = req.headers[CONVERSATION_HEADER]!;
   const ticket = owners.remember(conversationId, entry.spec.name);
   const { port, release } = await registry.use(entry, autoload || entry.status === 'sleeping', NEVER, true);
   try {
     if (!owners.alive(conversationId, ticket)) throw badRequest('request cancelled by a stop while the model was loading');
-    return await forward(req, port, entry.spec.name);
+    return await forward(req, port, entry.spec.name, tenant);
   } finally {
     release();
   }
@@ -153,15 +155,15 @@ function downloadListing(name: string, created: number): Record<string, unknown>
 export function routerHandlers(registry: ModelRegistry, settings: RouterSettings, owners: ConversationOwners, downloads: CacheModels): RouterHandlers {
   const proxyGet = (req: HttpRequest): Promise<HttpResult | void> => {
     const autoload = autoloadOf(req, settings);
-    return proxyTo(registry, req, requestedModel(registry, req.query.get('model') ?? '', autoload), autoload, false);
+    return proxyTo(registry, req, requestedModel(registry, req.query.get('model') ?? '', autoload), autoload, false, null);
   };
   return {
     proxyGet,
-    proxyPost: async (req) => {
+    proxyPost: async (tenant, req) => {
       const autoload = autoloadOf(req, settings);
       const entry = requestedModel(registry, await postedModel(req), autoload);
-      if (req.headers[CONVERSATION_HEADER]) return proxyConversation(registry, owners, req, entry, autoload);
-      return proxyTo(registry, req, entry, autoload, true);
+      if (req.headers[CONVERSATION_HEADER]) return proxyConversation(registry, owners, req, entry, autoload, tenant);
+      return proxyTo(registry, req, entry, autoload, true, tenant);
     },
     props: async (req) => {
       if (req.query.get('model')) return proxyGet(req);

@@ -10,7 +10,7 @@ import type { HttpRequest, HttpResult } from '../../http/request.js';
 import { ErrorType, inferenceError } from '../errors.js';
 import { injectTraceContext } from '../../telemetry/tracing.js';
 import { encodeTenant, TENANT_HEADER } from '../tenants/forwarded-tenant.js';
-import { requestTenant } from '../tenants/tenancy.js';
+import type { RequestTenant } from '../tenants/tenancy.js';
 
 /** Request headers not forwarded: the proxy sets its own framing. */
 const DROPPED_REQUEST_HEADERS = new Set(['host', 'connection', 'content-length', 'transfer-encoding', 'accept-encoding', 'keep-alive', 'upgrade']);
@@ -34,12 +34,11 @@ function upstreamFailed(model: string, err: Error) {
   return inferenceError(ErrorType.SERVER, `model '${model}' did not answer: ${err.message}`);
 }
 
-/** Sends `req` to the child on `port`; resolves when the upstream answer has been relayed. */
-export function forward(req: HttpRequest, port: number, model: string): Promise<HttpResult | void> {
+/** Sends `req` to the child on `port`, with `tenant` when the router admitted one; resolves when the upstream answer has been relayed. */
+export function forward(req: HttpRequest, port: number, model: string, tenant: RequestTenant | null): Promise<HttpResult | void> {
   const headers: Record<string, string> = {};
   for (const [name, value] of Object.entries(req.headers)) if (!DROPPED_REQUEST_HEADERS.has(name) && name !== TENANT_HEADER) headers[name] = value;
   // The tenant the router admitted, for fair share in the model process; a client's own value never passes.
-  const tenant = requestTenant(req.signal);
   if (tenant) headers[TENANT_HEADER] = encodeTenant(tenant.tenant);
   if (req.body.length > 0) headers['content-length'] = String(req.body.length);
   // Traced, the child's span descends from this request's (its traceparent replaces the client's).

@@ -4,16 +4,12 @@
 //   forward      POST: the body's "model" (a multipart upload's form field); GET: ?model=
 //                POSTs use a model: their tenant is admitted against its limits (withTenant)
 //   here         answered by the router itself
-import type { HttpRequest, HttpResult } from '../../http/request.js';
 import type { Handler, Method, Route } from '../../http/router.js';
-import { identify, type TenantContext } from '../guards.js';
-import type { Tenancy } from '../tenants/tenancy.js';
+import { guardedRoute, routerMount, routerTenant, type AdmissionContext } from '../guards.js';
 import type { RouterHandlers } from './handlers.js';
 
 /** What the router's guards consult: the keys, the tenants, and their limits (held here, across the model processes). */
-export interface RouterAccess extends TenantContext {
-  tenancy: Tenancy;
-}
+export type RouterAccess = AdmissionContext;
 
 /** Every POST route of the single-model server; each is forwarded to the model its body names. */
 const FORWARDED_POSTS = [
@@ -27,34 +23,14 @@ const FORWARDED_POSTS = [
 /** GET routes of the single-model server forwarded to the model named by ?model=. */
 const FORWARDED_GETS = ['/metrics', '/slots', '/lora-adapters'] as const;
 
-/** A route answered by the router or read-only: the key; a limited tenant's rate-limit headers. */
-export function withKey(access: RouterAccess, handler: Handler): Handler {
-  return async (req: HttpRequest) => {
-    access.tenancy.annotate(await identify(access, req), req);
-    return handler(req);
-  };
-}
-
-/**
- * A route that uses a model: the key, then the tenant's limits (429 over one), held until the
- * answer is relayed; the proxy forwards the tenant to the model process (tenants/forwarded-tenant.ts).
- */
-export function withTenant(access: RouterAccess, handler: Handler): Handler {
-  return async (req: HttpRequest) => {
-    access.tenancy.admit(await identify(access, req), req);
-    try {
-      return await handler(req);
-    } finally {
-      access.tenancy.end(req, null);
-    }
-  };
-}
-
-const health = (): HttpResult => ({ body: { status: 'ok' } });
+const health = (): { body: { status: string } } => ({ body: { status: 'ok' } });
 
 export function routerRoutes(h: RouterHandlers, access: RouterAccess, apiPrefix = ''): Route[] {
-  const route = (method: Method, path: string, handler: Handler): Route => ({ method, path: apiPrefix + path, handler: withKey(access, handler) });
-  const used = (method: Method, path: string, handler: Handler): Route => ({ method, path: apiPrefix + path, handler: withTenant(access, handler) });
+  // route: behind routerKey, the key (a limited tenant's headers); used: behind routerTenant, the
+  // key and the tenant's limits, the admitted tenant forwarded with the request (tenants/forwarded-tenant.ts).
+  const keyed = routerMount(access);
+  const route = (method: Method, path: string, handler: Handler): Route => keyed(method, apiPrefix + path, handler);
+  const used = (method: Method, path: string): Route => guardedRoute(access, method, apiPrefix + path, routerTenant, h.proxyPost);
   return [
     { method: 'GET', path: `${apiPrefix}/health`, handler: health },
     { method: 'GET', path: `${apiPrefix}/v1/health`, handler: health },
@@ -67,6 +43,6 @@ export function routerRoutes(h: RouterHandlers, access: RouterAccess, apiPrefix 
     route('POST', '/models',        h.addModel),
     route('DELETE', '/models',      h.removeModel),
     ...FORWARDED_GETS.map((path) => route('GET', path, h.proxyGet)),
-    ...FORWARDED_POSTS.map((path) => used('POST', path, h.proxyPost)),
+    ...FORWARDED_POSTS.map((path) => used('POST', path)),
   ];
 }

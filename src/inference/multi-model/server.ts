@@ -17,9 +17,9 @@ import { routerHandlers } from './handlers.js';
 import { conversationStreamHandlers } from './conversation-streams.js';
 import { ModelRegistry, type RegistryOptions } from './model-registry.js';
 import { CacheModels } from './cache-models.js';
-import { routerRoutes, withKey, type RouterAccess } from './routes.js';
+import { routerRoutes, type RouterAccess } from './routes.js';
 import { corsProxyRoutes } from '../cors-proxy-routes.js';
-import { checkKey, type Mount } from '../guards.js';
+import { checkKey, routerMount } from '../guards.js';
 import { toolsRoutes } from '../server-tools/tools-routes.js';
 import { ToolsService, type ToolsOptions } from '../server-tools/tools-service.js';
 
@@ -90,7 +90,7 @@ export async function startRouterServer(options: RouterServerOptions): Promise<R
     tenancy,
   };
   const usageFlush = options.usageRecorder ? startUsageFlush(tenancy.usage, options.usageRecorder, { log: options.log }) : null;
-  const mount: Mount = (method, path, handler) => ({ method, path, handler: withKey(access, handler) });
+  const mount = routerMount(access);
   // As llama-server: an unknown tool or an unusable --tools-runtime fails the start.
   const tools = ToolsService.wanted(options.tools) ? await ToolsService.start(options.tools, options.log) : null;
   const web = await webTransport({ ...options, apiPrefix });

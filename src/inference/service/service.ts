@@ -8,7 +8,7 @@ import type { GenerationContext, GenerationDefaults } from './generation.js';
 import type { LoraRegistry } from './lora-registry.js';
 import type { MediaPolicy } from './media.js';
 import { logPrompts } from './prompt-log.js';
-import { requestTenant } from '../tenants/tenancy.js';
+import type { RequestTenant } from '../tenants/tenancy.js';
 import { traceCompletions, traceEmbeddings } from '../../telemetry/tracing.js';
 
 /** The server's chat settings (llama-server's --reasoning-format, --reasoning, --prefill-assistant, --reasoning-budget). */
@@ -129,9 +129,11 @@ export class InferenceService implements GenerationContext {
    * resolves once the engine has queued them, to one outcome per task. A refusal (bad grammar,
    * bad media, prompt too long) rejects instead, as an HttpError, before any task runs: a
    * streaming route can still answer it with an error status. The tasks share one fate: if one
-   * fails later, the others are cancelled. `onToken(i)` gives task i's token callback.
+   * fails later, the others are cancelled. `tenant`: the request's (its guard admitted it), on
+   * the tasks for fair share and metering them; null: none (the engine's default tenant, unmetered).
+   * `onToken(i)` gives task i's token callback.
    */
-  async startAll(specs: readonly CompletionTaskSpec[], signal: AbortSignal, onToken?: (index: number) => (t: GeneratedToken) => void): Promise<Array<Promise<CompletionOutcome>>> {
+  async startAll(specs: readonly CompletionTaskSpec[], signal: AbortSignal, tenant: RequestTenant | null, onToken?: (index: number) => (t: GeneratedToken) => void): Promise<Array<Promise<CompletionOutcome>>> {
     if (this.info.embeddings) {
       throw inferenceError(ErrorType.NOT_SUPPORTED, 'This server does not support completions. Start it without `--embedding` or `--rerank`');
     }
@@ -144,7 +146,6 @@ export class InferenceService implements GenerationContext {
     // A client that left while this request was being prepared (its prompts tokenized or logged) gets no task.
     if (signal.aborted) cancelGroup();
     // The request's tenant (tenants/tenancy.ts): on its tasks for fair share, and their usage metered.
-    const tenant = requestTenant(signal);
     const meter = tenant?.meter(this.alias, specs, Date.now());
     const tasks = tenant ? specs.map((spec) => ({ ...tenant.share(), ...spec })) : specs;
     const onTask = meter ? (index: number) => meter.onToken(onToken?.(index)) : onToken;
@@ -176,8 +177,8 @@ export class InferenceService implements GenerationContext {
   }
 
   /** Runs the tasks of one request to their ends (one fate, as startAll). */
-  async runAll(specs: readonly CompletionTaskSpec[], signal: AbortSignal): Promise<CompletionOutcome[]> {
-    return Promise.all(await this.startAll(specs, signal));
+  async runAll(specs: readonly CompletionTaskSpec[], signal: AbortSignal, tenant: RequestTenant | null): Promise<CompletionOutcome[]> {
+    return Promise.all(await this.startAll(specs, signal, tenant));
   }
 
   /** Maps an engine failure to the catalog: refusals by their code (native-errors.ts), task failures 500s. */
@@ -188,11 +189,10 @@ export class InferenceService implements GenerationContext {
     return err;
   }
 
-  /** Embeds tokenized inputs together (embedding mode only). */
-  async embed(inputs: EmbeddingInput[], signal: AbortSignal): Promise<EmbeddingOutcome[]> {
+  /** Embeds tokenized inputs together (embedding mode only), as startAll for `tenant`. */
+  async embed(inputs: EmbeddingInput[], signal: AbortSignal, tenant: RequestTenant | null): Promise<EmbeddingOutcome[]> {
     const trace = traceEmbeddings(this.alias);
     try {
-      const tenant = requestTenant(signal);
       const outcomes = await this.engine.embedAll(inputs, { signal, share: tenant?.share(), follow: (o) => trace?.follow(o) });
       tenant?.meterEmbeddings(this.alias, outcomes.reduce((n, o) => n + o.nPrompt, 0));
       return outcomes;

@@ -1,8 +1,9 @@
 // Router mode (docs/tenants.md, "Router mode"): the router admits each request's tenant (its
 // limits hold across the model processes) and forwards the tenant to the model process in an
 // internal header, so that fair share works inside each process. The router removes the header
-// from what clients send; a model process (ROUTER_CHILD_ENV) takes the tenant from it.
-import type { Tenant } from './tenant.js';
+// from what clients send; a router's model process (started as one: server.ts routerChild) takes
+// the tenant from it.
+import { checkTenantSettings, type Tenant } from './tenant.js';
 
 export const TENANT_HEADER = 'x-inference-server-tenant';
 
@@ -15,10 +16,11 @@ export function encodeTenant(tenant: Tenant): string {
 export function decodeTenant(value: string | undefined): Tenant | null {
   if (value === undefined) return null;
   try {
-    const t = JSON.parse(decodeURIComponent(value)) as Partial<Tenant>;
-    if (typeof t.id !== 'string' || typeof t.key !== 'string' || typeof t.weight !== 'number' || !(t.weight > 0)) return null;
-    if (t.priorityClass !== 'interactive' && t.priorityClass !== 'batch') return null;
-    return { id: t.id, key: t.key, appSlug: typeof t.appSlug === 'string' ? t.appSlug : null, weight: t.weight, priorityClass: t.priorityClass, limits: {} };
+    const { id, key, appSlug, ...settings } = JSON.parse(decodeURIComponent(value)) as Record<string, unknown>;
+    if (typeof id !== 'string' || typeof key !== 'string') return null;
+    const { weight, priorityClass } = checkTenantSettings(settings, 'forwarded tenant');
+    if (weight === undefined || priorityClass === undefined) return null;
+    return { id, key, appSlug: typeof appSlug === 'string' ? appSlug : null, weight, priorityClass, limits: {} };
   } catch {
     return null;
   }

@@ -1,32 +1,20 @@
 // Tenancy: a request's tenant from its admission to its end (docs/tenants.md). The guard of the
 // routes that use the model admits a request's tenant here (its limits, 429 over one; the
-// rate-limit headers on every answer of a limited tenant) and ends it when the handler is done;
-// the service finds the request's tenant by the request's AbortSignal (requestTenant) to put it
-// on the engine's tasks (fair share) and to meter what the tasks used. The tenant is also the
-// request span's llama.tenant attribute when tracing is on (docs/telemetry.md).
+// rate-limit headers on every answer of a limited tenant), gives the handler the admitted
+// RequestTenant as part of its input, and ends it when the handler is done; the handler passes
+// it to the service, which puts it on the engine's tasks (fair share) and meters what the tasks
+// used. The tenant is also the request span's llama.tenant attribute when tracing is on
+// (docs/telemetry.md).
 import { EventEmitter } from 'node:events';
 import type { HttpRequest } from '../../http/request.js';
 import type { CompletionTaskSpec } from '../../native/binding.js';
 import type { CompletionOutcome, GeneratedToken } from '../engine/engine.js';
+import { requestUsage } from '../engine/request-usage.js';
 import { rateLimited } from '../errors.js';
 import { setRequestTenant } from '../../telemetry/tracing.js';
 import { TenantLimiter } from './rate-limits.js';
 import { ANONYMOUS, isLimited, type Tenant } from './tenant.js';
 import { UsageMeter, type UsageEntry } from './usage-meter.js';
-
-/** The requests admitted and not ended, by the AbortSignal the handler sees (see carryTenant). */
-const admitted = new WeakMap<AbortSignal, RequestTenant>();
-
-/** The tenant of the request whose handler has `signal`, if it was admitted through Tenancy. */
-export function requestTenant(signal: AbortSignal): RequestTenant | undefined {
-  return admitted.get(signal);
-}
-
-/** A handler that runs with another signal than its request's (a stream session's) keeps its tenant. */
-export function carryTenant(from: AbortSignal, to: AbortSignal): void {
-  const tenant = admitted.get(from);
-  if (tenant && from !== to) admitted.set(to, tenant);
-}
 
 /** Where a router's model process reports what its tenants used (multi-model/child-link.ts). */
 export interface UsageReporter {
@@ -71,9 +59,9 @@ export class Tenancy extends EventEmitter<TenancyEvents> {
   /**
    * Admits a request of `tenant` against its limits, or throws 429 (rate_limit_exceeded, with
    * Retry-After); either way a limited tenant's answer gets the rate-limit headers. Admitted, the
-   * request is the tenant's until end().
+   * request is the tenant's until end(), which the caller owes the returned ticket.
    */
-  admit(tenant: Tenant, req: HttpRequest): void {
+  admit(tenant: Tenant, req: HttpRequest): RequestTenant {
     traceTenant(tenant);
     if (isLimited(tenant.limits)) {
       const decision = this.limiter.admit(tenant);
@@ -83,7 +71,7 @@ export class Tenancy extends EventEmitter<TenancyEvents> {
         throw rateLimited(decision.message);
       }
     }
-    admitted.set(req.signal, new RequestTenant(tenant, this));
+    return new RequestTenant(tenant, this);
   }
 
   /** An answer that counts against no limit (read-only routes): a limited tenant's headers all the same. */
@@ -94,10 +82,7 @@ export class Tenancy extends EventEmitter<TenancyEvents> {
   }
 
   /** The admitted request has ended; `model`: the one it used (null: it never reached one). */
-  end(req: HttpRequest, model: string | null): void {
-    const ticket = admitted.get(req.signal);
-    if (!ticket) return;
-    admitted.delete(req.signal);
+  end(ticket: RequestTenant, model: string | null): void {
     if (isLimited(ticket.tenant.limits)) this.limiter.end(ticket.tenant);
     if (model !== null) this.addUsage({ ...ticket.who, model, requests: 1 });
   }
@@ -125,8 +110,7 @@ export class RequestTenant {
    * Meters the tasks of one request, submitted together at `submittedAt` (ms): tokens count against
    * tokensPerMinute as they are used (each prompt now, each generated token through the returned
    * onToken wrapper), and once every task has ended the usage is recorded as the answer's `usage`
-   * counts it (dialects/openai.ts: the first task's prompt and cached tokens once, every task's
-   * completion tokens), the limiter's count corrected to it. A request that fails records nothing.
+   * counts it (engine/request-usage.ts), the limiter's count corrected to it. A request that fails records nothing.
    */
   meter(model: string, specs: readonly CompletionTaskSpec[], submittedAt: number): TaskMeter {
     const tenancy = this.tenancy;
@@ -144,14 +128,13 @@ export class RequestTenant {
       },
       settle: (outcomes) => {
         void Promise.all(outcomes).then((done) => {
-          const promptTokens = done[0]?.nPrompt ?? 0;
-          const completionTokens = done.reduce((n, o) => n + o.nPredicted, 0);
-          count(promptTokens + completionTokens - counted);
+          const used = requestUsage(done);
+          count(used.promptTokens + used.completionTokens - counted);
           const wallMs = Date.now() - submittedAt;
           // Whole milliseconds, as the usage table keeps them.
           const computeMs = Math.round(done.reduce((n, o) => n + o.tPromptMs + o.tPredictMs, 0));
           const queueMs = Math.round(done.reduce((n, o) => n + Math.max(0, wallMs - o.tPromptMs - o.tPredictMs), 0));
-          this.tenancy.addUsage({ ...this.who, model, promptTokens, cachedPromptTokens: done[0]?.nCached ?? 0, completionTokens, queueMs, computeMs });
+          this.tenancy.addUsage({ ...this.who, model, ...used, queueMs, computeMs });
         }, () => {});
       },
     };

@@ -10,16 +10,12 @@
 // Settings apply in this order, the first that gives a field winning: the key's entry, the
 // tenant's entry, what an auth-server key carries, the defaults.
 import { readFileSync } from 'node:fs';
-import type { PriorityClass } from '../../native/binding.js';
-import { ANONYMOUS, DEFAULT_SETTINGS, type Tenant, type TenantLimits, type TenantSettings } from './tenant.js';
+import { ANONYMOUS, checkTenantSettings, DEFAULT_SETTINGS, type Tenant, type TenantLimits, type TenantSettings } from './tenant.js';
 
 /** One entry of the file: every field optional. */
-export interface TenantEntry {
+export interface TenantEntry extends Partial<TenantSettings> {
   /** keys only: the key's label and tenant id, instead of "key-N". */
   name?: string;
-  weight?: number;
-  priorityClass?: PriorityClass;
-  limits?: TenantLimits;
 }
 
 export interface TenantsFile {
@@ -28,32 +24,12 @@ export interface TenantsFile {
   anonymous?: TenantEntry;
 }
 
-const LIMIT_FIELDS = ['concurrentRequests', 'requestsPerMinute', 'tokensPerMinute'] as const;
-
-/** Checks an entry's fields; throws an Error naming `where`. */
+/** Checks an entry's fields (checkTenantSettings, and a key's name); throws an Error naming `where`. */
 function checkEntry(value: unknown, where: string, allowName: boolean): TenantEntry {
-  if (typeof value !== 'object' || value === null || Array.isArray(value)) throw new Error(`${where}: must be an object`);
-  const entry = value as Record<string, unknown>;
-  for (const field of Object.keys(entry)) {
-    if (!['weight', 'priorityClass', 'limits', ...(allowName ? ['name'] : [])].includes(field)) throw new Error(`${where}: unknown field "${field}"`);
-  }
-  if (entry['name'] !== undefined && (typeof entry['name'] !== 'string' || entry['name'] === '')) throw new Error(`${where}.name: must be a non-empty string`);
-  const weight = entry['weight'];
-  if (weight !== undefined && (typeof weight !== 'number' || !Number.isFinite(weight) || weight <= 0)) throw new Error(`${where}.weight: must be a number above 0`);
-  const cls = entry['priorityClass'];
-  if (cls !== undefined && cls !== 'interactive' && cls !== 'batch') throw new Error(`${where}.priorityClass: must be "interactive" or "batch"`);
-  if (entry['limits'] !== undefined) checkLimits(entry['limits'], `${where}.limits`);
-  return entry as TenantEntry;
-}
-
-/** Checks a limits object: each field a positive integer. */
-export function checkLimits(value: unknown, where: string): TenantLimits {
-  if (typeof value !== 'object' || value === null || Array.isArray(value)) throw new Error(`${where}: must be an object`);
-  for (const [field, n] of Object.entries(value)) {
-    if (!(LIMIT_FIELDS as readonly string[]).includes(field)) throw new Error(`${where}: unknown field "${field}"`);
-    if (typeof n !== 'number' || !Number.isInteger(n) || n < 1) throw new Error(`${where}.${field}: must be an integer of 1 or more`);
-  }
-  return value as TenantLimits;
+  const settings = checkTenantSettings(value, where, allowName ? ['name'] : []);
+  const name = (value as Record<string, unknown>)['name'];
+  if (name !== undefined && (typeof name !== 'string' || name === '')) throw new Error(`${where}.name: must be a non-empty string`);
+  return name === undefined ? settings : { ...settings, name };
 }
 
 /** The file's JSON, checked; throws an Error naming the file and the field. */
@@ -91,13 +67,6 @@ export function readTenantsFile(path: string): TenantsFile {
   return parseTenantsFile(text, path);
 }
 
-/** What an auth-server API key carries (its ApiKeyIdentity's settings). */
-export interface IssuedSettings {
-  weight?: number;
-  priorityClass?: PriorityClass;
-  limits?: TenantLimits;
-}
-
 export class TenantTable {
   private readonly keyLabels: string[];
 
@@ -123,7 +92,7 @@ export class TenantTable {
   }
 
   /** The tenant of an auth-server API key: its tenantId, else "key:<keyId>"; usage labels it by its id. */
-  forIssuedKey(keyId: string, tenantId: string | null, appSlug: string, issued: IssuedSettings): Tenant {
+  forIssuedKey(keyId: string, tenantId: string | null, appSlug: string, issued: Partial<TenantSettings>): Tenant {
     const id = tenantId ?? `key:${keyId}`;
     return { id, key: keyId, appSlug, ...this.settings(id, undefined, issued) };
   }
@@ -132,7 +101,7 @@ export class TenantTable {
     return { id: ANONYMOUS, key: ANONYMOUS, appSlug: null, ...this.settings(ANONYMOUS, this.file.anonymous) };
   }
 
-  private settings(tenantId: string, own?: TenantEntry, issued: IssuedSettings = {}): TenantSettings {
+  private settings(tenantId: string, own?: TenantEntry, issued: Partial<TenantSettings> = {}): TenantSettings {
     const byTenant = tenantId === ANONYMOUS ? undefined : this.file.tenants?.[tenantId];
     return {
       weight: own?.weight ?? byTenant?.weight ?? issued.weight ?? DEFAULT_SETTINGS.weight,

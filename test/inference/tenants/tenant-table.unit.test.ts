@@ -23,7 +23,7 @@ t.test('the file is checked field by field', async (t) => {
   t.same(parseTenantsFile('{"anonymous":{"limits":{"concurrentRequests":2}}}', 'f.json'), { anonymous: { limits: { concurrentRequests: 2 } } });
   t.throws(() => parseTenantsFile('[', 'f.json'), { message: /^f\.json: not JSON/ });
   t.throws(() => parseTenantsFile('{"users":{}}', 'f.json'), { message: 'f.json: unknown field "users"' });
-  t.throws(() => parseTenantsFile('{"keys":{"key-1":{"weight":0}}}', 'f.json'), { message: 'f.json: keys.key-1.weight: must be a number above 0' });
+  t.throws(() => parseTenantsFile('{"keys":{"key-1":{"weight":0}}}', 'f.json'), { message: 'f.json: keys.key-1.weight: must be a number above 0 and at most 100' });
   t.throws(() => parseTenantsFile('{"tenants":{"a":{"priorityClass":"urgent"}}}', 'f.json'), { message: 'f.json: tenants.a.priorityClass: must be "interactive" or "batch"' });
   t.throws(() => parseTenantsFile('{"tenants":{"a":{"name":"b"}}}', 'f.json'), { message: 'f.json: tenants.a: unknown field "name"' });
   t.throws(() => parseTenantsFile('{"keys":{"key-1":{"limits":{"requestsPerMinute":1.5}}}}', 'f.json'), { message: 'f.json: keys.key-1.limits.requestsPerMinute: must be an integer of 1 or more' });

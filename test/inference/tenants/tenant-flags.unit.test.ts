@@ -24,7 +24,7 @@ t.test('--tenants FILE is read and checked at start-up', async (t) => {
   writeFileSync(file, JSON.stringify({ keys: { 'key-1': { name: 'acme', priorityClass: 'batch' } } }));
   t.same(tenantOptions(own('--tenants', file)), { file: { keys: { 'key-1': { name: 'acme', priorityClass: 'batch' } } }, defaultLimits: {} });
   writeFileSync(file, '{"keys":{"key-1":{"weight":-1}}}');
-  t.throws(() => tenantOptions(own('--tenants', file)), new UsageError(`--tenants: ${file}: keys.key-1.weight: must be a number above 0`));
+  t.throws(() => tenantOptions(own('--tenants', file)), new UsageError(`--tenants: ${file}: keys.key-1.weight: must be a number above 0 and at most 100`));
   t.throws(() => tenantOptions(own('--tenants', join(dir, 'missing.json'))), new UsageError(`--tenants: cannot read ${join(dir, 'missing.json')} (ENOENT)`));
 });
 

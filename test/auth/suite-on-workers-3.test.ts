@@ -1,5 +1,0 @@
-// The auth suite with its routes served by worker threads, part 3 of 3 (fixtures/on-workers.ts).
-import t from 'tap';
-import { runOnWorkers } from './fixtures/on-workers.js';
-
-runOnWorkers(t, 3, 3);
