@@ -2,7 +2,8 @@
 // port, and `--auth-app SLUG [--auth-role ROLE]` admits the service's access tokens (audience and
 // app_id equal to SLUG, at least ROLE in their tenant) and its API keys (AUTH_API_KEY_PREFIX, of
 // that app, at least ROLE) wherever an API key is accepted, each as its tenant (docs/tenants.md).
-// With --auth, the service's usage table takes the hourly usage (tenants/usage-flush.ts).
+// With --auth, the service's usage table takes the hourly usage (tenants/usage-flush.ts), and its
+// database holds tenants' limits for every replica that shares it (tenants/fleet-limits.ts).
 // With --auth-app the server is also an OAuth protected resource (RFC 9728): it publishes
 // /.well-known/oauth-protected-resource naming the issuer, a 401 carries
 // `WWW-Authenticate: Bearer resource_metadata="..."`, and access tokens whose audience is its
@@ -18,6 +19,7 @@ import { ROLE_RANK, type RoleName } from '../../auth/roles.js';
 import { ErrorType, inferenceError } from '../errors.js';
 import type { UsageHourRow } from '../tenants/usage-meter.js';
 import { checkTenantSettings, type TenantSettings } from '../tenants/tenant.js';
+import { postgresFleetStore, type FleetStore } from '../tenants/fleet-store.js';
 
 export interface InferenceAuthOptions {
   /** Mount the auth routes (configured from the AUTH_* environment, as auth-server). */
@@ -58,6 +60,8 @@ export interface InferenceAuth {
   acceptBearer?: AcceptBearer;
   /** The auth service mounted in this process (--auth): its usage table takes hourly usage rows. */
   usage?: UsageRecorder;
+  /** The same service's database, where replicas sharing it hold tenants' limits together (tenants/fleet-limits.ts). */
+  fleetStore?: FleetStore;
   close(): Promise<void>;
 }
 
@@ -141,6 +145,7 @@ export async function createInferenceAuth(options: InferenceAuthOptions): Promis
     routes: [...(service?.routes ?? []), ...(metadata ? [metadata.route] : [])],
     ...(acceptBearer ? { acceptBearer } : {}),
     ...(usage ? { usage } : {}),
+    ...(service ? { fleetStore: postgresFleetStore(service.sql) } : {}),
     close: async () => {
       apiKeys?.close();
       await service?.close();
