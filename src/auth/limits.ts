@@ -33,6 +33,15 @@ export const UPSTREAM_TIMEOUT_MS = 10_000;
 /** An upstream authorization request must come back within this (the user is at the provider's login page). */
 export const UPSTREAM_FLOW_TTL_MS = 10 * 60 * 1000;
 
+/** An invitation into a tenant expires this long after it was (last) sent. */
+export const INVITATION_TTL_MS = 7 * 24 * 3600 * 1000;
+/** A resend waits this long after the last send of the invitation. */
+export const INVITATION_RESEND_INTERVAL_MS = 60 * 1000;
+/** An invitation is sent at most this many times (the first send included). */
+export const INVITATION_MAX_SENDS = 5;
+/** How often the primary marks due invitations expired (and records invitation.expired). */
+export const INVITATION_EXPIRY_SWEEP_MS = 60 * 1000;
+
 /** Largest accepted request body of an auth route. */
 export const MAX_BODY_BYTES = 16 * 1024;
 /** Longest accepted secret, token or code string (anything longer is a validation error). */

@@ -18,7 +18,7 @@ import type { AuthContext } from './context.js';
 import { createDatabaseClient, type Sql } from './database/client.js';
 import type { EmbeddedPostgres } from './database/embedded-postgres.js';
 import {
-  AUDIT_PURGE_INTERVAL_MS, AUDIT_RETENTION_DAYS, OTP_DEFAULT_LIMITS, RATE_LIMIT_PURGE_INTERVAL_MS, UPSTREAM_TIMEOUT_MS, USAGE_EMIT_INTERVAL_MS, VERIFIED_TOKEN_CACHE_ENTRIES,
+  AUDIT_PURGE_INTERVAL_MS, AUDIT_RETENTION_DAYS, OTP_DEFAULT_LIMITS, RATE_LIMIT_PURGE_INTERVAL_MS, INVITATION_EXPIRY_SWEEP_MS, UPSTREAM_TIMEOUT_MS, USAGE_EMIT_INTERVAL_MS, VERIFIED_TOKEN_CACHE_ENTRIES,
   WEBHOOK_POLL_MS, WEBHOOK_RETRY_DELAYS_SECONDS, WEBHOOK_TIMEOUT_MS,
 } from './limits.js';
 import { purgeEndedRateLimitWindows } from './queries/rate-limit-counters.js';
@@ -28,6 +28,7 @@ import { purgeExpiredAuditEvents } from './service/audit.js';
 import { adminConsoleRoutes } from './admin-console.js';
 import { findApiKeyIdentity, markApiKeyUsed } from './service/api-keys.js';
 import { ApiKeyChanges } from './tokens/api-key-changes.js';
+import { expireInvitations } from './service/invitations.js';
 import { emitClosedUsageHours, recordUsage, type UsageHourRow } from './service/usage.js';
 import type { ApiKeyIdentity } from './tokens/api-key.js';
 import { remoteApiKeySource, verifierOn, type ApiKeyVerifier, type ApiKeyVerifierOptions } from './tokens/api-key-verifier.js';
@@ -182,6 +183,10 @@ async function startBackgroundWork(ctx: AuthContext, config: AuthServiceConfig, 
     ? startPeriodic(RATE_LIMIT_PURGE_INTERVAL_MS, async () => { await purgeEndedRateLimitWindows(sql, new Date(clock.now())); },
       (error) => log(`rate limits: deleting ended windows failed (retried later): ${String(error)}`))
     : null;
+  const invitationExpiry = primary
+    ? startPeriodic(INVITATION_EXPIRY_SWEEP_MS, async () => { await expireInvitations(ctx); },
+      (error) => log(`invitations: marking expired ones failed (retried in a minute): ${String(error)}`))
+    : null;
   const usageEventsIntervalMs = config.usageEventsIntervalMs ?? USAGE_EMIT_INTERVAL_MS;
   const usageEvents = primary && usageEventsIntervalMs > 0
     ? startPeriodic(usageEventsIntervalMs, async () => { await emitClosedUsageHours(ctx); },
@@ -193,6 +198,7 @@ async function startBackgroundWork(ctx: AuthContext, config: AuthServiceConfig, 
       await purge?.stop();
       await rateLimitPurge?.stop();
       await usageEvents?.stop();
+      await invitationExpiry?.stop();
     },
   };
 }

@@ -19,6 +19,7 @@ import * as passkeys from './handlers/passkeys.js';
 import * as smsDefences from './handlers/sms-defences.js';
 import * as userSessions from './handlers/user-sessions.js';
 import { handleGetUsage } from './handlers/usage.js';
+import * as invitations from './handlers/invitations.js';
 import * as upstream from './handlers/upstream.js';
 import * as webhooks from './handlers/webhooks.js';
 import { handleAuthorizationServerMetadata, handleDiscovery, handleJwks } from './handlers/well-known.js';
@@ -27,7 +28,7 @@ import { tokenClient } from './provider/token.js';
 import { adminKey, appSecret, appSecretInQuery, authRoute, bearer, limited, oauthClient, perClientIp, publicAccess, type AuthHandler, type Guard } from './respond.js';
 import { perAddress } from './service/login.js';
 import {
-  IdentitiesBody, IdentityRemoveBody, UpstreamCallbackBody, UpstreamProvidersBody, UpstreamStartBody,
+  IdentitiesBody, IdentityRemoveBody, InvitationAcceptBody, InvitationActionBody, InvitationCreateBody, InvitationListBody, UpstreamCallbackBody, UpstreamProvidersBody, UpstreamStartBody,
   OtpRequestBody, OtpVerifyBody, PasskeyLoginOptionsBody, PasskeyLoginVerifyBody, PasskeyRegisterOptionsBody, PasskeyRegisterVerifyBody, PasskeyRemoveBody,
   RefreshBody, RevokeBody, RevokeUserBody, RoleAssignBody, RoleRevokeBody, SessionEndBody, SessionsBody,
 } from './schemas.js';
@@ -55,6 +56,11 @@ export function authRoutes(ctx: AuthContext): Route[] {
     route('POST',   '/auth/upstream/callback',                   appSecret(UpstreamCallbackBody), upstream.handleUpstreamCallback),
     route('POST',   '/auth/identities',                          appSecret(IdentitiesBody),       upstream.handleListIdentities),
     route('POST',   '/auth/identities/remove',                   appSecret(IdentityRemoveBody),   upstream.handleRemoveIdentity),
+    route('POST',   '/auth/invitations',                         appSecret(InvitationCreateBody), invitations.handleCreateInvitation),
+    route('POST',   '/auth/invitations/list',                    appSecret(InvitationListBody),   invitations.handleListInvitations),
+    route('POST',   '/auth/invitations/resend',                  appSecret(InvitationActionBody), invitations.handleResendInvitation),
+    route('POST',   '/auth/invitations/revoke',                  appSecret(InvitationActionBody), invitations.handleRevokeInvitation),
+    route('POST',   '/auth/invitations/accept',                  appSecret(InvitationAcceptBody), invitations.handleAcceptInvitation),
     route('POST',   '/auth/roles/assign',                        appSecret(RoleAssignBody),       handleRoleAssign),
     route('POST',   '/auth/roles/revoke',                        appSecret(RoleRevokeBody),       handleRoleRevoke),
     route('GET',    '/auth/me',                                  bearer,                          handleMe),
@@ -81,6 +87,12 @@ export function authRoutes(ctx: AuthContext): Route[] {
     route('GET',    '/admin/apps/:app_id/sms-defences',          adminKey,                        smsDefences.handleGetSmsDefences),
     route('PUT',    '/admin/apps/:app_id/sms-defences',          adminKey,                        smsDefences.handlePutSmsDefences),
     route('PUT',    '/admin/apps/:app_id/passkeys',              adminKey,                        passkeys.handlePutPasskeySettings),
+    route('POST',   '/admin/apps/:app_id/tenants/:tenant_id/invitations', adminKey,               invitations.handleAdminCreateInvitation),
+    route('GET',    '/admin/apps/:app_id/tenants/:tenant_id/invitations', adminKey,               invitations.handleAdminListInvitations),
+    route('POST',   '/admin/apps/:app_id/tenants/:tenant_id/invitations/:invitation_id/resend', adminKey, invitations.handleAdminResendInvitation),
+    route('DELETE', '/admin/apps/:app_id/tenants/:tenant_id/invitations/:invitation_id', adminKey, invitations.handleAdminRevokeInvitation),
+    route('GET',    '/admin/apps/:app_id/invitation-templates',  adminKey,                        invitations.handleGetInvitationTemplate),
+    route('PUT',    '/admin/apps/:app_id/invitation-templates',  adminKey,                        invitations.handlePutInvitationTemplate),
     route('POST',   '/admin/apps/:app_id/upstream-providers',    adminKey,                        upstream.handleCreateUpstreamProvider),
     route('GET',    '/admin/apps/:app_id/upstream-providers',    adminKey,                        upstream.handleListUpstreamProviders),
     route('GET',    '/admin/apps/:app_id/upstream-providers/:provider_id', adminKey,              upstream.handleGetUpstreamProvider),

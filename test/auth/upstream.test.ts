@@ -154,6 +154,20 @@ t.test('"Google": start has PKCE, state and nonce; the callback signs in with th
   t.equal(events[0]!.details.by, 'verified_email');
 });
 
+t.test('an upstream sign-in as an invited address accepts the invitation; an unproven address does not', async (t) => {
+  const tenant = await h.createTenant(app, 'Acme');
+  const provider = await addGoogle();
+  t.equal((await h.admin('POST', `/admin/apps/${app.id}/tenants/${tenant}/invitations`, { email: 'gina@gmail.com', role: 'staff' })).status, 201);
+  t.equal((await h.admin('POST', `/admin/apps/${app.id}/tenants/${tenant}/invitations`, { email: 'ann@example.com', role: 'admin' })).status, 201);
+  const gina = await signIn(provider.id);
+  t.same((await h.me(gina.body.access_token)).body, { user_id: gina.body.user_id, app_id: 'app-a', tenant_id: tenant, roles: ['staff'] });
+  google.signInAs = { sub: 'g-mallory', email: 'ann@example.com', email_verified: false };
+  const mallory = await signIn(provider.id);
+  t.same((await h.me(mallory.body.access_token)).body.roles, [], 'an unverified address takes no invitation');
+  const pending = await h.admin('GET', `/admin/apps/${app.id}/tenants/${tenant}/invitations?state=pending`);
+  t.same(pending.body.invitations.map((i: any) => i.email), ['ann@example.com']);
+});
+
 t.test('a verified address of a trusted domain joins the existing user with that address', async (t) => {
   const provider = await addGoogle({ trusted_email_domains: ['example.com'] });
   google.signInAs = { sub: 'g-ann', email: 'Ann@Example.com', email_verified: true };

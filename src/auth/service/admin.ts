@@ -153,7 +153,7 @@ export function rotateSigningKeys(ctx: AuthContext, origin: RequestOrigin): Prom
   });
 }
 
-const SENDER = /^(?:[^<>@"]{1,100} <[^\s<>@]+@[^\s<>@]+\.[^\s<>@]+>|[^\s<>@]+@[^\s<>@]+\.[^\s<>@]+)$/;
+export const SENDER = /^(?:[^<>@"]{1,100} <[^\s<>@]+@[^\s<>@]+\.[^\s<>@]+>|[^\s<>@]+@[^\s<>@]+\.[^\s<>@]+)$/;
 
 /** The app's own message template fields (null where the default applies). */
 export async function getMessageTemplates(ctx: AuthContext, appId: string): Promise<MessageTemplateRow> {

@@ -16,9 +16,10 @@ import { templateOf } from '../otp/templates.js';
 import type { RateLimitRule } from '../rate-limit-rules.js';
 import type { RateLimitCount } from '../respond.js';
 import { identifierOf } from './identity.js';
-import { checkSmsDefences, recordSmsVerified } from './sms-defences.js';
+import { checkSmsDefences, recordSmsSent, recordSmsVerified } from './sms-defences.js';
 import { findOrInsertUser, upsertMembership, type Identifier } from '../queries/users.js';
 import type { AuthenticatedApp } from './credentials.js';
+import { acceptInvitationsOnSignIn } from './invitations.js';
 import { chooseTenant, startSession, type SessionTokens } from './sessions.js';
 
 /**
@@ -32,7 +33,7 @@ export async function requestOtp(ctx: AuthContext, app: AuthenticatedApp, identi
   const code = randomInt(0, 1_000_000).toString().padStart(6, '0');
   const destination = destinationOf(app, identifier);
   const codeHash = hashOtpCode(ctx.otp.hashKey, destination, code);
-  if (identifier.channel === 'phone') await checkSmsDefences(ctx, app, identifier.value, origin);
+  const sms = identifier.channel === 'phone' ? await checkSmsDefences(ctx, app, identifier.value, origin) : null;
   const nowMs = ctx.clock.now();
   const { limits } = ctx.otp;
   const template = await ctx.sql.begin(async (tx) => {
@@ -57,6 +58,7 @@ export async function requestOtp(ctx: AuthContext, app: AuthenticatedApp, identi
     await insertAuditEvent(ctx.sql, { ...auditOf(app, identifier, origin, ctx.clock.now()), type: 'otp.delivery_failed' });
     throw authError('OTP_DELIVERY_FAILED', undefined, { cause: error });
   }
+  if (sms) await recordSmsSent(ctx, app, sms);
 }
 
 /**
@@ -100,6 +102,8 @@ export async function verifyOtpThen<T>(ctx: AuthContext, app: AuthenticatedApp, 
       const user = await findOrInsertUser(tx, identifier, now);
       if (user.deleted_at) throw authError('USER_DELETED');
       await upsertMembership(tx, app.id, user.id, now);
+      // The code proved the address: its pending invitations into the app's tenants are accepted now.
+      await acceptInvitationsOnSignIn(tx, app.id, user, origin, now);
       const { familyId, result } = await then(tx, user.id, nowMs);
       await insertAuditEvent(tx, { ...audit, type: 'login.succeeded', userId: user.id, familyId });
       return result;

@@ -23,6 +23,7 @@ import type { AuthContext } from '../context.js';
 import { isUniqueViolation } from '../database/client.js';
 import { authError } from '../errors.js';
 import { PASSKEY_CEREMONY_TTL_MS } from '../limits.js';
+import { MAX_CREDENTIAL_ID_BYTES } from '../schemas.js';
 import { insertAuditEvent } from '../queries/audit-events.js';
 import {
   deletePasskey, findPasskeySettings, insertPasskey, insertPasskeyCeremony, listPasskeysOfUser, lockPasskeyByCredentialId,
@@ -32,6 +33,7 @@ import { listRolesOfUser } from '../queries/roles.js';
 import { findUser, lockUser } from '../queries/users.js';
 import type { AuthenticatedApp } from './credentials.js';
 import { isUuid } from './credentials.js';
+import { acceptInvitationsOnSignIn } from './invitations.js';
 import { chooseTenant, startSession, type SessionTokens } from './sessions.js';
 import { presentedSession } from './user-sessions.js';
 
@@ -121,6 +123,10 @@ export async function finishPasskeyRegistration(ctx: AuthContext, app: Authentic
   }
   if (!verified.verified) throw authError('PASSKEY_INVALID');
   const info = verified.registrationInfo;
+  // The credential id stored is the one in the authenticator data, which the client's `id` must
+  // name: a login looks the passkey up by its `id`. WebAuthn bounds it to 1023 bytes.
+  if (Buffer.from(info.credential.id, 'base64url').length > MAX_CREDENTIAL_ID_BYTES) throw authError('PASSKEY_CREDENTIAL_ID_TOO_LONG');
+  if (info.credential.id !== (input.response as RegistrationResponseJSON).id) throw authError('PASSKEY_CREDENTIAL_ID_MISMATCH');
   try {
     return await ctx.sql.begin(async (tx) => {
       const row = await insertPasskey(tx, {
@@ -218,6 +224,7 @@ export async function finishPasskeyLogin(ctx: AuthContext, app: AuthenticatedApp
       if (!user || user.deleted_at) throw authError('USER_DELETED');
       await recordPasskeyUse(tx, { id: passkey.id, signCount: info.newCounter, backedUp: info.credentialBackedUp, now });
       await insertAuditEvent(tx, { ...audit, type: 'passkey.used', userId: user.id, details: { passkey_id: passkey.id, name: passkey.name } });
+      await acceptInvitationsOnSignIn(tx, app.id, user, input.origin, now);
       const tenant = chooseTenant(await listRolesOfUser(tx, app.id, user.id), input.requestedTenant, null);
       const familyId = randomUUID();
       await insertAuditEvent(tx, { ...audit, type: 'login.succeeded', userId: user.id, familyId, details: { method: 'passkey', passkey_id: passkey.id } });

@@ -32,6 +32,7 @@ import { findOrInsertUser, insertUserWithoutAddress, lockUser, upsertMembership,
 import type { UpstreamProfile } from '../upstream/client.js';
 import { trustedForDomain } from '../upstream/presets.js';
 import type { AuthenticatedApp } from './credentials.js';
+import { acceptInvitationsOnSignIn } from './invitations.js';
 import { chooseTenant, startSession, type SessionTokens } from './sessions.js';
 import { clientConfigOf, getUpstreamProviderRow } from './upstream-providers.js';
 import { presentedSession } from './user-sessions.js';
@@ -110,6 +111,8 @@ export async function finishUpstreamFlow(ctx: AuthContext, app: AuthenticatedApp
       const { user, identity } = await userOfIdentity(tx, provider, profile, { ...audit, now });
       if (user.deleted_at) throw authError('USER_DELETED');
       await upsertMembership(tx, app.id, user.id, now);
+      // Only an address the provider proved and is trusted for is on the user (see the header).
+      await acceptInvitationsOnSignIn(tx, app.id, user, input.origin, now);
       const tenant = chooseTenant(await listRolesOfUser(tx, app.id, user.id), input.requestedTenant, null);
       const familyId = randomUUID();
       await insertAuditEvent(tx, {

@@ -44,12 +44,12 @@ export interface NewApiKey {
 export interface UsageCounters {
   requests: number; prompt_tokens: number; cached_prompt_tokens: number; completion_tokens: number; queue_ms: number; compute_ms: number;
 }
-export interface UsageRow extends UsageCounters { app_id: string | null; app_slug: string | null; tenant: string; key: string; model: string; hour: string }
+export interface UsageRow extends UsageCounters { app_id: string | null; app_slug: string | null; tenant: string; tenant_name: string | null; key: string; model: string; hour: string }
 export interface UsageReport { from: string; to: string; rows: UsageRow[]; totals: UsageCounters; truncated: boolean }
 export interface UsageQuery { app?: string; tenant?: string; key?: string; from?: string; to?: string }
 
 /** The audit event types (src/auth/audit.ts); an app's webhooks may subscribe to all but the last three. */
-export const AUDIT_EVENT_TYPES = ['login.succeeded', 'login.failed', 'otp.sent', 'otp.delivery_failed', 'token.refreshed', 'token.reuse_detected', 'session.revoked', 'user.sessions_revoked', 'passkey.registered', 'passkey.used', 'passkey.removed', 'identity.linked', 'identity.unlinked', 'upstream_provider.created', 'upstream_provider.updated', 'upstream_provider.deleted', 'sms.defence_tripped', 'api_key.created', 'api_key.rotated', 'api_key.revoked', 'usage.hourly', 'role.assigned', 'role.revoked', 'user.deleted', 'user.restored', 'app.secret_rotated', 'app.created', 'signing_key.rotated', 'admin.key_rejected'];
+export const AUDIT_EVENT_TYPES = ['login.succeeded', 'login.failed', 'otp.sent', 'otp.delivery_failed', 'token.refreshed', 'token.reuse_detected', 'session.revoked', 'user.sessions_revoked', 'passkey.registered', 'passkey.used', 'passkey.removed', 'invitation.created', 'invitation.accepted', 'invitation.revoked', 'invitation.expired', 'identity.linked', 'identity.unlinked', 'upstream_provider.created', 'upstream_provider.updated', 'upstream_provider.deleted', 'sms.defence_tripped', 'api_key.created', 'api_key.rotated', 'api_key.revoked', 'usage.hourly', 'role.assigned', 'role.revoked', 'user.deleted', 'user.restored', 'app.secret_rotated', 'app.created', 'signing_key.rotated', 'admin.key_rejected'];
 export const WEBHOOK_EVENT_TYPES = AUDIT_EVENT_TYPES.slice(0, -3);
 
 /** An error answer of the admin API, with its catalog code. */
