@@ -33,6 +33,7 @@ import {
   RefreshBody, RevokeBody, RevokeUserBody, RoleAssignBody, RoleRevokeBody, SessionEndBody, SessionsBody,
 } from './schemas.js';
 
+// The route table is a flat field mapping: one line per route, nothing to read top to bottom.
 export function authRoutes(ctx: AuthContext): Route[] {
   const route = <I>(method: Method, path: string, guard: Guard<I>, handler: AuthHandler<I>): Route => authRoute(ctx, method, path, guard, handler);
   return [
