@@ -108,12 +108,13 @@ bool before_within(const AdmissionEntry & a, size_t ia, const AdmissionEntry & b
 }  // namespace
 
 size_t admission_next(const std::vector<AdmissionEntry> & waiting, const std::vector<bool> & skip, const TenantClocks & clocks, int64_t now_us,
-                      double overload_lifo_ms) {
+                      double overload_lifo_ms, bool fair_share) {
+    static const std::string one_tenant;
     const size_t none = waiting.size();
     std::vector<TenantQueue> queues;
     // Waiting is in arrival order: a tenant's first entry is its oldest.
     for (size_t i = 0; i < waiting.size(); i++) {
-        const std::string & tenant = waiting[i].share->tenant;
+        const std::string & tenant = fair_share ? waiting[i].share->tenant : one_tenant;
         auto q = std::find_if(queues.begin(), queues.end(), [&](const TenantQueue & t) { return *t.tenant == tenant; });
         if (q == queues.end()) {
             const int64_t oldest = waiting[i].t_queued_us;

@@ -21,7 +21,9 @@
 //    (the adaptive LIFO applies inside a tenant's queue, not across tenants).
 //  - Router mode: a tenant's tokens on the router's other model processes are charged to it here
 //    when it is active (charge_elsewhere), so that the share holds across the models.
-// With one tenant and no priorities this is exactly the order of the engine without fair share.
+//  - Without fair share (--no-fair-share) every task counts as one tenant's: the order is the one
+//    within a tenant over the whole queue (class, priority, then oldest first or newest first).
+//    So with one tenant the two orders are the same, and `priority` is honoured by both.
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -30,10 +32,13 @@ namespace addon {
 
 enum class PriorityClass : int32_t { PRIORITY_CLASS_INTERACTIVE = 0, PRIORITY_CLASS_BATCH = 1 };
 
+// The largest weight a tenant may have (the tenant settings' bound; the task parser refuses more).
+constexpr double TENANT_MAX_WEIGHT = 100;
+
 // Whom a task belongs to and how it ranks; set by TypeScript from the request's tenant.
 struct TenantShare {
     std::string tenant;      // "" the anonymous tenant
-    double weight = 1.0;     // > 0: share of the engine relative to other tenants
+    double weight = 1.0;     // > 0 and <= TENANT_MAX_WEIGHT: share of the engine relative to other tenants
     PriorityClass priority_class = PriorityClass::PRIORITY_CLASS_INTERACTIVE;
     int32_t priority = 0;    // within the tenant: lower first
 };
@@ -90,8 +95,9 @@ private:
 
 // The index into `waiting` (in arrival order) of the task to try next, among those not marked in
 // `skip` (tried already: no slot for them now); waiting.size() when none is left.
-// `overload_lifo_ms` 0: always oldest first within a tenant.
+// `overload_lifo_ms` 0: always oldest first within a tenant. `fair_share` false: every task is
+// the one tenant's.
 size_t admission_next(const std::vector<AdmissionEntry> & waiting, const std::vector<bool> & skip, const TenantClocks & clocks, int64_t now_us,
-                      double overload_lifo_ms);
+                      double overload_lifo_ms, bool fair_share);
 
 }  // namespace addon

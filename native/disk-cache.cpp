@@ -1,3 +1,5 @@
+// The disk tier's store (disk-cache.h): the index of its files, the reader and writer threads, and
+// the budget. The file format is disk-file.cpp's.
 #include "disk-cache.h"
 
 #include <fcntl.h>
@@ -19,36 +21,18 @@
 #include "fd-io.h"
 #include "log.h"
 #include "prompt-cache.h"
+#include "restore-rule.h"
 
 namespace fs = std::filesystem;
 
 namespace addon {
 
-static constexpr char kMagic[8] = {'L', 'L', 'K', 'V', 'D', 'S', 'K', '1'};
-static constexpr uint64_t kMaxHeader = 64ull << 20;  // a header beyond this is not one of ours
 // Writes waiting (bytes of their states) beyond which a new one is dropped: at least one write
 // always waits, whatever its size.
 static constexpr size_t kMaxPendingBytes = 512ull << 20;
 static constexpr size_t kMaxPendingWrites = 8;
 bool disk_read_may_be_held(size_t held_reads, uint64_t held_bytes, uint64_t file_size) {
     return held_reads == 0 || (held_reads < kMaxHeldReads && held_bytes + file_size <= kMaxHeldBytes);
-}
-
-uint64_t disk_hash(const void * data, size_t n, uint64_t seed) {
-    const auto * p = static_cast<const uint8_t *>(data);
-    uint64_t h = seed ^ (0x9E3779B97F4A7C15ull * (n + 1));
-    size_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        uint64_t w;
-        std::memcpy(&w, p + i, 8);
-        h = (h ^ w) * 0xFF51AFD7ED558CCDull;
-        h ^= h >> 32;
-    }
-    uint64_t tail = 0;
-    std::memcpy(&tail, p + i, n - i);
-    h = (h ^ tail) * 0xC4CEB9FE1A85EC53ull;
-    h ^= h >> 29;
-    return h;
 }
 
 namespace {
@@ -60,65 +44,21 @@ void fsync_dir(const std::string & dir) {
     ::close(fd);
 }
 
-// A cursor over a header's bytes.
-struct Reader {
-    const uint8_t * p;
-    size_t left;
-    template <typename T>
-    bool get(T & out) {
-        if (left < sizeof(T)) return false;
-        std::memcpy(&out, p, sizeof(T));
-        p += sizeof(T);
-        left -= sizeof(T);
-        return true;
-    }
-    template <typename T>
-    bool get_vector(std::vector<T> & out, uint32_t n) {
-        if (left / sizeof(T) < n) return false;
-        out.resize(n);
-        std::memcpy(out.data(), p, n * sizeof(T));
-        p += n * sizeof(T);
-        left -= n * sizeof(T);
-        return true;
-    }
-};
-
-template <typename T>
-void put(std::string & out, const T & v) {
-    out.append(reinterpret_cast<const char *>(&v), sizeof(T));
-}
-
 bool is_state_file(const fs::path & p) { return p.extension() == ".kv" && p.filename().string()[0] != '.'; }
 
 }  // namespace
 
-std::string DiskCache::header_bytes(const std::vector<llama_token> & tokens, const std::vector<float> & lora, uint64_t state_size) const {
-    std::string h;
-    put(h, static_cast<uint32_t>(fingerprint_.size()));
-    h += fingerprint_;
-    put(h, static_cast<uint32_t>(lora.size()));
-    h.append(reinterpret_cast<const char *>(lora.data()), lora.size() * sizeof(float));
-    put(h, static_cast<uint32_t>(tokens.size()));
-    h.append(reinterpret_cast<const char *>(tokens.data()), tokens.size() * sizeof(llama_token));
-    put(h, state_size);
-    std::string out(kMagic, sizeof(kMagic));
-    put(out, static_cast<uint64_t>(h.size()));
-    return out + h;
-}
-
-DiskCache::DiskCache(const std::string & dir, uint64_t budget_bytes, const std::string & fingerprint, DiskCacheCounters & counters)
-    : root_(dir), budget_(budget_bytes), fingerprint_(fingerprint), counters_(counters) {
+DiskCache::DiskCache(DiskCacheSettings settings, DiskCacheCounters & counters) : settings_(std::move(settings)), counters_(counters) {
+    const std::string & fingerprint = settings_.fingerprint;
     char name[17];
     std::snprintf(name, sizeof(name), "%016llx", static_cast<unsigned long long>(disk_hash(fingerprint.data(), fingerprint.size())));
-    model_dir_ = (fs::path(dir) / name).string();
+    model_dir_ = (fs::path(settings_.dir) / name).string();
     std::error_code ec;
     fs::create_directories(model_dir_, ec);
     if (ec) throw std::runtime_error("--cache-disk: cannot create " + model_dir_ + ": " + ec.message());
-    ::chmod(root_.c_str(), 0700);
+    ::chmod(settings_.dir.c_str(), 0700);
     ::chmod(model_dir_.c_str(), 0700);
     if (::access(model_dir_.c_str(), W_OK) != 0) throw std::runtime_error("--cache-disk: " + model_dir_ + " is not writable");
-    if (const char * d = std::getenv("LLAMA_ADDON_TEST_DISK_DELAY_MS")) write_delay_ms_ = std::atoll(d);
-    if (const char * d = std::getenv("LLAMA_ADDON_TEST_DISK_READ_DELAY_MS")) read_delay_ms_ = std::atoll(d);
     adopt();
     enforce_budget();
     writer_ = std::thread([this] { run_writer(); });
@@ -154,32 +94,22 @@ void DiskCache::adopt() {
         if (!is_state_file(path)) continue;
         Entry e;
         e.path = path.string();
-        bool ok = false;
+        std::optional<DiskFileHeader> header;
         const int fd = ::open(e.path.c_str(), O_RDONLY);
         struct stat st{};
         if (fd >= 0 && ::fstat(fd, &st) == 0) {
-            char magic[8];
-            uint64_t header_len = 0;
-            if (read_all(fd, magic, 8) && std::memcmp(magic, kMagic, 8) == 0 && read_all(fd, &header_len, 8) && header_len <= kMaxHeader) {
-                std::vector<uint8_t> header(header_len);
-                Reader r{header.data(), header.size()};
-                uint32_t n_fp = 0, n_lora = 0, n_tokens = 0;
-                uint64_t state_size = 0;
-                std::vector<char> fp;
-                ok = read_all(fd, header.data(), header_len) && r.get(n_fp) && r.get_vector(fp, n_fp) &&
-                     std::string(fp.begin(), fp.end()) == fingerprint_ && r.get(n_lora) && r.get_vector(e.lora, n_lora) && r.get(n_tokens) &&
-                     r.get_vector(e.tokens, n_tokens) && r.get(state_size) && r.left == 0 && !e.tokens.empty() &&
-                     static_cast<uint64_t>(st.st_size) == 16 + header_len + state_size + 8;
-            }
             e.file_size = static_cast<uint64_t>(st.st_size);
+            header = disk_file_read_header(fd, e.file_size, settings_.fingerprint);
         }
         if (fd >= 0) ::close(fd);
-        if (!ok) {
+        if (!header) {
             log_write("warn", "disk cache: deleting " + e.path + " (not a complete state of this model and layout)\n");
             fs::remove(path, ec);
             counters_.rejected++;
             continue;
         }
+        e.tokens = std::move(header->tokens);
+        e.lora = std::move(header->lora);
         next_id_ = std::max<uint64_t>(next_id_, std::strtoull(name.c_str(), nullptr, 10) + 1);
         counters_.bytes += e.file_size;
         counters_.adopted++;
@@ -217,7 +147,7 @@ std::shared_ptr<DiskPrefetch> DiskCache::prefetch(const std::vector<llama_token>
         for (const auto & e : entries_) {
             if (e.lora != lora) continue;
             const size_t n = common_prefix_length(e.tokens, prompt);
-            if (n > best && 4 * n >= e.tokens.size()) {
+            if (n > best && restore_keeps_enough(n, e.tokens.size())) {
                 best = n;
                 chosen = e;
             }
@@ -262,9 +192,9 @@ void DiskCache::run_reader() {
             r = std::move(reads_.front());
             reads_.pop_front();
         }
-        if (read_delay_ms_ > 0) {
+        if (settings_.read_delay_ms > 0) {
             std::unique_lock<std::mutex> lock(read_mu_);
-            if (read_wake_.wait_for(lock, std::chrono::milliseconds(read_delay_ms_), [&] { return read_stop_; })) return;
+            if (read_wake_.wait_for(lock, std::chrono::milliseconds(settings_.read_delay_ms), [&] { return read_stop_; })) return;
         }
         r.into->state = read_checked(std::move(r.entry));
         r.into->done.store(true, std::memory_order_release);
@@ -304,20 +234,11 @@ std::optional<DiskCache::State> DiskCache::read_checked(Entry chosen) {
     }
     if (!read_ok || !at_end) return reject("size changed");
     counters_.bytes_read += chosen.file_size;
-    const uint8_t * data = st.file.data.get();
-    uint64_t header_len = 0;
-    std::memcpy(&header_len, data + 8, 8);
-    if (chosen.file_size < 24 || header_len > chosen.file_size - 24) return reject("header changed");
-    const size_t state_size = chosen.file_size - 16 - header_len - 8;
-    const std::string expected = header_bytes(chosen.tokens, chosen.lora, state_size);
-    if (expected.size() != 16 + header_len || std::memcmp(expected.data(), data, expected.size()) != 0) return reject("header changed");
-    uint64_t stored = 0;
-    std::memcpy(&stored, data + expected.size() + state_size, 8);
-    if (disk_hash(data, expected.size(), disk_hash(data + expected.size(), state_size)) != stored) return reject("checksum");
+    if (const char * why = disk_file_check(st.file.data.get(), chosen.file_size, settings_.fingerprint, chosen.tokens, chosen.lora, st.data, st.size)) {
+        return reject(why);
+    }
     st.path = chosen.path;
     st.tokens = std::move(chosen.tokens);
-    st.data = data + expected.size();
-    st.size = state_size;
     return st;
 }
 
@@ -400,8 +321,7 @@ void DiskCache::run_writer() {
 // Writer thread: the state to a temporary file, synced, then renamed into place; a longer state
 // supersedes the files it contains.
 void DiskCache::write_file(Write & w) {
-    const std::string header = header_bytes(w.tokens, w.lora, w.size);
-    const uint64_t sum = disk_hash(header.data(), header.size(), disk_hash(w.buffer.data.get(), w.size));
+    const std::string prefix = disk_file_prefix(settings_.fingerprint, w.tokens, w.lora, w.size);
     uint64_t id;
     {
         std::lock_guard<std::mutex> lock(mu_);
@@ -410,14 +330,13 @@ void DiskCache::write_file(Write & w) {
     const std::string tmp = model_dir_ + "/.tmp-" + std::to_string(::getpid()) + "-" + std::to_string(id);
     const std::string path = model_dir_ + "/" + std::to_string(id) + ".kv";
     const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-    const size_t half = w.size / 2;
-    bool ok = fd >= 0 && write_all(fd, header.data(), header.size()) && write_all(fd, w.buffer.data.get(), half);
-    if (ok && write_delay_ms_ > 0) {
-        // Tests: a slow disk, half way through the state (a shutdown cuts the wait short).
+    // Tests: a slow disk, half way through the state (a shutdown cuts the wait short).
+    const auto halfway = [this] {
+        if (settings_.write_delay_ms <= 0) return;
         std::unique_lock<std::mutex> lock(mu_);
-        wake_.wait_for(lock, std::chrono::milliseconds(write_delay_ms_), [this] { return stop_; });
-    }
-    ok = ok && write_all(fd, w.buffer.data.get() + half, w.size - half) && write_all(fd, &sum, sizeof(sum)) && ::fsync(fd) == 0;
+        wake_.wait_for(lock, std::chrono::milliseconds(settings_.write_delay_ms), [this] { return stop_; });
+    };
+    bool ok = fd >= 0 && disk_file_write(fd, prefix, w.buffer.data.get(), w.size, halfway) && ::fsync(fd) == 0;
     if (fd >= 0) ::close(fd);
     ok = ok && ::rename(tmp.c_str(), path.c_str()) == 0;
     if (!ok) {
@@ -426,7 +345,7 @@ void DiskCache::write_file(Write & w) {
         return;
     }
     fsync_dir(model_dir_);
-    const uint64_t file_size = header.size() + w.size + sizeof(sum);
+    const uint64_t file_size = disk_file_size(prefix.size(), w.size);
     counters_.bytes_written += file_size;
     counters_.files_written++;
     counters_.bytes += file_size;
@@ -453,7 +372,8 @@ void DiskCache::remove_entry_locked(size_t i, bool count_eviction) {
 // model's, go until the rest fits the budget. Another process sharing the directory may delete
 // the same files meanwhile; a file already gone is simply skipped.
 void DiskCache::enforce_budget() {
-    if (budget_ == 0) return;
+    const uint64_t budget = settings_.budget_bytes;
+    if (budget == 0) return;
     struct File {
         fs::path path;
         uint64_t size;
@@ -462,7 +382,7 @@ void DiskCache::enforce_budget() {
     std::vector<File> files;
     uint64_t total = 0;
     std::error_code ec;
-    for (const auto & model : fs::directory_iterator(root_, ec)) {
+    for (const auto & model : fs::directory_iterator(settings_.dir, ec)) {
         if (!model.is_directory(ec)) continue;
         for (const auto & de : fs::directory_iterator(model.path(), ec)) {
             if (!is_state_file(de.path())) continue;
@@ -474,11 +394,11 @@ void DiskCache::enforce_budget() {
             total += size;
         }
     }
-    if (total <= budget_) return;
+    if (total <= budget) return;
     std::sort(files.begin(), files.end(), [](const File & a, const File & b) { return a.mtime < b.mtime; });
     std::lock_guard<std::mutex> lock(mu_);
     for (const File & f : files) {
-        if (total <= budget_) break;
+        if (total <= budget) break;
         total -= f.size;
         bool mine = false;
         for (size_t i = 0; i < entries_.size(); i++) {

@@ -1,13 +1,14 @@
 #pragma once
-// DiskCache: the prompt cache's disk tier (--cache-disk DIR). Slot states (the K/V of a prompt
-// and its answer, as llama_state_seq_get_data writes it) are kept in files, found again by
-// prefix as the host-memory tier's entries are, and survive restarts and model swaps.
+// DiskCache: the disk tier's store (--cache-disk DIR): its files, their index, the threads that
+// read and write them, and the budget. What goes there and when a prompt is restored from it is
+// the policy's (disk-tier.h); the file format is disk-file.h's. Slot states (the K/V of a prompt
+// and its answer, as llama_state_seq_get_data writes it) are kept in files, found again by prefix
+// as the host-memory tier's entries are, and survive restarts and model swaps.
 //
-// Files. DIR/<fingerprint hash>/<n>.kv, one state each: a header (magic, the full fingerprint,
-// the adapter scales, the tokens, the state's size), the state, and a checksum of all of it. The
-// fingerprint names what a state is valid for: the llama.cpp build, the model file, the adapters
-// loaded, the KV types and the context/sequence layout (engine.cpp composes it); two models never
-// share a directory, and a file whose header names another fingerprint is never loaded.
+// Files. DIR/<fingerprint hash>/<n>.kv, one state each (disk-file.h). The fingerprint names what a
+// state is valid for: the llama.cpp build, the model file, the adapters loaded, the KV types and
+// the context/sequence layout (disk-tier.cpp composes it); two models never share a directory,
+// and a file whose header names another fingerprint is never loaded.
 //
 // Crash safety. A file is written under a temporary name (.tmp-*), fsynced, renamed into place
 // and its directory fsynced: a kill at any moment leaves either no file or a complete one. At
@@ -41,6 +42,7 @@
 #include <thread>
 #include <vector>
 
+#include "disk-file.h"
 #include "host-buffers.h"
 #include "llama.h"
 
@@ -71,12 +73,23 @@ bool disk_read_may_be_held(size_t held_reads, uint64_t held_bytes, uint64_t file
 
 struct DiskPrefetch;
 
+// Where the store keeps its files and how.
+struct DiskCacheSettings {
+    std::string dir;            // DIR
+    uint64_t budget_bytes = 0;  // over the whole DIR; 0: no limit
+    std::string fingerprint;    // what the states are valid for (the files' subdirectory and headers)
+    // Tests only (EngineParams::cache_disk_test_*): a slow disk. Each write waits this long half
+    // way through its state, each read this long before it starts; a shutdown cuts either short.
+    int64_t write_delay_ms = 0;
+    int64_t read_delay_ms = 0;
+};
+
 class DiskCache {
 public:
     // Adopts DIR/<hash of fingerprint>'s files (creating the directories). Throws std::runtime_error
-    // when DIR cannot be created or written. `budget_bytes`: 0 means no limit.
-    // `counters` outlive the cache (the engine's, read after it is gone).
-    DiskCache(const std::string & dir, uint64_t budget_bytes, const std::string & fingerprint, DiskCacheCounters & counters);
+    // when DIR cannot be created or written. `counters` outlive the cache (the engine's, read
+    // after it is gone).
+    DiskCache(DiskCacheSettings settings, DiskCacheCounters & counters);
     ~DiskCache();
     DiskCache(const DiskCache &) = delete;
     DiskCache & operator=(const DiskCache &) = delete;
@@ -94,8 +107,8 @@ public:
         size_t size = 0;
     };
     // Engine thread. Asks the reader thread for the file (same adapter scales) sharing the longest
-    // prefix with `prompt`, when that prefix is longer than `beat` tokens and at least a quarter of
-    // the file's tokens (as the host-memory tier: never a large state for a sliver of it); a read
+    // prefix with `prompt`, when that prefix is longer than `beat` tokens and the file is worth
+    // restoring for it (restore_keeps_enough, as the host-memory tier); a read
     // of that file already asked for (or done, and still held by a task) is shared. Null (a miss)
     // when no file qualifies, or when the reads asked for or held already reach their bound
     // (kMaxHeldReads, kMaxHeldBytes; one is always allowed). Once the
@@ -154,14 +167,9 @@ private:
     void write_file(Write & w);
     void enforce_budget();
     void remove_entry_locked(size_t i, bool count_eviction);
-    std::string header_bytes(const std::vector<llama_token> & tokens, const std::vector<float> & lora, uint64_t state_size) const;
 
-    std::string root_;        // DIR
+    const DiskCacheSettings settings_;
     std::string model_dir_;   // DIR/<hash>
-    uint64_t budget_ = 0;
-    std::string fingerprint_;
-    int64_t write_delay_ms_ = 0;  // tests: a slow disk, each write waits this long half way (LLAMA_ADDON_TEST_DISK_DELAY_MS)
-    int64_t read_delay_ms_ = 0;   // tests: a slow disk, each read waits this long first (LLAMA_ADDON_TEST_DISK_READ_DELAY_MS)
     DiskCacheCounters & counters_;
 
     mutable std::mutex mu_;   // entries_, writes_, pending_bytes_, stop_
@@ -192,8 +200,5 @@ struct DiskPrefetch {
     std::atomic<bool> done{false};
     std::optional<DiskCache::State> state;
 };
-
-// A 64-bit hash of `n` bytes (eight at a time), for checksums and directory names.
-uint64_t disk_hash(const void * data, size_t n, uint64_t seed = 0);
 
 }  // namespace addon

@@ -51,6 +51,8 @@ EngineParams read_engine_params(Napi::Env env, Napi::Object o) {
         p.cache_disk_dir = read_string(o, "cacheDisk", p.cache_disk_dir);
         p.cache_disk_bytes = static_cast<uint64_t>(read_f64(o, "cacheDiskMib", 0) * 1024 * 1024);
         p.cache_disk_identity = read_string(o, "cacheDiskIdentity", p.cache_disk_identity);
+        read_ranged(o, "cacheDiskTestWriteDelayMs", p.cache_disk_test_write_delay_ms);
+        read_ranged(o, "cacheDiskTestReadDelayMs", p.cache_disk_test_read_delay_ms);
         p.special = o.Get("special").ToBoolean();
         p.n_ctx_slot_max = read_i32(o, "nCtxSlotMax", p.n_ctx_slot_max);
         p.backend_sampling = o.Get("backendSampling").ToBoolean();

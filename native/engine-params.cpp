@@ -46,6 +46,8 @@ static const NumberRange kRanges[] = {
     {"burstWaitMs", 1000, false, "params.burstWaitMs must be a number of milliseconds from 0 (no wait) to 1000"},
     {"overloadLifoMs", HOUR_MS, false, "params.overloadLifoMs must be a number of milliseconds from 0 (always oldest first) to 3600000"},
     {"slotPromptSimilarity", 1, false, "params.slotPromptSimilarity must be a number from 0 (always the least recently used slot) to 1"},
+    {"cacheDiskTestWriteDelayMs", HOUR_MS, false, "params.cacheDiskTestWriteDelayMs must be a number of milliseconds from 0 (no wait) to 3600000"},
+    {"cacheDiskTestReadDelayMs", HOUR_MS, false, "params.cacheDiskTestReadDelayMs must be a number of milliseconds from 0 (no wait) to 3600000"},
 };
 
 double engine_param_in_range(const char * key, double value) {

@@ -34,6 +34,10 @@ struct EngineParams {
     std::string cache_disk_dir;
     uint64_t cache_disk_bytes = 0;
     std::string cache_disk_identity;
+    // Tests only (a slow disk; DiskCacheSettings): each disk-tier write waits this long (ms) half
+    // way through its state, each read this long before it starts. 0: no wait.
+    double cache_disk_test_write_delay_ms = 0;
+    double cache_disk_test_read_delay_ms = 0;
     bool special = false;         // -sp: generated special tokens keep their text
     int32_t n_ctx_slot_max = 0;   // --kv-unified-per-slot: cap on a slot's context (0: none)
     bool backend_sampling = false; // -bs: the context takes per-sequence sampler chains (tasks opt in)
@@ -88,7 +92,7 @@ bool engine_gpu_build();
 EngineParams engine_params_defaults(bool gpu, std::shared_ptr<common_params> server);
 
 // `value` of the JS settings field `key` (prefillBudget, prefillBudgetMs, burstWaitMs,
-// overloadLifoMs, slotPromptSimilarity), checked against its range; NaN (not a number) is out of
+// overloadLifoMs, slotPromptSimilarity, cacheDiskTestWriteDelayMs, cacheDiskTestReadDelayMs), checked against its range; NaN (not a number) is out of
 // every range. Throws Refusal(INVALID_ARGUMENT) with the field's message.
 double engine_param_in_range(const char * key, double value);
 

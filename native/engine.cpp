@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <exception>
 
-#include "build-info.h"
+#include "disk-tier.h"
 #include "errors.h"
 #include "log.h"
 #include "scheduler.h"
@@ -110,22 +110,6 @@ static EngineParams with_context_batch(EngineParams p, const llama_context * ctx
     return p;
 }
 
-// What a saved state is valid for (DiskCache): the llama.cpp build (the state format), the model
-// and adapter files (cache_disk_identity), and everything that shapes the K/V a sequence holds or
-// how it is laid out: KV types, flash attention (V transposed or not), context and sequence
-// sizes, the unified pool, SWA. Adapter scales are per state (in each file's header).
-static std::string disk_fingerprint(const EngineParams & p, const llama_model * model, const llama_context * ctx) {
-    char desc[256];
-    llama_model_desc(model, desc, sizeof(desc));
-    const int type_k = p.server ? static_cast<int>(p.server->cache_type_k) : static_cast<int>(GGML_TYPE_F16);
-    const int type_v = p.server ? static_cast<int>(p.server->cache_type_v) : static_cast<int>(GGML_TYPE_F16);
-    const bool swa_full = p.server && p.server->swa_full;
-    return std::string("llama.cpp ") + llama_build_info() + "\nmodel " + desc + " " + std::to_string(llama_model_n_params(model)) + "\n" +
-           p.cache_disk_identity + "\nkv " + std::to_string(type_k) + "/" + std::to_string(type_v) + " fa " + std::to_string(p.flash_attn) +
-           " n_ctx " + std::to_string(llama_n_ctx(ctx)) + " n_ctx_seq " + std::to_string(llama_n_ctx_seq(ctx)) + " n_seq " +
-           std::to_string(llama_n_seq_max(ctx)) + " unified " + std::to_string(p.kv_unified) + " swa_full " + std::to_string(swa_full);
-}
-
 Engine::Engine(EngineParams params, const llama_model * model, EngineContext context, std::vector<llama_adapter_lora *> loras, mtmd_context * vision)
     : params_(with_context_batch(std::move(params), context.ctx)), context_(std::move(context)), queue_(counters_) {
     llama_context * ctx = context_.ctx;
@@ -146,16 +130,9 @@ Engine::Engine(EngineParams params, const llama_model * model, EngineContext con
     cpu.cpuparams_batch.n_threads = info_.n_threads_batch;
     threadpools_ = std::make_unique<common_threadpools>();
     threadpools_->init(ctx, cpu);
-    // The disk tier holds completion states only (an embedding context keeps none).
-    if (!params_.cache_disk_dir.empty() && !params_.embeddings) {
-        try {
-            disk_ = std::make_unique<DiskCache>(params_.cache_disk_dir, params_.cache_disk_bytes, disk_fingerprint(params_, model, ctx), disk_counters_);
-            // A task waiting for its state's read is admitted once the read is done.
-            disk_->set_on_read([this] { queue_.wake(); });
-        } catch (const std::exception & e) {
-            throw Refusal(ErrorCode::INVALID_ARGUMENT, e.what());
-        }
-    }
+    disk_ = disk_tier_open(params_, model, ctx, disk_counters_);
+    // A task waiting for its state's read is admitted once the read is done.
+    if (disk_) disk_->set_on_read([this] { queue_.wake(); });
     SchedulerParts parts{ctx, model, vision, std::move(loras), context_.spec.get(), n_ctx_seq, static_cast<enum llama_pooling_type>(info_.pooling), info_.n_embd_out, disk_.get()};
     scheduler_ = std::make_unique<Scheduler>(params_, info_.modes, std::move(parts), queue_, counters_);
 }

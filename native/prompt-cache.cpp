@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <new>
 
+#include "restore-rule.h"
+
 namespace addon {
 
 size_t common_prefix_length(const std::vector<llama_token> & a, const std::vector<llama_token> & b) {
@@ -161,11 +163,11 @@ std::optional<std::vector<llama_token>> PromptCache::load(llama_context * ctx, i
     float sim_best = static_cast<float>(lcp) / prompt.size();
     auto best = entries_.end();
     for (auto it = entries_.begin(); it != entries_.end(); ++it) {
-        if (it->lora != lora || it->tokens.empty()) continue;
+        if (it->lora != lora) continue;
         const size_t n = common_prefix_length(it->tokens, prompt);
+        if (!restore_keeps_enough(n, it->tokens.size())) continue;
         const float keep = static_cast<float>(n) / it->tokens.size();
         const float sim = static_cast<float>(n) / prompt.size();
-        if (keep < 0.25f) continue;  // do not trade a large prompt for a sliver of it
         if (keep > keep_best && sim > sim_best) {
             keep_best = keep;
             sim_best = sim;

@@ -38,9 +38,10 @@ public:
     // when nothing was saved (already held, over the size limit, out of memory).
     bool save(llama_context * ctx, int32_t seq, const std::vector<llama_token> & tokens, const std::vector<float> & lora);
 
-    // Restores into sequence `seq` the entry (same adapter scales) that keeps at least a quarter of
-    // itself for `prompt` and beats the slot's own cache (`current`) on both the share of itself kept
-    // and the share of the prompt covered, as llama-server chooses. The entry leaves the cache; its
+    // Restores into sequence `seq` the entry (same adapter scales) worth restoring for `prompt`
+    // (restore_keeps_enough: at least a quarter of it kept) that beats the slot's own cache
+    // (`current`) on both the share of itself kept and the share of the prompt covered, as
+    // llama-server chooses. The entry leaves the cache; its
     // tokens are returned. nullopt: nothing better, or the restore failed (`failed` set: no room in
     // the KV cache; the entry stays and the sequence is left empty).
     std::optional<std::vector<llama_token>> load(llama_context * ctx, int32_t seq, const std::vector<llama_token> & prompt,

@@ -76,7 +76,7 @@ void Scheduler::handle_sampled(Slot & s, llama_token token) {
             s.stop = StopType::EOS;
         } else if (task.n_predict >= 0 && s.n_decoded >= task.n_predict) {
             s.stop = StopType::LIMIT;
-        } else if (static_cast<int32_t>(s.cache.size()) + 1 >= s.n_ctx && !shift_context(s)) {
+        } else if (static_cast<int32_t>(s.cache.size()) + 1 >= s.n_ctx && !policy_.shift_context(s)) {
             s.stop = StopType::LIMIT;
             s.truncated = true;
         } else if (task.t_max_predict_ms > 0 && s.generated.find('\n') != std::string::npos &&
@@ -86,33 +86,6 @@ void Scheduler::handle_sampled(Slot & s, llama_token token) {
     }
     queue_.push_event(std::move(ev));
     if (s.stop != StopType::NONE) finish(s);
-}
-
-// llama-server's context shift: keep the first n_keep tokens (+ BOS), drop n_discard after them
-// (default half of the rest) and move the remainder down. Not for prompts with images (their
-// positions are not one per cache entry). False when the slot cannot be shifted.
-bool Scheduler::shift_context(Slot & s) {
-    const CompletionTask & task = *s.task;
-    if (!params_.ctx_shift || !task.media.empty()) return false;
-    const int32_t n_past = static_cast<int32_t>(s.cache.size());
-    int32_t n_keep = task.n_keep < 0 ? static_cast<int32_t>(task.prompt.size()) : task.n_keep;
-    if (llama_vocab_get_add_bos(vocab_)) n_keep += 1;
-    n_keep = std::max(0, std::min(s.n_ctx - 4, n_keep));
-    const int32_t n_left = n_past - n_keep;
-    const int32_t n_discard = std::clamp(task.n_discard > 0 ? task.n_discard : n_left / 2, 0, std::max(0, n_left - 1));
-    if (n_discard == 0) return false;
-    llama_memory_t mem = llama_get_memory(parts_.ctx);
-    // Cells past the discarded run move: they must be this slot's alone.
-    if (s.shared_len > static_cast<size_t>(n_keep + n_discard) && !policy_.unshare(s)) return false;
-    if (!llama_memory_seq_rm(mem, s.id, n_keep, n_keep + n_discard)) return false;
-    llama_memory_seq_add(mem, s.id, n_keep + n_discard, n_past, -n_discard);
-    s.shared_len = std::min(s.shared_len, static_cast<size_t>(n_keep));
-    s.exact_end = std::min(s.exact_end, static_cast<size_t>(n_keep));
-    if (parts_.spec) parts_.spec->shift(s.id, n_keep, n_discard, n_past);
-    s.cache.erase(s.cache.begin() + n_keep, s.cache.begin() + n_keep + n_discard);
-    s.truncated = true;
-    counters_.context_shifts++;
-    return true;
 }
 
 // The embedding of an input is read from its last decode, as llama-server reads it: with images,

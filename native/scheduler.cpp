@@ -131,21 +131,37 @@ void Scheduler::apply_cancels(const std::vector<int64_t> & cancels) {
     }
 }
 
-// Gives free slots to waiting tasks, in fair share's order (admission.h; with one tenant and no
-// priorities, the same order as without it), or without it oldest first, or newest first once the oldest has waited
-// overload_lifo_ms (adaptive LIFO, as in Facebook's "Fail at Scale": under overload a FIFO queue
-// makes every client wait for the backlog; newest first answers most of them at once and leaves
-// the backlog's oldest to wait longer). A task whose state is being read from the disk tier waits
-// for the read (the others go on). Prompts then go in by admission
-// (BatchBuilder::add_prompt_tokens), so the order holds for tasks admitted together. Returns how
-// many started.
+// Gives free slots to waiting tasks in admission's order (admission.h): by tenant with fair share;
+// without it every task counts as one tenant's, so the order is the one within a tenant over the
+// whole queue: the better class, then the lower priority, then oldest first, or newest first once
+// the oldest has waited overload_lifo_ms (adaptive LIFO, as in Facebook's "Fail at Scale": under
+// overload a FIFO queue makes every client wait for the backlog; newest first answers most of
+// them at once and leaves the backlog's oldest to wait longer). A task that finds no slot now
+// (choose_slot: its id_slot busy, or its state still being read from the disk tier) is skipped
+// this turn; the others go on. Prompts then go in by admission (BatchBuilder::add_prompt_tokens),
+// so the order holds for tasks admitted together. Returns how many started.
 size_t Scheduler::admit_waiting(int64_t now) {
     if (waiting_.empty()) return 0;
+    std::vector<AdmissionEntry> entries;
+    entries.reserve(waiting_.size());
+    for (const auto & t : waiting_) entries.push_back(AdmissionEntry{&t->share, t->t_queued_us});
+    std::vector<bool> skip(waiting_.size(), false);
     std::vector<Slot *> started;
-    if (params_.fair_share) {
-        admit_by_fair_share(now, started);
-    } else {
-        admit_in_arrival_order(now, started);
+    const auto idle = [](const Slot & s) { return !s.busy(); };
+    while (std::any_of(slots_.begin(), slots_.end(), idle)) {
+        const size_t i = admission_next(entries, skip, tenants_, now, params_.overload_lifo_ms, params_.fair_share);
+        if (i == entries.size()) break;
+        Slot * slot = policy_.choose_slot(*waiting_[i]);
+        if (!slot) {
+            skip[i] = true;
+            continue;
+        }
+        std::unique_ptr<CompletionTask> task = std::move(waiting_[i]);
+        waiting_.erase(waiting_.begin() + static_cast<std::ptrdiff_t>(i));
+        entries.erase(entries.begin() + static_cast<std::ptrdiff_t>(i));
+        skip.erase(skip.begin() + static_cast<std::ptrdiff_t>(i));
+        start_task(*slot, std::move(task), now);
+        started.push_back(slot);
     }
     // Once every task admitted together has its slot: an idle cache that one of them continues or
     // shares is judged against all of them, not freed under the first.
@@ -162,45 +178,16 @@ size_t Scheduler::admit_waiting(int64_t now) {
     return started.size();
 }
 
-// waiting_ is in arrival order.
-void Scheduler::admit_in_arrival_order(int64_t now, std::vector<Slot *> & started) {
-    const bool newest_first = params_.overload_lifo_ms > 0 && now - waiting_.front()->t_queued_us >= params_.overload_lifo_ms * 1000;
-    for (size_t skipped = 0; skipped < waiting_.size();) {
-        const size_t i = newest_first ? waiting_.size() - 1 - skipped : skipped;
-        Slot * slot = policy_.choose_slot(*waiting_[i]);
-        if (!slot) {
-            skipped++;
-            continue;
-        }
-        std::unique_ptr<CompletionTask> task = std::move(waiting_[i]);
-        waiting_.erase(waiting_.begin() + static_cast<std::ptrdiff_t>(i));
-        start_task(*slot, std::move(task), now);
-        started.push_back(slot);
-    }
-}
-
-// admission_next picks each next task; one that finds no slot now is skipped for this turn.
-void Scheduler::admit_by_fair_share(int64_t now, std::vector<Slot *> & started) {
-    std::vector<AdmissionEntry> entries;
-    entries.reserve(waiting_.size());
-    for (const auto & t : waiting_) entries.push_back(AdmissionEntry{&t->share, t->t_queued_us});
-    std::vector<bool> skip(waiting_.size(), false);
-    const auto idle = [](const Slot & s) { return !s.busy(); };
-    while (std::any_of(slots_.begin(), slots_.end(), idle)) {
-        const size_t i = admission_next(entries, skip, tenants_, now, params_.overload_lifo_ms);
-        if (i == entries.size()) break;
-        Slot * slot = policy_.choose_slot(*waiting_[i]);
-        if (!slot) {
-            skip[i] = true;
-            continue;
-        }
-        std::unique_ptr<CompletionTask> task = std::move(waiting_[i]);
-        waiting_.erase(waiting_.begin() + static_cast<std::ptrdiff_t>(i));
-        entries.erase(entries.begin() + static_cast<std::ptrdiff_t>(i));
-        skip.erase(skip.begin() + static_cast<std::ptrdiff_t>(i));
-        start_task(*slot, std::move(task), now);
-        started.push_back(slot);
-    }
+// -bs / backend_sampling: the task's sampler chain runs in the decode graph, as llama-server does
+// it: not with a grammar or a reasoning budget (common_sampling refuses those), nor when raw
+// probabilities are asked for (they need the logits before sampling).
+static void attach_backend_sampler(llama_context * ctx, const EngineParams & params, Slot & slot) {
+    if (!params.backend_sampling) return;
+    const CompletionTask & t = *slot.task;
+    const bool use = t.kind == TaskKind::COMPLETION && t.sampler && t.sampling.backend_sampling && t.sampling.grammar.empty() &&
+                     t.sampling.reasoning_budget_tokens < 0 && !(t.n_probs > 0 && !t.post_sampling_probs);
+    llama_set_sampler(ctx, slot.id, use ? common_sampler_get(t.sampler.get()) : nullptr);
+    slot.backend_sampler = use;
 }
 
 // Charges the task's tenant (admission.h) and gives it the slot.
@@ -216,19 +203,7 @@ void Scheduler::start_task(Slot & slot, std::unique_ptr<CompletionTask> task, in
     if (slot.task->sampler) {
         for (llama_token t : slot.task->prompt) common_sampler_accept(slot.task->sampler.get(), t, false);
     }
-    attach_backend_sampler(slot);
-}
-
-// -bs / backend_sampling: the task's sampler chain runs in the decode graph, as llama-server does
-// it: not with a grammar or a reasoning budget (common_sampling refuses those), nor when raw
-// probabilities are asked for (they need the logits before sampling).
-void Scheduler::attach_backend_sampler(Slot & slot) {
-    if (!params_.backend_sampling) return;
-    const CompletionTask & t = *slot.task;
-    const bool use = t.kind == TaskKind::COMPLETION && t.sampler && t.sampling.backend_sampling && t.sampling.grammar.empty() &&
-                     t.sampling.reasoning_budget_tokens < 0 && !(t.n_probs > 0 && !t.post_sampling_probs);
-    llama_set_sampler(parts_.ctx, slot.id, use ? common_sampler_get(t.sampler.get()) : nullptr);
-    slot.backend_sampler = use;
+    attach_backend_sampler(parts_.ctx, params_, slot);
 }
 
 // Ends the slot's task; its sampler chain leaves the decode graph first (it is freed with the task).

@@ -56,11 +56,8 @@ private:
     bool take_inbox(bool wait);
     bool gather_burst();
     size_t admit_waiting(int64_t now_us);
-    void admit_in_arrival_order(int64_t now_us, std::vector<Slot *> & started);
-    void admit_by_fair_share(int64_t now_us, std::vector<Slot *> & started);
     void apply_cancels(const std::vector<int64_t> & cancels);
     void start_task(Slot & slot, std::unique_ptr<CompletionTask> task, int64_t now_us);
-    void attach_backend_sampler(Slot & slot);
     void release_slot(Slot & slot, int64_t now_us);
     void run_slot_actions();
     void step();
@@ -76,7 +73,6 @@ private:
     // scheduler-results.cpp: what a slot's outputs become
     void handle_sampled(Slot & slot, llama_token token);
     void verify_draft(Slot & slot);
-    bool shift_context(Slot & slot);
     void finish_embedding(Slot & slot, int32_t first_index);
     void finish(Slot & slot);
     void fail(Slot & slot, const std::string & message);
@@ -99,7 +95,7 @@ private:
     uint64_t admissions_ = 0;    // tasks given a slot so far (Slot::admission)
     int64_t last_decode_us_ = 0; // how long decode_group's llama_decode took
     std::deque<std::unique_ptr<CompletionTask>> waiting_;  // in arrival order
-    TenantClocks tenants_;       // the tenants of waiting and running tasks (fair share)
+    TenantClocks tenants_;       // the tenants of waiting and running tasks (admission.h)
     std::deque<SlotAction> actions_;   // slot actions waiting for their slot to be idle
 };
 

@@ -1,10 +1,10 @@
 // Slot choice, placing a task's prompt in its slot's cache, idle caches, eviction. Prefix sharing
-// (the cells one slot takes from another) is in prefix-sharing.cpp.
+// (the cells one slot takes from another) is in prefix-sharing.cpp, the disk tier's half in disk-tier.cpp.
 #include "slot-cache-policy.h"
 
 #include <algorithm>
 
-#include "disk-cache.h"
+#include "disk-tier.h"
 #include "log.h"
 #include "speculation.h"
 
@@ -17,14 +17,7 @@ SlotCachePolicy::SlotCachePolicy(llama_context * ctx, std::vector<Slot> & slots,
     : ctx_(ctx), slots_(slots), params_(params), sharing_(sharing), spec_(spec), counters_(counters), disk_(disk) {
     // As llama-server: the cache holds at least a context's worth of tokens.
     if (params_.prompt_cache_mib != 0) prompt_cache_ = std::make_unique<PromptCache>(params_.prompt_cache_mib, llama_n_ctx(ctx_), llama_n_ctx(ctx_));
-    // Entries the host-memory tier evicts go to disk when they add enough to what it holds; their
-    // buffer is handed over, not copied.
-    if (prompt_cache_ && disk_) {
-        prompt_cache_->on_leaving([this](std::vector<llama_token> & tokens, std::vector<float> & lora, HostBuffer & buffer, size_t size) {
-            if (!disk_->worth_saving(tokens, lora, std::max(kDiskMinNew, tokens.size() / 8))) return false;
-            return disk_->save_buffer(std::move(tokens), std::move(lora), std::move(buffer), size);
-        });
-    }
+    if (prompt_cache_ && disk_) connect_disk_tier();
     // llama-server's debug line (its test suite looks for the tag) when idle slots go to the cache.
     if (prompt_cache_ && params_.cache_idle_slots) log_debug("srv    load_model: __TEST_TAG_CACHE_IDLE_SLOTS_ENABLED__\n");
 }
@@ -44,8 +37,8 @@ SlotCachePolicy::SlotCachePolicy(llama_context * ctx, std::vector<Slot> & slots,
 //   unrelated idle cache is not kept at the expense of the others).
 // A cache made under other LoRA scales holds nothing of the prompt (it cannot be reused).
 Slot * SlotCachePolicy::choose_slot(const CompletionTask & task) {
-    // A task whose state the disk tier is reading waits for the read (prefetch_from_disk).
-    if (task.disk_prefetch && !task.disk_prefetch->done.load(std::memory_order_acquire)) return nullptr;
+    // A task whose state the disk tier is reading waits for the read (disk-tier.h).
+    if (disk_read_pending(task)) return nullptr;
     if (task.id_slot >= 0) {
         Slot & s = slots_[task.id_slot];
         return s.busy() ? nullptr : &s;
@@ -286,87 +279,31 @@ bool SlotCachePolicy::evict_lru_idle() {
     return true;
 }
 
-// --cache-disk: a prompt that a file serves kDiskMinGain tokens better than the slots' caches and
-// the host-memory tier has the file read when it arrives (the read happens on the disk tier's
-// reader thread; the task is admitted once it is done). Counted as the prompt can use it, without
-// its last token (always computed again).
-void SlotCachePolicy::prefetch_from_disk(CompletionTask & task) const {
-    if (!disk_ || task.kind != TaskKind::COMPLETION || !task.cache_prompt || !task.media.empty() || task.prompt.size() < 2) return;
-    const size_t usable = task.prompt.size() - 1;
-    size_t have = prompt_cache_ ? std::min(prompt_cache_->longest_prefix(task.prompt, task.lora_scales), usable) : 0;
-    for (const auto & s : slots_) {
-        if (s.cache_lora == task.lora_scales) have = std::max(have, std::min(common_prefix_length(s.cache, task.prompt), usable));
-    }
-    if (have >= usable || std::min(disk_->longest_prefix(task.prompt, task.lora_scales), usable) < have + kDiskMinGain) return;
-    task.disk_prefetch = disk_->prefetch(task.prompt, task.lora_scales, have + kDiskMinGain - 1);
-}
-
-// At placement: the state read for the task (prefetch_from_disk) is restored into its slot when it
-// still serves the prompt kDiskMinGain tokens better than the slot's cache (after the host-memory
-// tier's swap) and, with sharing, the pool's cells; the slot's own cache goes to host memory
-// first, as for a host-memory restore. The engine thread never reads the disk here.
-void SlotCachePolicy::restore_from_disk(Slot & slot, CompletionTask & task) {
-    std::shared_ptr<DiskPrefetch> read = std::move(task.disk_prefetch);
-    if (!read || !read->state || task.prompt.size() < 2) return;
-    const DiskCache::State & state = *read->state;
-    const size_t usable = task.prompt.size() - 1;
-    const bool same_lora = slot.cache_lora == task.lora_scales;
-    size_t have = same_lora ? std::min(common_prefix_length(slot.cache, task.prompt), usable) : 0;
-    if (sharing_) have = std::max(have, std::min(longest_cached_prefix(slot, task).n, usable));
-    if (have >= usable || std::min(common_prefix_length(state.tokens, task.prompt), usable) < have + kDiskMinGain) return;
-    if (prompt_cache_ && !slot.cache.empty()) {
-        save_to_prompt_cache(slot);
-        prompt_cache_->trim();
-    }
-    clear_slot(slot);
-    bool ok = llama_state_seq_set_data(ctx_, state.data, state.size, slot.id) != 0;
-    if (!ok) {
-        // No room in the KV pool: idle slots make room, as for a host-memory restore.
-        llama_memory_seq_rm(llama_get_memory(ctx_), slot.id, -1, -1);
-        drop_idle_caches(&slot);
-        ok = llama_state_seq_set_data(ctx_, state.data, state.size, slot.id) != 0;
-    }
-    if (!ok) {
-        llama_memory_seq_rm(llama_get_memory(ctx_), slot.id, -1, -1);
-        return;
-    }
-    disk_->restored(state);
-    slot.cache = state.tokens;
-    slot.cache_lora = task.lora_scales;
-    if (log_debug_enabled()) log_debug("slot " + std::to_string(slot.id) + ": " + std::to_string(slot.cache.size()) + " tokens restored from the disk cache\n");
-}
-
-// A cache that can be written: not one holding images (it cannot be restored without them).
-bool SlotCachePolicy::save_to_disk(const Slot & slot, size_t min_new, bool wait) {
-    if (slot.cache.size() < min_new || !slot.cache_media.empty()) return false;
-    if (!disk_->worth_saving(slot.cache, slot.cache_lora, min_new)) return false;
-    return disk_->save(ctx_, slot.id, slot.cache, slot.cache_lora, wait);
-}
-
-void SlotCachePolicy::task_ending(const Slot & slot, int64_t now) {
-    if (!disk_ || !slot.task || slot.task->kind != TaskKind::COMPLETION || !slot.task->cache_prompt) return;
-    disk_due_.push_back(DiskDue{slot.id, now});
-}
-
-void SlotCachePolicy::save_due_to_disk(bool idle, int64_t now) {
-    while (!disk_due_.empty() && (idle || now - disk_due_.front().since_us >= kDiskSaveDelayUs)) {
-        const Slot & s = slots_[static_cast<size_t>(disk_due_.front().slot)];
-        disk_due_.erase(disk_due_.begin());
-        if (!s.busy()) save_to_disk(s, std::max(kDiskMinNew, s.cache.size() / 8), false);
-        if (!idle) break;
-    }
-}
-
-void SlotCachePolicy::persist_caches() {
-    if (!disk_) return;
-    disk_due_.clear();  // every slot's cache is looked at below
-    for (const auto & s : slots_) save_to_disk(s, kJoinMinTokens, true);
-    if (!prompt_cache_) return;
-    prompt_cache_->on_leaving([this](std::vector<llama_token> & tokens, std::vector<float> & lora, HostBuffer & buffer, size_t size) {
-        if (!disk_->worth_saving(tokens, lora, kJoinMinTokens)) return false;
-        return disk_->save_buffer(std::move(tokens), std::move(lora), std::move(buffer), size, true);
-    });
-    prompt_cache_->drain();
+// llama-server's context shift: keep the first n_keep tokens (+ BOS), drop n_discard after them
+// (default half of the rest) and move the remainder down. Not for prompts with images (their
+// positions are not one per cache entry). False when the slot cannot be shifted.
+bool SlotCachePolicy::shift_context(Slot & s) {
+    const CompletionTask & task = *s.task;
+    if (!params_.ctx_shift || !task.media.empty()) return false;
+    const int32_t n_past = static_cast<int32_t>(s.cache.size());
+    int32_t n_keep = task.n_keep < 0 ? static_cast<int32_t>(task.prompt.size()) : task.n_keep;
+    if (llama_vocab_get_add_bos(llama_model_get_vocab(llama_get_model(ctx_)))) n_keep += 1;
+    n_keep = std::max(0, std::min(s.n_ctx - 4, n_keep));
+    const int32_t n_left = n_past - n_keep;
+    const int32_t n_discard = std::clamp(task.n_discard > 0 ? task.n_discard : n_left / 2, 0, std::max(0, n_left - 1));
+    if (n_discard == 0) return false;
+    llama_memory_t mem = llama_get_memory(ctx_);
+    // Cells past the discarded run move: they must be this slot's alone.
+    if (s.shared_len > static_cast<size_t>(n_keep + n_discard) && !unshare(s)) return false;
+    if (!llama_memory_seq_rm(mem, s.id, n_keep, n_keep + n_discard)) return false;
+    llama_memory_seq_add(mem, s.id, n_keep + n_discard, n_past, -n_discard);
+    s.shared_len = std::min(s.shared_len, static_cast<size_t>(n_keep));
+    s.exact_end = std::min(s.exact_end, static_cast<size_t>(n_keep));
+    if (spec_) spec_->shift(s.id, n_keep, n_discard, n_past);
+    s.cache.erase(s.cache.begin() + n_keep, s.cache.begin() + n_keep + n_discard);
+    s.truncated = true;
+    counters_.context_shifts++;
+    return true;
 }
 
 void SlotCachePolicy::clear_slot(Slot & slot) {

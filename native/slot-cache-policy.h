@@ -7,8 +7,8 @@
 //   - idle caches: which stay in the pool and which go to host memory (--cache-idle-slots);
 //   - the disk tier (--cache-disk, DiskCache): what is written there (a finished task's cache
 //     that adds enough to what the files hold, host-memory entries evicted, every cache at
-//     shutdown) and when a prompt is restored from it;
-//   - eviction under KV pressure; emptying a slot.
+//     shutdown) and when a prompt is restored from it (disk-tier.h states it; disk-tier.cpp);
+//   - eviction under KV pressure; the context shift; emptying a slot.
 // It works on the slots, the context's memory and the prompt cache, never on JS values, so its
 // rules are tested without a server (test/native/engine-rules.cpp).
 #include <cstdint>
@@ -31,18 +31,6 @@ class Speculation;
 constexpr size_t kJoinMinTokens = 32;
 // A cache the prompt keeps almost all of: it loses at most this many tokens (or a tenth of itself).
 constexpr size_t kContinuationLoss = 32;
-// The disk tier: a state is written when it holds at least this many tokens (or an eighth of
-// itself) beyond what the files already hold (so that a conversation growing turn by turn is
-// written every few turns, not at each); at shutdown, when it holds kJoinMinTokens more. A prompt
-// is restored from disk when that gives it at least kDiskMinGain more tokens than its slot or
-// the pool would.
-constexpr size_t kDiskMinNew = 256;
-constexpr size_t kDiskMinGain = 64;
-// A finished task's cache is copied for the disk tier once the engine is idle (a burst of
-// requests pays nothing for it), or once it has waited this long while the engine stays busy (so
-// that a server never idle still writes, and a crash loses at most this much).
-constexpr int64_t kDiskSaveDelayUs = 2000000;
-
 class SlotCachePolicy {
 public:
     // `sharing`: prefix sharing in effect (EngineModes); `spec`: the draft model's copies of the
@@ -75,6 +63,11 @@ public:
     // Gives the slot cells of its own for everything it holds, so that moving its cells moves no
     // other sequence's. False when the copy found no room: the slot's cache is then empty.
     bool unshare(Slot & slot);
+
+    // llama-server's context shift (--context-shift) for a generating slot whose context is full:
+    // keeps the first n_keep tokens (+ BOS), drops n_discard after them and moves the rest down.
+    // False when the slot cannot be shifted (off, images, nothing to drop, no room to unshare).
+    bool shift_context(Slot & slot);
 
     // KV pressure: frees idle slots' cells (copied to host memory first with --cache-idle-slots);
     // with sharing the least recently used idle slot's, else every idle slot's. False when no
@@ -117,6 +110,8 @@ private:
     bool drop_idle_caches(const Slot * except);
     bool evict_lru_idle();
     void expect_saves(const std::vector<Slot *> & started);
+    // disk-tier.cpp
+    void connect_disk_tier();
     void restore_from_disk(Slot & slot, CompletionTask & task);
     bool save_to_disk(const Slot & slot, size_t min_new, bool wait);
 

@@ -64,16 +64,23 @@ static void read_lora_scales(Napi::Env env, Napi::Value value, size_t n_loras, C
     }
 }
 
-// Whom the task belongs to (admission.h): tenant, tenantWeight (> 0), priorityClass
-// ("interactive" or "batch"), priority (within the tenant, lower first). Every field optional.
+// Whom the task belongs to (admission.h): tenant, tenantWeight, priorityClass, priority (within
+// the tenant, lower first). Every field optional (absent or null: its default). The bounds are the
+// tenant settings' own, as the TypeScript validator checks them: a weight above 0 and at most
+// TENANT_MAX_WEIGHT, a known class; a field of another type is refused as well.
 static void read_share(Napi::Env env, Napi::Object o, TenantShare & share) {
-    if (o.Get("tenant").IsString()) share.tenant = o.Get("tenant").As<Napi::String>().Utf8Value();
-    if (o.Get("tenantWeight").IsNumber()) {
-        share.weight = o.Get("tenantWeight").As<Napi::Number>().DoubleValue();
-        if (!std::isfinite(share.weight) || share.weight <= 0) throw_coded(env, ErrorCode::INVALID_ARGUMENT, "task.tenantWeight must be a number above 0");
+    const auto given = [&](const char * key) { return !o.Get(key).IsUndefined() && !o.Get(key).IsNull(); };
+    if (given("tenant")) {
+        if (!o.Get("tenant").IsString()) throw_coded(env, ErrorCode::INVALID_ARGUMENT, "task.tenant must be a string");
+        share.tenant = o.Get("tenant").As<Napi::String>().Utf8Value();
     }
-    if (o.Get("priorityClass").IsString()) {
-        const std::string c = o.Get("priorityClass").As<Napi::String>().Utf8Value();
+    if (given("tenantWeight")) {
+        const double w = o.Get("tenantWeight").IsNumber() ? o.Get("tenantWeight").As<Napi::Number>().DoubleValue() : NAN;
+        if (!(w > 0 && w <= TENANT_MAX_WEIGHT)) throw_coded(env, ErrorCode::INVALID_ARGUMENT, "task.tenantWeight must be a number above 0 and at most 100");
+        share.weight = w;
+    }
+    if (given("priorityClass")) {
+        const std::string c = o.Get("priorityClass").IsString() ? o.Get("priorityClass").As<Napi::String>().Utf8Value() : "";
         if (c != "interactive" && c != "batch") throw_coded(env, ErrorCode::INVALID_ARGUMENT, "task.priorityClass must be \"interactive\" or \"batch\"");
         share.priority_class = c == "batch" ? PriorityClass::PRIORITY_CLASS_BATCH : PriorityClass::PRIORITY_CLASS_INTERACTIVE;
     }

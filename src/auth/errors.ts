@@ -23,6 +23,8 @@ export const AUTH_ERRORS = {
   APP_SLUG_TAKEN: { status: 409, message: 'An app with this slug already exists' },
   SESSION_NOT_FOUND: { status: 404, message: 'The user has no such session' },
   PASSKEY_INVALID: { status: 401, message: 'The passkey response could not be verified' },
+  PASSKEY_CREDENTIAL_ID_TOO_LONG: { status: 400, message: 'The credential id in the authenticator data is longer than 1023 bytes' },
+  PASSKEY_CREDENTIAL_ID_MISMATCH: { status: 400, message: 'The credential id in the authenticator data differs from the response\'s id' },
   PASSKEY_NOT_FOUND: { status: 404, message: 'The user has no such passkey' },
   PASSKEYS_NOT_CONFIGURED: { status: 409, message: 'The app has no relying party set for passkeys' },
   SMS_COUNTRY_NOT_ALLOWED: { status: 403, message: 'The app does not send codes to numbers of this country' },

@@ -56,14 +56,66 @@ export type SessionsBody = Static<typeof SessionsBody>;
 export const SessionEndBody = Type.Object({ ...appCredentials, refresh_token: text(MAX_TOKEN_CHARS), session_id: Uuid }, strict);
 export type SessionEndBody = Static<typeof SessionEndBody>;
 
-/** A WebAuthn response as the browser's PublicKeyCredential.toJSON() gives it; the library checks its fields. */
-const WebAuthnResponse = Type.Object({ id: text(1024), rawId: text(1024), type: text(32), response: Type.Object({}, { additionalProperties: true }) }, { additionalProperties: true });
+/** WebAuthn's longest credential id, in bytes. */
+export const MAX_CREDENTIAL_ID_BYTES = 1023;
+/** Unpadded base64url (what PublicKeyCredential.toJSON() writes) of at most `maxBytes` bytes. */
+function base64url(maxBytes: number, minBytes = 1): TString {
+  return Type.String({ minLength: Math.ceil((minBytes * 4) / 3), maxLength: Math.ceil((maxBytes * 4) / 3), pattern: '^[A-Za-z0-9_-]*$' });
+}
+/** The credential id: 1 to 1023 bytes (WebAuthn's bound; the stored id is indexed, so it must stay small). */
+const CredentialId = base64url(MAX_CREDENTIAL_ID_BYTES);
+/**
+ * What a client may return for the extensions the options ask for (credProps; none else today).
+ * Clients return results only for requested extensions; an unknown member is tolerated for
+ * extensions asked for later, and none of this object is stored.
+ */
+const ClientExtensionResults = Type.Object({
+  credProps: Type.Optional(Type.Object({ rk: Type.Optional(Type.Boolean()) }, { additionalProperties: true, maxProperties: 8 })),
+  appid: Type.Optional(Type.Boolean()),
+  hmacCreateSecret: Type.Optional(Type.Boolean()),
+}, { additionalProperties: true, maxProperties: 16 });
+const credentialFields = {
+  id: CredentialId,
+  rawId: CredentialId,
+  type: Type.Literal('public-key'),
+  authenticatorAttachment: Type.Optional(Type.Union([Type.Literal('platform'), Type.Literal('cross-platform'), Type.Null()])),
+  clientExtensionResults: Type.Optional(ClientExtensionResults),
+};
+
+/**
+ * A registration response as PublicKeyCredential.toJSON() gives it (RegistrationResponseJSON).
+ * `transports` are stored: an array of at most 10 short lower-case tokens (WebAuthn names usb,
+ * nfc, ble, smart-card, hybrid, internal; a future name is kept as it comes).
+ */
+const WebAuthnRegistrationResponse = Type.Object({
+  ...credentialFields,
+  response: Type.Object({
+    clientDataJSON: base64url(8192),
+    attestationObject: base64url(12288),
+    authenticatorData: Type.Optional(base64url(12288)),
+    transports: Type.Optional(Type.Array(Type.String({ pattern: '^[a-z0-9-]{1,32}$' }), { maxItems: 10 })),
+    publicKeyAlgorithm: Type.Optional(Type.Integer({ minimum: -65536, maximum: 65535 })),
+    publicKey: Type.Optional(base64url(4096)),
+  }, strict),
+}, strict);
+
+/** An authentication response as PublicKeyCredential.toJSON() gives it (AuthenticationResponseJSON). */
+const WebAuthnAuthenticationResponse = Type.Object({
+  ...credentialFields,
+  response: Type.Object({
+    clientDataJSON: base64url(8192),
+    authenticatorData: base64url(12288, 37),
+    signature: base64url(2048),
+    /** The user handle of a discoverable credential: at most 64 bytes. */
+    userHandle: Type.Optional(Type.Union([base64url(64, 0), Type.Null()])),
+  }, strict),
+}, strict);
 
 export const PasskeyRegisterOptionsBody = Type.Object({ ...appCredentials, refresh_token: text(MAX_TOKEN_CHARS) }, strict);
 export type PasskeyRegisterOptionsBody = Static<typeof PasskeyRegisterOptionsBody>;
 
 export const PasskeyRegisterVerifyBody = Type.Object({
-  ...appCredentials, refresh_token: text(MAX_TOKEN_CHARS), ceremony_id: text(64), response: WebAuthnResponse, name: Type.Optional(text(100)),
+  ...appCredentials, refresh_token: text(MAX_TOKEN_CHARS), ceremony_id: text(64), response: WebAuthnRegistrationResponse, name: Type.Optional(text(100)),
 }, strict);
 export type PasskeyRegisterVerifyBody = Static<typeof PasskeyRegisterVerifyBody>;
 
@@ -73,7 +125,7 @@ export type PasskeyRemoveBody = Static<typeof PasskeyRemoveBody>;
 export const PasskeyLoginOptionsBody = Type.Object({ ...appCredentials }, strict);
 export type PasskeyLoginOptionsBody = Static<typeof PasskeyLoginOptionsBody>;
 
-export const PasskeyLoginVerifyBody = Type.Object({ ...appCredentials, ceremony_id: text(64), response: WebAuthnResponse, tenant_id: optionalTenant }, strict);
+export const PasskeyLoginVerifyBody = Type.Object({ ...appCredentials, ceremony_id: text(64), response: WebAuthnAuthenticationResponse, tenant_id: optionalTenant }, strict);
 export type PasskeyLoginVerifyBody = Static<typeof PasskeyLoginVerifyBody>;
 
 export const PasskeySettingsBody = Type.Object({

@@ -134,7 +134,8 @@ export class ResponseWriter {
     const { status, body } = this.settings.formatError(error);
     const headers: Record<string, string> = error.code === HttpLayerCode.METHOD_NOT_ALLOWED && error.details.allow
       ? { Allow: String(error.details.allow) } : {};
-    // After a 413 the rest of the body is still in flight: close instead of reading it.
+    // A 413 closes the connection: the body reader has read the refused body to its end (or to its
+    // bound) first, so the close finds no unread bytes to answer with a reset (body-reader.ts).
     this.writeResult({ status, body, headers }, error.status === 413);
   }
 

@@ -106,6 +106,7 @@ async function runSingleModel(params: NativeServerParams, own: OwnFlags, child: 
     extraRoutes: auth.routes,
     ...(auth.acceptBearer ? { acceptBearer: auth.acceptBearer } : {}),
     ...(auth.usage ? { usageRecorder: auth.usage } : {}),
+    ...(auth.fleetStore ? { fleetStore: auth.fleetStore } : {}),
     // A router's model process takes its tenants from the router and reports their usage to it.
     ...(child ? { routerChild: { usage: routerUsageReporter() } } : {}),
     log: (line) => say(line),
@@ -158,6 +159,7 @@ async function runRouter(params: NativeServerParams, own: OwnFlags): Promise<num
     extraRoutes: auth.routes,
     ...(auth.acceptBearer ? { acceptBearer: auth.acceptBearer } : {}),
     ...(auth.usage ? { usageRecorder: auth.usage } : {}),
+    ...(auth.fleetStore ? { fleetStore: auth.fleetStore } : {}),
     fakeTiming: (process.env['LLAMA_SERVER_DEBUG_FAKE_TIMING'] ?? '') !== '',
     log: (line) => say(line),
   });

@@ -14,6 +14,8 @@ import { Tenancy, type UsageReporter } from './tenants/tenancy.js';
 import { TenantTable, type TenantsFile } from './tenants/tenant-table.js';
 import type { TenantLimits } from './tenants/tenant.js';
 import { startUsageFlush } from './tenants/usage-flush.js';
+import { defaultReplicaName, FleetLimits } from './tenants/fleet-limits.js';
+import type { FleetStore } from './tenants/fleet-store.js';
 import { checkKey, readOnlyMount, type RouteContext } from './guards.js';
 import { inferenceRoutes } from './routes.js';
 import { streamRoutes } from './streams/stream-routes.js';
@@ -105,6 +107,10 @@ export interface InferenceServerOptions extends TransportOptions {
   tenants?: TenantOptions;
   /** The auth service's usage table (--auth): hourly usage written there (tenants/usage-flush.ts). */
   usageRecorder?: UsageRecorder;
+  /** The auth service's database (--auth): tenants' limits held with every replica that shares it (tenants/fleet-limits.ts). */
+  fleetStore?: FleetStore;
+  /** This replica's name in the fleet's counts (default: host name, process id and a random suffix). */
+  replicaName?: string;
   /**
    * Set once at start-up when a router started this process as a model process: each request's
    * tenant is the one the router admitted and forwarded (tenants/forwarded-tenant.ts), and what
@@ -171,7 +177,9 @@ export async function startInferenceServer(options: InferenceServerOptions): Pro
   let closed = false;
   const loadOptions = serviceLoadOptions(options);
   const host = new ServiceHost((onProgress) => loadInferenceService(loadOptions, onProgress, () => closed), (options.sleepIdleSeconds ?? -1) * 1000, options.onProgress);
-  const tenancy = new Tenancy(Date.now, options.routerChild?.usage ?? null);
+  const fleet = options.fleetStore ? new FleetLimits(options.fleetStore, options.replicaName ?? defaultReplicaName(), { log }) : null;
+  await fleet?.start();
+  const tenancy = new Tenancy(Date.now, options.routerChild?.usage ?? null, fleet);
   const ctx: RouteContext = {
     host,
     keys: new ApiKeys(options.apiKeys),
@@ -219,6 +227,7 @@ export async function startInferenceServer(options: InferenceServerOptions): Pro
       await Promise.all([host.close(), tools?.close()]);
       // The last usage, the hour in progress included, once no request runs any more.
       await usageFlush?.stop();
+      await fleet?.stop();
     },
   };
 }

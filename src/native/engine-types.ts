@@ -42,6 +42,10 @@ export interface EngineParams {
   cacheDiskMib?: number;
   /** What identifies the model's and adapters' files (service/disk-cache.ts); the engine adds the context layout. */
   cacheDiskIdentity?: string;
+  /** Tests only: a slow disk for the disk tier; each write waits this many ms half way through its state (0..3600000, default 0). */
+  cacheDiskTestWriteDelayMs?: number;
+  /** Tests only: a slow disk for the disk tier; each read waits this many ms before it starts (0..3600000, default 0). */
+  cacheDiskTestReadDelayMs?: number;
   /**
    * Chunked prefill: the tokens one step decodes while any slot is generating (one per generating
    * slot first, prompt chunks fill the rest, at least half of it); an integer >= 0, 0 = no budget
@@ -112,7 +116,7 @@ export interface EngineParams {
  */
 export type EngineSettings = Pick<EngineParams, 'contextShift' | 'promptCacheMib' | 'cacheIdleSlots' | 'special' | 'nCtxSlotMax' | 'backendSampling' |
   'prefillBudget' | 'prefillBudgetMs' | 'overloadLifoMs' | 'fairShare' | 'burstWaitMs' | 'kvUnified' | 'prefixSharing' | 'slotPromptSimilarity' |
-  'splitSteps' | 'earlyOutputs' | 'prepareSaves' | 'cacheDisk' | 'cacheDiskMib'>;
+  'splitSteps' | 'earlyOutputs' | 'prepareSaves' | 'cacheDisk' | 'cacheDiskMib' | 'cacheDiskTestWriteDelayMs' | 'cacheDiskTestReadDelayMs'>;
 
 /**
  * The chat layer's part of the sampling parameters (from Model.applyChat's ChatParams and the
@@ -225,7 +229,7 @@ export interface CompletionTaskSpec {
   loraScales?: number[];
   /** Whom the task belongs to (fair share, native/admission.h); "" or absent: the anonymous tenant. */
   tenant?: string;
-  /** The tenant's weight, > 0 (default 1): its share of the engine relative to other tenants. */
+  /** The tenant's weight, > 0 and <= 100 (default 1): its share of the engine relative to other tenants. */
   tenantWeight?: number;
   /** "interactive" (default) is admitted before "batch", across tenants. */
   priorityClass?: PriorityClass;

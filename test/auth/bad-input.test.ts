@@ -3,6 +3,7 @@
 // routes. No answer is ever a 500, a stack trace or SQL text.
 import t, { type Test } from 'tap';
 import { ADMIN_KEY, startAuthHarness, type Reply, type TestApp, type Tokens } from './fixtures/harness.js';
+import { registrationResponse } from './fixtures/software-authenticator.js';
 
 const h = await startAuthHarness();
 t.teardown(() => h.close());
@@ -29,9 +30,9 @@ function routes(): Array<{ path: string; body: Record<string, unknown>; headers?
     { path: '/auth/passkeys', body: { ...credentials, refresh_token: tokens.refresh_token } },
     { path: '/auth/passkeys/remove', body: { ...credentials, refresh_token: tokens.refresh_token, passkey_id: tenant } },
     { path: '/auth/passkeys/register/options', body: { ...credentials, refresh_token: tokens.refresh_token } },
-    { path: '/auth/passkeys/register/verify', body: { ...credentials, refresh_token: tokens.refresh_token, ceremony_id: tenant, response: { id: 'a', rawId: 'a', type: 'public-key', response: {} } } },
+    { path: '/auth/passkeys/register/verify', body: { ...credentials, refresh_token: tokens.refresh_token, ceremony_id: tenant, response: { id: 'AAAA', rawId: 'AAAA', type: 'public-key', clientExtensionResults: {}, response: { clientDataJSON: 'e30', attestationObject: 'oA' } } } },
     { path: '/auth/passkeys/login/options', body: { ...credentials } },
-    { path: '/auth/passkeys/login/verify', body: { ...credentials, ceremony_id: tenant, response: { id: 'a', rawId: 'a', type: 'public-key', response: {} } } },
+    { path: '/auth/passkeys/login/verify', body: { ...credentials, ceremony_id: tenant, response: { id: 'AAAA', rawId: 'AAAA', type: 'public-key', clientExtensionResults: {}, response: { clientDataJSON: 'e30', authenticatorData: 'A'.repeat(50), signature: 'AAAA' } } } },
     { path: '/admin/apps', body: { slug: 'shop', name: 'Shop' }, headers: { 'x-admin-key': ADMIN_KEY } },
     { path: `/admin/apps/${app.id}/tenants`, body: { name: 'Globex' }, headers: { 'x-admin-key': ADMIN_KEY } },
     { path: `/admin/apps/${app.id}/webhooks`, body: { url: 'https://example.com/hooks', event_types: ['session.revoked'] }, headers: { 'x-admin-key': ADMIN_KEY } },
@@ -117,6 +118,40 @@ t.test('SQL-injection strings in path parameters are inert', async (t) => {
       const reply = await h.request(method!, route!, { headers: { 'x-admin-key': ADMIN_KEY } });
       assertClean(t, reply, `${method} ${route}`);
       t.equal(reply.status, 404);
+    }
+  }
+});
+
+t.test('NUL bytes, control characters and over-long values in path parameters are 4xx on every admin route, never a 500', async (t) => {
+  const app_ = app.id;
+  const routes: Array<[string, (value: string) => string]> = [
+    ['GET', (v) => `/admin/apps/${v}`],
+    ['POST', (v) => `/admin/apps/${v}/secret`],
+    ['GET', (v) => `/admin/apps/${v}/tenants`],
+    ['GET', (v) => `/admin/apps/${app_}/tenants/${v}`],
+    ['GET', (v) => `/admin/apps/${v}/message-templates`],
+    ['GET', (v) => `/admin/apps/${v}/sms-defences`],
+    ['GET', (v) => `/admin/apps/${v}/webhooks`],
+    ['DELETE', (v) => `/admin/apps/${app_}/webhooks/${v}`],
+    ['GET', (v) => `/admin/apps/${v}/webhook-deliveries`],
+    ['POST', (v) => `/admin/apps/${app_}/webhook-deliveries/${v}/redeliver`],
+    ['GET', (v) => `/admin/apps/${v}/api-keys`],
+    ['POST', (v) => `/admin/apps/${app_}/api-keys/${v}/rotate`],
+    ['DELETE', (v) => `/admin/apps/${app_}/api-keys/${v}`],
+    ['GET', (v) => `/admin/users/${v}`],
+    ['DELETE', (v) => `/admin/users/${v}`],
+    ['POST', (v) => `/admin/users/${v}/restore`],
+    ['POST', (v) => `/admin/users/${v}/revoke-sessions`],
+    ['GET', (v) => `/admin/users/${v}/sessions`],
+    ['DELETE', (v) => `/admin/users/${tokens.user_id}/sessions/${v}`],
+    ['DELETE', (v) => `/admin/rate-limits/blocks/otp_request_ip/${v}`],
+    ['DELETE', (v) => `/admin/rate-limits/blocks/${v}/127.0.0.1`],
+  ];
+  for (const [method, path] of routes) {
+    for (const value of ['%00', 'a%00b', '%1B%5B31m', 'x'.repeat(5000)]) {
+      const reply = await h.request(method, path(value), { headers: { 'x-admin-key': ADMIN_KEY } });
+      assertClean(t, reply, `${method} ${path(value.slice(0, 20))}`);
+      t.ok([400, 404].includes(reply.status), `${method} ${path(value.slice(0, 20))}: ${reply.status} ${reply.body?.error?.code}`);
     }
   }
 });
@@ -307,4 +342,81 @@ t.test('an internal failure is 500 INTERNAL with no details; the cause is only l
   } finally {
     await h.sql`alter table refresh_tokens_away rename to refresh_tokens`;
   }
+});
+
+// Passkey registrations that a browser would not send but a client can: each is otherwise valid
+// (the right challenge, origin, RP ID, flags and a "none" attestation), so only the field named
+// refuses it. Before the response was checked by schema, each was a 500 from PostgreSQL.
+const PASSKEY_ORIGIN = 'http://localhost:8443';
+
+/** Sets the app's relying party and starts a registration: the ceremony id and the response to send. */
+async function startRegistration(credentialId?: Buffer): Promise<{ ceremonyId: string; response: ReturnType<typeof registrationResponse> }> {
+  const settings = await h.admin('PUT', `/admin/apps/${app.id}/passkeys`, { rp_id: 'localhost', rp_name: 'App A', origins: [PASSKEY_ORIGIN] });
+  if (settings.status !== 200) throw new Error(`passkey settings: ${settings.status} ${JSON.stringify(settings.body)}`);
+  const started = await h.post('/auth/passkeys/register/options', { ...h.credentials(app), refresh_token: tokens.refresh_token });
+  if (started.status !== 200) throw new Error(`register/options: ${started.status} ${JSON.stringify(started.body)}`);
+  return { ceremonyId: started.body.ceremony_id, response: registrationResponse({ challenge: started.body.options.challenge, rpId: 'localhost', origin: PASSKEY_ORIGIN, credentialId }) };
+}
+
+const registerVerify = (ceremonyId: string, response: unknown): Promise<Reply> =>
+  h.post('/auth/passkeys/register/verify', { ...h.credentials(app), refresh_token: tokens.refresh_token, ceremony_id: ceremonyId, response, name: 'Software' });
+
+const storedPasskeys = async (): Promise<string[]> => (await h.sql<{ credential_id: string }[]>`select credential_id from passkeys`).map((row) => row.credential_id);
+
+t.test('a software registration with every field right is 201, stored under its id (the control for the refusals below)', async (t) => {
+  const { ceremonyId, response } = await startRegistration();
+  const reply = await registerVerify(ceremonyId, response);
+  t.equal(reply.status, 201, JSON.stringify(reply.body));
+  t.same(reply.body.transports, ['internal']);
+  t.same(await storedPasskeys(), [response.id]);
+});
+
+t.test('a passkey registration whose transports is a string is 400 VALIDATION_ERROR naming the field; nothing is stored', async (t) => {
+  const { ceremonyId, response } = await startRegistration();
+  const reply = await registerVerify(ceremonyId, { ...response, response: { ...response.response, transports: 'internal' } });
+  t.equal(reply.status, 400);
+  t.equal(reply.body.error.code, 'VALIDATION_ERROR');
+  t.match(reply.body.error.message, /^Invalid field "response\.response\.transports": /);
+  t.same(await storedPasskeys(), []);
+});
+
+t.test('a passkey registration with U+0000 in a transport is 400 VALIDATION_ERROR naming the item; nothing is stored', async (t) => {
+  const { ceremonyId, response } = await startRegistration();
+  const reply = await registerVerify(ceremonyId, { ...response, response: { ...response.response, transports: ['internal', 'us\u0000b'] } });
+  t.equal(reply.status, 400);
+  t.equal(reply.body.error.code, 'VALIDATION_ERROR');
+  t.match(reply.body.error.message, /^Invalid field "response\.response\.transports\[1\]": /);
+  t.same(await storedPasskeys(), []);
+});
+
+t.test('a credential id over 1023 bytes in the authenticator data is 400 PASSKEY_CREDENTIAL_ID_TOO_LONG; nothing is stored', async (t) => {
+  for (const bytes of [3000, 1024]) {
+    const { ceremonyId, response } = await startRegistration(Buffer.alloc(bytes, 7));
+    // The response's own id is short and well-formed: only the authenticator data carries the long id.
+    const short = Buffer.alloc(16, 7).toString('base64url');
+    const reply = await registerVerify(ceremonyId, { ...response, id: short, rawId: short });
+    t.equal(reply.status, 400, `${bytes} bytes`);
+    t.same(reply.body, { error: { code: 'PASSKEY_CREDENTIAL_ID_TOO_LONG', message: 'The credential id in the authenticator data is longer than 1023 bytes' } }, `${bytes} bytes`);
+  }
+  const { ceremonyId, response } = await startRegistration(Buffer.alloc(1024, 7));
+  const sameId = await registerVerify(ceremonyId, response);
+  t.equal(sameId.status, 400, 'named by the response\'s id too, the id is refused by the schema');
+  t.match(sameId.body, { error: { code: 'VALIDATION_ERROR', message: /^Invalid field "response\.id": / } });
+  t.same(await storedPasskeys(), []);
+});
+
+t.test('a credential id in the authenticator data that differs from the response\'s id is 400 PASSKEY_CREDENTIAL_ID_MISMATCH; nothing is stored', async (t) => {
+  const { ceremonyId, response } = await startRegistration(Buffer.alloc(32, 1));
+  const other = Buffer.alloc(32, 2).toString('base64url');
+  const reply = await registerVerify(ceremonyId, { ...response, id: other, rawId: other });
+  t.equal(reply.status, 400);
+  t.same(reply.body, { error: { code: 'PASSKEY_CREDENTIAL_ID_MISMATCH', message: 'The credential id in the authenticator data differs from the response\'s id' } });
+  t.same(await storedPasskeys(), []);
+});
+
+t.test('a credential id of exactly 1023 bytes is stored under the response\'s id', async (t) => {
+  const { ceremonyId, response } = await startRegistration(Buffer.alloc(1023, 9));
+  const reply = await registerVerify(ceremonyId, response);
+  t.equal(reply.status, 201, JSON.stringify(reply.body));
+  t.same(await storedPasskeys(), [Buffer.alloc(1023, 9).toString('base64url')]);
 });

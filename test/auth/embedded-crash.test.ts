@@ -7,8 +7,8 @@
 // crash recovery). inference-server --auth, which mounts the same service on the same data
 // directory, is killed and restarted the same way. At the end, every rotation, revocation and
 // login that was answered 200 is in the database with its audit row, and every outbox event was
-// delivered at least once (duplicates: an attempt killed after the receiver had it, counted and
-// reported).
+// delivered at least once, and delivered again only across a kill (an attempt killed after the
+// receiver had it).
 //
 // The commands run from JavaScript, as installed (`auth-server` is dist/auth/server-main.js):
 // src/ is transpiled once with esbuild (the project's bundler, scripts/bundle.mjs) into a
@@ -51,14 +51,15 @@ async function compiledPackage(dir: string): Promise<string> {
   return dir;
 }
 
-// A webhook receiver that counts each message id; `holdMs` delays the answers, so that a kill
-// can land while a delivery is in flight (then the receiver has it and the outbox does not know).
-const receipts = new Map<string, number>();
+// A webhook receiver that records when each message id arrived; `holdMs` delays the answers, so
+// that a kill can land while a delivery is in flight (then the receiver has it and the outbox does
+// not know).
+const receipts = new Map<string, number[]>();
 let holdMs = 0;
 const receiver = http.createServer((req, res) => {
   req.resume().on('end', () => {
     const id = String(req.headers['webhook-id']);
-    receipts.set(id, (receipts.get(id) ?? 0) + 1);
+    receipts.set(id, [...(receipts.get(id) ?? []), Date.now()]);
     setTimeout(() => res.writeHead(200).end(), holdMs);
   });
 });
@@ -86,8 +87,9 @@ interface Running {
 function launch(command: Command): { child: ChildProcessWithoutNullStreams; output: () => string; waitFor: Running['waitFor']; exited: Promise<void> } {
   const env: NodeJS.ProcessEnv = {
     ...process.env, AUTH_ADMIN_KEY: ADMIN_KEY, AUTH_DATA_DIR: dataDir, AUTH_ISSUER: 'http://auth.test',
-    // Every round logs in new users from this one address.
-    AUTH_RATE_LIMITS: 'otp_request_ip=100000/3600,otp_verify_ip=100000/3600',
+    // Every round logs in new users from this one address, and its sessions rotate as fast as they
+    // can (an answer other than 200 before the kill fails the test, so no 429 may come).
+    AUTH_RATE_LIMITS: 'otp_request_ip=100000/3600,otp_verify_ip=100000/3600,refresh_family=100000/60',
   };
   delete env.DATABASE_URL;
   delete env.NODE_ENV;
@@ -140,10 +142,23 @@ async function postmasterPid(): Promise<number> {
   return Number.parseInt(await fs.readFile(path.join(dataDir, 'postgres', 'pgdata', 'postmaster.pid'), 'utf8'), 10);
 }
 
+/** True while the process exists and is not a zombie. */
+async function alive(pid: number): Promise<boolean> {
+  const stat = await fs.readFile(`/proc/${pid}/stat`, 'utf8').catch(() => null);
+  return stat !== null && stat.slice(stat.lastIndexOf(')') + 2)[0] !== 'Z';
+}
+
 type KillMode = 'server' | 'server and watchdog' | 'server and postgres';
+
+/** The kill in progress (null between kills): requests may go unanswered only then. */
+let killing: KillMode | null = null;
+/** When each kill began (ms): a webhook message may arrive again only across one. */
+const killTimes: number[] = [];
 
 /** SIGKILL as `mode` says; resolves once the server process is gone. */
 async function kill(running: Running, mode: KillMode): Promise<void> {
+  killing = mode;
+  killTimes.push(Date.now());
   await running.sql.end({ timeout: 0 });
   if (mode === 'server and watchdog') {
     // The watchdog shell and its reader first (everything of the process tree but postgres):
@@ -182,17 +197,78 @@ async function login(running: Running): Promise<string> {
   return verified.body.refresh_token;
 }
 
-/** Refreshes in a loop until a request fails (the kill); records every rotation answered 200. */
-async function refreshChain(running: Running, token: string): Promise<void> {
-  for (;;) {
-    const response = await json('POST', `${running.base}/auth/refresh`, { ...credentials, refresh_token: token }).catch(() => null);
-    if (response?.status !== 200) return;
-    token = response.body.refresh_token;
-    committed.rotations.push(token);
+type RefreshOutcome = { status: number; body: any } | 'cut by the kill';
+
+/** POST /auth/refresh; a request without an answer is 'cut by the kill', and throws when no kill had begun. */
+async function refresh(running: Running, token: string): Promise<RefreshOutcome> {
+  try {
+    return await json('POST', `${running.base}/auth/refresh`, { ...credentials, refresh_token: token });
+  } catch (error) {
+    if (killing === null) throw new Error(`a refresh went unanswered before the kill: ${String(error)}`);
+    return 'cut by the kill';
   }
 }
 
+/**
+ * Rotates the session as fast as it can until the kill cuts a request; records every rotation
+ * answered 200 and calls `rotated` after each. Every other answer is pushed to `unexpected`: until
+ * the kill the server rotates every time, and the only other answer allowed is a 5xx while the
+ * server is about to die after its PostgreSQL was killed (the request then repeats, and the next
+ * one is cut).
+ */
+async function refreshChain(running: Running, token: string, rotated: () => void, unexpected: string[]): Promise<number> {
+  let rotations = 0;
+  for (;;) {
+    const outcome = await refresh(running, token);
+    if (outcome === 'cut by the kill') return rotations;
+    if (outcome.status === 200) {
+      token = outcome.body.refresh_token;
+      committed.rotations.push(token);
+      rotations++;
+      rotated();
+    } else if (!(killing === 'server and postgres' && outcome.status >= 500)) {
+      unexpected.push(`${outcome.status} ${JSON.stringify(outcome.body)} (${killing === null ? 'before the kill' : `during the kill of the ${killing}`})`);
+      return rotations;
+    }
+  }
+}
+
+/** Resolves with `promise`, or rejects naming `what` after `ms`. */
+function within<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<never>((_, reject) => { timer = setTimeout(() => reject(new Error(`not within ${ms} ms: ${what}`)), ms); });
+  return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
+}
+
+const RECOVERY = /database system was not properly shut down; automatic recovery in progress/g;
+
 const randomMs = (max: number): number => Math.floor(Math.random() * max);
+
+/** Occurrences of PostgreSQL's crash recovery in its log (appended to by every start). */
+async function recoveries(): Promise<number> {
+  return ((await fs.readFile(path.join(dataDir, 'postgres', 'postgres.log'), 'utf8')).match(RECOVERY) ?? []).length;
+}
+
+/** Whether the next start must find the killed server's PostgreSQL still running. */
+const modeLeavesOrphan: Record<KillMode, boolean> = { server: false, 'server and watchdog': true, 'server and postgres': false };
+let lastPostmaster = 0;
+
+/**
+ * What each kill left: the server alone, its watchdog shuts PostgreSQL down cleanly (no
+ * postmaster.pid left); the watchdog killed too, PostgreSQL keeps running (an orphan for the next
+ * start); PostgreSQL killed too, it is gone and its postmaster.pid stays behind.
+ */
+async function checkKilled(t: { ok: (v: unknown, m: string) => unknown; equal: (a: unknown, b: unknown, m: string) => unknown }, round: number, mode: KillMode, postmaster: number): Promise<void> {
+  lastPostmaster = postmaster;
+  const pidFile = path.join(dataDir, 'postgres', 'pgdata', 'postmaster.pid');
+  if (mode === 'server and watchdog') {
+    t.ok(await alive(postmaster), `round ${round}: PostgreSQL (PID ${postmaster}) runs on without its watchdog`);
+    return;
+  }
+  t.ok(await until(async () => !(await alive(postmaster)), 10_000), `round ${round}: PostgreSQL (PID ${postmaster}) is gone after the kill of the ${mode}`);
+  const pidFileLeft = await fs.access(pidFile).then(() => true, () => false);
+  t.equal(pidFileLeft, mode === 'server and postgres', mode === 'server' ? `round ${round}: the watchdog shut it down cleanly` : `round ${round}: killed, it left its postmaster.pid`);
+}
 
 t.test('killed at random points, the same command comes back healthy and nothing committed is lost', async (t) => {
   // Round 0: killed during its first migrations.
@@ -213,22 +289,33 @@ t.test('killed at random points, the same command comes back healthy and nothing
   t.equal(hook.status, 201);
 
   const modes: KillMode[] = [];
+  const spentTwice: string[] = [];
   for (let round = 1; round <= ROUNDS + INFERENCE_ROUNDS; round++) {
     const mode: KillMode = round === 7 ? 'server and postgres' : round % 2 === 0 ? 'server and watchdog' : 'server';
     modes.push(mode);
     const tokens = await Promise.all([login(running), login(running), login(running)]);
     if (round % 2 === 1) {
-      // A refresh race: three sessions rotate as fast as they can, and one token is spent twice
-      // at once (one rotation wins, the other request is a replay that revokes the family).
+      // A refresh race: two sessions rotate as fast as they can, and a third one's token is spent
+      // twice at once (one rotation wins, the other request is a replay that revokes the family).
+      // The kill lands at a random point once both sessions have rotated at least once.
       holdMs = 0;
-      const chains = tokens.slice(0, 2).map((token) => refreshChain(running, token));
+      const unexpected: string[] = [];
+      const rotatedOnce: Array<() => void> = [];
+      const firstRotations = tokens.slice(0, 2).map(() => new Promise<void>((resolve) => rotatedOnce.push(resolve)));
+      const chains = tokens.slice(0, 2).map((token, i) => refreshChain(running, token, rotatedOnce[i]!, unexpected));
       const spent = tokens[2]!;
-      const race = [0, 1].map(() => json('POST', `${running.base}/auth/refresh`, { ...credentials, refresh_token: spent }).then((r) => {
-        if (r.status === 200) committed.rotations.push(r.body.refresh_token);
-      }, () => {}));
-      await new Promise((resolve) => setTimeout(resolve, 30 + randomMs(250)));
+      const race = await Promise.all([0, 1].map(() => refresh(running, spent)));
+      for (const outcome of race) if (outcome !== 'cut by the kill' && outcome.status === 200) committed.rotations.push(outcome.body.refresh_token);
+      t.same(race.map((o) => (o === 'cut by the kill' ? o : o.status === 200 ? '200' : `${o.status} ${o.body?.error?.code}`)).sort(), ['200', '401 TOKEN_REUSE'],
+        `round ${round}: a token spent twice at once rotates once, and the other request is TOKEN_REUSE`);
+      spentTwice.push(spent);
+      await within(Promise.all(firstRotations), 10_000, `round ${round}: both sessions rotated once (unexpected answers: ${unexpected.join('; ')})`);
+      await new Promise((resolve) => setTimeout(resolve, randomMs(250)));
+      const postmaster = await postmasterPid();
       await kill(running, mode);
-      await Promise.all([...chains, ...race]);
+      const rotations = await within(Promise.all(chains), 10_000, `round ${round}: the kill ends both refresh loops`);
+      t.same(unexpected, [], `round ${round}: every refresh answered before the kill was a rotation (${rotations.join(' and ')})`);
+      await checkKilled(t, round, mode, postmaster);
     } else {
       // Webhooks pending: revocations commit their deliveries; the receiver answers slowly, so
       // the kill finds some deliveries pending and some in flight.
@@ -239,17 +326,20 @@ t.test('killed at random points, the same command comes back healthy and nothing
         committed.revocations.push(token);
       }
       await new Promise((resolve) => setTimeout(resolve, randomMs(400)));
+      const postmaster = await postmasterPid();
       await kill(running, mode);
+      await checkKilled(t, round, mode, postmaster);
     }
+    const recoveriesBefore = await recoveries();
     const command: Command = round > ROUNDS ? 'inference-server' : 'auth-server';
     running = await start(t, command);
-    if (mode === 'server and watchdog') {
-      t.match(running.output(), /stopping the embedded PostgreSQL \(PID \d+\) left running on .* by a process that is gone/, `round ${round}: the orphan was recognised and stopped`);
-    }
+    killing = null;
+    const orphan = /stopping the embedded PostgreSQL \(PID (\d+)\) left running on .* by a process that is gone/.exec(running.output());
+    t.equal(orphan ? Number(orphan[1]) : null, modeLeavesOrphan[mode] ? lastPostmaster : null,
+      modeLeavesOrphan[mode] ? `round ${round}: the orphan PostgreSQL was recognised by its PID and stopped` : `round ${round}: no orphan was left`);
+    t.equal(await recoveries(), recoveriesBefore + (mode === 'server and postgres' ? 1 : 0),
+      mode === 'server and postgres' ? `round ${round}: after the power loss PostgreSQL recovered from its WAL` : `round ${round}: PostgreSQL had shut down cleanly`);
   }
-  t.ok(modes.filter((m) => m === 'server and watchdog').length >= 10, 'at least 10 orphans');
-  const log = await fs.readFile(path.join(dataDir, 'postgres', 'postgres.log'), 'utf8');
-  t.match(log, /database system was not properly shut down; automatic recovery in progress/, 'after the power loss PostgreSQL recovered from its WAL');
 
   holdMs = 0;
   const sql = running.sql;
@@ -272,6 +362,12 @@ t.test('killed at random points, the same command comes back healthy and nothing
   `).map((row) => row.family_id));
   t.same(committed.revocations.filter((token) => !revokedFamilies.has(familyOf.get(sha256(token).toString('hex'))!)), [],
     `all ${committed.revocations.length} revocations answered 200 are stored with their audit row`);
+  const reused = new Set((await sql<{ family_id: string }[]>`
+    select f.id as family_id from refresh_families f
+    where f.revoked_at is not null and exists (select 1 from audit_events a where a.type = 'token.reuse_detected' and a.family_id = f.id)
+  `).map((row) => row.family_id));
+  t.same(spentTwice.filter((token) => !reused.has(familyOf.get(sha256(token).toString('hex'))!)), [],
+    `all ${spentTwice.length} sessions whose token was spent twice are revoked with their token.reuse_detected row`);
   const loggedIn = new Set((await sql<{ user_id: string }[]>`select user_id from audit_events where type = 'login.succeeded'`).map((row) => row.user_id));
   t.same(committed.logins.filter((user) => !loggedIn.has(user)), [], `all ${committed.logins.length} logins have their audit row`);
 
@@ -285,9 +381,13 @@ t.test('killed at random points, the same command comes back healthy and nothing
   t.ok(await until(async () => (await sql`select 1 from webhook_deliveries where state <> 'delivered'`).length === 0, 30_000), 'every delivery is delivered after the last restart');
   const ids = (await sql<{ id: string }[]>`select id::text from webhook_deliveries`).map((row) => `msg_${row.id}`);
   t.same(ids.filter((id) => !receipts.has(id)), [], `all ${ids.length} outbox events were received`);
-  const duplicates = [...receipts.values()].filter((n) => n > 1).length;
+  t.same([...receipts.keys()].filter((id) => !ids.includes(id)), [], 'and nothing else');
+  // A message arrives again only when the process that sent it was killed before it could record
+  // the delivery: between any two arrivals of one message, a kill began.
+  const unexplained = [...receipts].filter(([, times]) => times.slice(1).some((time, i) => !killTimes.some((k) => k >= times[i]! && k < time)));
+  t.same(unexplained, [], 'no message arrived twice without a kill between its arrivals');
+  const duplicates = [...receipts.values()].filter((times) => times.length > 1).length;
   t.comment(`${ids.length} outbox events, ${duplicates} received more than once (a kill between the receiver's answer and the commit of "delivered")`);
-  t.ok(duplicates < ids.length, 'duplicates are the exception');
 
   await sql.end({ timeout: 0 });
   running.child.kill('SIGTERM');

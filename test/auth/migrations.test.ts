@@ -108,6 +108,9 @@ t.test('the compiled dist/auth/database/migrate.js finds the migrations in src/a
   const fromSrc = migrationsDirectory(new URL('../../src/auth/database/migrate.ts', import.meta.url).href);
   t.equal(path.resolve(fromSrc), path.resolve(fromDist.replace(`${path.sep}dist${path.sep}`, `${path.sep}src${path.sep}`)));
   t.same((await fs.readdir(fromDist)).filter((f) => f.endsWith('.sql')).sort(), MIGRATIONS);
+  // inference-server's bundle (scripts/bundle.mjs) holds this module in a chunk two levels below the root.
+  const fromBundle = migrationsDirectory(new URL('../../dist/bundle/chunk-ABCD.js', import.meta.url).href);
+  t.equal(path.resolve(fromBundle), path.resolve(fromSrc), 'and so does a chunk of the bundle');
 });
 
 t.test('the embedded cluster keeps its data across restarts', async (t) => {

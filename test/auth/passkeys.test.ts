@@ -203,6 +203,6 @@ t.test('the ceremony routes are rate limited per client IP: 429 RATE_LIMITED wit
   t.equal(refused.status, 429);
   t.same(refused.body, { error: { code: 'RATE_LIMITED', message: 'Too many requests; retry later' } });
   t.equal(refused.headers.get('retry-after'), '600');
-  const verify = await h.post('/auth/passkeys/login/verify', { ...h.credentials(app), ceremony_id: 'x', response: { id: 'a', rawId: 'a', type: 'public-key', response: {} } });
+  const verify = await h.post('/auth/passkeys/login/verify', { ...h.credentials(app), ceremony_id: 'x', response: { id: 'AAAA', rawId: 'AAAA', type: 'public-key', response: { clientDataJSON: 'e30', authenticatorData: 'A'.repeat(50), signature: 'AAAA' } } });
   t.equal(verify.status, 429, 'the same rule counts every ceremony route');
 });

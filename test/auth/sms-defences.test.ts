@@ -1,7 +1,7 @@
-// SMS abuse defences per app: the allow-list of countries (403), the daily cap, the velocities
-// per number prefix and per country, and the verification-ratio guard (429 with Retry-After).
-// Each trip is audited once per window as sms.defence_tripped and sent as a webhook; the
-// admin route shows the settings and this hour's countries.
+// SMS abuse defences per app: the allow-list of countries (403), the verification-ratio guard,
+// the velocities per number prefix and per country, and the daily cap (429 with Retry-After),
+// checked in that order. Each trip is audited once per window as sms.defence_tripped and sent as
+// a webhook; the admin route shows the settings, the codes sent today and this hour's countries.
 import t from 'tap';
 import { startAuthHarness, type TestApp } from './fixtures/harness.js';
 import { startWebhookReceiver, until } from './fixtures/webhook-receiver.js';
@@ -55,7 +55,7 @@ t.test('the daily cap refuses the codes over it with 429 SMS_DAILY_CAP_REACHED u
   t.equal((await h.post('/auth/otp/request', { ...h.credentials(app), email: 'ann@example.com' })).status, 200, 'e-mailed codes are not capped');
   t.same((await trips()).map((e) => e.details), [{ defence: 'daily_cap', calling_code: '351', limit: 2 }]);
   t.ok(await until(() => receiver.received.length === 1), 'the webhook is sent');
-  t.equal((await h.admin('GET', `/admin/apps/${app.id}/sms-defences`)).body.sent_today, 4, 'the console shows the day\'s count, refused attempts included');
+  t.equal((await h.admin('GET', `/admin/apps/${app.id}/sms-defences`)).body.sent_today, 2, 'the day\'s count is of codes sent, the two refused attempts not included');
 });
 
 t.test('the velocity per number prefix refuses a run of neighbouring numbers with 429 SMS_VELOCITY_EXCEEDED', async (t) => {
@@ -117,4 +117,33 @@ t.test('the settings are checked and are per app', async (t) => {
   t.equal(free.status, 200, 'another app without defences sends anywhere');
   const none = await h.admin('GET', `/admin/apps/${other.id}/sms-defences`);
   t.same(none.body, { settings: null, sent_today: 0, countries_this_hour: [] });
+});
+
+t.test('the defences run allow-list, ratio guard, prefix, country, daily cap: codes refused for a prefix do not use up the daily cap', async (t) => {
+  t.equal((await defend({ allowed_calling_codes: ['1', '44'], prefix_hourly: 1, country_hourly: 3, daily_cap: 3 })).status, 200);
+  t.equal((await send('+14155550100')).status, 200);
+  for (const phone of ['+14155550101', '+14155550102', '+14155550103', '+14155550104']) {
+    const refused = await send(phone);
+    t.equal(refused.body.error?.code, 'SMS_VELOCITY_EXCEEDED', `${phone}: the prefix refuses`);
+  }
+  t.equal((await send('+351912345678')).body.error?.code, 'SMS_COUNTRY_NOT_ALLOWED', 'the allow-list refuses before any counter');
+  t.equal((await send('+12125550100')).status, 200, 'another prefix of the country passes: the refused ones were not counted by the country or the day');
+  t.equal((await send('+447700900100')).status, 200, 'the third code of the day passes');
+  const capped = await send('+447700901200');
+  t.equal(capped.body.error?.code, 'SMS_DAILY_CAP_REACHED', 'the fourth is over the daily cap of 3');
+  t.same((await trips()).map((e) => e.details.defence), ['prefix_velocity', 'allow_list', 'daily_cap']);
+  t.equal((await h.admin('GET', `/admin/apps/${app.id}/sms-defences`)).body.sent_today, 3);
+});
+
+t.test('a code counts as sent only when the delivery took it: not when the resend interval refused it, not when the delivery failed', async (t) => {
+  t.equal((await defend({ ratio_min_sent: 100, ratio_min_verified: 0.5 })).status, 200);
+  t.equal((await send('+14155550100')).status, 200);
+  const resend = await send('+14155550100');
+  t.equal(resend.status, 429, 'the same number again within the resend interval');
+  t.equal(resend.body.error.code, 'RATE_LIMITED');
+  h.outbox.failNext = true;
+  t.equal((await send('+14155550101')).status, 502, 'the delivery failed');
+  const state = await h.admin('GET', `/admin/apps/${app.id}/sms-defences`);
+  t.equal(state.body.sent_today, 1);
+  t.same(state.body.countries_this_hour.map((c: any) => [c.calling_code, c.sent, c.verified]), [['1', 1, 0]]);
 });

@@ -68,6 +68,23 @@ t.test('a malformed row is a RangeError and nothing of its batch is stored', asy
   await h.service.usage.record([]);
 });
 
+t.test('GET /admin/usage names the tenant of a row whose label is the id of a tenant of its app', async (t) => {
+  await h.createApp('app-b');
+  const acme = await h.admin('POST', `/admin/apps/${app.id}/tenants`, { name: 'Acme Corp' });
+  t.equal(acme.status, 201);
+  await h.service.usage.record([
+    row({ tenant: acme.body.id }), row({ appSlug: 'app-b', tenant: acme.body.id }), row({ tenant: 'Acme Corp', key: 'k2' }), row({ appSlug: null, tenant: acme.body.id, key: 'k3' }),
+  ]);
+  const reply = await h.admin('GET', '/admin/usage');
+  t.equal(reply.status, 200);
+  t.same(reply.body.rows.map((r: any) => [r.app_slug, r.tenant, r.key, r.tenant_name]).sort(), [
+    [null, acme.body.id, 'k3', null],
+    ['app-a', acme.body.id, 'k1', 'Acme Corp'],
+    ['app-a', 'Acme Corp', 'k2', null],
+    ['app-b', acme.body.id, 'k1', null],
+  ].sort(), 'only the app\'s own tenant is named; another app\'s row with the same id and a label that is a name are not');
+});
+
 t.test('GET /admin/usage lists rows and totals, filtered by app (id or slug), tenant, key and range', async (t) => {
   const other = await h.createApp('app-b');
   await h.service.usage.record([
@@ -82,7 +99,7 @@ t.test('GET /admin/usage lists rows and totals, filtered by app (id or slug), te
   t.same(all.body.totals, { requests: 23, prompt_tokens: 50, cached_prompt_tokens: 20, completion_tokens: 100, queue_ms: 15, compute_ms: 250 });
   t.equal(all.body.truncated, false);
   t.same(all.body.rows[0], {
-    app_id: app.id, app_slug: 'app-a', tenant: 't1', key: 'k1', model: 'tiny', hour: hourAt(-1),
+    app_id: app.id, app_slug: 'app-a', tenant: 't1', tenant_name: null, key: 'k1', model: 'tiny', hour: hourAt(-1),
     requests: 1, prompt_tokens: 10, cached_prompt_tokens: 4, completion_tokens: 20, queue_ms: 3, compute_ms: 50,
   });
   const requests = async (query: string) => {

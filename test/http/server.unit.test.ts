@@ -188,6 +188,18 @@ t.test('a body over the cap is 413, declared or streamed', async (t) => {
   t.equal(streamed.status, 413);
 });
 
+t.test('a client still sending an 8 MiB body reads the 413, every time (the connection closes only after the body was read)', async (t) => {
+  const body = Buffer.alloc(8 * 1024 * 1024, 0x20);
+  const answers: string[] = [];
+  for (let i = 0; i < 20; i++) {
+    answers.push(await fetch(`${base}/echo`, { method: 'POST', headers: { 'content-type': 'application/json' }, body })
+      .then(async (res) => `${res.status} ${(await res.json()).error.code}`, (error: Error) => `${error.message}: ${String((error.cause as Error | undefined)?.message)}`));
+  }
+  t.same(answers, Array(20).fill('413 BODY_TOO_LARGE'));
+  const after = await fetch(`${base}/hello`);
+  t.equal(after.status, 200, 'the server serves on');
+});
+
 t.test('an HttpError is answered with its status and code', async (t) => {
   const res = await fetch(`${base}/teapot`);
   t.equal(res.status, 418);

@@ -6,9 +6,9 @@
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { closeSync, copyFileSync, writeFileSync, existsSync, mkdirSync, mkdtempSync, openSync, readdirSync, readSync, rmSync, statSync, truncateSync, watch, writeSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
 import t from 'tap';
 import { native } from '../../src/native/binding.js';
 import { startRouterServer } from '../../src/inference/multi-model/server.js';
@@ -173,34 +173,29 @@ t.test('a truncated file is deleted at start-up, a corrupted one when it is abou
   t.notOk(existsSync(b!));
 });
 
-/** A free TCP port. */
-async function freePort(): Promise<number> {
-  const s = createServer().listen(0, '127.0.0.1');
-  await once(s, 'listening');
-  const port = (s.address() as { port: number }).port;
-  s.close();
-  return port;
-}
-
-/** inference-server in a child process, which the test kills. */
-async function startChild(dir: string, env: Record<string, string> = {}) {
-  const port = await freePort();
-  const child = spawn(process.execPath, ['--import', join(REPO_ROOT, 'scripts', 'ts-loader.mjs'), join(REPO_ROOT, 'src', 'inference', 'server-main.ts'),
-    '-m', models.chat, '-c', String(SIZES.ctxSize), '-np', String(SIZES.parallel), '--host', '127.0.0.1', '--port', String(port), '--cache-disk', dir],
-  { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+/**
+ * The same server as `open` in a child process, which the test kills; `engine` adds engine
+ * settings (a slow disk). It prints "ready PORT" once its model is loaded.
+ */
+async function startChild(dir: string, engine: Record<string, number> = {}) {
+  const helper = pathToFileURL(join(REPO_ROOT, 'test', 'helpers', 'inference-server.ts')).href;
+  const main = `const { startTestServer } = await import(${JSON.stringify(helper)});
+    const s = await startTestServer(${JSON.stringify(models.chat)}, ${JSON.stringify({ ...SIZES, engine: { cacheDisk: dir, ...engine } })});
+    console.log('ready ' + s.server.port);`;
+  const child = spawn(process.execPath, ['--import', join(REPO_ROOT, 'scripts', 'ts-loader.mjs'), '--input-type=module', '--eval', main],
+    { stdio: ['ignore', 'pipe', 'pipe'] });
   let output = '';
-  const base = `http://127.0.0.1:${port}`;
-  // Ready once it says so ("model ready", on stdout or stderr).
-  await new Promise<void>((resolve, reject) => {
+  const port = await new Promise<string>((resolve, reject) => {
     const read = (d: Buffer): void => {
       output += d.toString();
-      if (output.includes('model ready')) resolve();
+      const m = /^ready (\d+)$/m.exec(output);
+      if (m) resolve(m[1]!);
     };
     child.stdout!.on('data', read);
     child.stderr!.on('data', read);
     child.once('exit', (code) => reject(new Error(`child exited ${code}: ${output}`)));
   });
-  return { child, base, kill: async () => { child.kill('SIGKILL'); if (child.exitCode === null && child.signalCode === null) await once(child, 'exit'); } };
+  return { child, base: `http://127.0.0.1:${port}`, kill: async () => { child.kill('SIGKILL'); if (child.exitCode === null && child.signalCode === null) await once(child, 'exit'); } };
 }
 
 t.test('kill -9 while a state is being written leaves nothing that is read as valid', async (t) => {
@@ -212,7 +207,7 @@ t.test('kill -9 while a state is being written leaves nothing that is read as va
       if (name && String(name).includes('.tmp-')) { w.close(); resolve(); }
     });
   });
-  const server = await startChild(dir, { LLAMA_ADDON_TEST_DISK_DELAY_MS: '600000' });
+  const server = await startChild(dir, { cacheDiskTestWriteDelayMs: 600000 });
   await postJson(`${server.base}/completion`, { prompt: P1, n_predict: 12, temperature: 0 });
   await tmpSeen;
   await server.kill();
@@ -266,9 +261,7 @@ t.test('the budget holds across restarts, least recently used first out', async 
 
 t.test('the step loop never waits for a disk write', async (t) => {
   const dir = newDir();
-  process.env['LLAMA_ADDON_TEST_DISK_DELAY_MS'] = '600000';
-  const server = await open(dir);
-  delete process.env['LLAMA_ADDON_TEST_DISK_DELAY_MS'];
+  const server = await open(dir, { engine: { cacheDiskTestWriteDelayMs: 600000 } });
   await complete(server.base, P1);
   // The state is copied once the engine is idle, just after the answer went out: /metrics is
   // read until it shows the write (it has no event to await).
@@ -289,9 +282,7 @@ t.test('the step loop never waits for a disk read: the task waits for its state 
   await complete(first.base, P1);
   await first.close();
   // A slow disk: every read waits 3 s before it starts.
-  process.env['LLAMA_ADDON_TEST_DISK_READ_DELAY_MS'] = '3000';
-  const server = await open(dir);
-  delete process.env['LLAMA_ADDON_TEST_DISK_READ_DELAY_MS'];
+  const server = await open(dir, { engine: { cacheDiskTestReadDelayMs: 3000 } });
   t.teardown(server.close);
   const stream = async (prompt: string, nPredict: number, signal: AbortSignal, onEvent: () => void): Promise<string> => {
     const res = await fetch(`${server.base}/completion`, { method: 'POST', body: JSON.stringify({ prompt, n_predict: nPredict, temperature: 0, n_probs: 2, stream: true }), signal });

@@ -33,6 +33,9 @@ async function admissionOrder(t: Test, fairShare: boolean | undefined, queued: Q
       const [outcome] = await e.submitAll([q.spec], { onToken: () => () => { if (!order.includes(q.name)) order.push(q.name); } });
       outcomes.push(outcome!);
     }
+    // Else an order could come from tasks that never waited (each admitted as it arrived).
+    t.equal(e.native.metrics().queued, queued.length, 'every other task waits in the queue while the blocker holds the slot');
+    t.same(order, [], 'none of them has generated yet');
     const [held] = await Promise.all([blocker[0]!, ...outcomes]);
     t.equal(held!.nPredicted, 200, 'the blocker ran to its end, the others waiting');
     t.equal(order.length, queued.length, 'every queued task generated');
@@ -57,6 +60,14 @@ t.test('fairShare false: one queue in arrival order, whatever the tenants', asyn
   t.same(await admissionOrder(t, false, backlogThenB), ['a1', 'a2', 'a3', 'b1']);
 });
 
+t.test('fairShare false: every task in one tenant, so priority still orders the queue', async (t) => {
+  t.same(await admissionOrder(t, false, [
+    { name: 'a3', spec: task('three', 2, { tenant: 'A', priority: 3 }) },
+    { name: 'b1', spec: task('one', 2, { tenant: 'B', priority: 1 }) },
+    { name: 'a1', spec: task('one again', 2, { tenant: 'A', priority: 1 }) },
+  ]), ['b1', 'a1', 'a3']);
+});
+
 t.test('within a tenant: lower priority first, then arrival order; the batch class after the interactive one', async (t) => {
   t.same(await admissionOrder(t, undefined, [
     { name: 'p3', spec: task('three', 2, { tenant: 'A', priority: 3 }) },
@@ -69,6 +80,18 @@ t.test('within a tenant: lower priority first, then arrival order; the batch cla
 t.test('a task\'s tenant fields are checked', async (t) => {
   const e = await InferenceEngine.create(model, { nCtx: 1024, nParallel: 1 });
   t.teardown(() => e.dispose());
-  await t.rejects(e.run(task('x', 1, { tenantWeight: 0 })), { code: 'INVALID_ARGUMENT', message: 'task.tenantWeight must be a number above 0' });
-  await t.rejects(e.run(task('x', 1, { priorityClass: 'urgent' as 'batch' })), { code: 'INVALID_ARGUMENT', message: 'task.priorityClass must be "interactive" or "batch"' });
+  // The tenant settings' bounds (the TypeScript validator's): a weight above 0 and at most 100, a known class.
+  const weight = { code: 'INVALID_ARGUMENT', message: 'task.tenantWeight must be a number above 0 and at most 100' };
+  await t.rejects(e.run(task('x', 1, { tenantWeight: 0 })), weight);
+  await t.rejects(e.run(task('x', 1, { tenantWeight: -1 })), weight);
+  await t.rejects(e.run(task('x', 1, { tenantWeight: 100.5 })), weight);
+  await t.rejects(e.run(task('x', 1, { tenantWeight: Number.NaN })), weight);
+  await t.rejects(e.run(task('x', 1, { tenantWeight: '2' as unknown as number })), weight);
+  const klass = { code: 'INVALID_ARGUMENT', message: 'task.priorityClass must be "interactive" or "batch"' };
+  await t.rejects(e.run(task('x', 1, { priorityClass: 'urgent' as 'batch' })), klass);
+  await t.rejects(e.run(task('x', 1, { priorityClass: 1 as unknown as 'batch' })), klass);
+  await t.rejects(e.run(task('x', 1, { tenant: 7 as unknown as string })), { code: 'INVALID_ARGUMENT', message: 'task.tenant must be a string' });
+  // The bounds themselves are accepted.
+  t.equal((await e.run(task('x', 1, { tenant: 'A', tenantWeight: 100, priorityClass: 'batch' }))).nPredicted, 1, 'weight 100, the batch class');
+  t.equal((await e.run(task('x', 1, { tenantWeight: 0.001, priorityClass: 'interactive' }))).nPredicted, 1, 'a small weight, the interactive class');
 });

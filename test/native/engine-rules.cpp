@@ -5,6 +5,9 @@
 // rule for writing again (disk-cache.h). Run by
 // test/native/engine-rules.test.ts: `engine_rules_test MODEL.gguf` prints one line per check,
 // "ok - NAME" or "not ok - NAME # DETAIL", and exits 1 when any failed.
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -17,8 +20,11 @@
 #include "admission.h"
 #include "batch-builder.h"
 #include "disk-cache.h"
+#include "disk-file.h"
 #include "engine-counters.h"
 #include "engine-params.h"
+#include "prompt-cache.h"
+#include "restore-rule.h"
 #include "slot-cache-policy.h"
 #include "slot.h"
 #include "step-cost.h"
@@ -268,6 +274,7 @@ struct AdmissionQueue {
     std::vector<AdmissionEntry> waiting;
     std::vector<std::string> names;  // a name per waiting task, for the checks
     double lifo_ms = 0;
+    bool fair_share = true;
 
     void arrive(const std::string & tenant, const std::string & name, int64_t t_us, double weight = 1,
                 PriorityClass c = PriorityClass::PRIORITY_CLASS_INTERACTIVE, int32_t priority = 0) {
@@ -279,7 +286,7 @@ struct AdmissionQueue {
     // The next task admitted at `now`, charged `cost`; "" when none waits.
     std::string admit(int64_t now, int64_t cost = 100) {
         std::vector<bool> skip(waiting.size(), false);
-        const size_t i = admission_next(waiting, skip, clocks, now, lifo_ms);
+        const size_t i = admission_next(waiting, skip, clocks, now, lifo_ms, fair_share);
         if (i == waiting.size()) return "";
         clocks.admit(*waiting[i].share, cost);
         const std::string name = names[i];
@@ -345,6 +352,11 @@ static void admission(void) {
         const std::string order = q.admit_n(6, 2'000'000);
         check(order == "a2 b0 a1 b1 a0 b2", "adaptive LIFO within a tenant: A's newest first, B's oldest first, the tenants alternating", order);
     }
+}
+
+// Admission over time: a tenant back from idle, the end of a task correcting its estimate, router
+// mode's charges, and the one queue without fair share.
+static void admission_over_time(void) {
     {
         // B ran one task and went idle; A then used 10,000 tokens alone. B comes back.
         AdmissionQueue q;
@@ -383,6 +395,21 @@ static void admission(void) {
         check(q.admit(2) == "b0", "so the other tenant's later request goes first");
         check(q.admit(3) == "a0", "then A's");
     }
+    {
+        // Without fair share (--no-fair-share): one queue whatever the tenants.
+        AdmissionQueue q;
+        q.fair_share = false;
+        for (int i = 0; i < 3; i++) q.arrive("A", "a" + std::to_string(i), i);
+        q.arrive("B", "b0", 10);
+        check(q.admit_n(4, 20) == "a0 a1 a2 b0", "without fair share: arrival order across tenants (A's backlog first)");
+        q.arrive("A", "p5", 30, 1, PriorityClass::PRIORITY_CLASS_INTERACTIVE, 5);
+        q.arrive("B", "p0", 31, 1, PriorityClass::PRIORITY_CLASS_INTERACTIVE, 0);
+        q.arrive("A", "q0", 32, 1, PriorityClass::PRIORITY_CLASS_INTERACTIVE, 0);
+        check(q.admit_n(3, 40) == "p0 q0 p5", "without fair share: priority honoured too, lower first, then arrival order");
+        q.lifo_ms = 1000;
+        for (int i = 0; i < 3; i++) q.arrive(i % 2 ? "B" : "A", "n" + std::to_string(i), 100 + i * 1000);
+        check(q.admit_n(3, 2'000'000) == "n2 n1 n0", "without fair share: adaptive LIFO over the whole queue, newest first");
+    }
 }
 
 // A fresh directory under /tmp (a failed check and an empty path when it cannot be made), removed
@@ -418,7 +445,7 @@ static void disk_read_bound(void) {
     auto prompt_of = [](size_t i) { return tokens(static_cast<llama_token>(1000 * (i + 1)), 80); };
     {
         DiskCacheCounters counters;
-        DiskCache cache(dir.path, 0, "engine-rules", counters);
+        DiskCache cache(DiskCacheSettings{dir.path, 0, "engine-rules"}, counters);
         for (size_t i = 0; i < files; i++) {
             HostBuffer b = HostBuffers::allocate(256);
             for (size_t j = 0; j < 256; j++) b.data[j] = static_cast<uint8_t>(i + j);
@@ -470,14 +497,14 @@ static void disk_rewrite_after_eviction(void) {
     uint64_t file_size = 0;
     {
         DiskCacheCounters counters;
-        DiskCache measure(dir.path + "/measure", 0, "engine-rules", counters);
+        DiskCache measure(DiskCacheSettings{dir.path + "/measure", 0, "engine-rules"}, counters);
         measure.save_buffer(first, lora, state(), 4096, true);
         measure.flush();
         file_size = counters.bytes.load();
     }
     {
         DiskCacheCounters counters;
-        DiskCache cache(dir.path + "/one-file", file_size + file_size / 2, "engine-rules", counters);
+        DiskCache cache(DiskCacheSettings{dir.path + "/one-file", file_size + file_size / 2, "engine-rules"}, counters);
         check(cache.worth_saving(first, lora, 1), "disk writes: a state not on disk is worth writing");
         cache.save_buffer(first, lora, state(), 4096, true);
         check(!cache.worth_saving(first, lora, 1), "disk writes: nor while it is being written");
@@ -489,6 +516,85 @@ static void disk_rewrite_after_eviction(void) {
         check(cache.worth_saving(first, lora, 1), "disk writes: an evicted state is worth writing again");
         check(!cache.worth_saving(second, lora, 1), "disk writes: the file kept is not");
     }
+}
+
+// One rule for both tiers (restore-rule.h): a saved state is restored only for a prompt that keeps
+// at least a quarter of it. The rule, then each tier applying it: the host-memory prompt cache
+// (PromptCache::load) and the disk tier (DiskCache::prefetch), each with a state of 400 tokens and
+// prompts sharing 99 and 100 of them.
+static void restore_rule(llama_model * model) {
+    check(restore_keeps_enough(25, 100), "restore rule: a prompt keeping a quarter of a state restores it");
+    check(!restore_keeps_enough(24, 100), "restore rule: less than a quarter, never (a large state for a sliver of it)");
+    check(restore_keeps_enough(100, 100), "restore rule: the whole state");
+    check(!restore_keeps_enough(0, 0), "restore rule: a state of no tokens serves nothing");
+
+    const auto state = tokens(100, 400);
+    auto prompt_sharing = [&](size_t n) { return concat(std::vector<llama_token>(state.begin(), state.begin() + static_cast<std::ptrdiff_t>(n)), tokens(3000, 20)); };
+    {
+        Bench b(model, 2, false);
+        b.compute(0, state, 1);
+        PromptCache cache(-1, 0, 2048);
+        check(cache.save(b.ctx, 0, state, {}), "restore rule: setup: the state is in the host-memory prompt cache");
+        bool failed = false;
+        check(!cache.load(b.ctx, 1, prompt_sharing(99), {}, {}, failed), "restore rule: host memory: 99 of 400 tokens kept, not restored");
+        check(cache.load(b.ctx, 1, prompt_sharing(100), {}, {}, failed).has_value(), "restore rule: host memory: 100 of 400 tokens kept, restored");
+    }
+    const TempDir dir("restore rule");
+    if (dir.path.empty()) return;
+    DiskCacheCounters counters;
+    DiskCache disk(DiskCacheSettings{dir.path, 0, "engine-rules"}, counters);
+    HostBuffer b = HostBuffers::allocate(256);
+    std::fill(b.data.get(), b.data.get() + 256, uint8_t{1});
+    disk.save_buffer(state, {}, std::move(b), 256, true);
+    disk.flush();
+    check(disk.prefetch(prompt_sharing(99), {}, 0) == nullptr, "restore rule: disk: 99 of 400 tokens kept, not read");
+    check(disk.prefetch(prompt_sharing(100), {}, 0) != nullptr, "restore rule: disk: 100 of 400 tokens kept, read");
+}
+
+// The state file (disk-file.h): what disk_file_write writes, disk_file_read_header adopts and
+// disk_file_check accepts; a truncated file is not adopted, another fingerprint is neither
+// adopted nor accepted, and a flipped byte of the state fails the checksum.
+static void disk_file_format(void) {
+    const TempDir dir("disk file");
+    if (dir.path.empty()) return;
+    const std::vector<llama_token> toks = tokens(10, 50);
+    const std::vector<float> lora = {0.5f};
+    std::vector<uint8_t> state(1000);
+    for (size_t i = 0; i < state.size(); i++) state[i] = static_cast<uint8_t>(i * 7);
+    const std::string prefix = disk_file_prefix("fp", toks, lora, state.size());
+    const std::string path = dir.path + "/0.kv";
+    int halfway_calls = 0;
+    const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    check(fd >= 0 && disk_file_write(fd, prefix, state.data(), state.size(), [&] { halfway_calls++; }), "disk file: written");
+    if (fd >= 0) ::close(fd);
+    check_eq(halfway_calls, 1, "disk file: the slow-disk hook runs once, half way");
+    const uint64_t size = disk_file_size(prefix.size(), state.size());
+    check_eq(static_cast<long long>(std::filesystem::file_size(path)), static_cast<long long>(size), "disk file: its size is the layout's");
+
+    auto read_header = [&](const std::string & fingerprint, uint64_t file_size) {
+        const int rfd = ::open(path.c_str(), O_RDONLY);
+        auto h = disk_file_read_header(rfd, file_size, fingerprint);
+        ::close(rfd);
+        return h;
+    };
+    const auto h = read_header("fp", size);
+    check(h && h->tokens == toks && h->lora == lora && h->state_size == state.size(), "disk file: adoption reads back its tokens, scales and state size");
+    check(!read_header("other", size), "disk file: another fingerprint is not adopted");
+    check(!read_header("fp", size - 1), "disk file: a file of another size (truncated) is not adopted");
+
+    std::vector<uint8_t> file(size);
+    const int rfd = ::open(path.c_str(), O_RDONLY);
+    const bool read_ok = rfd >= 0 && ::read(rfd, file.data(), file.size()) == static_cast<ssize_t>(file.size());
+    if (rfd >= 0) ::close(rfd);
+    const uint8_t * at = nullptr;
+    size_t n = 0;
+    const char * why = read_ok ? disk_file_check(file.data(), size, "fp", toks, lora, at, n) : "unread";
+    check(why == nullptr && n == state.size() && at && std::equal(state.begin(), state.end(), at), "disk file: a whole file passes its checks and gives the state", why ? why : "");
+    why = disk_file_check(file.data(), size, "other", toks, lora, at, n);
+    check(why && std::string(why) == "header changed", "disk file: another fingerprint is refused at load", why ? why : "accepted");
+    file[prefix.size() + 10] ^= 0xff;
+    why = disk_file_check(file.data(), size, "fp", toks, lora, at, n);
+    check(why && std::string(why) == "checksum", "disk file: a flipped byte of the state fails the checksum", why ? why : "accepted");
 }
 
 int main(int argc, char ** argv) {
@@ -510,8 +616,11 @@ int main(int argc, char ** argv) {
     eviction(model);
     step_composition(model);
     admission();
+    admission_over_time();
     disk_read_bound();
     disk_rewrite_after_eviction();
+    restore_rule(model);
+    disk_file_format();
     llama_model_free(model);
     llama_backend_free();
     return failures == 0 ? 0 : 1;

@@ -376,3 +376,47 @@ t.test('login code messages: an app\'s texts saved in the console are the ones t
   t.match(h.outbox.messages.at(-1)!.template, { appName: 'App shop', emailFrom: 'Shop <no-reply@shop.test>', emailSubject: '{{app_name}} code', smsText: 'Shop: {{code}}' });
   t.same(problems.filter((p) => !/status of 400/.test(p)), []);
 });
+
+t.test('usage: a chart names its tenant by name, with a token scale and an axis of UTC hours', async (t) => {
+  const { app } = await h.startFresh();
+  const acme = await h.admin('POST', `/admin/apps/${app.id}/tenants`, { name: 'Acme Corp' });
+  t.equal(acme.status, 201);
+  const HOUR = 3600 * 1000;
+  const hour = (offset: number): string => new Date((Math.floor(h.clock.now() / HOUR) + offset) * HOUR).toISOString();
+  const row = (fields: Record<string, unknown>) => ({
+    appSlug: 'app-a', tenant: acme.body.id, key: 'k1', model: 'tiny', hour: hour(0),
+    requests: 1, promptTokens: 1000, cachedPromptTokens: 0, completionTokens: 200, queueMs: 1, computeMs: 10, ...fields,
+  });
+  await h.service.usage.record([row({}), row({ hour: hour(-3), promptTokens: 200, completionTokens: 100 })]);
+  const { page, problems } = await openConsole(375);
+  await signIn(page);
+  const item = `#usage-charts li[data-tenant="${acme.body.id}"]`;
+  await page.waitForSelector(item);
+
+  t.same(await page.$eval(`${item} .tag`, (e) => [e.textContent, e.getAttribute('title')]), ['Acme Corp', `Tenant ${acme.body.id}`], 'the tenant\'s name, its id on hover');
+  t.equal(await page.$eval(`${item} svg`, (e) => e.getAttribute('aria-label')), 'Tokens per hour of app-a / Acme Corp: 1,500 in all, at most 1,200 in an hour');
+
+  // The scale's top is the round number at or above the busiest hour (1,200 tokens): 2,000, and its half.
+  t.same(await page.$$eval(`${item} .usage-scale span`, (spans) => spans.map((s) => [s.getAttribute('data-tokens'), s.textContent])), [['2000', '2,000 tokens'], ['1000', '1,000']]);
+  t.same(await page.$$eval(`${item} rect.bar`, (bars) => bars.map((b) => [b.getAttribute('data-hour'), Number(b.getAttribute('height'))])),
+    [[hour(-3), 17.4], [hour(0), 69.6]], 'bars are drawn to that scale: 300 and 1,200 of 2,000 on a 116-unit plot');
+  const [top, half] = await page.$$eval(`${item} .usage-scale span`, (spans) => spans.map((s) => s.getBoundingClientRect().top));
+  const chartBox = await page.$eval(`${item} svg`, (e) => { const r = e.getBoundingClientRect(); return { top: r.top, bottom: r.bottom }; });
+  t.ok(top! >= chartBox.top && top! < half! && half! < chartBox.bottom, 'the labels sit on the chart, the top one above the half');
+
+  // The axis: the default range is the last 24 hours; a label every 6 UTC hours, a date at midnight.
+  const first = Math.floor((h.clock.now() - 24 * HOUR) / HOUR);
+  const hours = Math.ceil(h.clock.now() / HOUR) - first;
+  const expected: Array<[string, string, number]> = [];
+  for (let index = 0; index < hours; index++) {
+    if ((first + index) % 6 !== 0) continue;
+    const iso = new Date((first + index) * HOUR).toISOString();
+    expected.push([iso, iso.slice(11, 13) === '00' ? iso.slice(5, 10) : `${iso.slice(11, 13)}:00`, Number(((index / hours) * 100).toFixed(3))]);
+  }
+  t.ok(expected.length >= 4 && expected.length <= 5, `${expected.length} labels`);
+  t.same(await page.$$eval(`${item} .usage-hours span`, (spans) => spans.map((s) => [s.getAttribute('data-hour'), s.textContent, Number.parseFloat((s as HTMLElement).style.left)])), expected);
+  const positions = await page.$$eval(`${item} .usage-hours span`, (spans) => spans.map((s) => s.getBoundingClientRect().left));
+  t.same([...positions].sort((a, b) => a - b), positions, 'left to right in time order');
+  t.same(await elementsPastViewport(page), [], 'nothing sticks out at 375 px');
+  t.same(problems, []);
+});

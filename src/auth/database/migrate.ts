@@ -21,14 +21,20 @@ const FILE_NAME = /^(\d{4})_([a-z0-9_]+)\.sql$/;
 const FUNCTION_FILE_NAME = /^[a-z0-9_]+\.sql$/;
 
 /**
- * The migrations directory: src/auth/migrations, beside this module's folder when running from
- * src/ (ts-node), or `<package root>/src/auth/migrations` when running the compiled
- * dist/auth/database/migrate.js (tsc does not copy .sql files).
+ * The migrations directory, src/auth/migrations: beside this module's folder when running from
+ * src/ (ts-node) or from a copy that has them there; otherwise (tsc does not copy .sql files) in
+ * the package root, the nearest folder above this module that holds src/auth/migrations: three
+ * levels up from the compiled dist/auth/database/migrate.js, two from the bundle's
+ * dist/bundle/<chunk>.js (scripts/bundle.mjs).
  */
 export function migrationsDirectory(moduleUrl: string = import.meta.url): string {
   const beside = fileURLToPath(new URL('../migrations/', moduleUrl));
   if (existsSync(beside)) return beside;
-  return fileURLToPath(new URL('../../../src/auth/migrations/', moduleUrl));
+  for (let dir = path.dirname(fileURLToPath(moduleUrl)); path.dirname(dir) !== dir; dir = path.dirname(dir)) {
+    const inRoot = path.join(dir, 'src', 'auth', 'migrations');
+    if (existsSync(inRoot)) return `${inRoot}${path.sep}`;
+  }
+  return beside; // reported by the caller's readdir, naming the path it looked for
 }
 
 /**

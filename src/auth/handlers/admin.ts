@@ -160,6 +160,8 @@ export async function handleListRateLimits(ctx: AuthContext): Promise<HttpResult
 export async function handleLiftRateLimitBlock(ctx: AuthContext, _: NoInput, req: HttpRequest): Promise<HttpResult> {
   const { rule, subject } = req.params as { rule: string; subject: string };
   if (!isRateLimitRule(rule)) throw authError('VALIDATION_ERROR', `Unknown rate-limit rule "${rule}"`);
+  // A subject is an IP address, or an app id with an e-mail address or phone number: never long, never a control character.
+  if (subject.length > 512 || /[\x00-\x1f\x7f]/.test(subject)) throw authError('VALIDATION_ERROR', 'Invalid rate-limit subject: expected at most 512 characters without control characters');
   return { body: { rule, subject, lifted: await liftBlock(ctx, rule, subject) } };
 }
 

@@ -32,7 +32,7 @@ export async function handleGetUsage(ctx: AuthContext, _: Record<string, never>,
 
 function usageRowJson(row: StoredUsageHour): Record<string, unknown> {
   return {
-    app_id: row.app_id, app_slug: row.app_slug, tenant: row.tenant, key: row.key_label, model: row.model,
+    app_id: row.app_id, app_slug: row.app_slug, tenant: row.tenant, tenant_name: row.tenant_name, key: row.key_label, model: row.model,
     hour: row.hour.toISOString(), ...countersJson(row),
   };
 }

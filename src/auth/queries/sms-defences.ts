@@ -100,10 +100,10 @@ export async function listCountryHours(sql: Queryable, appId: string, hourStart:
   `;
 }
 
-export async function findSmsHits(sql: Queryable, appId: string, kind: SmsCounterKind, subject: string, windowStart: Date): Promise<number> {
-  const [row] = await sql<{ hits: number }[]>`
-    select hits from sms_send_counters
-    where app_id = ${appId} and kind = ${kind} and subject = ${subject} and window_start = ${windowStart}
+/** Codes sent in the app's country hours that start at or after `since` (all countries). */
+export async function sumCountrySentSince(sql: Queryable, appId: string, since: Date): Promise<number> {
+  const [row] = await sql<{ sent: number }[]>`
+    select coalesce(sum(sent), 0)::int as sent from sms_country_hours where app_id = ${appId} and hour_start >= ${since}
   `;
-  return row?.hits ?? 0;
+  return row!.sent;
 }

@@ -22,6 +22,8 @@ export interface StoredUsageHour {
   app_id: string | null;
   app_slug: string | null;
   tenant: string;
+  /** The name of the app's tenant whose id is the `tenant` label; null for any other label. */
+  tenant_name: string | null;
   key_label: string;
   model: string;
   hour: Date;
@@ -100,11 +102,12 @@ function usageWhere(sql: Queryable, filter: UsageFilter) {
 /** Up to `limit` rows, oldest hour first; counters as numbers (exact below 2^53). */
 export async function listUsageHours(sql: Queryable, filter: UsageFilter): Promise<StoredUsageHour[]> {
   return sql<StoredUsageHour[]>`
-    select u.app_id, a.slug as app_slug, u.tenant, u.key_label, u.model, u.hour,
+    select u.app_id, a.slug as app_slug, u.tenant, t.name as tenant_name, u.key_label, u.model, u.hour,
       u.requests::float8 as requests, u.prompt_tokens::float8 as prompt_tokens, u.cached_prompt_tokens::float8 as cached_prompt_tokens,
       u.completion_tokens::float8 as completion_tokens, u.queue_ms::float8 as queue_ms, u.compute_ms::float8 as compute_ms
     from usage_hourly u
     left join apps a on a.id = u.app_id
+    left join tenants t on t.app_id = u.app_id and t.id::text = u.tenant
     ${usageWhere(sql, filter)}
     order by u.hour, a.slug nulls first, u.tenant, u.key_label, u.model
     limit ${filter.limit}

@@ -16,7 +16,7 @@ import { templateOf } from '../otp/templates.js';
 import type { RateLimitRule } from '../rate-limit-rules.js';
 import type { RateLimitCount } from '../respond.js';
 import { identifierOf } from './identity.js';
-import { checkSmsDefences, recordSmsVerified } from './sms-defences.js';
+import { checkSmsDefences, recordSmsSent, recordSmsVerified } from './sms-defences.js';
 import { findOrInsertUser, upsertMembership, type Identifier } from '../queries/users.js';
 import type { AuthenticatedApp } from './credentials.js';
 import { acceptInvitationsOnSignIn } from './invitations.js';
@@ -34,7 +34,7 @@ export async function requestOtp(ctx: AuthContext, app: AuthenticatedApp, identi
   const code = randomInt(0, 1_000_000).toString().padStart(6, '0');
   const destination = destinationOf(app, identifier);
   const codeHash = hashOtpCode(ctx.otp.hashKey, destination, code);
-  if (identifier.channel === 'phone') await checkSmsDefences(ctx, app, identifier.value, origin);
+  const sms = identifier.channel === 'phone' ? await checkSmsDefences(ctx, app, identifier.value, origin) : null;
   const nowMs = ctx.clock.now();
   const { limits } = ctx.otp;
   const template = await ctx.sql.begin(async (tx) => {
@@ -59,6 +59,7 @@ export async function requestOtp(ctx: AuthContext, app: AuthenticatedApp, identi
     await insertAuditEvent(ctx.sql, { ...auditOf(app, identifier, origin, ctx.clock.now()), type: 'otp.delivery_failed' });
     throw authError('OTP_DELIVERY_FAILED', undefined, { cause: error });
   }
+  if (sms) await recordSmsSent(ctx, app, sms);
 }
 
 /**

@@ -23,6 +23,7 @@ import type { AuthContext } from '../context.js';
 import { isUniqueViolation } from '../database/client.js';
 import { authError } from '../errors.js';
 import { PASSKEY_CEREMONY_TTL_MS } from '../limits.js';
+import { MAX_CREDENTIAL_ID_BYTES } from '../schemas.js';
 import { insertAuditEvent } from '../queries/audit-events.js';
 import {
   deletePasskey, findPasskeySettings, insertPasskey, insertPasskeyCeremony, listPasskeysOfUser, lockPasskeyByCredentialId,
@@ -122,6 +123,10 @@ export async function finishPasskeyRegistration(ctx: AuthContext, app: Authentic
   }
   if (!verified.verified) throw authError('PASSKEY_INVALID');
   const info = verified.registrationInfo;
+  // The credential id stored is the one in the authenticator data, which the client's `id` must
+  // name: a login looks the passkey up by its `id`. WebAuthn bounds it to 1023 bytes.
+  if (Buffer.from(info.credential.id, 'base64url').length > MAX_CREDENTIAL_ID_BYTES) throw authError('PASSKEY_CREDENTIAL_ID_TOO_LONG');
+  if (info.credential.id !== (input.response as RegistrationResponseJSON).id) throw authError('PASSKEY_CREDENTIAL_ID_MISMATCH');
   try {
     return await ctx.sql.begin(async (tx) => {
       const row = await insertPasskey(tx, {

@@ -1,9 +1,16 @@
 // SMS abuse defences per app (migration 0018), checked before a code is sent by SMS, in this
 // order: the allow-list of countries (403 SMS_COUNTRY_NOT_ALLOWED), the verification-ratio guard
-// (429 SMS_COUNTRY_THROTTLED), the daily cap (429 SMS_DAILY_CAP_REACHED), the velocities per
-// number prefix and per country (429 SMS_VELOCITY_EXCEEDED). Each defence that trips records
-// `sms.defence_tripped` (and so sends its webhook) once per window, on the first refusal, so an
-// attack does not flood the trail; later refusals in the window are answered the same.
+// (429 SMS_COUNTRY_THROTTLED), the velocities per number prefix and per country (429
+// SMS_VELOCITY_EXCEEDED), the daily cap (429 SMS_DAILY_CAP_REACHED). The narrow defences come
+// first: each counter counts the attempts that reach it, refused ones included, so a run of codes
+// refused for one prefix or one throttled country never reaches the app's daily cap and cannot
+// use it up for every other number. Each defence that trips records `sms.defence_tripped` (and so
+// sends its webhook) once per window, on the first refusal, so an attack does not flood the
+// trail; later refusals in the window are answered the same.
+//
+// What was sent is counted apart from the defences' counters: recordSmsSent, once the code was
+// handed to the delivery, adds it to its country's hour (the ratio guard's `sent`, and the sum
+// of a day's hours is `sent_today`), so refused attempts and failed deliveries are not in it.
 //
 // Races: every counter is one upsert returning its new value, so of concurrent requests exactly
 // one sees limit + 1 (the trip) and the others more; the ratio guard's throttle is one update
@@ -16,7 +23,7 @@ import type { AuthContext } from '../context.js';
 import { authError, type AuthErrorCode } from '../errors.js';
 import { insertAuditEvent } from '../queries/audit-events.js';
 import {
-  countCountryHour, countSmsHit, findCountryHour, findSmsDefences, findSmsHits, listCountryHours, throttleCountryHour, upsertSmsDefences,
+  countCountryHour, countSmsHit, findCountryHour, findSmsDefences, listCountryHours, sumCountrySentSince, throttleCountryHour, upsertSmsDefences,
   type SmsCounterKind, type SmsDefencesRow, type SmsDefencesSettings,
 } from '../queries/sms-defences.js';
 import type { AuthenticatedApp } from './credentials.js';
@@ -39,24 +46,31 @@ export async function setSmsDefences(ctx: AuthContext, appId: string, settings: 
   return upsertSmsDefences(ctx.sql, { app_id: appId, ...settings, now: new Date(ctx.clock.now()) });
 }
 
-/** GET /admin/apps/:app_id/sms-defences: the settings, today's count and this hour's countries. */
+/** GET /admin/apps/:app_id/sms-defences: the settings, the codes sent today (UTC) and this hour's countries. */
 export async function describeSmsDefences(ctx: AuthContext, appId: string): Promise<{ settings: SmsDefencesRow | null; sent_today: number; countries_this_hour: Awaited<ReturnType<typeof listCountryHours>> }> {
   const now = ctx.clock.now();
   return {
     settings: (await findSmsDefences(ctx.sql, appId)) ?? null,
-    sent_today: await findSmsHits(ctx.sql, appId, 'daily_cap', appId, new Date(now - (now % DAY_MS))),
+    sent_today: await sumCountrySentSince(ctx.sql, appId, new Date(now - (now % DAY_MS))),
     countries_this_hour: await listCountryHours(ctx.sql, appId, new Date(now - (now % HOUR_MS))),
   };
 }
 
+/** A code that passed the defences, to count once it is handed to the delivery (recordSmsSent). */
+export interface SmsToSend {
+  callingCode: string;
+  hour: Date;
+}
+
 /**
- * Refuses an SMS code to `phone` (E.164) when a defence of the app trips, and otherwise counts
- * it as sent for the ratio guard. Called by a code request after its own rate limits, before the
- * code is stored; the refusal then leaves nothing stored.
+ * Refuses an SMS code to `phone` (E.164) when a defence of the app trips. Called by a code
+ * request after its own rate limits, before the code is stored; the refusal then leaves nothing
+ * stored. Returns what recordSmsSent counts after the delivery, or null for an app without
+ * defences.
  */
-export async function checkSmsDefences(ctx: AuthContext, app: AuthenticatedApp, phone: string, origin: RequestOrigin): Promise<void> {
+export async function checkSmsDefences(ctx: AuthContext, app: AuthenticatedApp, phone: string, origin: RequestOrigin): Promise<SmsToSend | null> {
   const defences = await findSmsDefences(ctx.sql, app.id);
-  if (!defences) return;
+  if (!defences) return null;
   const nowMs = ctx.clock.now();
   const hour = new Date(nowMs - (nowMs % HOUR_MS));
   const day = new Date(nowMs - (nowMs % DAY_MS));
@@ -87,10 +101,6 @@ export async function checkSmsDefences(ctx: AuthContext, app: AuthenticatedApp, 
       });
     }
   }
-  if (defences.daily_cap !== null) {
-    const hits = await count('daily_cap', app.id, day);
-    if (hits > defences.daily_cap) await trip('daily_cap', 'SMS_DAILY_CAP_REACHED', new Date(day.getTime() + DAY_MS), hits === defences.daily_cap + 1, { limit: defences.daily_cap });
-  }
   if (defences.prefix_hourly !== null) {
     const prefix = phone.slice(0, -PREFIX_DROPPED_DIGITS);
     const hits = await count('prefix_velocity', prefix, hour);
@@ -100,7 +110,16 @@ export async function checkSmsDefences(ctx: AuthContext, app: AuthenticatedApp, 
     const hits = await count('country_velocity', country, hour);
     if (hits > defences.country_hourly) await trip('country_velocity', 'SMS_VELOCITY_EXCEEDED', new Date(hour.getTime() + HOUR_MS), hits === defences.country_hourly + 1, { limit: defences.country_hourly });
   }
-  await countCountryHour(ctx.sql, app.id, country, hour, 'sent');
+  if (defences.daily_cap !== null) {
+    const hits = await count('daily_cap', app.id, day);
+    if (hits > defences.daily_cap) await trip('daily_cap', 'SMS_DAILY_CAP_REACHED', new Date(day.getTime() + DAY_MS), hits === defences.daily_cap + 1, { limit: defences.daily_cap });
+  }
+  return { callingCode: country, hour };
+}
+
+/** After the delivery took a code that passed the defences: one more sent in its country's hour. */
+export async function recordSmsSent(ctx: AuthContext, app: AuthenticatedApp, sent: SmsToSend): Promise<void> {
+  await countCountryHour(ctx.sql, app.id, sent.callingCode, sent.hour, 'sent');
 }
 
 /** After a phone login: counts the code as verified for its country's ratio (apps with the guard only). */

@@ -2,7 +2,8 @@
 // port, and `--auth-app SLUG [--auth-role ROLE]` admits the service's access tokens (audience and
 // app_id equal to SLUG, at least ROLE in their tenant) and its API keys (AUTH_API_KEY_PREFIX, of
 // that app, at least ROLE) wherever an API key is accepted, each as its tenant (docs/tenants.md).
-// With --auth, the service's usage table takes the hourly usage (tenants/usage-flush.ts).
+// With --auth, the service's usage table takes the hourly usage (tenants/usage-flush.ts), and its
+// database holds tenants' limits for every replica that shares it (tenants/fleet-limits.ts).
 import { bearerToken } from '../../http/bearer.js';
 import { HttpError } from '../../http/errors.js';
 import type { Route } from '../../http/router.js';
@@ -13,6 +14,7 @@ import { ROLE_RANK, type RoleName } from '../../auth/roles.js';
 import { ErrorType, inferenceError } from '../errors.js';
 import type { UsageHourRow } from '../tenants/usage-meter.js';
 import { checkTenantSettings, type TenantSettings } from '../tenants/tenant.js';
+import { postgresFleetStore, type FleetStore } from '../tenants/fleet-store.js';
 
 export interface InferenceAuthOptions {
   /** Mount the auth routes (configured from the AUTH_* environment, as auth-server). */
@@ -52,6 +54,8 @@ export interface InferenceAuth {
   acceptBearer?: AcceptBearer;
   /** The auth service mounted in this process (--auth): its usage table takes hourly usage rows. */
   usage?: UsageRecorder;
+  /** The same service's database, where replicas sharing it hold tenants' limits together (tenants/fleet-limits.ts). */
+  fleetStore?: FleetStore;
   close(): Promise<void>;
 }
 
@@ -127,6 +131,7 @@ export async function createInferenceAuth(options: InferenceAuthOptions): Promis
     routes: service?.routes ?? [],
     ...(acceptBearer ? { acceptBearer } : {}),
     ...(usage ? { usage } : {}),
+    ...(service ? { fleetStore: postgresFleetStore(service.sql) } : {}),
     close: async () => {
       apiKeys?.close();
       await service?.close();

@@ -10,6 +10,8 @@ import type { TenantOptions } from '../server.js';
 import { Tenancy } from '../tenants/tenancy.js';
 import { TenantTable } from '../tenants/tenant-table.js';
 import { startUsageFlush } from '../tenants/usage-flush.js';
+import { defaultReplicaName, FleetLimits } from '../tenants/fleet-limits.js';
+import type { FleetStore } from '../tenants/fleet-store.js';
 import { formatInferenceError } from '../errors.js';
 import { webTransport, withVertexRoutes, type TransportOptions } from '../transport.js';
 import { ConversationOwners } from './conversation-owners.js';
@@ -33,6 +35,8 @@ export interface RouterServerOptions extends Omit<RegistryOptions, 'loadTimeoutM
   tenants?: TenantOptions;
   /** The auth service's usage table (--auth): the model processes' usage written there hourly. */
   usageRecorder?: UsageRecorder;
+  /** The auth service's database (--auth): tenants' limits held with every replica that shares it (tenants/fleet-limits.ts). */
+  fleetStore?: FleetStore;
   apiPrefix?: string;
   cors?: CorsPolicy;
   maxBodyBytes: number;
@@ -65,7 +69,9 @@ export interface RouterServer {
 
 export async function startRouterServer(options: RouterServerOptions): Promise<RouterServer> {
   // The tenants' limits and usage, across the model processes: they report what their tenants used.
-  const tenancy = new Tenancy();
+  const fleet = options.fleetStore ? new FleetLimits(options.fleetStore, defaultReplicaName(), { log: options.log }) : null;
+  await fleet?.start();
+  const tenancy = new Tenancy(Date.now, null, fleet);
   const registry = new ModelRegistry({
     onUsage: (tokens, entries) => tenancy.takeReport(tokens, entries),
     readSpecs: options.readSpecs,
@@ -131,6 +137,7 @@ export async function startRouterServer(options: RouterServerOptions): Promise<R
       http.close();
       await Promise.all([downloads.close(), registry.close(), tools?.close()]);
       await usageFlush?.stop();
+      await fleet?.stop();
     },
   };
 }

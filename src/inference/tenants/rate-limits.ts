@@ -10,7 +10,13 @@
 // A refusal names the limit and says when to retry (Retry-After, whole seconds). Every answer of a
 // limited tenant carries x-ratelimit-{limit,remaining,reset}-{requests,tokens} for the limits it
 // has (reset: how long until the window is back to the whole limit, as "1m2.5s").
+// With FleetLimits (several replicas on one database), each limit holds for the fleet: the other
+// replicas' counts, as last heard, are added to this one's, and the headers describe the fleet.
+import type { FleetCounts } from './fleet-limits.js';
+import type { OthersCounts } from './fleet-store.js';
 import type { Tenant, TenantLimits } from './tenant.js';
+
+const ALONE: OthersCounts = { requests: 0, tokens: 0, inFlight: 0 };
 
 export const WINDOW_MS = 60_000;
 /** Token counts this close together share one entry of the window. */
@@ -42,7 +48,7 @@ export class TenantLimiter {
   private readonly windows = new Map<string, Window>();
   private admissions = 0;
 
-  constructor(private readonly now: () => number = Date.now) {}
+  constructor(private readonly now: () => number = Date.now, private readonly fleet: FleetCounts | null = null) {}
 
   /** Admits a request of `tenant` against its limits (it is then in progress until end()) or refuses it. */
   admit(tenant: Tenant): LimitDecision {
@@ -50,24 +56,32 @@ export class TenantLimiter {
     const now = this.now();
     if (++this.admissions % 1024 === 0) this.sweep(now);
     const w = this.window(tenant.id, now);
+    const others = this.fleet?.of(tenant.id) ?? ALONE;
     const refuse = (message: string, retryAfterMs: number): LimitDecision => ({
       ok: false,
-      headers: this.headers(limits, w, now),
+      headers: this.headers(limits, w, now, others),
       retryAfterSeconds: Math.max(1, Math.ceil(retryAfterMs / 1000)),
       message,
     });
-    if (limits.requestsPerMinute !== undefined && w.requests.length >= limits.requestsPerMinute) {
-      return refuse(`Rate limit reached for requests per minute (limit ${limits.requestsPerMinute}) of tenant ${tenant.id}`, w.requests[w.requests.length - limits.requestsPerMinute]! + WINDOW_MS - now);
+    const rpm = limits.requestsPerMinute;
+    if (rpm !== undefined && w.requests.length + others.requests >= rpm) {
+      // Alone, the oldest request that keeps the count at the limit leaves the window first; with others' requests counted, retry in a second.
+      const oldest = w.requests.length >= rpm ? w.requests[w.requests.length - rpm]! + WINDOW_MS - now : 1000;
+      return refuse(`Rate limit reached for requests per minute (limit ${rpm}) of tenant ${tenant.id}`, oldest);
     }
-    if (limits.tokensPerMinute !== undefined && w.tokenSum >= limits.tokensPerMinute) {
-      return refuse(`Rate limit reached for tokens per minute (limit ${limits.tokensPerMinute}, used ${w.tokenSum}) of tenant ${tenant.id}`, this.tokensFreeIn(w, limits.tokensPerMinute, now));
+    const tpm = limits.tokensPerMinute;
+    if (tpm !== undefined && w.tokenSum + others.tokens >= tpm) {
+      return refuse(`Rate limit reached for tokens per minute (limit ${tpm}, used ${w.tokenSum + others.tokens}) of tenant ${tenant.id}`, others.tokens > 0 ? 1000 : this.tokensFreeIn(w, tpm, now));
     }
-    if (limits.concurrentRequests !== undefined && w.inFlight >= limits.concurrentRequests) {
+    if (limits.concurrentRequests !== undefined && w.inFlight + others.inFlight >= limits.concurrentRequests) {
       return refuse(`Concurrent request limit reached (limit ${limits.concurrentRequests}) of tenant ${tenant.id}`, 1000);
     }
+    const waiting = this.fleet?.refusal(tenant.id, limits);
+    if (waiting) return refuse(waiting, 1000);
     w.inFlight++;
     w.requests.push(now);
-    return { ok: true, headers: this.headers(limits, w, now) };
+    this.fleet?.admitted(tenant.id);
+    return { ok: true, headers: this.headers(limits, w, now, others) };
   }
 
   /** A request admitted by admit() has ended. */
@@ -75,6 +89,7 @@ export class TenantLimiter {
     const w = this.windows.get(tenant.id);
     if (!w) return;
     w.inFlight = Math.max(0, w.inFlight - 1);
+    this.fleet?.ended(tenant.id);
     this.forgetIfEmpty(tenant.id, w);
   }
 
@@ -83,6 +98,7 @@ export class TenantLimiter {
     if (tenant.limits.tokensPerMinute === undefined || n === 0) return;
     const now = this.now();
     this.addTo(this.window(tenant.id, now), n, now);
+    this.fleet?.tokens(tenant.id, n);
   }
 
   /**
@@ -93,6 +109,7 @@ export class TenantLimiter {
     if (n === 0 || !this.windows.has(id)) return;
     const now = this.now();
     this.addTo(this.window(id, now), n, now);
+    this.fleet?.tokens(id, n);
   }
 
   private addTo(w: Window, n: number, now: number): void {
@@ -105,19 +122,19 @@ export class TenantLimiter {
   /** The headers of `tenant`'s state now, for an answer that does not count (read-only routes). */
   current(tenant: Tenant): Record<string, string> {
     const now = this.now();
-    return this.headers(tenant.limits, this.window(tenant.id, now), now);
+    return this.headers(tenant.limits, this.window(tenant.id, now), now, this.fleet?.of(tenant.id) ?? ALONE);
   }
 
-  private headers(limits: TenantLimits, w: Window, now: number): Record<string, string> {
+  private headers(limits: TenantLimits, w: Window, now: number, others: OthersCounts): Record<string, string> {
     const h: Record<string, string> = {};
     if (limits.requestsPerMinute !== undefined) {
       h['x-ratelimit-limit-requests'] = String(limits.requestsPerMinute);
-      h['x-ratelimit-remaining-requests'] = String(Math.max(0, limits.requestsPerMinute - w.requests.length));
+      h['x-ratelimit-remaining-requests'] = String(Math.max(0, limits.requestsPerMinute - w.requests.length - others.requests));
       h['x-ratelimit-reset-requests'] = formatReset(w.requests.length > 0 ? w.requests[w.requests.length - 1]! + WINDOW_MS - now : 0);
     }
     if (limits.tokensPerMinute !== undefined) {
       h['x-ratelimit-limit-tokens'] = String(limits.tokensPerMinute);
-      h['x-ratelimit-remaining-tokens'] = String(Math.max(0, limits.tokensPerMinute - w.tokenSum));
+      h['x-ratelimit-remaining-tokens'] = String(Math.max(0, limits.tokensPerMinute - w.tokenSum - others.tokens));
       h['x-ratelimit-reset-tokens'] = formatReset(w.tokens.length > 0 ? w.tokens[w.tokens.length - 1]!.at + WINDOW_MS - now : 0);
     }
     return h;

@@ -12,6 +12,7 @@ import type { CompletionOutcome, GeneratedToken } from '../engine/engine.js';
 import { requestUsage } from '../engine/request-usage.js';
 import { rateLimited } from '../errors.js';
 import { setRequestTenant } from '../../telemetry/tracing.js';
+import type { FleetCounts } from './fleet-limits.js';
 import { TenantLimiter } from './rate-limits.js';
 import { ANONYMOUS, isLimited, type Tenant } from './tenant.js';
 import { UsageMeter, type UsageEntry } from './usage-meter.js';
@@ -31,9 +32,10 @@ export class Tenancy extends EventEmitter<TenancyEvents> {
   readonly limiter: TenantLimiter;
   readonly usage: UsageMeter;
 
-  constructor(now: () => number = Date.now, private readonly reporter: UsageReporter | null = null) {
+  /** `fleet`: the other replicas' counts, when the limits hold across replicas (fleet-limits.ts). */
+  constructor(now: () => number = Date.now, private readonly reporter: UsageReporter | null = null, fleet: FleetCounts | null = null) {
     super();
-    this.limiter = new TenantLimiter(now);
+    this.limiter = new TenantLimiter(now, fleet);
     this.usage = new UsageMeter(now);
   }
 

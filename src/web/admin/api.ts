@@ -44,7 +44,7 @@ export interface NewApiKey {
 export interface UsageCounters {
   requests: number; prompt_tokens: number; cached_prompt_tokens: number; completion_tokens: number; queue_ms: number; compute_ms: number;
 }
-export interface UsageRow extends UsageCounters { app_id: string | null; app_slug: string | null; tenant: string; key: string; model: string; hour: string }
+export interface UsageRow extends UsageCounters { app_id: string | null; app_slug: string | null; tenant: string; tenant_name: string | null; key: string; model: string; hour: string }
 export interface UsageReport { from: string; to: string; rows: UsageRow[]; totals: UsageCounters; truncated: boolean }
 export interface UsageQuery { app?: string; tenant?: string; key?: string; from?: string; to?: string }
 

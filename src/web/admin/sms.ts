@@ -29,7 +29,7 @@ function show(state: SmsDefencesState): void {
   input('sms-country-hourly').value = settings?.country_hourly?.toString() ?? '';
   input('sms-ratio').value = settings?.ratio_min_verified?.toString() ?? '';
   input('sms-ratio-sent').value = settings && settings.ratio_min_sent !== 20 ? settings.ratio_min_sent.toString() : '';
-  byId('sms-today').textContent = `${state.sent_today} SMS code request(s) counted today.`;
+  byId('sms-today').textContent = `${state.sent_today} SMS code(s) sent today (UTC).`;
   byId('sms-countries').replaceChildren(...(state.countries_this_hour.length
     ? state.countries_this_hour.map((c) => el('li', { 'data-calling-code': c.calling_code },
       el('div', { class: 'item-head' }, el('strong', {}, `+${c.calling_code}`),

@@ -1,0 +1,139 @@
+// Tenants' limits across replicas on one database: three replicas (a TenantLimiter with its
+// FleetLimits each, exchanging counts with the same PostgreSQL) take one tenant's requests round
+// robin; the fleet admits up to the limit and past it by at most the stated bound,
+// limit x (1 + 0.1) (or 2 x (replicas - 1) for small limits), with far fewer database exchanges than
+// requests. And the usage rows the replicas write add up exactly.
+import t from 'tap';
+import { setTimeout as delay } from 'node:timers/promises';
+import { startAuthHarness } from '../../auth/fixtures/harness.js';
+import { TenantLimiter } from '../../../src/inference/tenants/rate-limits.js';
+import { FleetLimits, fleetOvershoot } from '../../../src/inference/tenants/fleet-limits.js';
+import { postgresFleetStore, type FleetStore } from '../../../src/inference/tenants/fleet-store.js';
+import { UsageMeter } from '../../../src/inference/tenants/usage-meter.js';
+import type { Tenant, TenantLimits } from '../../../src/inference/tenants/tenant.js';
+
+const harness = await startAuthHarness();
+t.teardown(() => harness.close());
+
+const tenant = (id: string, limits: TenantLimits): Tenant => ({ id, key: id, appSlug: null, limits, weight: 1, priorityClass: 'interactive' } as Tenant);
+
+interface Replica {
+  limiter: TenantLimiter;
+  fleet: FleetLimits;
+}
+
+async function fleetOf(n: number, name: string): Promise<{ replicas: Replica[]; exchanges: () => number }> {
+  let exchanges = 0;
+  const store = postgresFleetStore(harness.sql);
+  const counting: FleetStore = { exchange: (...args) => { exchanges++; return store.exchange(...args); } };
+  const replicas = Array.from({ length: n }, (_, i) => {
+    const fleet = new FleetLimits(counting, `${name}-${i}`, { intervalMs: 20 });
+    return { fleet, limiter: new TenantLimiter(Date.now, fleet) };
+  });
+  for (const r of replicas) await r.fleet.start();
+  // Every replica has now heard of the others.
+  for (const r of replicas) await r.fleet.exchange();
+  t.teardown(async () => { for (const r of replicas) await r.fleet.stop(); });
+  return { replicas, exchanges: () => exchanges };
+}
+
+const bound = (limit: number, replicas: number): number => limit + fleetOvershoot(limit, replicas);
+
+t.test('requests per minute: 3 replicas round robin admit the limit, and past it at most limit x 1.1', async (t) => {
+  const { replicas, exchanges } = await fleetOf(3, 'rpm');
+  t.same(replicas.map((r) => r.fleet.fleetSize), [3, 3, 3]);
+  const limit = 100;
+  const who = tenant('rpm-tenant', { requestsPerMinute: limit });
+  let admitted = 0;
+  const attempts = 600;
+  for (let i = 0; i < attempts; i++) {
+    const r = replicas[i % 3]!;
+    if (r.limiter.admit(who).ok) {
+      admitted++;
+      r.limiter.end(who);
+    }
+    await delay(1);
+  }
+  t.comment(`admitted ${admitted} of ${attempts} against a limit of ${limit} (overshoot ${((admitted / limit - 1) * 100).toFixed(1)}%), ${exchanges()} exchanges`);
+  t.ok(admitted >= limit, `the fleet admits its limit (${admitted})`);
+  t.ok(admitted <= bound(limit, 3), `and at most ${bound(limit, 3)} (${admitted})`);
+  t.ok(exchanges() < attempts / 2, `batched: ${exchanges()} exchanges for ${attempts} requests`);
+  // Each replica now sees the fleet's count in its headers.
+  const refused = replicas[0]!.limiter.admit(who);
+  t.equal(refused.ok, false);
+  t.equal(refused.headers['x-ratelimit-remaining-requests'], '0');
+});
+
+t.test('requests in progress: held requests stay within limit + max(10%, 2 x (replicas - 1)) across the fleet', async (t) => {
+  const { replicas } = await fleetOf(3, 'conc');
+  const limit = 6;
+  const who = tenant('conc-tenant', { concurrentRequests: limit });
+  const held: Replica[] = [];
+  for (let i = 0; i < 90; i++) {
+    const r = replicas[i % 3]!;
+    if (r.limiter.admit(who).ok) held.push(r);
+    await delay(1);
+  }
+  t.ok(held.length >= limit && held.length <= bound(limit, 3), `${held.length} in progress at once, limit ${limit}, bound ${bound(limit, 3)}`);
+  for (const r of held) r.limiter.end(who);
+  for (const r of replicas) await r.fleet.exchange();
+  for (const r of replicas) await r.fleet.exchange();
+  t.ok(replicas[1]!.limiter.admit(who).ok, 'ended requests free the fleet\'s places');
+});
+
+t.test('tokens per minute: admissions stop once the fleet\'s tokens reach the limit, within the bound', async (t) => {
+  const { replicas } = await fleetOf(3, 'tpm');
+  const limit = 1000;
+  const perRequest = 10;
+  const who = tenant('tpm-tenant', { tokensPerMinute: limit });
+  let tokens = 0;
+  for (let i = 0; i < 600; i++) {
+    const r = replicas[i % 3]!;
+    if (r.limiter.admit(who).ok) {
+      r.limiter.addTokens(who, perRequest);
+      tokens += perRequest;
+      r.limiter.end(who);
+    }
+    await delay(1);
+  }
+  // A request admitted below the limit counts its tokens after: one request's worth past the bound.
+  t.ok(tokens >= limit && tokens <= bound(limit, 3) + perRequest, `${tokens} tokens admitted, limit ${limit}`);
+});
+
+t.test('a replica that cannot reach the database keeps its counts for the next exchange', async (t) => {
+  let fail = true;
+  const store = postgresFleetStore(harness.sql);
+  const flaky: FleetStore = { exchange: (...args) => (fail ? Promise.reject(new Error('connection refused')) : store.exchange(...args)) };
+  const lines: string[] = [];
+  const lonely = new FleetLimits(flaky, 'flaky-0', { intervalMs: 1_000_000, log: (l) => lines.push(l) });
+  const limiter = new TenantLimiter(Date.now, lonely);
+  const who = tenant('flaky-tenant', { requestsPerMinute: 50 });
+  t.ok(limiter.admit(who).ok);
+  await lonely.exchange();
+  t.equal(lonely.failures, 1);
+  t.match(lines[0], /exchanging counts with the fleet failed \(kept for the next exchange\): connection refused/);
+  fail = false;
+  await lonely.exchange();
+  const other = new FleetLimits(store, 'flaky-1', { intervalMs: 1_000_000 });
+  new TenantLimiter(Date.now, other).admit(who);
+  await other.exchange();
+  t.same(other.of('flaky-tenant'), { requests: 1, tokens: 0, inFlight: 1 }, 'the kept count arrived');
+});
+
+t.test('usage rows written by three replicas add up exactly', async (t) => {
+  const meters = [0, 1, 2].map(() => new UsageMeter());
+  let expected = { requests: 0, promptTokens: 0, completionTokens: 0 };
+  for (let round = 0; round < 5; round++) {
+    meters.forEach((m, i) => {
+      const e = { appSlug: null, tenant: 'usage-tenant', key: 'k', model: 'm', requests: 1 + i, promptTokens: 37 + round, completionTokens: 5 * i + round };
+      m.add(e);
+      expected = { requests: expected.requests + e.requests, promptTokens: expected.promptTokens + e.promptTokens, completionTokens: expected.completionTokens + e.completionTokens };
+    });
+    await Promise.all(meters.map((m) => harness.service.usage.record(m.drain())));
+  }
+  const [row] = await harness.sql<Array<{ requests: string; prompt_tokens: string; completion_tokens: string }>>`
+    select sum(requests) as requests, sum(prompt_tokens) as prompt_tokens, sum(completion_tokens) as completion_tokens
+    from usage_hourly where tenant = 'usage-tenant'
+  `;
+  t.same({ requests: Number(row!.requests), promptTokens: Number(row!.prompt_tokens), completionTokens: Number(row!.completion_tokens) }, expected);
+});
