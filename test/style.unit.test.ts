@@ -1,6 +1,7 @@
-// The code-size rule of the tree: no function in src/ or native/ is longer than 80 lines,
-// except a flat field mapping marked so by a comment line right above it that says
-// "flat field mapping" (a table of fields, nothing to read top to bottom).
+// The code-size rules of the tree: no file in src/ or native/ is longer than 700 lines (a file is
+// one concept), and no function longer than 80 lines, except a flat field mapping marked so by a
+// comment line right above it that says "flat field mapping" (a table of fields, nothing to read
+// top to bottom).
 import { execFileSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import t from 'tap';
@@ -8,6 +9,7 @@ import ts from 'typescript';
 import { REPO_ROOT } from './helpers/reference.js';
 
 const MAX_LINES = 80;
+const MAX_FILE_LINES = 700;
 const EXEMPT = /flat field mapping/i;
 
 interface LongFunction {
@@ -89,6 +91,13 @@ function longCppFunctions(file: string): LongFunction[] {
   }
   return found;
 }
+
+t.test(`no file in src/ or native/ is longer than ${MAX_FILE_LINES} lines`, async (t) => {
+  const files = [...tracked('src/**/*.ts'), ...tracked('src/**/*.cts'), ...tracked('native/*.cpp'), ...tracked('native/*.h')];
+  t.ok(files.length > 100, `${files.length} files read`);
+  const long = files.map((file) => ({ file, lines: readFileSync(`${REPO_ROOT}/${file}`, 'utf8').split('\n').length - 1 })).filter((f) => f.lines > MAX_FILE_LINES);
+  t.same(long, []);
+});
 
 t.test(`no function in src/ is longer than ${MAX_LINES} lines`, async (t) => {
   t.same(tracked('src/**/*.ts').flatMap(longTypeScriptFunctions), []);

@@ -58,6 +58,8 @@ export const AUTH_ERRORS = {
   INVALID_GRANT: { status: 400, message: 'The authorization code or refresh token is invalid, expired, used or issued to another client' },
   INVALID_SCOPE: { status: 400, message: 'The scope asked for is unknown or not allowed for this client' },
   UNSUPPORTED_GRANT_TYPE: { status: 400, message: 'The grant type is not supported or not allowed for this client' },
+  INVALID_TOKEN: { status: 401, message: 'The initial access token is missing or wrong' },
+  INVALID_TARGET: { status: 400, message: 'The resource asked for is not one this app\'s tokens may be for (RFC 8707)' },
   INSUFFICIENT_SCOPE: { status: 403, message: 'The access token was not granted the scope this endpoint needs' },
   INVALID_CLIENT_METADATA: { status: 400, message: 'The client metadata is invalid' },
   INVALID_REDIRECT_URI: { status: 400, message: 'A redirect URI is invalid' },

@@ -35,6 +35,7 @@ import {
   RefreshBody, RevokeBody, RevokeUserBody, RoleAssignBody, RoleRevokeBody, SessionEndBody, SessionsBody,
 } from './schemas.js';
 
+// The route table is a flat field mapping: one line per route, nothing to read top to bottom.
 export function authRoutes(ctx: AuthContext): Route[] {
   const route = <I>(method: Method, path: string, guard: Guard<I>, handler: AuthHandler<I>): Route => authRoute(ctx, method, path, guard, handler);
   return [
@@ -81,6 +82,7 @@ export function authRoutes(ctx: AuthContext): Route[] {
     route('GET',    '/oauth/userinfo',                           bearer,                          provider.handleUserinfo),
     route('POST',   '/oauth/userinfo',                           bearer,                          provider.handleUserinfo),
     route('GET',    '/oauth/logout',                             publicAccess,                    provider.handleEndSession),
+    route('POST',   '/oauth/register',                           limited(provider.registration, perClientIp('oauth_register_ip')), provider.handleRegister),
     route('POST',   '/admin/apps',                               adminKey,                        admin.handleCreateApp),
     route('GET',    '/admin/apps',                               adminKey,                        admin.handleListApps),
     route('GET',    '/admin/apps/:app_id',                       adminKey,                        admin.handleGetApp),
@@ -117,6 +119,8 @@ export function authRoutes(ctx: AuthContext): Route[] {
     route('GET',    '/admin/apps/:app_id/oauth-clients',         adminKey,                        provider.handleListClients),
     route('GET',    '/admin/apps/:app_id/oauth-clients/:client_id', adminKey,                     provider.handleGetClient),
     route('DELETE', '/admin/apps/:app_id/oauth-clients/:client_id', adminKey,                     provider.handleDeleteClient),
+    route('PUT',    '/admin/apps/:app_id/oauth-resources',       adminKey,                        provider.handlePutResources),
+    route('GET',    '/admin/apps/:app_id/oauth-resources',       adminKey,                        provider.handleGetResources),
     route('POST',   '/admin/apps/:app_id/api-keys',              adminKey,                        apiKeys.handleCreateApiKey),
     route('GET',    '/admin/apps/:app_id/api-keys',              adminKey,                        apiKeys.handleListApiKeys),
     route('POST',   '/admin/apps/:app_id/api-keys/:key_id/rotate', adminKey,                      apiKeys.handleRotateApiKey),

@@ -16,16 +16,16 @@ export interface NewRefreshToken {
 export async function insertRefreshFamily(sql: Queryable, family: {
   id: string; appId: string; userId: string; tenantId: string | null; now: Date; expiresAt: Date; token: NewRefreshToken;
   /** A session started by an OAuth code exchange: its client, the scope granted, the browser session (migration 0022). */
-  grant?: { clientId: string; scope: string; browserSessionId: string | null };
+  grant?: { clientId: string; scope: string; browserSessionId: string | null; resource: string | null };
   /** The session's sign-in methods (migration 0032). */
   amr?: string[] | null;
 }): Promise<void> {
   await sql`
     with family as (
-      insert into refresh_families (id, app_id, user_id, tenant_id, current_token_id, created_at, expires_at, client_id, scope, browser_session_id, amr)
+      insert into refresh_families (id, app_id, user_id, tenant_id, current_token_id, created_at, expires_at, client_id, scope, browser_session_id, resource, amr)
       values (
         ${family.id}, ${family.appId}, ${family.userId}, ${family.tenantId}, ${family.token.id}, ${family.now}, ${family.expiresAt},
-        ${family.grant?.clientId ?? null}, ${family.grant?.scope ?? null}, ${family.grant?.browserSessionId ?? null}, ${family.amr ?? null}
+        ${family.grant?.clientId ?? null}, ${family.grant?.scope ?? null}, ${family.grant?.browserSessionId ?? null}, ${family.grant?.resource ?? null}, ${family.amr ?? null}
       )
       returning id
     )

@@ -63,7 +63,7 @@ export function chooseTenant(roles: RoleRow[], requested: string | null | undefi
 export async function startSession(tx: TransactionSql, ctx: AuthContext, session: {
   app: AuthenticatedApp; userId: string; familyId: string; tenant: TenantChoice; nowMs: number;
   /** A session of an OAuth client (provider/token.ts): recorded on the family, its claims added to the access token. */
-  grant?: { clientId: string; scope: string; browserSessionId: string | null };
+  grant?: { clientId: string; publicClientId: string; scope: string; browserSessionId: string | null; resource: string | null };
   /** How the user signed in (RFC 8176 values): recorded on the family, the `amr` claim of each of its access tokens. */
   amr?: string[];
 }): Promise<SessionTokens> {
@@ -83,7 +83,7 @@ export async function startSession(tx: TransactionSql, ctx: AuthContext, session
     amr: session.amr ?? null,
   });
   const claims = {
-    ...(session.grant ? { client_id: session.grant.clientId, scope: session.grant.scope } : {}),
+    ...(session.grant ? { client_id: session.grant.publicClientId, scope: session.grant.scope, ...(session.grant.resource ? { aud: session.grant.resource } : {}) } : {}),
     ...(session.amr?.length ? { amr: session.amr } : {}),
   };
   return issueTokens(ctx, session.app, session.userId, session.tenant, refresh.token, session.nowMs, claims);
@@ -210,10 +210,15 @@ export async function revokeLiveFamilies(tx: TransactionSql, userId: string, app
   });
 }
 
-/** Signs the access token of a session; `claims` are added to today's (an OAuth client's client_id and scope). */
+/**
+ * Signs the access token of a session; `claims` are added to today's (an OAuth client's
+ * client_id and scope; the session's amr), and their `aud`, a resource indicator, replaces the
+ * app slug as audience.
+ */
 export async function issueTokens(ctx: AuthContext, app: AuthenticatedApp, userId: string, tenant: TenantChoice, refreshToken: string, nowMs: number, claims?: Record<string, unknown>): Promise<SessionTokens> {
+  const { aud, ...extra } = claims ?? {};
   const accessToken = await signAccessToken(ctx.keys.signingKey(), ctx.issuer, {
-    userId, appSlug: app.slug, tenantId: tenant.tenantId, roles: tenant.roles,
-  }, nowMs, claims);
+    userId, appSlug: app.slug, tenantId: tenant.tenantId, roles: tenant.roles, ...(typeof aud === 'string' ? { audience: aud } : {}),
+  }, nowMs, Object.keys(extra).length > 0 ? extra : undefined);
   return { access_token: accessToken, refresh_token: refreshToken, user_id: userId, expires_in: ACCESS_TOKEN_TTL_SECONDS, token_type: 'Bearer' };
 }
