@@ -58,7 +58,7 @@ export interface AuthServiceConfig {
   /** Bound of each request to an upstream identity provider (default UPSTREAM_TIMEOUT_MS); past it the sign-in is 502 UPSTREAM_UNAVAILABLE. */
   upstreamTimeoutMs?: number;
   /**
-   * Clients that no admin made (provider/open-clients.ts): RFC 7591 dynamic registration and
+   * Clients that no admin made (provider/registration.ts, provider/metadata-document-clients.ts): RFC 7591 dynamic registration and
    * Client ID Metadata Documents, both off unless set; such clients join the app `appSlug`.
    */
   oauthOpenClients?: OAuthOpenClientsConfig;

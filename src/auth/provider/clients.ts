@@ -15,7 +15,7 @@ import {
 import { getApp } from '../service/admin.js';
 import { isUuid } from '../service/credentials.js';
 import { MetadataDocumentError } from './client-metadata-document.js';
-import { metadataDocumentClient } from './open-clients.js';
+import { metadataDocumentClient } from './metadata-document-clients.js';
 import { checkRedirectUri } from './redirect-uris.js';
 import { GRANT_TYPES, STANDARD_SCOPES, isScopeToken, type GrantType } from './scopes.js';
 
@@ -114,7 +114,7 @@ export function publicClientId(client: OAuthClientRow): string {
 
 /**
  * The client named by a client_id, or undefined (unknown, not a UUID). A metadata document URL
- * (when they are on) is resolved by open-clients.ts, which throws MetadataDocumentError when the
+ * (when they are on) is resolved by metadata-document-clients.ts, which throws MetadataDocumentError when the
  * document cannot be used.
  */
 export async function findClient(ctx: AuthContext, clientId: string): Promise<OAuthClientRow | undefined> {

@@ -10,7 +10,7 @@ import { updateAppResources } from '../queries/oauth-clients.js';
 import type { Guard } from '../respond.js';
 import { getApp } from '../service/admin.js';
 import { CreateOAuthClientBody } from '../schemas.js';
-import { registerClient } from './open-clients.js';
+import { registerClient } from './registration.js';
 import type { AccessTokenClaims } from '../tokens/access-token.js';
 import { authorize, signInCode, signInEmail } from './authorize.js';
 import { clientJson, createClient, deleteClient, getClient, listClients, type ClientRegistration } from './clients.js';
