@@ -1,6 +1,7 @@
 // Configuration of the auth service. Every setting is an environment variable; auth-server's
 // command-line flags are aliases of them (a flag wins over the variable). inference-server
 // mounting the routes reads the same variables with readAuthServiceConfig(process.env).
+import { readFileSync } from 'node:fs';
 import os from 'node:os';
 import { parseFlags, type FlagSpec } from '../cli/flags.js';
 import path from 'node:path';
@@ -56,8 +57,30 @@ export interface AuthServiceConfig {
   auditRetentionDays?: number;
   /** Bound of each request to an upstream identity provider (default UPSTREAM_TIMEOUT_MS); past it the sign-in is 502 UPSTREAM_UNAVAILABLE. */
   upstreamTimeoutMs?: number;
+  /**
+   * Clients that no admin made (provider/registration.ts, provider/metadata-document-clients.ts): RFC 7591 dynamic registration and
+   * Client ID Metadata Documents, both off unless set; such clients join the app `appSlug`.
+   */
+  oauthOpenClients?: OAuthOpenClientsConfig;
   /** See SigningKeyRingOptions.onRotated (set by auth-server's worker threads). */
   onSigningKeysRotated?: () => Promise<void>;
+}
+
+export interface OAuthOpenClientsConfig {
+  /** The app that registered and metadata-document clients belong to (AUTH_OAUTH_OPEN_APP). */
+  appSlug: string;
+  /** POST /oauth/register is served (AUTH_OAUTH_REGISTRATION=1). */
+  registration: boolean;
+  /** When set, registration needs `Authorization: Bearer <this>` (RFC 7591's initial access token; AUTH_OAUTH_REGISTRATION_TOKEN). */
+  initialAccessToken?: string;
+  /** An https URL is taken as a client_id and its metadata document fetched (AUTH_OAUTH_CLIENT_METADATA=1). */
+  metadataDocuments: boolean;
+  /** For development only: metadata documents on loopback and private addresses, over http too (AUTH_OAUTH_CLIENT_METADATA_PRIVATE=1). */
+  allowPrivateMetadataHosts?: boolean;
+  /** Bound of one metadata document fetch (default 5000 ms). */
+  metadataTimeoutMs?: number;
+  /** PEM of a CA that metadata document hosts' certificates may chain to, besides the public ones (AUTH_OAUTH_CLIENT_METADATA_CA_FILE). */
+  metadataCaPem?: string;
 }
 
 export interface AuthServerOptions {
@@ -96,6 +119,12 @@ const SETTINGS: ReadonlyArray<{ flag: string; env: string; help: string }> = [
   { flag: '--sms-messaging-service-sid', env: 'AUTH_SMS_MESSAGING_SERVICE_SID', help: 'messaging service instead of --sms-from' },
   { flag: '--otp-app-hourly-limit', env: 'AUTH_OTP_APP_HOURLY_LIMIT', help: 'codes per app per hour (default 1000)' },
   { flag: '--embedded-db-port', env: 'AUTH_EMBEDDED_DB_PORT', help: 'port of the embedded PostgreSQL (default: a free one)' },
+  { flag: '--oauth-open-app', env: 'AUTH_OAUTH_OPEN_APP', help: 'slug of the app that dynamically registered and metadata-document OAuth clients join' },
+  { flag: '--oauth-registration', env: 'AUTH_OAUTH_REGISTRATION', help: '1: serve RFC 7591 registration at /oauth/register (needs --oauth-open-app; default 0)' },
+  { flag: '--oauth-registration-token', env: 'AUTH_OAUTH_REGISTRATION_TOKEN', help: 'initial access token registration requires as a Bearer token' },
+  { flag: '--oauth-client-metadata', env: 'AUTH_OAUTH_CLIENT_METADATA', help: '1: accept https URLs as client_id (Client ID Metadata Documents; needs --oauth-open-app; default 0)' },
+  { flag: '--oauth-client-metadata-private', env: 'AUTH_OAUTH_CLIENT_METADATA_PRIVATE', help: '1, development only: fetch metadata documents from loopback and private addresses, over http too' },
+  { flag: '--oauth-client-metadata-ca-file', env: 'AUTH_OAUTH_CLIENT_METADATA_CA_FILE', help: 'PEM CA that metadata document hosts\' certificates may chain to, when not a public one' },
   { flag: '--workers', env: 'AUTH_WORKERS', help: 'worker threads serving HTTP on the port (default: the number of cores)' },
   { flag: '--db-pool-size', env: 'AUTH_DB_POOL_SIZE', help: 'database connections per worker (default 80 / workers, from 2 to 10)' },
   { flag: '--token-cache-size', env: 'AUTH_TOKEN_CACHE_SIZE', help: 'access tokens whose verification each worker remembers (default 10000; 0: none)' },
@@ -177,6 +206,7 @@ export function readAuthServiceConfig(vars: Record<string, string | undefined>, 
     ...(vars.AUTH_RATE_LIMITS ? { rateLimits: parseRateLimits(vars.AUTH_RATE_LIMITS) } : {}),
     ...(integer(vars, 'AUTH_WEBHOOK_DISPATCH', 1, 0, 1) === 0 ? { webhookDispatch: false } : {}),
     ...(vars.AUTH_WEBHOOK_RETRY_DELAYS ? { webhookRetryDelaysSeconds: retryDelays(vars.AUTH_WEBHOOK_RETRY_DELAYS) } : {}),
+    ...(oauthOpenClients(vars) ?? {}),
     ...(vars.AUTH_AUDIT_RETENTION_DAYS ? { auditRetentionDays: integer(vars, 'AUTH_AUDIT_RETENTION_DAYS', AUDIT_RETENTION_DAYS, 0, 100_000) } : {}),
   };
 }
@@ -216,6 +246,23 @@ function otpDeliveryConfig(kind: string, vars: Record<string, string | undefined
     default:
       throw new Error(`unknown OTP delivery "${kind}": expected log, webhook, smtp or sms (several separated by commas)`);
   }
+}
+
+/** AUTH_OAUTH_*: registration and metadata documents, each off unless set to 1, both needing the app. */
+function oauthOpenClients(vars: Record<string, string | undefined>): { oauthOpenClients: OAuthOpenClientsConfig } | null {
+  const registration = integer(vars, 'AUTH_OAUTH_REGISTRATION', 0, 0, 1) === 1;
+  const metadataDocuments = integer(vars, 'AUTH_OAUTH_CLIENT_METADATA', 0, 0, 1) === 1;
+  if (!registration && !metadataDocuments) return null;
+  const appSlug = vars.AUTH_OAUTH_OPEN_APP;
+  if (!appSlug) throw new Error('--oauth-registration and --oauth-client-metadata need --oauth-open-app (AUTH_OAUTH_OPEN_APP): the app such clients join');
+  return {
+    oauthOpenClients: {
+      appSlug, registration, metadataDocuments,
+      ...(vars.AUTH_OAUTH_REGISTRATION_TOKEN ? { initialAccessToken: vars.AUTH_OAUTH_REGISTRATION_TOKEN } : {}),
+      ...(integer(vars, 'AUTH_OAUTH_CLIENT_METADATA_PRIVATE', 0, 0, 1) === 1 ? { allowPrivateMetadataHosts: true } : {}),
+      ...(vars.AUTH_OAUTH_CLIENT_METADATA_CA_FILE ? { metadataCaPem: readFileSync(vars.AUTH_OAUTH_CLIENT_METADATA_CA_FILE, 'utf8') } : {}),
+    },
+  };
 }
 
 function retryDelays(text: string): number[] {

@@ -1,6 +1,7 @@
 // Everything a handler or service function needs, built once by createAuthService.
 import type { HttpError } from '../http/errors.js';
 import type { Clock } from './clock.js';
+import type { OAuthOpenClientsConfig } from './config.js';
 import type { Sql } from './database/client.js';
 import type { OtpLimits } from './limits.js';
 import type { OtpDelivery } from './otp/delivery.js';
@@ -29,6 +30,11 @@ export interface AuthContext {
   };
   /** Seals and opens webhook endpoints' signing secrets (derived from the master key). */
   readonly webhookSecretKey: Buffer;
+  /** TOTP keys are sealed with secretKey; recovery codes stored as HMAC under codeHashKey. */
+  readonly secondFactor: {
+    readonly secretKey: Buffer;
+    readonly codeHashKey: Buffer;
+  };
   /** Upstream identity providers: their clients (cached discovery) and the key sealing their secrets. */
   readonly upstream: {
     readonly clients: UpstreamClients;
@@ -42,6 +48,8 @@ export interface AuthContext {
   readonly apiKeyTouches: Map<string, number>;
   /** Believe X-Forwarded-For for the client's address (audit trail, per-IP limits); see requestOrigin. */
   readonly trustProxy: boolean;
+  /** Dynamic registration and Client ID Metadata Documents (config.ts OAuthOpenClientsConfig); null: neither. */
+  readonly oauthOpenClients: OAuthOpenClientsConfig | null;
   /** Receives 5xx errors with their causes; never shown to clients. */
   readonly logError: (error: HttpError, request: { method: string; path: string }) => void;
 }

@@ -230,8 +230,10 @@ async function serviceOn(sql: Sql, databaseUrl: string, config: AuthServiceConfi
     apiKeyChanges: new ApiKeyChanges(sql, log),
     apiKeyTouches: new Map(),
     webhookSecretKey: masterKey.derive('webhook-secret-encryption'),
+    secondFactor: { secretKey: masterKey.derive('totp-secret-encryption'), codeHashKey: masterKey.derive('recovery-code-hash') },
     upstream: { clients: new UpstreamClients(config.upstreamTimeoutMs ?? UPSTREAM_TIMEOUT_MS), secretKey: masterKey.derive('upstream-secret-encryption') },
     trustProxy: config.trustProxy ?? false,
+    oauthOpenClients: config.oauthOpenClients ?? null,
     logError: (error: HttpError, request) => log(`${request.method} ${request.path} failed: ${describe(error)}`),
   };
   const background = await startBackgroundWork(ctx, config, role.primary, log);

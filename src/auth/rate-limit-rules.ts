@@ -22,6 +22,8 @@ export const RATE_LIMIT_RULES = {
   api_key_introspect_ip: { maxHits: 3000, windowSeconds: 60 },
   /** Authorization requests (/oauth/authorize) per client IP. */
   oauth_authorize_ip: { maxHits: 600, windowSeconds: 600 },
+  /** Dynamic client registrations (/oauth/register) per client IP, refused ones too. */
+  oauth_register_ip: { maxHits: 20, windowSeconds: 3600 },
   /** Token requests (/oauth/token, every grant) per client IP. */
   oauth_token_ip: { maxHits: 6000, windowSeconds: 60 },
   /** Wrong or missing X-Admin-Key per client IP; once reached, the IP gets 429 on every admin route until the window ends. */

@@ -5,6 +5,7 @@
 // use the model admit it against its limits, give it to the handler with the service (Admitted)
 // and hold it until the handler finishes (tenants/tenancy.ts). The router (multi-model/routes.ts)
 // uses the same key and tenant guards without a service.
+import { HttpError } from '../http/errors.js';
 import type { HttpRequest, HttpResult } from '../http/request.js';
 import type { Method, Route } from '../http/router.js';
 import { invalidApiKey, presentedKey, type ApiKeys } from './access/api-key.js';
@@ -208,6 +209,9 @@ export function guardedRoute<I, C>(ctx: C, method: Method, path: string, guard: 
         }
       } catch (err) {
         if (counted) counted.errors++;
+        // RFC 9728 section 5.1: a 401 names where the protected resource's metadata is (--auth-app).
+        const challenge = (ctx as { acceptBearer?: AcceptBearer }).acceptBearer?.challenge;
+        if (challenge && err instanceof HttpError && err.status === 401) req.setResponseHeader('WWW-Authenticate', challenge);
         throw err;
       }
     },

@@ -160,7 +160,8 @@ async function runRouter(params: NativeServerParams, own: OwnFlags): Promise<num
     ...(auth.acceptBearer ? { acceptBearer: auth.acceptBearer } : {}),
     ...(auth.usage ? { usageRecorder: auth.usage } : {}),
     ...(auth.fleetStore ? { fleetStore: auth.fleetStore } : {}),
-    fakeTiming: (process.env['LLAMA_SERVER_DEBUG_FAKE_TIMING'] ?? '') !== '',
+    // llama-server's test switch: 2 s more per load and per proxied request.
+    fakeDelayMs: (process.env['LLAMA_SERVER_DEBUG_FAKE_TIMING'] ?? '') !== '' ? 2000 : 0,
     log: (line) => say(line),
   });
   const names = server.registry.list().map((e) => e.spec.name);

@@ -161,5 +161,5 @@ t.test('AUTH_RATE_LIMITS parses rule=hits/seconds and refuses anything else', as
   t.throws(() => parseRateLimits('nope=1/1'), /unknown rule "nope"/);
   t.throws(() => parseRateLimits('otp_request_ip=20'), /is not rule=hits\/seconds/);
   t.throws(() => parseRateLimits('otp_request_ip=0/60'), /at least 1 hit/);
-  t.ok(Object.keys(RATE_LIMIT_RULES).length === 11, 'seven rules, passkey_ceremony_ip, api_key_introspect_ip, oauth_authorize_ip and oauth_token_ip');
+  t.ok(Object.keys(RATE_LIMIT_RULES).length === 12, 'seven rules, passkey_ceremony_ip, api_key_introspect_ip, oauth_authorize_ip, oauth_register_ip and oauth_token_ip');
 });

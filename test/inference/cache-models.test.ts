@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import t from 'tap';
 import { native } from '../../src/native/binding.js';
 import { startRouterServer, type RouterServer } from '../../src/inference/multi-model/server.js';
-import type { ModelEvent } from '../../src/inference/multi-model/model-registry.js';
+import { modelProcess, type ModelEvent } from '../../src/inference/multi-model/model-registry.js';
 import { ensureTestModels } from '../fixtures/models.js';
 import { startMockHub } from '../fixtures/mock-hub.js';
 import { wholeChunks } from '../helpers/chunked.js';
@@ -122,8 +122,8 @@ t.test('POST /models refuses what it cannot download: no name, a bad name, an un
 t.test('DELETE /models removes a cache model: its process stopped, its files gone, model_remove on /models/sse', async (t) => {
   const name = `${REPO}:Q8_0`;
   const entry = router.registry.list().find((e) => e.spec.name === name)!;
-  t.equal(entry.status, 'loaded', 'loaded by the test before');
-  const pid = entry.process!.pid!;
+  t.equal(entry.state.name, 'loaded', 'loaded by the test before');
+  const pid = modelProcess(entry)!.pid!;
   const sse = await subscribe();
   t.teardown(sse.close);
   const res = await fetch(`${base}/models?model=${encodeURIComponent(name)}`, { method: 'DELETE' });

@@ -28,14 +28,18 @@ async function startRouter(t: { teardown(fn: () => void): void }, extra: string[
   return child;
 }
 
-/** The child processes of `pid`, from /proc. */
+/**
+ * The model processes `pid` started, from /proc: its children that run Node (the TypeScript
+ * loader of this test's router has an esbuild service child of its own, which is not one).
+ */
 function childrenOf(pid: number): number[] {
   const out: number[] = [];
   for (const name of readdirSync('/proc')) {
     if (!/^\d+$/.test(name)) continue;
     try {
       const stat = readFileSync(`/proc/${name}/stat`, 'utf8');
-      if (Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]) === pid) out.push(Number(name));
+      const isNode = readFileSync(`/proc/${name}/cmdline`, 'utf8').split('\0')[0] === process.execPath;
+      if (Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]) === pid && isNode) out.push(Number(name));
     } catch {
       // gone meanwhile
     }

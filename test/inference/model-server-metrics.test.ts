@@ -37,11 +37,13 @@ function stream(path: string, body: Record<string, unknown>): { started: Promise
   return { started: startedPromise, stop: () => abort.abort(), done };
 }
 
-/** Scrapes until `ready` holds of a scrape (the state is reached by the engine's own thread). */
+/** Scrapes until `ready` holds of a scrape (the state is reached by the engine's own thread); fails after 60 s. */
 async function scrapeUntil(ready: (f: Map<string, Family>) => boolean): Promise<Map<string, Family>> {
+  const deadline = Date.now() + 60_000;
   for (;;) {
     const families = await scrape();
     if (ready(families)) return families;
+    if (Date.now() > deadline) throw new Error('the server never reached the state awaited');
   }
 }
 

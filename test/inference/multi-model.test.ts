@@ -9,7 +9,7 @@ import t from 'tap';
 import { native } from '../../src/native/binding.js';
 import { startRouterServer, type RouterServer } from '../../src/inference/multi-model/server.js';
 import { routerOptions } from '../../src/inference/server-config.js';
-import type { ModelEvent } from '../../src/inference/multi-model/model-registry.js';
+import { modelProcess, type ModelEvent } from '../../src/inference/multi-model/model-registry.js';
 import { ensureAudioProjector } from '../fixtures/audio-projector.js';
 import { ensureTestModels } from '../fixtures/models.js';
 import { parseSse, postJson, startTestServer } from '../helpers/inference-server.js';
@@ -178,7 +178,7 @@ t.test('concurrent first requests load the model once; unload ends its process',
 
   const sse = await fetch(`${base}/models/sse`);
   const reader = sse.body!.getReader();
-  const pid = router.registry.find('chat')!.process!.pid!;
+  const pid = modelProcess(router.registry.find('chat')!)!.pid!;
   t.ok(isAlive(pid));
   const modelRss = treeRss(pid);
   t.ok(modelRss > RSS_BOUND, `the loaded model's process holds ${(modelRss / 2 ** 20).toFixed(0)} MiB`);
@@ -201,7 +201,7 @@ t.test('--models-max 1: alternating requests swap the models and stay correct', 
   for (let round = 0; round < 2; round++) {
     const chat = await postJson(`${base}/completion`, { ...COMPLETION, model: 'chat' });
     t.equal(chat.body.content, reference.completion);
-    const chatPid = router.registry.find('chat')!.process!.pid!;
+    const chatPid = modelProcess(router.registry.find('chat')!)!.pid!;
     const embed = await postJson(`${base}/v1/embeddings`, { ...EMBED, model: 'embed' });
     t.same(embed.body.data[0].embedding, reference.embedding);
     t.equal((await statusOf(base, 'chat')).value, 'unloaded', 'the least recently used model made room');
@@ -215,7 +215,7 @@ t.test('--sleep-idle-seconds: an idle model is unloaded (its process exits) and 
   t.teardown(() => router.close());
   const rssBefore = treeRss(process.pid);
   t.equal((await postJson(`${base}/completion`, { ...COMPLETION, model: 'chat' })).body.content, reference.completion);
-  const pid = router.registry.find('chat')!.process!.pid!;
+  const pid = modelProcess(router.registry.find('chat')!)!.pid!;
   await nextEvent(router, (e) => e.model === 'chat' && e.data?.['status'] === 'sleeping');
   t.notOk(isAlive(pid), 'the idle model\'s process has exited');
   const rssAfter = treeRss(process.pid);
@@ -267,18 +267,18 @@ t.test('a spare model process: a load takes it, it is replaced once the request 
   const [spare] = router.registry.sparePids;
   t.ok(spare !== undefined && isAlive(spare), 'the router starts a spare at once');
   t.equal((await postJson(`${base}/completion`, { ...COMPLETION, model: 'chat' })).body.content, reference.completion, 'greedy output equals the single-model server');
-  t.equal(router.registry.find('chat')!.process!.pid, spare, 'the model runs in the spare');
+  t.equal(modelProcess(router.registry.find('chat')!)!.pid, spare, 'the model runs in the spare');
   t.same(router.registry.sparePids, [], 'the spare is not replaced while the new model serves its first requests');
   const [next] = (await replaced) as [number];
   t.ok(next !== spare && isAlive(next), 'a new spare replaces it once the router is idle');
   t.same(router.registry.sparePids, [next]);
   const embedding = await postJson(`${base}/v1/embeddings`, { ...EMBED, model: 'embedder' });
   t.same(embedding.body.data[0].embedding, reference.embedding, 'a spare takes the preset model\'s own command line');
-  t.equal(router.registry.find('embed')!.process!.pid, next);
+  t.equal(modelProcess(router.registry.find('embed')!)!.pid, next);
   await router.close();
   t.notOk(isAlive(next!), 'close ends the model processes');
   t.same(router.registry.sparePids, [], 'and the spares');
-  t.ok(router.registry.list().every((e) => e.process === null));
+  t.ok(router.registry.list().every((e) => modelProcess(e) === null));
 });
 
 t.test('a model with an audio projector: listed with its modalities, transcription uploads forwarded by their form\'s model field', async (t) => {

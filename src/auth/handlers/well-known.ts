@@ -24,7 +24,7 @@ export async function handleDiscovery(ctx: AuthContext): Promise<HttpResult> {
       revocation_endpoint_auth_methods_supported: CLIENT_AUTH_METHODS,
       introspection_endpoint: `${ctx.issuer}/oauth/introspect`,
       introspection_endpoint_auth_methods_supported: CLIENT_AUTH_METHODS,
-      ...providerMetadata(ctx.issuer),
+      ...providerMetadata(ctx),
     },
   };
 }

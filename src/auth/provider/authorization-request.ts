@@ -5,6 +5,7 @@
 import type { AuthContext } from '../context.js';
 import type { OAuthClientRow } from '../queries/oauth-clients.js';
 import { PLAIN } from '../oauth-request.js';
+import { MetadataDocumentError } from './client-metadata-document.js';
 import { allowsGrant, findClient } from './clients.js';
 import { matchesRedirectUri } from './redirect-uris.js';
 import { parseScope } from './scopes.js';
@@ -22,6 +23,8 @@ export interface AuthorizationParameters {
   login_hint: string | null;
   /** The tenant asked for (`tenant`, or `organization` as some libraries name it). */
   tenant: string | null;
+  /** The resource (RFC 8707) the tokens are for, one of the app's; null: the app itself. */
+  resource: string | null;
 }
 
 export type AuthorizationOutcome =
@@ -53,7 +56,13 @@ export async function checkAuthorizationRequest(ctx: AuthContext, query: URLSear
   }
   const clientId = values.get('client_id');
   if (!clientId || repeated === 'client_id' || malformed === 'client_id') return pageError('invalid_request', 'The request does not name a client (client_id).');
-  const client = await findClient(ctx, clientId);
+  let client: OAuthClientRow | undefined;
+  try {
+    client = await findClient(ctx, clientId);
+  } catch (error) {
+    if (!(error instanceof MetadataDocumentError)) throw error;
+    return pageError('invalid_client', `The application that sent you here cannot be identified: ${error.message}.`);
+  }
   if (!client) return pageError('invalid_client', 'The application that sent you here is not registered.');
   const registered = client.redirect_uris;
   let redirectUri = values.get('redirect_uri');
@@ -88,6 +97,8 @@ export async function checkAuthorizationRequest(ctx: AuthContext, query: URLSear
   const prompt = (values.get('prompt') ?? '').split(' ').filter((p) => p !== '');
   if (prompt.some((p) => !PROMPTS.has(p))) return fail('invalid_request', 'Unknown prompt value');
   if (prompt.includes('none') && prompt.length > 1) return fail('invalid_request', 'prompt=none cannot be combined with other values');
+  const resource = values.get('resource') ?? null;
+  if (resource !== null && !client.app_resources.includes(resource)) return fail('invalid_target', 'The resource is not one this application\'s tokens may be for');
   const maxAgeText = values.get('max_age');
   if (maxAgeText !== undefined && !/^[0-9]{1,9}$/.test(maxAgeText)) return fail('invalid_request', 'max_age must be a number of seconds');
   return {
@@ -104,6 +115,7 @@ export async function checkAuthorizationRequest(ctx: AuthContext, query: URLSear
       max_age: maxAgeText === undefined ? null : Number(maxAgeText),
       login_hint: values.get('login_hint') ?? null,
       tenant: values.get('tenant') ?? values.get('organization') ?? null,
+      resource,
     },
   };
 }

@@ -155,7 +155,7 @@ async function issueCode(ctx: AuthContext, client: OAuthClientRow, parameters: A
     await insertAuthorizationCode(tx, {
       hash: sha256(code), clientId: client.id, appId: client.app_id, userId: session.user_id, browserSessionId: session.id,
       redirectUri: parameters.redirect_uri, scope: parameters.scope, nonce: parameters.nonce, codeChallenge: parameters.code_challenge,
-      authTime: session.auth_time, amr: session.amr, tenantId, now: new Date(nowMs), expiresAt: new Date(nowMs + AUTHORIZATION_CODE_TTL_MS),
+      authTime: session.auth_time, amr: session.amr, tenantId, resource: parameters.resource ?? null, now: new Date(nowMs), expiresAt: new Date(nowMs + AUTHORIZATION_CODE_TTL_MS),
     });
     await insertAuditEvent(tx, {
       type: 'oauth.code_issued', actor: 'app', appId: client.app_id, userId: session.user_id, ip: origin.ip, userAgent: origin.userAgent,

@@ -14,6 +14,8 @@ import {
 } from '../queries/oauth-clients.js';
 import { getApp } from '../service/admin.js';
 import { isUuid } from '../service/credentials.js';
+import { MetadataDocumentError } from './client-metadata-document.js';
+import { metadataDocumentClient } from './metadata-document-clients.js';
 import { checkRedirectUri } from './redirect-uris.js';
 import { GRANT_TYPES, STANDARD_SCOPES, isScopeToken, type GrantType } from './scopes.js';
 
@@ -38,7 +40,7 @@ const DUMMY_HASH = createHash('sha256').update('no such client').digest();
  * public client with a secret method or client_credentials, authorization_code without a
  * redirect URI, an unknown grant type or a malformed scope).
  */
-export async function createClient(ctx: AuthContext, appId: string, registration: ClientRegistration, origin: RequestOrigin): Promise<{ client: OAuthClientRow; secret: string | null }> {
+export async function createClient(ctx: AuthContext, appId: string, registration: ClientRegistration, origin: RequestOrigin, made: ClientOrigin = { origin: 'admin' }): Promise<{ client: OAuthClientRow; secret: string | null }> {
   const app = await getApp(ctx, appId);
   const clientType = registration.client_type ?? 'confidential';
   const method = registration.token_endpoint_auth_method ?? (clientType === 'public' ? 'none' : 'client_secret_basic');
@@ -66,11 +68,11 @@ export async function createClient(ctx: AuthContext, appId: string, registration
     const row = await insertOAuthClient(tx, {
       appId: app.id, name: registration.name, logoUri: registration.logo_uri ?? null, clientType, tokenEndpointAuthMethod: method,
       secretHash: secret === null ? null : sha256(secret), jwks: (registration.jwks as OAuthClientRow['jwks']) ?? null,
-      redirectUris, postLogoutRedirectUris: postLogout, grantTypes, scopes, now,
+      redirectUris, postLogoutRedirectUris: postLogout, grantTypes, scopes, now, ...made,
     });
     await insertAuditEvent(tx, {
-      type: 'oauth_client.created', actor: 'admin', appId: app.id, ip: origin.ip, userAgent: origin.userAgent,
-      details: { client_id: row.id, name: row.name, client_type: clientType, grant_types: grantTypes }, now,
+      type: 'oauth_client.created', actor: made.origin === 'admin' ? 'admin' : 'anonymous', appId: app.id, ip: origin.ip, userAgent: origin.userAgent,
+      details: { client_id: publicClientId(row), name: row.name, client_type: clientType, grant_types: grantTypes, origin: made.origin }, now,
     });
     return row;
   });
@@ -102,9 +104,22 @@ export async function deleteClient(ctx: AuthContext, appId: string, clientId: st
   });
 }
 
-/** The client named by an authorization request, or undefined (not a UUID, unknown). */
+/** How a client came to be (the admin API by default). */
+export type ClientOrigin = { origin: 'admin' | 'dynamic' } | { origin: 'metadata_document'; metadataUrl: string; metadataExpiresAt: Date };
+
+/** The client_id the client itself uses: its metadata document URL, or its UUID. */
+export function publicClientId(client: OAuthClientRow): string {
+  return client.metadata_url ?? client.id;
+}
+
+/**
+ * The client named by a client_id, or undefined (unknown, not a UUID). A metadata document URL
+ * (when they are on) is resolved by metadata-document-clients.ts, which throws MetadataDocumentError when the
+ * document cannot be used.
+ */
 export async function findClient(ctx: AuthContext, clientId: string): Promise<OAuthClientRow | undefined> {
-  return isUuid(clientId) ? findOAuthClient(ctx.sql, clientId.toLowerCase()) : undefined;
+  if (isUuid(clientId)) return findOAuthClient(ctx.sql, clientId.toLowerCase());
+  return metadataDocumentClient(ctx, clientId);
 }
 
 /** How a client presented itself at the token endpoint (form.ts reads it off the request). */
@@ -123,7 +138,9 @@ const ASSERTION_ALGORITHMS = ['RS256', 'PS256', 'ES256', 'EdDSA'];
  */
 export async function authenticateClient(ctx: AuthContext, presented: PresentedClient, tokenEndpoint: string): Promise<OAuthClientRow> {
   const clientId = presented.method === 'private_key_jwt' ? presented.clientId ?? unverifiedIssuer(presented.assertion) : presented.clientId;
-  const client = clientId !== undefined && isUuid(clientId) ? await findOAuthClient(ctx.sql, clientId.toLowerCase()) : undefined;
+  const client = clientId === undefined ? undefined : await findClient(ctx, clientId).catch((error: unknown) => {
+    throw authError('TOKEN_INVALID', error instanceof MetadataDocumentError ? `The client's metadata document cannot be used: ${error.message}` : 'Invalid client', { cause: error });
+  });
   if (presented.method === 'secret') {
     const matches = timingSafeEqual(sha256(presented.secret), client?.secret_hash ?? DUMMY_HASH);
     if (!client || !client.secret_hash || !matches) throw authError('TOKEN_INVALID', 'Invalid client credentials');
@@ -178,8 +195,9 @@ export function allowsGrant(client: OAuthClientRow, grant: GrantType): boolean {
 /** The client as the admin API shows it (never its secret hash). */
 export function clientJson(client: OAuthClientRow): Record<string, unknown> {
   return {
-    client_id: client.id,
+    client_id: publicClientId(client),
     app_id: client.app_id,
+    origin: client.origin,
     name: client.name,
     logo_uri: client.logo_uri,
     client_type: client.client_type,

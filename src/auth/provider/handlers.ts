@@ -4,7 +4,13 @@ import type { HttpRequest, HttpResult } from '../../http/request.js';
 import { compileBody } from '../../http/validation.js';
 import { requestOrigin } from '../audit.js';
 import type { AuthContext } from '../context.js';
+import { Type } from '@sinclair/typebox';
+import { authError } from '../errors.js';
+import { updateAppResources } from '../queries/oauth-clients.js';
+import type { Guard } from '../respond.js';
+import { getApp } from '../service/admin.js';
 import { CreateOAuthClientBody } from '../schemas.js';
+import { registerClient } from './registration.js';
 import type { AccessTokenClaims } from '../tokens/access-token.js';
 import { authorize, signInCode, signInEmail } from './authorize.js';
 import { clientJson, createClient, deleteClient, getClient, listClients, type ClientRegistration } from './clients.js';
@@ -15,12 +21,14 @@ import { userinfo } from './userinfo.js';
 
 type NoInput = Record<string, never>;
 const createClientBody = compileBody(CreateOAuthClientBody);
+const resourcesBody = compileBody(Type.Object({ resources: Type.Array(Type.String({ minLength: 1, maxLength: 2000, pattern: '^[^\\x00-\\x20\\x7F]+$' }), { maxItems: 20 }) }, { additionalProperties: false }));
 
 /**
  * The provider's part of the discovery documents (OpenID Connect Discovery 1.0 and RFC 8414 name
  * the same fields): /.well-known/openid-configuration and /.well-known/oauth-authorization-server.
  */
-export function providerMetadata(issuer: string): Record<string, unknown> {
+export function providerMetadata(ctx: AuthContext): Record<string, unknown> {
+  const issuer = ctx.issuer;
   return {
     authorization_endpoint: `${issuer}/oauth/authorize`,
     token_endpoint: `${issuer}/oauth/token`,
@@ -39,6 +47,8 @@ export function providerMetadata(issuer: string): Record<string, unknown> {
     claims_supported: ['sub', 'iss', 'aud', 'exp', 'iat', 'auth_time', 'nonce', 'amr', 'at_hash', 'sid', 'email', 'email_verified', 'phone_number', 'phone_number_verified'],
     request_parameter_supported: false,
     request_uri_parameter_supported: false,
+    ...(ctx.oauthOpenClients?.registration ? { registration_endpoint: `${issuer}/oauth/register` } : {}),
+    client_id_metadata_document_supported: ctx.oauthOpenClients?.metadataDocuments ?? false,
   };
 }
 
@@ -70,6 +80,44 @@ export function handleUserinfo(ctx: AuthContext, { claims }: { claims: AccessTok
 /** GET /oauth/logout: 303 to the registered post_logout_redirect_uri, or the signed-out page. */
 export function handleEndSession(ctx: AuthContext, _: NoInput, req: HttpRequest): Promise<HttpResult> {
   return endSession(ctx, req);
+}
+
+/** POST /oauth/register (RFC 7591; only when configured) → 201 the registered client. */
+export async function handleRegister(ctx: AuthContext, _: NoInput, req: HttpRequest): Promise<HttpResult> {
+  return { status: 201, body: await registerClient(ctx, req, requestOrigin(ctx, req)) };
+}
+
+/** POST /oauth/register's guard: 404 unless registration is on; errors in the RFC 7591 shape. */
+export const registration: Guard<NoInput> = {
+  name: 'registration',
+  errorFormat: 'oauth',
+  authenticate: async (ctx) => {
+    if (!ctx.oauthOpenClients?.registration) throw authError('NOT_FOUND');
+    return {};
+  },
+};
+
+/** PUT /admin/apps/:app_id/oauth-resources `{resources: [url, ...]}` → 200 `{app_id, resources}`: what its tokens may be for (RFC 8707). */
+export async function handlePutResources(ctx: AuthContext, _: NoInput, req: HttpRequest): Promise<HttpResult> {
+  const { resources } = resourcesBody.parse(req);
+  const app = await getApp(ctx, req.params.app_id!);
+  for (const resource of resources) {
+    let url: URL | null = null;
+    try { url = new URL(resource); } catch { /* refused below */ }
+    if (!url || (url.protocol !== 'https:' && url.protocol !== 'http:') || resource.includes('#')) {
+      throw authError('VALIDATION_ERROR', `Invalid field "resources": "${resource}" is not an absolute http(s) URI without a fragment`, { details: { field: 'resources' } });
+    }
+  }
+  const unique = [...new Set(resources)];
+  await updateAppResources(ctx.sql, app.id, unique);
+  return { body: { app_id: app.id, resources: unique } };
+}
+
+/** GET /admin/apps/:app_id/oauth-resources → 200 `{app_id, resources}`. */
+export async function handleGetResources(ctx: AuthContext, _: NoInput, req: HttpRequest): Promise<HttpResult> {
+  const app = await getApp(ctx, req.params.app_id!);
+  const [row] = await ctx.sql<{ oauth_resources: string[] }[]>`select oauth_resources from apps where id = ${app.id}`;
+  return { body: { app_id: app.id, resources: row!.oauth_resources } };
 }
 
 /** POST /admin/apps/:app_id/oauth-clients → 201 the client, with `client_secret` once for a secret client. */

@@ -26,7 +26,7 @@ import type { Guard } from '../respond.js';
 import { refreshSession, startSession, chooseTenant } from '../service/sessions.js';
 import { signAccessToken } from '../tokens/access-token.js';
 import { hashRefreshToken } from '../tokens/refresh-token.js';
-import { allowsGrant, authenticateClient, type PresentedClient } from './clients.js';
+import { allowsGrant, authenticateClient, publicClientId, type PresentedClient } from './clients.js';
 import { parseForm } from './form.js';
 import { signIdToken } from './id-token.js';
 import { parseScope } from './scopes.js';
@@ -132,6 +132,8 @@ async function exchangeCode(ctx: AuthContext, client: OAuthClientRow, form: Map<
     if (row.client_id !== client.id) return { refused: 'The authorization code was issued to another client' } as const;
     if (row.expires_at.getTime() <= nowMs) return { refused: 'The authorization code has expired' } as const;
     if (form.get('redirect_uri') !== row.redirect_uri) return { refused: 'redirect_uri differs from the authorization request\'s' } as const;
+    // RFC 8707: the token request may name the resource again, but not another one.
+    if (form.has('resource') && form.get('resource') !== row.resource) return { refused: 'resource differs from the authorization request\'s', target: true } as const;
     if (!CODE_VERIFIER.test(verifier) || !timingSafeEqual(Buffer.from(s256(verifier)), Buffer.from(row.code_challenge))) {
       return { refused: 'The code_verifier does not match the code_challenge (PKCE S256)' } as const;
     }
@@ -142,7 +144,7 @@ async function exchangeCode(ctx: AuthContext, client: OAuthClientRow, form: Map<
     const familyId = randomUUID();
     const tokens = await startSession(tx, ctx, {
       app, userId: row.user_id, familyId, tenant: { ...tenant, remembered: row.tenant_id }, nowMs,
-      grant: { clientId: client.id, scope: row.scope, browserSessionId: row.browser_session_id },
+      grant: { clientId: client.id, publicClientId: publicClientId(client), scope: row.scope, browserSessionId: row.browser_session_id, resource: row.resource },
     });
     await markAuthorizationCodeUsed(tx, hash, familyId, now);
     await insertAuditEvent(tx, {
@@ -151,7 +153,7 @@ async function exchangeCode(ctx: AuthContext, client: OAuthClientRow, form: Map<
     });
     return { tokens, row, user } as const;
   });
-  if ('refused' in outcome) throw authError('INVALID_GRANT', outcome.refused);
+  if ('refused' in outcome) throw authError('target' in outcome ? 'INVALID_TARGET' : 'INVALID_GRANT', outcome.refused);
   const { tokens, row, user } = outcome;
   const scopes = row.scope.split(' ');
   const response: TokenResponse = {
@@ -163,7 +165,7 @@ async function exchangeCode(ctx: AuthContext, client: OAuthClientRow, form: Map<
   if (allowsGrant(client, 'refresh_token')) response.refresh_token = tokens.refresh_token;
   if (scopes.includes('openid')) {
     response.id_token = await signIdToken(ctx, {
-      userId: row.user_id, clientId: client.id, nonce: row.nonce, authTime: row.auth_time, amr: row.amr,
+      userId: row.user_id, clientId: publicClientId(client), nonce: row.nonce, authTime: row.auth_time, amr: row.amr,
       browserSessionId: row.browser_session_id, accessToken: tokens.access_token, scopes, user,
     }, nowMs);
   }
@@ -182,12 +184,14 @@ async function refreshGrant(ctx: AuthContext, client: OAuthClientRow, form: Map<
   const granted = (grant.scope ?? '').split(' ').filter((s) => s !== '');
   const asked = form.has('scope') ? parseScope(form.get('scope')!) : granted;
   if (asked === null || asked.some((scope) => !granted.includes(scope))) throw authError('INVALID_SCOPE', 'A refresh cannot widen the scope granted');
+  if (form.has('resource') && form.get('resource') !== grant.resource) throw authError('INVALID_TARGET', 'A refresh keeps the resource of its session');
   // The rotation checks the app's credentials in its own statement: the client was authenticated
   // above, and its app's stored secret hash stands for them.
   const app = await findAppCredentials(ctx.sql, client.app_id);
   if (!app) throw authError('INVALID_GRANT', 'The refresh token is invalid');
   try {
-    const tokens = await refreshSession(ctx, { appId: app.id, secretHash: app.secret_hash }, presented, null, origin, { client_id: client.id, scope: grant.scope ?? '' });
+    const claims = { client_id: publicClientId(client), scope: grant.scope ?? '', ...(grant.resource ? { aud: grant.resource } : {}) };
+    const tokens = await refreshSession(ctx, { appId: app.id, secretHash: app.secret_hash }, presented, null, origin, claims);
     return { access_token: tokens.access_token, token_type: 'Bearer', expires_in: ACCESS_TOKEN_TTL_SECONDS, scope: grant.scope ?? '', refresh_token: tokens.refresh_token };
   } catch (error) {
     if (error instanceof HttpError && INVALID_GRANT_CODES.has(error.code)) throw authError('INVALID_GRANT', error.message);
@@ -201,8 +205,10 @@ async function clientCredentials(ctx: AuthContext, client: OAuthClientRow, form:
   const asked = form.has('scope') ? parseScope(form.get('scope')!) : allowed;
   if (asked === null || asked.some((scope) => !allowed.includes(scope))) throw authError('INVALID_SCOPE', 'The scope is not allowed for this client\'s own tokens');
   const scope = asked.join(' ');
+  const resource = form.get('resource');
+  if (resource !== undefined && !client.app_resources.includes(resource)) throw authError('INVALID_TARGET', 'The resource is not one this app\'s tokens may be for');
   const accessToken = await signAccessToken(ctx.keys.signingKey(), ctx.issuer, {
-    userId: client.id, appSlug: client.app_slug, tenantId: null, roles: [],
+    userId: client.id, appSlug: client.app_slug, tenantId: null, roles: [], ...(resource ? { audience: resource } : {}),
   }, ctx.clock.now(), { client_id: client.id, scope });
   return { access_token: accessToken, token_type: 'Bearer', expires_in: ACCESS_TOKEN_TTL_SECONDS, scope };
 }

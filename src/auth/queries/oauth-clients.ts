@@ -10,6 +10,11 @@ export interface OAuthClientRow {
   app_id: string;
   app_slug: string;
   app_name: string;
+  /** The app's resources (RFC 8707) its tokens may be for. */
+  app_resources: string[];
+  origin: 'admin' | 'dynamic' | 'metadata_document';
+  metadata_url: string | null;
+  metadata_expires_at: Date | null;
   name: string;
   logo_uri: string | null;
   client_type: ClientType;
@@ -37,6 +42,10 @@ export interface NewOAuthClient {
   grantTypes: string[];
   scopes: string[];
   now: Date;
+  /** Who made it: the admin API, RFC 7591 registration, or a metadata document at `metadataUrl`. */
+  origin: 'admin' | 'dynamic' | 'metadata_document';
+  metadataUrl?: string;
+  metadataExpiresAt?: Date;
 }
 
 export async function insertOAuthClient(sql: Queryable, client: NewOAuthClient): Promise<OAuthClientRow> {
@@ -44,17 +53,21 @@ export async function insertOAuthClient(sql: Queryable, client: NewOAuthClient):
     with client as (
       insert into oauth_clients (
         app_id, name, logo_uri, client_type, token_endpoint_auth_method, secret_hash, jwks,
-        redirect_uris, post_logout_redirect_uris, grant_types, scopes, created_at, updated_at
+        redirect_uris, post_logout_redirect_uris, grant_types, scopes, created_at, updated_at, origin, metadata_url, metadata_expires_at
       )
       values (
         ${client.appId}, ${client.name}, ${client.logoUri}, ${client.clientType}, ${client.tokenEndpointAuthMethod},
         ${client.secretHash}, ${client.jwks === null ? null : sql.json(client.jwks as never)},
         ${client.redirectUris}::text[], ${client.postLogoutRedirectUris}::text[], ${client.grantTypes}::text[], ${client.scopes}::text[],
-        ${client.now}, ${client.now}
+        ${client.now}, ${client.now}, ${client.origin}, ${client.metadataUrl ?? null}, ${client.metadataExpiresAt ?? null}
       )
+      on conflict (metadata_url) where metadata_url is not null do update
+      set name = excluded.name, logo_uri = excluded.logo_uri, redirect_uris = excluded.redirect_uris,
+        post_logout_redirect_uris = excluded.post_logout_redirect_uris, grant_types = excluded.grant_types,
+        scopes = excluded.scopes, updated_at = excluded.updated_at, metadata_expires_at = excluded.metadata_expires_at
       returning *
     )
-    select client.*, a.slug as app_slug, a.name as app_name
+    select client.*, a.slug as app_slug, a.name as app_name, a.oauth_resources as app_resources
     from client
     join apps a on a.id = client.app_id
   `;
@@ -64,7 +77,7 @@ export async function insertOAuthClient(sql: Queryable, client: NewOAuthClient):
 /** The client with this id, with its app's slug; `id` must be a UUID. */
 export async function findOAuthClient(sql: Queryable, id: string): Promise<OAuthClientRow | undefined> {
   const [row] = await sql<OAuthClientRow[]>`
-    select c.*, a.slug as app_slug, a.name as app_name
+    select c.*, a.slug as app_slug, a.name as app_name, a.oauth_resources as app_resources
     from oauth_clients c
     join apps a on a.id = c.app_id
     where c.id = ${id}
@@ -74,7 +87,7 @@ export async function findOAuthClient(sql: Queryable, id: string): Promise<OAuth
 
 export async function listOAuthClients(sql: Queryable, appId: string): Promise<OAuthClientRow[]> {
   return sql<OAuthClientRow[]>`
-    select c.*, a.slug as app_slug, a.name as app_name
+    select c.*, a.slug as app_slug, a.name as app_name, a.oauth_resources as app_resources
     from oauth_clients c
     join apps a on a.id = c.app_id
     where c.app_id = ${appId}
@@ -88,6 +101,27 @@ export async function deleteOAuthClient(sql: Queryable, appId: string, id: strin
     where app_id = ${appId} and id = ${id}
   `;
   return deleted.count > 0;
+}
+
+/** The client whose client_id is this metadata document URL. */
+export async function findOAuthClientByMetadataUrl(sql: Queryable, url: string): Promise<OAuthClientRow | undefined> {
+  const [row] = await sql<OAuthClientRow[]>`
+    select c.*, a.slug as app_slug, a.name as app_name, a.oauth_resources as app_resources
+    from oauth_clients c
+    join apps a on a.id = c.app_id
+    where c.metadata_url = ${url}
+  `;
+  return row;
+}
+
+/** Sets the resources (RFC 8707) an app's tokens may be for; false when there is no such app. */
+export async function updateAppResources(sql: Queryable, appId: string, resources: string[]): Promise<boolean> {
+  const updated = await sql`
+    update apps
+    set oauth_resources = ${resources}::text[]
+    where id = ${appId}
+  `;
+  return updated.count > 0;
 }
 
 /** Records a private_key_jwt assertion's jti; false when it was seen before (a replay). */

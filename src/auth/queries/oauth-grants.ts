@@ -126,6 +126,7 @@ export interface AuthorizationCodeRow {
   auth_time: Date;
   amr: string[];
   tenant_id: string | null;
+  resource: string | null;
   expires_at: Date;
   used_at: Date | null;
   family_id: string | null;
@@ -133,7 +134,7 @@ export interface AuthorizationCodeRow {
 
 export async function insertAuthorizationCode(sql: Queryable, code: {
   hash: Buffer; clientId: string; appId: string; userId: string; browserSessionId: string | null; redirectUri: string; scope: string;
-  nonce: string | null; codeChallenge: string; authTime: Date; amr: string[]; tenantId: string | null; now: Date; expiresAt: Date;
+  nonce: string | null; codeChallenge: string; authTime: Date; amr: string[]; tenantId: string | null; resource: string | null; now: Date; expiresAt: Date;
 }): Promise<void> {
   await sql`
     delete from oauth_authorization_codes
@@ -142,11 +143,11 @@ export async function insertAuthorizationCode(sql: Queryable, code: {
   await sql`
     insert into oauth_authorization_codes (
       code_hash, client_id, app_id, user_id, browser_session_id, redirect_uri, scope, nonce, code_challenge,
-      auth_time, amr, tenant_id, created_at, expires_at
+      auth_time, amr, tenant_id, resource, created_at, expires_at
     )
     values (
       ${code.hash}, ${code.clientId}, ${code.appId}, ${code.userId}, ${code.browserSessionId}, ${code.redirectUri}, ${code.scope}, ${code.nonce},
-      ${code.codeChallenge}, ${code.authTime}, ${code.amr}::text[], ${code.tenantId}, ${code.now}, ${code.expiresAt}
+      ${code.codeChallenge}, ${code.authTime}, ${code.amr}::text[], ${code.tenantId}, ${code.resource}, ${code.now}, ${code.expiresAt}
     )
   `;
 }
@@ -154,7 +155,7 @@ export async function insertAuthorizationCode(sql: Queryable, code: {
 /** The code with this hash, locked until the transaction ends: two exchanges of one code are serialised. */
 export async function lockAuthorizationCode(sql: Queryable, hash: Buffer): Promise<AuthorizationCodeRow | undefined> {
   const [row] = await sql<AuthorizationCodeRow[]>`
-    select client_id, app_id, user_id, browser_session_id, redirect_uri, scope, nonce, code_challenge, auth_time, amr, tenant_id, expires_at, used_at, family_id
+    select client_id, app_id, user_id, browser_session_id, redirect_uri, scope, nonce, code_challenge, auth_time, amr, tenant_id, resource, expires_at, used_at, family_id
     from oauth_authorization_codes
     where code_hash = ${hash}
     for update
@@ -171,9 +172,9 @@ export async function markAuthorizationCodeUsed(sql: Queryable, hash: Buffer, fa
 }
 
 /** Which client a session belongs to and what it was granted (null client: a session of the JSON API). */
-export async function findFamilyGrant(sql: Queryable, tokenHash: Buffer): Promise<{ client_id: string | null; scope: string | null; family_id: string } | undefined> {
-  const [row] = await sql<{ client_id: string | null; scope: string | null; family_id: string }[]>`
-    select f.client_id, f.scope, f.id as family_id
+export async function findFamilyGrant(sql: Queryable, tokenHash: Buffer): Promise<{ client_id: string | null; scope: string | null; resource: string | null; family_id: string } | undefined> {
+  const [row] = await sql<{ client_id: string | null; scope: string | null; resource: string | null; family_id: string }[]>`
+    select f.client_id, f.scope, f.resource, f.id as family_id
     from refresh_tokens t
     join refresh_families f on f.id = t.family_id
     where t.token_hash = ${tokenHash}

@@ -31,6 +31,8 @@ export type AccessTokenKeys =
 export interface AccessTokenGuardOptions {
   /** The app slug this backend serves; tokens of other apps are rejected. */
   appSlug: string;
+  /** This backend's resource identifier (RFC 8707): the app's tokens whose aud is it are accepted too. */
+  resource?: string;
   /** Minimum role required in the token's tenant; undefined accepts any signed-in user of the app. */
   role?: RoleName;
   /** The auth service's issuer URL (the `iss` claim). */
@@ -56,6 +58,7 @@ export function createAccessTokenGuard(options: AccessTokenGuardOptions): Access
       getKey,
       issuer: options.issuer,
       appSlug: options.appSlug,
+      ...(options.resource === undefined ? {} : { resource: options.resource }),
       nowMs: options.clock?.now(),
       cache,
     });

@@ -31,6 +31,8 @@ export interface AccessTokenClaims {
 export interface AccessTokenSubject {
   userId: string;
   appSlug: string;
+  /** The `aud` claim when not the app slug: a resource indicator (RFC 8707) the token is for. */
+  audience?: string;
   tenantId: string | null;
   roles: RoleName[];
 }
@@ -45,7 +47,7 @@ export function signAccessToken(key: SigningKey, issuer: string, subject: Access
     sub: subject.userId,
     app_id: subject.appSlug,
     iss: issuer,
-    aud: subject.appSlug,
+    aud: subject.audience ?? subject.appSlug,
     iat,
     exp: iat + ACCESS_TOKEN_TTL_SECONDS,
     tenant_id: subject.tenantId,
@@ -71,6 +73,11 @@ export interface VerifyAccessTokenOptions {
   issuer: string;
   /** When given, `aud` and `app_id` must both equal this app slug, as a verifying backend checks. */
   appSlug?: string;
+  /**
+   * A resource server's identifier (RFC 8707): a token of the app (`app_id` = appSlug) whose
+   * `aud` is this resource is accepted too. Without it, `aud` must equal `app_id`.
+   */
+  resource?: string;
   /** Verification instant (ms); defaults to the system clock. */
   nowMs?: number;
   /** Tokens verified before with these same options (issuer, appSlug); see VerifiedTokenCache. */
@@ -104,7 +111,7 @@ export async function verifyAccessToken(token: string, options: VerifyAccessToke
     verified = await jwtVerify(token, async (header, input) => (key = await options.getKey(header, input)), {
       algorithms: ['RS256'],
       issuer: options.issuer,
-      audience: options.appSlug,
+      audience: options.appSlug === undefined ? undefined : options.resource === undefined ? options.appSlug : [options.appSlug, options.resource],
       requiredClaims: ['sub', 'iat', 'exp', 'aud', 'iss'],
       currentDate: new Date(nowMs),
       clockTolerance: CLOCK_TOLERANCE_SECONDS,
@@ -115,7 +122,7 @@ export async function verifyAccessToken(token: string, options: VerifyAccessToke
   }
   const claims = verified.payload as Partial<AccessTokenClaims>;
   const wellFormed = typeof claims.sub === 'string' && UUID.test(claims.sub)
-    && typeof claims.app_id === 'string' && claims.aud === claims.app_id
+    && typeof claims.app_id === 'string' && (claims.aud === claims.app_id || (options.resource !== undefined && claims.aud === options.resource))
     && (options.appSlug === undefined || claims.app_id === options.appSlug)
     && typeof claims.iat === 'number' && claims.iat <= nowMs / 1000 + CLOCK_TOLERANCE_SECONDS
     && (claims.tenant_id === null || (typeof claims.tenant_id === 'string' && UUID.test(claims.tenant_id)))

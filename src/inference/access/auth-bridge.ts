@@ -4,6 +4,11 @@
 // that app, at least ROLE) wherever an API key is accepted, each as its tenant (docs/tenants.md).
 // With --auth, the service's usage table takes the hourly usage (tenants/usage-flush.ts), and its
 // database holds tenants' limits for every replica that shares it (tenants/fleet-limits.ts).
+// With --auth-app the server is also an OAuth protected resource (RFC 9728): it publishes
+// /.well-known/oauth-protected-resource naming the issuer, a 401 carries
+// `WWW-Authenticate: Bearer resource_metadata="..."`, and access tokens whose audience is its
+// resource identifier (AUTH_RESOURCE, default this server's URL; RFC 8707) are admitted as the
+// app's own are, so an MCP or OAuth-capable client finds its way to a token by itself.
 import { bearerToken } from '../../http/bearer.js';
 import { HttpError } from '../../http/errors.js';
 import type { Route } from '../../http/router.js';
@@ -45,9 +50,10 @@ export type BearerIdentity =
 
 /**
  * For startInferenceServer's acceptBearer: the identity admits the request; null leaves the
- * credential to the API-key check; failures throw 401/403.
+ * credential to the API-key check; failures throw 401/403. `challenge` is the WWW-Authenticate
+ * value of this server's 401s (RFC 9728 section 5.1).
  */
-export type AcceptBearer = (authorization: string | undefined) => Promise<BearerIdentity | null>;
+export type AcceptBearer = ((authorization: string | undefined) => Promise<BearerIdentity | null>) & { challenge?: string };
 
 export interface InferenceAuth {
   routes: Route[];
@@ -81,15 +87,21 @@ export async function createInferenceAuth(options: InferenceAuthOptions): Promis
   let service: AuthService | null = null;
   if (options.mount) service = await createAuthService(options.config ?? readAuthServiceConfig(options.env, { issuer: options.selfUrl }));
   let acceptBearer: InferenceAuth['acceptBearer'];
+  let resource: string | null = null;
+  let issuerUrl: string | null = null;
   if (options.appSlug) {
     const issuer = service?.issuer ?? options.issuer;
     if (!issuer) {
       await service?.close();
       throw new Error('--auth-app needs --auth (the service in this process) or --auth-issuer URL (a running auth-server)');
     }
+    issuerUrl = issuer;
+    // As a URL's href (an origin gets its slash): the form clients send back as `resource`.
+    resource = new URL(options.env.AUTH_RESOURCE || options.selfUrl).href;
     const guard = createAccessTokenGuard({
       appSlug: options.appSlug,
       role: options.role,
+      resource,
       issuer,
       keys: service ? service.accessTokenKeys : { jwksUrl: options.jwksUrl ?? `${issuer.replace(/\/+$/, '')}/.well-known/jwks.json` },
     });
@@ -127,8 +139,10 @@ export async function createInferenceAuth(options: InferenceAuthOptions): Promis
     };
   }
   const usage: UsageRecorder | undefined = service ? { record: (rows) => service!.usage.record(rows) } : undefined;
+  const metadata = resource !== null && issuerUrl !== null ? protectedResourceMetadata(resource, issuerUrl) : null;
+  if (metadata && acceptBearer) acceptBearer.challenge = `Bearer resource_metadata="${metadata.url}"`;
   return {
-    routes: service?.routes ?? [],
+    routes: [...(service?.routes ?? []), ...(metadata ? [metadata.route] : [])],
     ...(acceptBearer ? { acceptBearer } : {}),
     ...(usage ? { usage } : {}),
     ...(service ? { fleetStore: postgresFleetStore(service.sql) } : {}),
@@ -139,3 +153,24 @@ export async function createInferenceAuth(options: InferenceAuthOptions): Promis
   };
 }
 
+
+/**
+ * RFC 9728: the metadata of the protected resource `resource`, served at
+ * `/.well-known/oauth-protected-resource` followed by the resource's path (none for a bare
+ * origin), and that URL.
+ */
+function protectedResourceMetadata(resource: string, issuer: string): { url: string; route: Route } {
+  const parsed = new URL(resource);
+  const suffix = parsed.pathname === '/' ? '' : parsed.pathname.replace(/\/+$/, '');
+  const path = `/.well-known/oauth-protected-resource${suffix}`;
+  const body = {
+    resource,
+    authorization_servers: [issuer],
+    bearer_methods_supported: ['header'],
+    resource_name: 'inference-server',
+  };
+  return {
+    url: `${parsed.origin}${path}`,
+    route: { method: 'GET', path, handler: () => ({ headers: { 'Cache-Control': 'public, max-age=300' }, body }) },
+  };
+}

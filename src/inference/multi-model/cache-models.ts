@@ -13,7 +13,7 @@ import { planModel } from '../download/model-plan.js';
 import type { ProgressSink } from '../download/progress.js';
 import { resolveHubModel, type ModelSources } from '../download/resolve-models.js';
 import { badRequest, ErrorType, inferenceError } from '../errors.js';
-import type { ModelRegistry } from './model-registry.js';
+import { modelProcess, ModelRegistry } from './model-registry.js';
 
 export interface DownloadSettings {
   env: Readonly<Record<string, string | undefined>>;
@@ -123,9 +123,10 @@ export class CacheModels {
       const entry = this.registry.list().find((e) => e.spec.name === name);
       if (!entry) throw inferenceError(ErrorType.SERVER, `model name=${name} is not found`);
       if (entry.spec.source !== 'cache') throw inferenceError(ErrorType.SERVER, `model name=${name} is not removable (not from cache)`);
-      if (entry.process !== null || entry.status === 'sleeping') {
+      if (ModelRegistry.isRunning(entry)) {
+        const exited = modelProcess(entry)?.exited;
         this.registry.unload(entry);
-        await entry.process?.exited;
+        await exited;
       }
     }
     const removed = removeCachedModel(cacheDir, name);

@@ -6,7 +6,7 @@ import type { HttpRequest, HttpResult } from '../../http/request.js';
 import { ErrorType, inferenceError } from '../errors.js';
 import { conversationParam, requestedIds, streamNotFound } from '../streams/stream-handlers.js';
 import type { ConversationOwners } from './conversation-owners.js';
-import type { ModelRegistry } from './model-registry.js';
+import { listedStatus, modelProcess, type ModelRegistry } from './model-registry.js';
 import { forward } from './proxy.js';
 
 /** llama-server's STREAM_LOOKUP_TIMEOUT_MS: the router's own calls to a child. */
@@ -21,8 +21,8 @@ interface Owner {
 function ownerOf(registry: ModelRegistry, owners: ConversationOwners, conversationId: string): Owner | null {
   const model = owners.lookup(conversationId);
   const entry = model === undefined ? undefined : registry.find(model);
-  const port = entry?.process?.port ?? 0;
-  if (!entry || entry.status !== 'loaded' || port === 0) return null;
+  const port = entry ? modelProcess(entry)?.port ?? 0 : 0;
+  if (!entry || listedStatus(entry) !== 'loaded' || port === 0) return null;
   return { name: entry.spec.name, port };
 }
 
@@ -46,7 +46,8 @@ export function conversationStreamHandlers(registry: ModelRegistry, owners: Conv
       const owner = ownerOf(registry, owners, conversationId);
       if (owner) return forward(req, owner.port, owner.name, null);
       const model = owners.lookup(conversationId);
-      if (model !== undefined && registry.find(model)?.status === 'loading') {
+      const entry = model === undefined ? undefined : registry.find(model);
+      if (entry && listedStatus(entry) === 'loading') {
         throw inferenceError(ErrorType.UNAVAILABLE, 'Stream owner model is loading, retry later');
       }
       throw streamNotFound();

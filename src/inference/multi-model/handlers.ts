@@ -8,7 +8,7 @@ import { readMultipartForm } from '../../http/multipart.js';
 import { parseJson } from '../../http/validation.js';
 import { native } from '../../native/binding.js';
 import { ErrorType, badRequest, inferenceError } from '../errors.js';
-import { modelNotFound, ModelRegistry, type ModelEntry, type ModelEvent } from './model-registry.js';
+import { listedStatus, modelInfo, modelNotFound, modelProcess, ModelRegistry, type ModelEntry, type ModelEvent } from './model-registry.js';
 import { CONVERSATION_HEADER } from '../streams/resumable.js';
 import type { ConversationOwners } from './conversation-owners.js';
 import { forward } from './proxy.js';
@@ -73,7 +73,7 @@ function requestedModel(registry: ModelRegistry, name: string, autoload: boolean
 
 async function proxyTo(registry: ModelRegistry, req: HttpRequest, entry: ModelEntry, autoload: boolean, isPost: boolean, tenant: RequestTenant | null): Promise<HttpResult | void> {
   // A sleeping model wakes for a request even without autoload, as llama-server's sleeping child does.
-  const { port, release } = await registry.use(entry, autoload || entry.status === 'sleeping', req.signal, isPost);
+  const { port, release } = await registry.use(entry, autoload || entry.state.name === 'sleeping', req.signal, isPost);
   try {
     return await forward(req, port, entry.spec.name, tenant);
   } finally {
@@ -106,7 +106,7 @@ const NEVER = new AbortController().signal;
 async function proxyConversation(registry: ModelRegistry, owners: ConversationOwners, req: HttpRequest, entry: ModelEntry, autoload: boolean, tenant: RequestTenant): Promise<HttpResult | void> {
   const conversationId = req.headers[CONVERSATION_HEADER]!;
   const ticket = owners.remember(conversationId, entry.spec.name);
-  const { port, release } = await registry.use(entry, autoload || entry.status === 'sleeping', NEVER, true);
+  const { port, release } = await registry.use(entry, autoload || entry.state.name === 'sleeping', NEVER, true);
   try {
     if (!owners.alive(conversationId, ticket)) throw badRequest('request cancelled by a stop while the model was loading');
     return await forward(req, port, entry.spec.name, tenant);
@@ -117,8 +117,9 @@ async function proxyConversation(registry: ModelRegistry, owners: ConversationOw
 
 /** GET /models: every model with its state (llama-server's listing). */
 function modelListing(entry: ModelEntry, created: number): Record<string, unknown> {
-  const status: Record<string, unknown> = { value: entry.status, args: entry.args, preset: entry.spec.presetIni };
-  if (ModelRegistry.isFailed(entry)) Object.assign(status, { exit_code: entry.exitCode, failed: true, ...(entry.failure ? { message: entry.failure } : {}) });
+  const status: Record<string, unknown> = { value: listedStatus(entry), args: entry.args, preset: entry.spec.presetIni };
+  const state = entry.state;
+  if (state.name === 'unloaded' && state.exitCode !== 0) Object.assign(status, { exit_code: state.exitCode, failed: true, ...(state.failure ? { message: state.failure } : {}) });
   const listing: Record<string, unknown> = {
     id: entry.spec.name,
     aliases: entry.spec.aliases,
@@ -131,8 +132,9 @@ function modelListing(entry: ModelEntry, created: number): Record<string, unknow
     source: entry.spec.source,
     can_remove: entry.spec.source === 'cache',
   };
-  if (ModelRegistry.isRunning(entry) && entry.info) {
-    for (const [key, value] of Object.entries(entry.info)) if (!(key in listing)) listing[key] = value;
+  const info = modelInfo(entry);
+  if (info) {
+    for (const [key, value] of Object.entries(info)) if (!(key in listing)) listing[key] = value;
   }
   return listing;
 }
@@ -191,7 +193,7 @@ export function routerHandlers(registry: ModelRegistry, settings: RouterSettings
       const name = modelField(req);
       const entry = registry.find(name);
       if (!entry) throw inferenceError(ErrorType.NOT_FOUND, 'model is not found');
-      if (entry.process !== null) throw badRequest('model is already running');
+      if (modelProcess(entry) !== null) throw badRequest('model is already running');
       await registry.load(entry);
       return { body: { success: true } };
     },

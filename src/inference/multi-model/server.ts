@@ -25,7 +25,7 @@ import { checkKey, routerMount } from '../guards.js';
 import { toolsRoutes } from '../server-tools/tools-routes.js';
 import { ToolsService, type ToolsOptions } from '../server-tools/tools-service.js';
 
-export interface RouterServerOptions extends Omit<RegistryOptions, 'loadTimeoutMs' | 'fakeTiming'>, TransportOptions {
+export interface RouterServerOptions extends Omit<RegistryOptions, 'loadTimeoutMs' | 'fakeDelayMs'>, TransportOptions {
   host: string;
   port: number;
   extraHosts?: string[];
@@ -55,7 +55,8 @@ export interface RouterServerOptions extends Omit<RegistryOptions, 'loadTimeoutM
   hfToken?: string;
   /** Where the hub and its cache are (MODEL_ENDPOINT, LLAMA_CACHE, ...); default process.env. */
   env?: Readonly<Record<string, string | undefined>>;
-  fakeTiming?: boolean;
+  /** Milliseconds added to every load and proxied request (RegistryOptions.fakeDelayMs); default 0. */
+  fakeDelayMs?: number;
 }
 
 export interface RouterServer {
@@ -80,7 +81,7 @@ export async function startRouterServer(options: RouterServerOptions): Promise<R
     command: options.command,
     childArgs: options.childArgs,
     loadTimeoutMs: options.loadTimeoutMs ?? 600_000,
-    fakeTiming: options.fakeTiming ?? false,
+    fakeDelayMs: options.fakeDelayMs ?? 0,
     log: options.log,
   });
   const closing = new AbortController();

@@ -73,7 +73,18 @@ export class Tenancy extends EventEmitter<TenancyEvents> {
         throw rateLimited(decision.message);
       }
     }
-    return new RequestTenant(tenant, this);
+    return new RequestTenant(tenant, this, req);
+  }
+
+  /**
+   * The token headers of `ticket`'s answer set again from the window now, this request's tokens
+   * counted so far included (the prompt once submitted, the whole request at its end). An answer
+   * whose headers have gone out already (a stream) keeps what it sent.
+   */
+  refreshTokenHeaders(ticket: RequestTenant): void {
+    if (ticket.tenant.limits.tokensPerMinute === undefined || !ticket.req) return;
+    const headers = this.limiter.current(ticket.tenant);
+    for (const name of ['x-ratelimit-remaining-tokens', 'x-ratelimit-reset-tokens']) ticket.req.setResponseHeader(name, headers[name]!);
   }
 
   /** An answer that counts against no limit (read-only routes): a limited tenant's headers all the same. */
@@ -86,6 +97,7 @@ export class Tenancy extends EventEmitter<TenancyEvents> {
   /** The admitted request has ended; `model`: the one it used (null: it never reached one). */
   end(ticket: RequestTenant, model: string | null): void {
     if (isLimited(ticket.tenant.limits)) this.limiter.end(ticket.tenant);
+    this.refreshTokenHeaders(ticket);
     if (model !== null) this.addUsage({ ...ticket.who, model, requests: 1 });
   }
 }
@@ -97,7 +109,8 @@ function traceTenant(tenant: Tenant): void {
 
 /** One admitted request's tenant, as the service uses it. */
 export class RequestTenant {
-  constructor(readonly tenant: Tenant, private readonly tenancy: Tenancy) {}
+  /** `req`: the request whose answer carries the tenant's rate-limit headers (none: a router's forwarded tenant). */
+  constructor(readonly tenant: Tenant, private readonly tenancy: Tenancy, readonly req: HttpRequest | null = null) {}
 
   get who(): { appSlug: string | null; tenant: string; key: string } {
     return { appSlug: this.tenant.appSlug, tenant: this.tenant.id, key: this.tenant.key };
@@ -123,6 +136,8 @@ export class RequestTenant {
       tenancy.countTokens(tenant, n);
     };
     for (const spec of specs) count(spec.prompt.length);
+    // A stream's headers go out with its first event: they count its prompt, not its completion.
+    tenancy.refreshTokenHeaders(this);
     return {
       onToken: (inner) => (t) => {
         count(1);
@@ -145,6 +160,7 @@ export class RequestTenant {
   /** Embeddings: their prompt tokens, as the answer's usage counts them. */
   meterEmbeddings(model: string, promptTokens: number): void {
     this.tenancy.countTokens(this.tenant, promptTokens);
+    this.tenancy.refreshTokenHeaders(this);
     this.tenancy.addUsage({ ...this.who, model, promptTokens });
   }
 }

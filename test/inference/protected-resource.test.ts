@@ -1,0 +1,97 @@
+// inference-server --auth-app as an OAuth protected resource (RFC 9728): reached from its bare
+// URL by the MCP SDK's client auth, which reads the 401's resource_metadata, finds the issuer,
+// registers (RFC 7591), signs in with PKCE and a resource indicator (RFC 8707), and refreshes;
+// the token, whose audience is the server's resource, is admitted as the app's own are.
+import net, { type AddressInfo } from 'node:net';
+import t from 'tap';
+import { auth, type OAuthClientProvider } from '@modelcontextprotocol/sdk/client/auth.js';
+import type { OAuthClientInformationMixed, OAuthClientMetadata, OAuthTokens } from '@modelcontextprotocol/sdk/shared/auth.js';
+import { createInferenceAuth } from '../../src/inference/access/auth-bridge.js';
+import { startAuthHarness } from '../auth/fixtures/harness.js';
+import { harnessFetch, OAuthBrowser } from '../auth/fixtures/oauth-browser.js';
+import { ensureTestModels } from '../fixtures/models.js';
+import { postJson, startTestServer } from '../helpers/inference-server.js';
+
+const models = await ensureTestModels();
+const prompt = { prompt: 'Hello', n_predict: 2 };
+
+/** A port free now, for a server whose own URL must be known before it starts (its resource identifier). */
+async function freePort(): Promise<number> {
+  const server = net.createServer().listen(0, '127.0.0.1');
+  await new Promise((resolve) => server.once('listening', resolve));
+  const { port } = server.address() as AddressInfo;
+  await new Promise((resolve) => server.close(resolve));
+  return port;
+}
+
+class MemoryProvider implements OAuthClientProvider {
+  information: OAuthClientInformationMixed | undefined;
+  saved: OAuthTokens | undefined;
+  verifier = '';
+  authorizationUrl: URL | null = null;
+  get redirectUrl() { return 'http://127.0.0.1:33418/callback'; }
+  get clientMetadata(): OAuthClientMetadata {
+    return { client_name: 'Agent', redirect_uris: ['http://127.0.0.1:33418/callback'], grant_types: ['authorization_code', 'refresh_token'], response_types: ['code'], token_endpoint_auth_method: 'none' };
+  }
+  clientInformation() { return this.information; }
+  saveClientInformation(information: OAuthClientInformationMixed) { this.information = information; }
+  tokens() { return this.saved; }
+  saveTokens(tokens: OAuthTokens) { this.saved = tokens; }
+  redirectToAuthorization(url: URL) { this.authorizationUrl = url; }
+  saveCodeVerifier(verifier: string) { this.verifier = verifier; }
+  codeVerifier() { return this.verifier; }
+}
+
+t.test('an OAuth client gets a token for inference-server by itself, from the 401 to a completion', async (t) => {
+  const h = await startAuthHarness({ oauthOpenClients: { appSlug: 'chat', registration: true, metadataDocuments: false } });
+  t.teardown(() => h.close());
+  const app = await h.createApp('chat');
+  const port = await freePort();
+  const base = `http://127.0.0.1:${port}`;
+  const bridge = await createInferenceAuth({ mount: false, appSlug: 'chat', issuer: h.issuer, jwksUrl: `${h.base}/.well-known/jwks.json`, selfUrl: base, env: {} });
+  t.teardown(() => bridge.close());
+  const inference = await startTestServer(models.chat, { port, parallel: 1, ctxSize: 512, extraRoutes: bridge.routes, acceptBearer: bridge.acceptBearer });
+  t.teardown(inference.close);
+  t.equal((await h.admin('PUT', `/admin/apps/${app.id}/oauth-resources`, { resources: [`${base}/`] })).status, 200);
+
+  const refused = await postJson(`${base}/completion`, prompt);
+  t.equal(refused.status, 401);
+  const challenge = refused.headers.get('www-authenticate');
+  t.equal(challenge, `Bearer resource_metadata="${base}/.well-known/oauth-protected-resource"`);
+  const metadata = await (await fetch(`${base}/.well-known/oauth-protected-resource`)).json();
+  t.same(metadata, { resource: `${base}/`, authorization_servers: ['http://auth.test'], bearer_methods_supported: ['header'], resource_name: 'inference-server' });
+
+  const provider = new MemoryProvider();
+  const resourceMetadataUrl = new URL(/resource_metadata="([^"]+)"/.exec(challenge!)![1]!);
+  t.equal(await auth(provider, { serverUrl: base, resourceMetadataUrl, fetchFn: harnessFetch(h) }), 'REDIRECT');
+  t.equal(provider.authorizationUrl!.searchParams.get('resource'), `${base}/`);
+  const browser = new OAuthBrowser(h);
+  const page = await browser.get(provider.authorizationUrl!);
+  t.equal(page.status, 200);
+  const back = await browser.signInWithCode(page.html, 'ann@example.com');
+  t.equal(back.status, 303);
+  const code = new URL(back.location!).searchParams.get('code')!;
+  t.equal(await auth(provider, { serverUrl: base, resourceMetadataUrl, authorizationCode: code, fetchFn: harnessFetch(h) }), 'AUTHORIZED');
+  const payload = JSON.parse(Buffer.from(provider.saved!.access_token.split('.')[1]!, 'base64url').toString());
+  t.equal(payload.aud, `${base}/`, 'the token is for this server');
+  const ok = await postJson(`${base}/completion`, prompt, { authorization: `Bearer ${provider.saved!.access_token}` });
+  t.equal(ok.status, 200, 'and admitted as an access token of the app');
+  t.equal(ok.body.tokens_predicted, 2);
+
+  const before = provider.saved!.refresh_token;
+  t.equal(await auth(provider, { serverUrl: base, resourceMetadataUrl, fetchFn: harnessFetch(h) }), 'AUTHORIZED');
+  t.not(provider.saved!.refresh_token, before, 'refreshed through the session family');
+  t.equal((await postJson(`${base}/completion`, prompt, { authorization: `Bearer ${provider.saved!.access_token}` })).status, 200);
+
+  // A token of the same app for another resource is refused here.
+  await h.admin('PUT', `/admin/apps/${app.id}/oauth-resources`, { resources: [`${base}/`, 'https://other.example/'] });
+  const backend = await h.admin('POST', `/admin/apps/${app.id}/oauth-clients`, { name: 'Backend', grant_types: ['client_credentials'], scopes: ['jobs'] });
+  const other = await h.request('POST', '/oauth/token', {
+    raw: new URLSearchParams({ grant_type: 'client_credentials', resource: 'https://other.example/', client_id: backend.body.client_id, client_secret: backend.body.client_secret }).toString(),
+    headers: { 'content-type': 'application/x-www-form-urlencoded' },
+  });
+  t.equal(other.status, 200);
+  const elsewhere = await postJson(`${base}/completion`, prompt, { authorization: `Bearer ${other.body.access_token}` });
+  t.equal(elsewhere.status, 401, 'a token for another resource');
+  t.equal(elsewhere.headers.get('www-authenticate'), challenge);
+});
