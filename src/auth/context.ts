@@ -30,6 +30,11 @@ export interface AuthContext {
   };
   /** Seals and opens webhook endpoints' signing secrets (derived from the master key). */
   readonly webhookSecretKey: Buffer;
+  /** TOTP keys are sealed with secretKey; recovery codes stored as HMAC under codeHashKey. */
+  readonly secondFactor: {
+    readonly secretKey: Buffer;
+    readonly codeHashKey: Buffer;
+  };
   /** Upstream identity providers: their clients (cached discovery) and the key sealing their secrets. */
   readonly upstream: {
     readonly clients: UpstreamClients;

@@ -48,6 +48,9 @@ export const AUTH_ERRORS = {
   INVITATION_EXPIRED: { status: 410, message: 'The invitation has expired; ask for a new one' },
   INVITATION_FOR_ANOTHER_ADDRESS: { status: 403, message: 'The invitation is for another address; sign in as the invited address' },
   INVITATION_DELIVERY_FAILED: { status: 502, message: 'The invitation could not be delivered; retry later' },
+  SECOND_FACTOR_INVALID: { status: 401, message: 'The second-factor code is wrong, reused, or the challenge is expired or used up' },
+  SECOND_FACTOR_ALREADY_ENROLLED: { status: 409, message: 'The user already has a confirmed TOTP factor; remove it first' },
+  SECOND_FACTOR_NOT_ENROLLED: { status: 404, message: 'The user has no such TOTP factor' },
   // The OAuth token endpoints (RFC 7009 revocation, RFC 7662 introspection); see OAUTH_ERROR_NAMES.
   UNSUPPORTED_TOKEN_TYPE: { status: 400, message: 'Access tokens are not revocable; revoke the refresh token of the session' },
   UNAUTHORIZED_CLIENT: { status: 400, message: 'The token was issued to another client' },

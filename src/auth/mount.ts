@@ -230,6 +230,7 @@ async function serviceOn(sql: Sql, databaseUrl: string, config: AuthServiceConfi
     apiKeyChanges: new ApiKeyChanges(sql, log),
     apiKeyTouches: new Map(),
     webhookSecretKey: masterKey.derive('webhook-secret-encryption'),
+    secondFactor: { secretKey: masterKey.derive('totp-secret-encryption'), codeHashKey: masterKey.derive('recovery-code-hash') },
     upstream: { clients: new UpstreamClients(config.upstreamTimeoutMs ?? UPSTREAM_TIMEOUT_MS), secretKey: masterKey.derive('upstream-secret-encryption') },
     trustProxy: config.trustProxy ?? false,
     oauthOpenClients: config.oauthOpenClients ?? null,

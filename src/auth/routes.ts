@@ -20,6 +20,7 @@ import * as smsDefences from './handlers/sms-defences.js';
 import * as userSessions from './handlers/user-sessions.js';
 import { handleGetUsage } from './handlers/usage.js';
 import * as invitations from './handlers/invitations.js';
+import * as secondFactor from './handlers/second-factor.js';
 import * as upstream from './handlers/upstream.js';
 import * as webhooks from './handlers/webhooks.js';
 import { handleAuthorizationServerMetadata, handleDiscovery, handleJwks } from './handlers/well-known.js';
@@ -28,6 +29,7 @@ import { tokenClient } from './provider/token.js';
 import { adminKey, appSecret, appSecretInQuery, authRoute, bearer, limited, oauthClient, perClientIp, publicAccess, type AuthHandler, type Guard } from './respond.js';
 import { perAddress } from './service/login.js';
 import {
+  SecondFactorVerifyBody, TotpConfirmBody, TotpEnrollBody, TotpRemoveBody,
   IdentitiesBody, IdentityRemoveBody, InvitationAcceptBody, InvitationActionBody, InvitationCreateBody, InvitationListBody, UpstreamCallbackBody, UpstreamProvidersBody, UpstreamStartBody,
   OtpRequestBody, OtpVerifyBody, PasskeyLoginOptionsBody, PasskeyLoginVerifyBody, PasskeyRegisterOptionsBody, PasskeyRegisterVerifyBody, PasskeyRemoveBody,
   ConsentRevokeBody, RefreshBody, RevokeBody, RevokeUserBody, RoleAssignBody, RoleRevokeBody, SessionEndBody, SessionsBody,
@@ -59,6 +61,10 @@ export function authRoutes(ctx: AuthContext): Route[] {
     route('POST',   '/auth/upstream/callback',                   appSecret(UpstreamCallbackBody), upstream.handleUpstreamCallback),
     route('POST',   '/auth/identities',                          appSecret(IdentitiesBody),       upstream.handleListIdentities),
     route('POST',   '/auth/identities/remove',                   appSecret(IdentityRemoveBody),   upstream.handleRemoveIdentity),
+    route('POST',   '/auth/second-factor/verify',                appSecret(SecondFactorVerifyBody), secondFactor.handleSecondFactorVerify),
+    route('POST',   '/auth/second-factor/totp/enroll',           appSecret(TotpEnrollBody),       secondFactor.handleTotpEnroll),
+    route('POST',   '/auth/second-factor/totp/confirm',          appSecret(TotpConfirmBody),      secondFactor.handleTotpConfirm),
+    route('POST',   '/auth/second-factor/totp/remove',           appSecret(TotpRemoveBody),       secondFactor.handleTotpRemove),
     route('POST',   '/auth/invitations',                         appSecret(InvitationCreateBody), invitations.handleCreateInvitation),
     route('POST',   '/auth/invitations/list',                    appSecret(InvitationListBody),   invitations.handleListInvitations),
     route('POST',   '/auth/invitations/resend',                  appSecret(InvitationActionBody), invitations.handleResendInvitation),
@@ -96,6 +102,9 @@ export function authRoutes(ctx: AuthContext): Route[] {
     route('GET',    '/admin/apps/:app_id/tenants/:tenant_id/invitations', adminKey,               invitations.handleAdminListInvitations),
     route('POST',   '/admin/apps/:app_id/tenants/:tenant_id/invitations/:invitation_id/resend', adminKey, invitations.handleAdminResendInvitation),
     route('DELETE', '/admin/apps/:app_id/tenants/:tenant_id/invitations/:invitation_id', adminKey, invitations.handleAdminRevokeInvitation),
+    route('GET',    '/admin/apps/:app_id/second-factor-policy',  adminKey,                        secondFactor.handleGetSecondFactorPolicy),
+    route('PUT',    '/admin/apps/:app_id/second-factor-policy',  adminKey,                        secondFactor.handlePutAppSecondFactorPolicy),
+    route('PUT',    '/admin/apps/:app_id/tenants/:tenant_id/second-factor-policy', adminKey,      secondFactor.handlePutTenantSecondFactorPolicy),
     route('GET',    '/admin/apps/:app_id/invitation-templates',  adminKey,                        invitations.handleGetInvitationTemplate),
     route('PUT',    '/admin/apps/:app_id/invitation-templates',  adminKey,                        invitations.handlePutInvitationTemplate),
     route('POST',   '/admin/apps/:app_id/upstream-providers',    adminKey,                        upstream.handleCreateUpstreamProvider),
@@ -125,6 +134,7 @@ export function authRoutes(ctx: AuthContext): Route[] {
     route('DELETE', '/admin/users/:user_id',                     adminKey,                        admin.handleDeleteUser),
     route('POST',   '/admin/users/:user_id/restore',             adminKey,                        admin.handleRestoreUser),
     route('POST',   '/admin/users/:user_id/revoke-sessions',     adminKey,                        admin.handleRevokeUserSessions),
+    route('DELETE', '/admin/users/:user_id/second-factor',       adminKey,                        secondFactor.handleResetSecondFactor),
     route('GET',    '/admin/users/:user_id/identities',          adminKey,                        upstream.handleListUserIdentities),
     route('GET',    '/admin/users/:user_id/consents',            adminKey,                        provider.handleListUserConsents),
     route('DELETE', '/admin/users/:user_id/consents',            adminKey,                        provider.handleRevokeUserConsent),

@@ -267,6 +267,34 @@ export type InvitationActionBody = Static<typeof InvitationActionBody>;
 export const InvitationAcceptBody = Type.Object({ ...appCredentials, refresh_token: text(MAX_TOKEN_CHARS), token: Type.String({ pattern: '^inv_[A-Za-z0-9_-]{43}$' }) }, strict);
 export type InvitationAcceptBody = Static<typeof InvitationAcceptBody>;
 
+const secondFactorToken = Type.String({ pattern: '^sfa_[A-Za-z0-9_-]{43}$' });
+const totpCode = Type.String({ pattern: '^[0-9]{6}$' });
+const recoveryCode = Type.String({ pattern: '^[A-Za-z2-7]{5}-?[A-Za-z2-7]{5}$' });
+/** Exactly one of refresh_token (a signed-in user) and second_factor_token (a login waiting to enroll); checked by the handler. */
+const factorHolder = { refresh_token: Type.Optional(text(MAX_TOKEN_CHARS)), second_factor_token: Type.Optional(secondFactorToken) };
+
+export const TotpEnrollBody = Type.Object({ ...appCredentials, ...factorHolder }, strict);
+export type TotpEnrollBody = Static<typeof TotpEnrollBody>;
+
+export const TotpConfirmBody = Type.Object({ ...appCredentials, ...factorHolder, code: totpCode }, strict);
+export type TotpConfirmBody = Static<typeof TotpConfirmBody>;
+
+/** Exactly one of code and recovery_code (checked by the handler). */
+export const TotpRemoveBody = Type.Object({ ...appCredentials, refresh_token: text(MAX_TOKEN_CHARS), code: Type.Optional(totpCode), recovery_code: Type.Optional(recoveryCode) }, strict);
+export type TotpRemoveBody = Static<typeof TotpRemoveBody>;
+
+export const SecondFactorVerifyBody = Type.Object({
+  ...appCredentials, second_factor_token: secondFactorToken, code: Type.Optional(totpCode), recovery_code: Type.Optional(recoveryCode),
+}, strict);
+export type SecondFactorVerifyBody = Static<typeof SecondFactorVerifyBody>;
+
+const secondFactorPolicy = Type.Union([Type.Literal('off'), Type.Literal('optional'), Type.Literal('required')]);
+export const AppSecondFactorPolicyBody = Type.Object({ policy: secondFactorPolicy }, strict);
+export type AppSecondFactorPolicyBody = Static<typeof AppSecondFactorPolicyBody>;
+/** null: the tenant follows the app. */
+export const TenantSecondFactorPolicyBody = Type.Object({ policy: Type.Union([secondFactorPolicy, Type.Null()]) }, strict);
+export type TenantSecondFactorPolicyBody = Static<typeof TenantSecondFactorPolicyBody>;
+
 export const CreateTenantBody = Type.Object({ name: text(200) }, strict);
 export type CreateTenantBody = Static<typeof CreateTenantBody>;
 

@@ -24,8 +24,13 @@ t.test('every option of the vendored llama-server is classified, and nothing els
 });
 
 t.test('given() names each option by its first name, from argv and from LLAMA_ARG_* variables', async (t) => {
+  const threads = process.env.LLAMA_ARG_THREADS; // npm test runs every server with one thread
+  delete process.env.LLAMA_ARG_THREADS;
   process.env.LLAMA_ARG_N_PREDICT = '7';
-  t.teardown(() => { delete process.env.LLAMA_ARG_N_PREDICT; });
+  t.teardown(() => {
+    delete process.env.LLAMA_ARG_N_PREDICT;
+    if (threads !== undefined) process.env.LLAMA_ARG_THREADS = threads;
+  });
   const params = parse('--temperature', '0.3', '--ctx-size', '512', '--parallel', '2', '--cont-batching', '--jinja', '-m', 'x.gguf');
   t.same(params.given(), ['--temp', '-c', '-np', '-cb', '--jinja', '-m', '-n']);
   t.equal(params.values().nPredict, 7);

@@ -20,6 +20,7 @@ import { checkSmsDefences, recordSmsSent, recordSmsVerified } from './sms-defenc
 import { findOrInsertUser, upsertMembership, type Identifier } from '../queries/users.js';
 import type { AuthenticatedApp } from './credentials.js';
 import { acceptInvitationsOnSignIn } from './invitations.js';
+import { secondFactorChallengeIfDue, type SecondFactorPending } from './second-factor.js';
 import { chooseTenant, startSession, type SessionTokens } from './sessions.js';
 
 /**
@@ -69,11 +70,15 @@ export async function requestOtp(ctx: AuthContext, app: AuthenticatedApp, identi
  * for a requested tenant where the user has no role (the code then stays usable, its attempt
  * counted). Each refusal after the rate limits is recorded as `login.failed`.
  */
-export async function verifyOtp(ctx: AuthContext, app: AuthenticatedApp, identifier: Identifier, code: string, requestedTenant: string | null | undefined, origin: RequestOrigin): Promise<SessionTokens> {
-  return verifyOtpThen(ctx, app, identifier, code, origin, async (tx, userId, nowMs) => {
+export async function verifyOtp(ctx: AuthContext, app: AuthenticatedApp, identifier: Identifier, code: string, requestedTenant: string | null | undefined, origin: RequestOrigin): Promise<SessionTokens | SecondFactorPending> {
+  return verifyOtpThen<SessionTokens | SecondFactorPending>(ctx, app, identifier, code, origin, async (tx, userId, nowMs) => {
     const tenant = chooseTenant(await listRolesOfUser(tx, app.id, userId), requestedTenant, null);
+    // RFC 8176: `otp` for a code by e-mail, `sms` for one by SMS.
+    const amr = [identifier.channel === 'email' ? 'otp' : 'sms'];
+    const pending = await secondFactorChallengeIfDue(tx, ctx, { appId: app.id, userId, tenantId: tenant.tenantId, requestedTenant, amr, nowMs });
+    if (pending) return { familyId: null, result: pending, secondFactorPending: true };
     const familyId = randomUUID();
-    return { familyId, result: await startSession(tx, ctx, { app, userId, familyId, tenant, nowMs }) };
+    return { familyId, result: await startSession(tx, ctx, { app, userId, familyId, tenant, nowMs, amr }) };
   });
 }
 
@@ -82,7 +87,12 @@ export async function verifyOtp(ctx: AuthContext, app: AuthenticatedApp, identif
  * or the hosted sign-in page's browser session (provider/sign-in.ts). `familyId` is recorded
  * with login.succeeded.
  */
-export type AfterOtpVerified<T> = (tx: TransactionSql, userId: string, nowMs: number) => Promise<{ familyId: string | null; result: T }>;
+export type AfterOtpVerified<T> = (tx: TransactionSql, userId: string, nowMs: number) => Promise<{
+  familyId: string | null;
+  result: T;
+  /** The login waits for its second factor: `login.second_factor_required` is recorded instead of `login.succeeded`. */
+  secondFactorPending?: boolean;
+}>;
 
 /**
  * The code check of verifyOtp, with its refusals, rate and audit trail, followed by `then` in
@@ -104,8 +114,8 @@ export async function verifyOtpThen<T>(ctx: AuthContext, app: AuthenticatedApp, 
       await upsertMembership(tx, app.id, user.id, now);
       // The code proved the address: its pending invitations into the app's tenants are accepted now.
       await acceptInvitationsOnSignIn(tx, app.id, user, origin, now);
-      const { familyId, result } = await then(tx, user.id, nowMs);
-      await insertAuditEvent(tx, { ...audit, type: 'login.succeeded', userId: user.id, familyId });
+      const { familyId, result, secondFactorPending } = await then(tx, user.id, nowMs);
+      await insertAuditEvent(tx, { ...audit, type: secondFactorPending ? 'login.second_factor_required' : 'login.succeeded', userId: user.id, familyId });
       return result;
     });
     if (identifier.channel === 'phone') await recordSmsVerified(ctx, app, identifier.value);

@@ -228,7 +228,8 @@ export async function finishPasskeyLogin(ctx: AuthContext, app: AuthenticatedApp
       const tenant = chooseTenant(await listRolesOfUser(tx, app.id, user.id), input.requestedTenant, null);
       const familyId = randomUUID();
       await insertAuditEvent(tx, { ...audit, type: 'login.succeeded', userId: user.id, familyId, details: { method: 'passkey', passkey_id: passkey.id } });
-      return startSession(tx, ctx, { app, userId: user.id, familyId, tenant, nowMs });
+      // A hardware-bound key with user verification: two factors in one (RFC 8176 `hwk`, `mfa`).
+      return startSession(tx, ctx, { app, userId: user.id, familyId, tenant, nowMs, amr: ['hwk', 'mfa'] });
     });
   } catch (error) {
     // The transaction rolled back: the failure is recorded on its own.

@@ -119,7 +119,8 @@ export async function finishUpstreamFlow(ctx: AuthContext, app: AuthenticatedApp
         ...audit, now, type: 'login.succeeded', userId: user.id, familyId,
         details: { method: 'upstream', provider_id: provider.id, identity_id: identity.id },
       });
-      return startSession(tx, ctx, { app, userId: user.id, familyId, tenant, nowMs });
+      // `fed`: signed in at another provider (this service's value; RFC 8176 names none for federation).
+      return startSession(tx, ctx, { app, userId: user.id, familyId, tenant, nowMs, amr: ['fed'] });
     });
     return { kind: 'signed_in', tokens };
   } catch (error) {
