@@ -2,7 +2,7 @@
 // request names, plus the model list and its management routes. As in single-model mode,
 // /health is public and every other route needs the API key (or an --auth-app token) when set.
 //   forward      POST: the body's "model" (a multipart upload's form field); GET: ?model=
-//                POSTs use a model: their tenant is admitted against its limits (withTenant)
+//                POSTs use a model: their tenant is admitted against its limits (routerTenant, guards.ts)
 //   here         answered by the router itself
 import type { Handler, Method, Route } from '../../http/router.js';
 import { guardedRoute, routerMount, routerTenant, type AdmissionContext } from '../guards.js';
