@@ -78,6 +78,12 @@ export function refusedOptions(given: readonly string[]): string[] {
   });
 }
 
+/** Refuses the start (a usage error: main prints it and exits 1) when any given option cannot be honoured. */
+export function refuseUnhonoured(given: readonly string[]): void {
+  const refused = refusedOptions(given);
+  if (refused.length > 0) throw new UsageError(`cannot honour these options:\n  ${refused.join('\n  ')}`);
+}
+
 /** The options that llama.cpp's parser sets on its common log; with any of them, every line goes through it. */
 const COMMON_LOG_OPTIONS = ['--log-file', '--log-jsonl', '--log-colors', '--log-prefix', '--log-timestamps'];
 
