@@ -50,6 +50,8 @@ export const AUDIT_EVENT_TYPES = [
   'oauth.code_exchanged',
   'oauth.code_replayed',
   'oauth.logout',
+  'oauth.consent_granted',
+  'oauth.consent_revoked',
 ] as const;
 export type AuditEventType = (typeof AUDIT_EVENT_TYPES)[number];
 

@@ -69,6 +69,7 @@ export const AUTH_ERRORS = {
   INSUFFICIENT_SCOPE: { status: 403, message: 'The access token was not granted the scope this endpoint needs' },
   INVALID_CLIENT_METADATA: { status: 400, message: 'The client metadata is invalid' },
   INVALID_REDIRECT_URI: { status: 400, message: 'A redirect URI is invalid' },
+  CONSENT_NOT_FOUND: { status: 404, message: 'The user has given this client no consent' },
   OAUTH_CLIENT_NOT_FOUND: { status: 404, message: 'The app has no such OAuth client' },
   // Raised by the shared HTTP layer (src/http) before or while reading the body.
   MALFORMED_JSON: { status: 400, message: 'The request body is not valid JSON' },

@@ -33,7 +33,7 @@ import {
   SsoDiscoverBody, SecondFactorVerifyBody, TotpConfirmBody, TotpEnrollBody, TotpRemoveBody,
   IdentitiesBody, IdentityRemoveBody, InvitationAcceptBody, InvitationActionBody, InvitationCreateBody, InvitationListBody, UpstreamCallbackBody, UpstreamProvidersBody, UpstreamStartBody,
   OtpRequestBody, OtpVerifyBody, PasskeyLoginOptionsBody, PasskeyLoginVerifyBody, PasskeyRegisterOptionsBody, PasskeyRegisterVerifyBody, PasskeyRemoveBody,
-  RefreshBody, RevokeBody, RevokeUserBody, RoleAssignBody, RoleRevokeBody, SessionEndBody, SessionsBody,
+  ConsentRevokeBody, RefreshBody, RevokeBody, RevokeUserBody, RoleAssignBody, RoleRevokeBody, SessionEndBody, SessionsBody,
 } from './schemas.js';
 
 // The route table is a flat field mapping: one line per route, nothing to read top to bottom.
@@ -48,6 +48,8 @@ export function authRoutes(ctx: AuthContext): Route[] {
     route('POST',   '/auth/revoke-user',                         appSecret(RevokeUserBody),       handleRevokeUser),
     route('POST',   '/auth/sessions',                            appSecret(SessionsBody),         userSessions.handleListOwnSessions),
     route('POST',   '/auth/sessions/revoke',                     appSecret(SessionEndBody),       userSessions.handleEndOwnSession),
+    route('POST',   '/auth/consents',                            appSecret(SessionsBody),         provider.handleListOwnConsents),
+    route('POST',   '/auth/consents/revoke',                     appSecret(ConsentRevokeBody),    provider.handleRevokeOwnConsent),
     route('POST',   '/auth/sessions/revoke-others',              appSecret(SessionsBody),         userSessions.handleEndOtherSessions),
     route('POST',   '/auth/passkeys/register/options',           limited(appSecret(PasskeyRegisterOptionsBody), perClientIp('passkey_ceremony_ip')), passkeys.handlePasskeyRegisterOptions),
     route('POST',   '/auth/passkeys/register/verify',            limited(appSecret(PasskeyRegisterVerifyBody), perClientIp('passkey_ceremony_ip')),  passkeys.handlePasskeyRegisterVerify),
@@ -80,6 +82,7 @@ export function authRoutes(ctx: AuthContext): Route[] {
     route('GET',    '/oauth/authorize',                          limited(publicAccess, perClientIp('oauth_authorize_ip')), provider.handleAuthorize),
     route('POST',   '/oauth/sign-in/email',                      publicAccess,                    provider.handleSignInEmail),
     route('POST',   '/oauth/sign-in/code',                       publicAccess,                    provider.handleSignInCode),
+    route('POST',   '/oauth/consent',                            publicAccess,                    provider.handleConsent),
     route('POST',   '/oauth/token',                              limited(tokenClient, perClientIp('oauth_token_ip')), provider.handleToken),
     route('GET',    '/oauth/userinfo',                           bearer,                          provider.handleUserinfo),
     route('POST',   '/oauth/userinfo',                           bearer,                          provider.handleUserinfo),
@@ -139,6 +142,8 @@ export function authRoutes(ctx: AuthContext): Route[] {
     route('POST',   '/admin/users/:user_id/revoke-sessions',     adminKey,                        admin.handleRevokeUserSessions),
     route('DELETE', '/admin/users/:user_id/second-factor',       adminKey,                        secondFactor.handleResetSecondFactor),
     route('GET',    '/admin/users/:user_id/identities',          adminKey,                        upstream.handleListUserIdentities),
+    route('GET',    '/admin/users/:user_id/consents',            adminKey,                        provider.handleListUserConsents),
+    route('DELETE', '/admin/users/:user_id/consents',            adminKey,                        provider.handleRevokeUserConsent),
     route('GET',    '/admin/users/:user_id/sessions',            adminKey,                        userSessions.handleListUserSessions),
     route('DELETE', '/admin/users/:user_id/sessions/:session_id', adminKey,                       userSessions.handleEndUserSession),
     route('GET',    '/admin/audit-events',                       adminKey,                        admin.handleListAuditEvents),

@@ -50,6 +50,9 @@ export type RefreshBody = Static<typeof RefreshBody>;
 export const RevokeBody = Type.Object({ ...appCredentials, refresh_token: text(MAX_TOKEN_CHARS) }, strict);
 export type RevokeBody = Static<typeof RevokeBody>;
 
+export const ConsentRevokeBody = Type.Object({ ...appCredentials, refresh_token: text(MAX_TOKEN_CHARS), client_id: text(2000) }, strict);
+export type ConsentRevokeBody = Static<typeof ConsentRevokeBody>;
+
 export const SessionsBody = Type.Object({ ...appCredentials, refresh_token: text(MAX_TOKEN_CHARS) }, strict);
 export type SessionsBody = Static<typeof SessionsBody>;
 
@@ -338,5 +341,6 @@ export const CreateOAuthClientBody = Type.Object({
   post_logout_redirect_uris: Type.Optional(Type.Array(text(2000), { maxItems: 20 })),
   grant_types: Type.Optional(Type.Array(text(64), { maxItems: 5 })),
   scopes: Type.Optional(Type.Array(text(100), { maxItems: 50 })),
+  first_party: Type.Optional(Type.Boolean()),
 }, strict);
 export type CreateOAuthClientBody = Static<typeof CreateOAuthClientBody>;

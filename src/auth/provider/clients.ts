@@ -29,6 +29,8 @@ export interface ClientRegistration {
   post_logout_redirect_uris?: string[];
   grant_types?: string[];
   scopes?: string[];
+  /** False: the user is asked for consent (default true for the admin API's clients). */
+  first_party?: boolean;
 }
 
 const SECRET_METHODS: readonly TokenEndpointAuthMethod[] = ['client_secret_basic', 'client_secret_post'];
@@ -69,6 +71,7 @@ export async function createClient(ctx: AuthContext, appId: string, registration
       appId: app.id, name: registration.name, logoUri: registration.logo_uri ?? null, clientType, tokenEndpointAuthMethod: method,
       secretHash: secret === null ? null : sha256(secret), jwks: (registration.jwks as OAuthClientRow['jwks']) ?? null,
       redirectUris, postLogoutRedirectUris: postLogout, grantTypes, scopes, now, ...made,
+      ...(made.origin === 'admin' && registration.first_party !== undefined ? { firstParty: registration.first_party } : {}),
     });
     await insertAuditEvent(tx, {
       type: 'oauth_client.created', actor: made.origin === 'admin' ? 'admin' : 'anonymous', appId: app.id, ip: origin.ip, userAgent: origin.userAgent,
@@ -198,6 +201,7 @@ export function clientJson(client: OAuthClientRow): Record<string, unknown> {
     client_id: publicClientId(client),
     app_id: client.app_id,
     origin: client.origin,
+    first_party: client.first_party,
     name: client.name,
     logo_uri: client.logo_uri,
     client_type: client.client_type,
