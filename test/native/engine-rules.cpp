@@ -1,8 +1,9 @@
 // The engine's scheduling and cache rules, tested on the engine core without a server:
 // SlotCachePolicy (slot choice, joins and the chained-join rule, eviction under pressure,
 // unsharing before cells move), BatchBuilder (step composition), admission (fair share across
-// tenants, order within a tenant: admission.h) and the disk tier's bound on reads held and its
-// rule for writing again (disk-cache.h). Run by
+// tenants, order within a tenant, the one queue without fair share: admission.h), the disk tier's
+// bound on reads held and its rule for writing again (disk-cache.h), its state file (disk-file.h),
+// and the one rule for restoring a saved state in both tiers (restore-rule.h). Run by
 // test/native/engine-rules.unit.test.ts: `engine_rules_test MODEL.gguf` prints its plan ("1..N",
 // the number of checks a full run makes) then one line per check, "ok - NAME" or
 // "not ok - NAME # DETAIL", and exits 1 when any failed or the count is not the plan's.
