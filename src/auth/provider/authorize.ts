@@ -213,15 +213,19 @@ function viewOf(client: OAuthClientRow, requestId: string, csrf: string, step: S
   return { appName: client.app_name, clientName: client.name, requestId, csrf, step, email, error };
 }
 
-/** What the page says for a refusal of the login service. */
+/**
+ * What the page says for a refusal of the login service. A mistake the user corrects on the
+ * same form (a malformed address, a wrong code) is the form again with 200 and the error in
+ * words: browsers log any other status of a page as an error.
+ */
 function inWords(error: unknown): { status: number; message: string } {
   if (!(error instanceof HttpError) || error.status >= 500) {
     if (error instanceof HttpError && error.code === 'OTP_DELIVERY_FAILED') return { status: 502, message: 'We could not send the code. Try again in a minute.' };
     throw error;
   }
   switch (error.code) {
-    case 'VALIDATION_ERROR': return { status: 400, message: 'That does not look like an e-mail address. Check it and try again.' };
-    case 'OTP_INVALID': return { status: 401, message: 'That code is wrong or has expired. Check the message we sent, or ask for a new code.' };
+    case 'VALIDATION_ERROR': return { status: 200, message: 'That does not look like an e-mail address. Check it and try again.' };
+    case 'OTP_INVALID': return { status: 200, message: 'That code is wrong or has expired. Check the message we sent, or ask for a new code.' };
     case 'USER_DELETED': return { status: 403, message: 'This account has been deleted.' };
     case 'RATE_LIMITED': return { status: 429, message: 'Too many attempts. Wait a few minutes, then try again.' };
     default: return { status: error.status, message: error.message };
