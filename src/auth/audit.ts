@@ -24,6 +24,7 @@ export const AUDIT_EVENT_TYPES = [
   'invitation.accepted',
   'invitation.revoked',
   'invitation.expired',
+  'sso.domain_verified',
   'identity.linked',
   'identity.unlinked',
   'upstream_provider.created',

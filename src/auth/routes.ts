@@ -21,6 +21,7 @@ import * as userSessions from './handlers/user-sessions.js';
 import { handleGetUsage } from './handlers/usage.js';
 import * as invitations from './handlers/invitations.js';
 import * as secondFactor from './handlers/second-factor.js';
+import * as tenantSso from './handlers/tenant-sso.js';
 import * as upstream from './handlers/upstream.js';
 import * as webhooks from './handlers/webhooks.js';
 import { handleAuthorizationServerMetadata, handleDiscovery, handleJwks } from './handlers/well-known.js';
@@ -29,7 +30,7 @@ import { tokenClient } from './provider/token.js';
 import { adminKey, appSecret, appSecretInQuery, authRoute, bearer, limited, oauthClient, perClientIp, publicAccess, type AuthHandler, type Guard } from './respond.js';
 import { perAddress } from './service/login.js';
 import {
-  SecondFactorVerifyBody, TotpConfirmBody, TotpEnrollBody, TotpRemoveBody,
+  SsoDiscoverBody, SecondFactorVerifyBody, TotpConfirmBody, TotpEnrollBody, TotpRemoveBody,
   IdentitiesBody, IdentityRemoveBody, InvitationAcceptBody, InvitationActionBody, InvitationCreateBody, InvitationListBody, UpstreamCallbackBody, UpstreamProvidersBody, UpstreamStartBody,
   OtpRequestBody, OtpVerifyBody, PasskeyLoginOptionsBody, PasskeyLoginVerifyBody, PasskeyRegisterOptionsBody, PasskeyRegisterVerifyBody, PasskeyRemoveBody,
   ConsentRevokeBody, RefreshBody, RevokeBody, RevokeUserBody, RoleAssignBody, RoleRevokeBody, SessionEndBody, SessionsBody,
@@ -56,6 +57,7 @@ export function authRoutes(ctx: AuthContext): Route[] {
     route('POST',   '/auth/passkeys/login/verify',               limited(appSecret(PasskeyLoginVerifyBody), perClientIp('passkey_ceremony_ip')),     passkeys.handlePasskeyLoginVerify),
     route('POST',   '/auth/passkeys',                            appSecret(PasskeyRegisterOptionsBody), passkeys.handleListPasskeys),
     route('POST',   '/auth/passkeys/remove',                     appSecret(PasskeyRemoveBody),    passkeys.handleRemovePasskey),
+    route('POST',   '/auth/sso/discover',                        appSecret(SsoDiscoverBody),      tenantSso.handleDiscover),
     route('POST',   '/auth/upstream/providers',                  appSecret(UpstreamProvidersBody), upstream.handleListSignInProviders),
     route('POST',   '/auth/upstream/start',                      appSecret(UpstreamStartBody),    upstream.handleUpstreamStart),
     route('POST',   '/auth/upstream/callback',                   appSecret(UpstreamCallbackBody), upstream.handleUpstreamCallback),
@@ -102,6 +104,10 @@ export function authRoutes(ctx: AuthContext): Route[] {
     route('GET',    '/admin/apps/:app_id/tenants/:tenant_id/invitations', adminKey,               invitations.handleAdminListInvitations),
     route('POST',   '/admin/apps/:app_id/tenants/:tenant_id/invitations/:invitation_id/resend', adminKey, invitations.handleAdminResendInvitation),
     route('DELETE', '/admin/apps/:app_id/tenants/:tenant_id/invitations/:invitation_id', adminKey, invitations.handleAdminRevokeInvitation),
+    route('POST',   '/admin/apps/:app_id/tenants/:tenant_id/domains', adminKey,                   tenantSso.handleClaimDomain),
+    route('GET',    '/admin/apps/:app_id/tenants/:tenant_id/domains', adminKey,                   tenantSso.handleListDomains),
+    route('POST',   '/admin/apps/:app_id/tenants/:tenant_id/domains/:domain_id/verify', adminKey, tenantSso.handleVerifyDomain),
+    route('DELETE', '/admin/apps/:app_id/tenants/:tenant_id/domains/:domain_id', adminKey,        tenantSso.handleRemoveDomain),
     route('GET',    '/admin/apps/:app_id/second-factor-policy',  adminKey,                        secondFactor.handleGetSecondFactorPolicy),
     route('PUT',    '/admin/apps/:app_id/second-factor-policy',  adminKey,                        secondFactor.handlePutAppSecondFactorPolicy),
     route('PUT',    '/admin/apps/:app_id/tenants/:tenant_id/second-factor-policy', adminKey,      secondFactor.handlePutTenantSecondFactorPolicy),

@@ -161,6 +161,10 @@ export const UpstreamProviderBody = Type.Object({
   }, strict)),
   entra: Type.Optional(Type.Object({ tenants: Type.Array(Type.String({ pattern: '^[0-9a-fA-F-]{36}$' }), { maxItems: 100 }) }, strict)),
   github: Type.Optional(Type.Object({ web_base_url: url, api_base_url: url }, strict)),
+  /** Enterprise SSO: the tenant whose own provider this is; the role its first sign-in gives; whether the tenant's verified domains must use it. */
+  tenant_id: Type.Optional(Uuid),
+  default_role: Type.Optional(text(32)),
+  require_sso: Type.Optional(Type.Boolean()),
 }, strict);
 export type UpstreamProviderBody = Static<typeof UpstreamProviderBody>;
 
@@ -294,6 +298,12 @@ export type AppSecondFactorPolicyBody = Static<typeof AppSecondFactorPolicyBody>
 /** null: the tenant follows the app. */
 export const TenantSecondFactorPolicyBody = Type.Object({ policy: Type.Union([secondFactorPolicy, Type.Null()]) }, strict);
 export type TenantSecondFactorPolicyBody = Static<typeof TenantSecondFactorPolicyBody>;
+
+export const TenantDomainBody = Type.Object({ domain: text(253) }, strict);
+export type TenantDomainBody = Static<typeof TenantDomainBody>;
+
+export const SsoDiscoverBody = Type.Object({ ...appCredentials, email: text(320) }, strict);
+export type SsoDiscoverBody = Static<typeof SsoDiscoverBody>;
 
 export const CreateTenantBody = Type.Object({ name: text(200) }, strict);
 export type CreateTenantBody = Static<typeof CreateTenantBody>;

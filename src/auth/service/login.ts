@@ -20,6 +20,7 @@ import { checkSmsDefences, recordSmsSent, recordSmsVerified } from './sms-defenc
 import { findOrInsertUser, upsertMembership, type Identifier } from '../queries/users.js';
 import type { AuthenticatedApp } from './credentials.js';
 import { acceptInvitationsOnSignIn } from './invitations.js';
+import { refuseIfSsoRequired } from './tenant-sso.js';
 import { secondFactorChallengeIfDue, type SecondFactorPending } from './second-factor.js';
 import { chooseTenant, startSession, type SessionTokens } from './sessions.js';
 
@@ -34,6 +35,8 @@ export async function requestOtp(ctx: AuthContext, app: AuthenticatedApp, identi
   const code = randomInt(0, 1_000_000).toString().padStart(6, '0');
   const destination = destinationOf(app, identifier);
   const codeHash = hashOtpCode(ctx.otp.hashKey, destination, code);
+  // An address of a domain whose tenant requires its own provider gets no code (403 SSO_REQUIRED).
+  if (identifier.channel === 'email') await refuseIfSsoRequired(ctx.sql, app.id, identifier.value);
   const sms = identifier.channel === 'phone' ? await checkSmsDefences(ctx, app, identifier.value, origin) : null;
   const nowMs = ctx.clock.now();
   const { limits } = ctx.otp;
@@ -105,6 +108,8 @@ export async function verifyOtpThen<T>(ctx: AuthContext, app: AuthenticatedApp, 
   const now = new Date(nowMs);
   const audit = auditOf(app, identifier, origin, nowMs);
   try {
+    // A code sent before the tenant required SSO does not get around it.
+    if (identifier.channel === 'email') await refuseIfSsoRequired(ctx.sql, app.id, identifier.value);
     const stored = await recordOtpAttempt(ctx.sql, { ...destination, now, maxAttempts: OTP_MAX_ATTEMPTS });
     if (!stored || !timingSafeEqual(stored, codeHash)) throw authError('OTP_INVALID');
     const tokens = await ctx.sql.begin(async (tx): Promise<T> => {

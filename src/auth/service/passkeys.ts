@@ -34,6 +34,7 @@ import { findUser, lockUser } from '../queries/users.js';
 import type { AuthenticatedApp } from './credentials.js';
 import { isUuid } from './credentials.js';
 import { acceptInvitationsOnSignIn } from './invitations.js';
+import { refuseIfSsoRequired } from './tenant-sso.js';
 import { chooseTenant, startSession, type SessionTokens } from './sessions.js';
 import { presentedSession } from './user-sessions.js';
 
@@ -222,6 +223,7 @@ export async function finishPasskeyLogin(ctx: AuthContext, app: AuthenticatedApp
       }
       const user = await lockUser(tx, passkey.user_id);
       if (!user || user.deleted_at) throw authError('USER_DELETED');
+      await refuseIfSsoRequired(tx, app.id, user.email);
       await recordPasskeyUse(tx, { id: passkey.id, signCount: info.newCounter, backedUp: info.credentialBackedUp, now });
       await insertAuditEvent(tx, { ...audit, type: 'passkey.used', userId: user.id, details: { passkey_id: passkey.id, name: passkey.name } });
       await acceptInvitationsOnSignIn(tx, app.id, user, input.origin, now);
