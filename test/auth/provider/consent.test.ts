@@ -158,3 +158,24 @@ t.test('a user with roles in several tenants picks one on the page; the token is
   const named_tokens = (await exchange(own.client_id, own.client_secret, named.location!)).body;
   t.match(JSON.parse(Buffer.from(named_tokens.access_token.split('.')[1], 'base64url').toString()), { tenant_id: acme, roles: ['staff'] });
 });
+
+t.test('client changes, consents, codes and their exchanges are webhook events', async (t) => {
+  const events = ['oauth_client.created', 'oauth_client.deleted', 'oauth.code_issued', 'oauth.code_exchanged', 'oauth.consent_granted', 'oauth.consent_revoked'];
+  const hook = await h.admin('POST', `/admin/apps/${app.id}/webhooks`, { url: 'https://hooks.example/auth', event_types: events });
+  t.equal(hook.status, 201);
+  const made = (await h.admin('POST', `/admin/apps/${app.id}/oauth-clients`, { name: 'Later', redirect_uris: [REDIRECT], first_party: false })).body;
+  const browser = new OAuthBrowser(h);
+  const page = await browser.get(authorizeUrl(made.client_id));
+  const consentPage = await browser.signInWithCode(page.html, 'ann@example.com');
+  const back = await browser.decide(consentPage.html, 'allow');
+  t.equal((await exchange(made.client_id, made.client_secret, back.location!)).status, 200);
+  const [user] = await h.sql<{ id: string }[]>`select id from users where email = 'ann@example.com'`;
+  await h.admin('DELETE', `/admin/users/${user!.id}/consents?client_id=${made.client_id}`);
+  await h.admin('DELETE', `/admin/apps/${app.id}/oauth-clients/${made.client_id}`);
+  const deliveries = await h.admin('GET', `/admin/apps/${app.id}/webhook-deliveries?limit=100`);
+  // One delivery per event (the test clock does not move, so the list's order is not the events').
+  const types = deliveries.body.deliveries.map((d: { event_type: string }) => d.event_type).sort();
+  t.same(types, [...events].sort());
+  const created = deliveries.body.deliveries.find((d: { event_type: string }) => d.event_type === 'oauth_client.created');
+  t.match(created.payload, { data: { details: { client_id: made.client_id, name: 'Later' } } });
+});
