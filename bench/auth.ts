@@ -18,6 +18,10 @@
 // through the API (a software authenticator here: attestation "none", assertions signed with
 // node:crypto) and logs in again and again, options then verify on its connection; the rows give
 // the rate of whole passkey logins, of the options route alone, and the CPU per login.
+// The provider (issue 46): client_credentials tokens per second (each a signature), and code
+// flows per second of a signed-in browser: GET /oauth/authorize answered with a code at once,
+// then its exchange at POST /oauth/token (PKCE, a new session, an access and an id_token); each
+// also per core.
 import { createHash, createPrivateKey, generateKeyPairSync, sign, type KeyObject } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import fs from 'node:fs/promises';
@@ -61,6 +65,8 @@ export async function runAuthBench(): Promise<BenchResult[]> {
       otp_request_ip: { maxHits: 1_000_000, windowSeconds: 3600 },
       otp_verify_ip: { maxHits: 1_000_000, windowSeconds: 3600 },
       passkey_ceremony_ip: { maxHits: 1_000_000_000, windowSeconds: 60 },
+      oauth_authorize_ip: { maxHits: 1_000_000_000, windowSeconds: 60 },
+      oauth_token_ip: { maxHits: 1_000_000_000, windowSeconds: 60 },
     },
     disposableDatabase: true,
     databasePoolSize: workerPoolSize(WORKERS),
@@ -97,6 +103,9 @@ export async function runAuthBench(): Promise<BenchResult[]> {
     const me = await runLoad({ port: server.port, kind: 'me', appId: app.id, appSecret: app.app_secret, tokens: sessions.map((s) => s.access_token) }, databasePids);
     const passkeyLogin = await runLoad({ port: server.port, kind: 'passkey-login', appId: app.id, appSecret: app.app_secret, tokens: passkeys }, databasePids);
     const passkeyOptions = await runLoad({ port: server.port, kind: 'passkey-options', appId: app.id, appSecret: app.app_secret, tokens: passkeys }, databasePids);
+    const oauth = await providerClients(base, app.id, codes);
+    const clientCredentials = await runLoad({ port: server.port, kind: 'client-credentials', appId: app.id, appSecret: app.app_secret, tokens: oauth.backend }, databasePids);
+    const codeFlow = await runLoad({ port: server.port, kind: 'code-flow', appId: app.id, appSecret: app.app_secret, tokens: oauth.browsers }, databasePids);
     // The same load on a second server of the same database without the token cache: every
     // request verifies its signature, as for tokens each seen once.
     const uncached = await startAuthWorkers({ host: '127.0.0.1', port: 0, workers: WORKERS, service: { ...service, databaseUrl: server.service.databaseUrl, verifiedTokenCacheSize: 0 } });
@@ -125,7 +134,15 @@ export async function runAuthBench(): Promise<BenchResult[]> {
       { name: 'passkey login: CPU per login, PostgreSQL backends', value: passkeyLogin.cpu.database, unit: 'ms' },
       { name: `POST /auth/passkeys/login/options (${CLIENTS} clients, ${WORKERS} workers)`, value: passkeyOptions.rate, unit: 'req/s' },
       { name: 'passkey login / raw sign (concurrent)', value: passkeyLogin.rate / rawSignConcurrent, unit: 'ratio' },
+      { name: `POST /oauth/token client_credentials (${CLIENTS} clients, ${WORKERS} workers)`, value: clientCredentials.rate, unit: 'req/s' },
+      { name: `client_credentials per core (${os.availableParallelism()} cores)`, value: clientCredentials.rate / os.availableParallelism(), unit: 'req/s' },
+      { name: 'client_credentials / raw sign (concurrent)', value: clientCredentials.rate / rawSignConcurrent, unit: 'ratio' },
+      { name: `code flow, signed in: authorize + code exchange (${CLIENTS} clients, ${WORKERS} workers)`, value: codeFlow.rate, unit: 'flows/s' },
+      { name: `code flow per core (${os.availableParallelism()} cores)`, value: codeFlow.rate / os.availableParallelism(), unit: 'flows/s' },
+      { name: 'code flow: CPU per flow, this process (service workers + load client)', value: codeFlow.cpu.process, unit: 'ms' },
+      { name: 'code flow: CPU per flow, PostgreSQL backends', value: codeFlow.cpu.database, unit: 'ms' },
       { name: 'refresh non-200 answers', value: refresh.failures, unit: 'count' },
+      { name: 'provider non-2xx answers', value: clientCredentials.failures + codeFlow.failures, unit: 'count' },
       { name: '/auth/me non-200 answers', value: me.failures + meUncached.failures, unit: 'count' },
       { name: 'passkey non-200 answers', value: passkeyLogin.failures + passkeyOptions.failures, unit: 'count' },
     ];
@@ -133,6 +150,59 @@ export async function runAuthBench(): Promise<BenchResult[]> {
     await server.close();
     await fs.rm(dataDir, { recursive: true, force: true });
   }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The provider's load: a backend client (client_credentials), and one signed-in browser per
+// load client (its auth_browser cookie) with a public client and its PKCE pair.
+
+const REDIRECT = 'https://bench.test/callback';
+
+interface BenchBrowser { cookie: string; clientId: string; verifier: string; challenge: string }
+
+async function providerClients(base: string, appId: string, codes: Map<string, string>): Promise<{ backend: string[]; browsers: string[] }> {
+  const admin = { 'x-admin-key': 'bench-admin-key-0123456789', 'content-type': 'application/json' };
+  const make = async (body: unknown): Promise<{ client_id: string; client_secret?: string }> => {
+    const response = await fetch(`${base}/admin/apps/${appId}/oauth-clients`, { method: 'POST', headers: admin, body: JSON.stringify(body) });
+    if (response.status !== 201) throw new Error(`oauth client: ${response.status} ${await response.text()}`);
+    return response.json() as Promise<{ client_id: string; client_secret?: string }>;
+  };
+  const backend = await make({ name: 'Bench backend', grant_types: ['client_credentials'], scopes: ['jobs'] });
+  const web = await make({ name: 'Bench SPA', client_type: 'public', redirect_uris: [REDIRECT] });
+  const browsers: string[] = [];
+  for (let i = 0; i < CLIENTS; i++) {
+    const verifier = createHash('sha256').update(`verifier ${i}`).digest('base64url');
+    const challenge = createHash('sha256').update(verifier).digest('base64url');
+    const page = await fetch(`${base}${authorizePath(web.client_id, challenge)}`, { redirect: 'manual' });
+    const cookie = page.headers.get('set-cookie')!.split(';')[0]!;
+    const html = await page.text();
+    const fields = { request: /name="request" value="([^"]+)"/.exec(html)![1]!, csrf: /name="csrf" value="([^"]+)"/.exec(html)![1]! };
+    const form = { 'content-type': 'application/x-www-form-urlencoded', cookie };
+    const email = `oauth${i}@bench.test`;
+    await fetch(`${base}/oauth/sign-in/email`, { method: 'POST', headers: form, body: new URLSearchParams({ ...fields, email }).toString(), redirect: 'manual' });
+    const signedIn = await fetch(`${base}/oauth/sign-in/code`, { method: 'POST', headers: form, body: new URLSearchParams({ ...fields, code: codes.get(email)! }).toString(), redirect: 'manual' });
+    if (signedIn.status !== 303) throw new Error(`bench sign-in: ${signedIn.status}`);
+    browsers.push(JSON.stringify({ cookie, clientId: web.client_id, verifier, challenge } satisfies BenchBrowser));
+  }
+  const basic = Buffer.from(`${backend.client_id}:${backend.client_secret}`).toString('base64');
+  return { backend: Array.from({ length: CLIENTS }, () => basic), browsers };
+}
+
+function authorizePath(clientId: string, challenge: string): string {
+  return `/oauth/authorize?${new URLSearchParams({
+    client_id: clientId, redirect_uri: REDIRECT, response_type: 'code', scope: 'openid offline_access', code_challenge: challenge, code_challenge_method: 'S256',
+  })}`;
+}
+
+/** One code flow of a signed-in browser on the connection: the authorize redirect's code, then its exchange. */
+async function codeFlowOnce(connection: Connection, browser: BenchBrowser): Promise<boolean> {
+  const redirect = await connection.exchange(`GET ${authorizePath(browser.clientId, browser.challenge)} HTTP/1.1\r\nhost: bench\r\ncookie: ${browser.cookie}\r\n\r\n`);
+  const location = /\r\nlocation: *([^\r]+)/i.exec(redirect.head)?.[1];
+  const code = location ? new URL(location).searchParams.get('code') : null;
+  if (redirect.status !== 303 || !code) return false;
+  const form = new URLSearchParams({ grant_type: 'authorization_code', code, redirect_uri: REDIRECT, code_verifier: browser.verifier, client_id: browser.clientId }).toString();
+  const token = await connection.exchange(`POST /oauth/token HTTP/1.1\r\nhost: bench\r\ncontent-type: application/x-www-form-urlencoded\r\ncontent-length: ${form.length}\r\n\r\n${form}`);
+  return token.status === 200;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -278,7 +348,7 @@ async function measureConcurrent(operation: () => Promise<void>, inFlight: numbe
 
 interface LoadPlan {
   port: number;
-  kind: 'refresh' | 'me' | 'passkey-login' | 'passkey-options';
+  kind: 'refresh' | 'me' | 'passkey-login' | 'passkey-options' | 'client-credentials' | 'code-flow';
   appId: string;
   appSecret: string;
   /** One per client: its refresh token (refresh), access token (me), or passkey (JSON of BenchPasskey). */
@@ -337,6 +407,13 @@ async function loadWorker(plan: LoadPlan): Promise<{ rate: number; failures: num
     let token = initial;
     const passkey = plan.kind.startsWith('passkey') ? JSON.parse(initial) as BenchPasskey : null;
     while (!done) {
+      if (plan.kind === 'code-flow' || plan.kind === 'client-credentials') {
+        const ok = plan.kind === 'code-flow'
+          ? await codeFlowOnce(connection, JSON.parse(initial) as BenchBrowser)
+          : (await connection.exchange(`POST /oauth/token HTTP/1.1\r\nhost: bench\r\nauthorization: Basic ${initial}\r\ncontent-type: application/x-www-form-urlencoded\r\ncontent-length: 29\r\n\r\ngrant_type=client_credentials`)).status === 200;
+        if (counting) ok ? completed++ : failures++;
+        continue;
+      }
       if (passkey) {
         const { status, body } = await connection.exchange(jsonPost('/auth/passkeys/login/options', { app_id: plan.appId, app_secret: plan.appSecret }));
         let ok = status === 200;
@@ -380,12 +457,17 @@ function jsonPost(route: string, body: unknown): string {
 }
 
 /** A keep-alive connection with one request in flight; responses must carry Content-Length. */
-async function openConnection(port: number): Promise<{ exchange(request: string): Promise<{ status: number; body: string }>; close(): void }> {
+interface Connection {
+  exchange(request: string): Promise<{ status: number; head: string; body: string }>;
+  close(): void;
+}
+
+async function openConnection(port: number): Promise<Connection> {
   const socket = net.connect(port, '127.0.0.1');
   socket.setNoDelay(true);
   await new Promise<void>((resolve, reject) => { socket.once('connect', resolve); socket.once('error', reject); });
   let buffer: Buffer = Buffer.alloc(0);
-  let pending: ((response: { status: number; body: string }) => void) | null = null;
+  let pending: ((response: { status: number; head: string; body: string }) => void) | null = null;
   socket.on('data', (chunk: Buffer) => {
     buffer = buffer.length === 0 ? chunk : Buffer.concat([buffer, chunk]);
     const headerEnd = buffer.indexOf('\r\n\r\n');
@@ -397,7 +479,7 @@ async function openConnection(port: number): Promise<{ exchange(request: string)
     buffer = buffer.subarray(headerEnd + 4 + length);
     const resolve = pending;
     pending = null;
-    resolve?.({ status: Number(head.slice(9, 12)), body });
+    resolve?.({ status: Number(head.slice(9, 12)), head, body });
   });
   return {
     exchange(request) {

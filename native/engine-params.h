@@ -57,8 +57,9 @@ struct EngineParams {
     // that most clients are answered promptly and the oldest wait longer. 0: always oldest first.
     double overload_lifo_ms = 1000;
     // Fair share (admission.h): free slots go to tenants by weighted fair queuing on tokens, the
-    // adaptive LIFO applying within each tenant's queue. false: one queue in arrival order (with
-    // the adaptive LIFO) whatever the tasks' tenants. With one tenant both orders are the same.
+    // adaptive LIFO applying within each tenant's queue. false: every task counts as one tenant's
+    // (one queue: class, priority, then arrival order with the adaptive LIFO). With one tenant both
+    // orders are the same.
     bool fair_share = true;
     // Burst wait (ms): an idle engine that receives tasks waits for the rest of their burst while
     // it keeps coming, until none came for this long (at most five times this long in all), so

@@ -16,10 +16,15 @@ export const AUDIT_EVENT_TYPES = [
   'passkey.registered',
   'passkey.used',
   'passkey.removed',
+  'login.second_factor_required',
+  'second_factor.enrolled',
+  'second_factor.removed',
+  'second_factor.reset',
   'invitation.created',
   'invitation.accepted',
   'invitation.revoked',
   'invitation.expired',
+  'sso.domain_verified',
   'identity.linked',
   'identity.unlinked',
   'upstream_provider.created',
@@ -45,6 +50,8 @@ export const AUDIT_EVENT_TYPES = [
   'oauth.code_exchanged',
   'oauth.code_replayed',
   'oauth.logout',
+  'oauth.consent_granted',
+  'oauth.consent_revoked',
 ] as const;
 export type AuditEventType = (typeof AUDIT_EVENT_TYPES)[number];
 

@@ -55,10 +55,12 @@ export interface AuthServiceConfig {
   usageEventsIntervalMs?: number;
   /** Audit events older than this many days are deleted (hourly, by the instance's primary); 0 keeps them forever. Default 90. */
   auditRetentionDays?: number;
+  /** DNS servers (`host` or `host:port`) for the TXT records that prove tenants' domains; absent: the system's. */
+  dnsServers?: string[];
   /** Bound of each request to an upstream identity provider (default UPSTREAM_TIMEOUT_MS); past it the sign-in is 502 UPSTREAM_UNAVAILABLE. */
   upstreamTimeoutMs?: number;
   /**
-   * Clients that no admin made (provider/open-clients.ts): RFC 7591 dynamic registration and
+   * Clients that no admin made (provider/registration.ts, provider/metadata-document-clients.ts): RFC 7591 dynamic registration and
    * Client ID Metadata Documents, both off unless set; such clients join the app `appSlug`.
    */
   oauthOpenClients?: OAuthOpenClientsConfig;
@@ -129,6 +131,7 @@ const SETTINGS: ReadonlyArray<{ flag: string; env: string; help: string }> = [
   { flag: '--db-pool-size', env: 'AUTH_DB_POOL_SIZE', help: 'database connections per worker (default 80 / workers, from 2 to 10)' },
   { flag: '--token-cache-size', env: 'AUTH_TOKEN_CACHE_SIZE', help: 'access tokens whose verification each worker remembers (default 10000; 0: none)' },
   { flag: '--admin-console', env: 'AUTH_ADMIN_CONSOLE', help: '1 serves the admin console page at /admin/ (default 0: off)' },
+  { flag: '--dns-servers', env: 'AUTH_DNS_SERVERS', help: 'comma-separated DNS servers (host or host:port) for the TXT records proving tenants\' domains (default: the system\'s)' },
   { flag: '--trust-proxy', env: 'AUTH_TRUST_PROXY', help: '1 takes the client IP from X-Forwarded-For (default 0: the peer address)' },
   { flag: '--rate-limits', env: 'AUTH_RATE_LIMITS', help: 'rule=hits/seconds,... replacing default rate limits (see docs)' },
   { flag: '--webhook-dispatch', env: 'AUTH_WEBHOOK_DISPATCH', help: '0 leaves sending webhooks to other instances (default 1)' },
@@ -203,6 +206,7 @@ export function readAuthServiceConfig(vars: Record<string, string | undefined>, 
     verifiedTokenCacheSize: integer(vars, 'AUTH_TOKEN_CACHE_SIZE', VERIFIED_TOKEN_CACHE_ENTRIES, 0, 10_000_000),
     ...(integer(vars, 'AUTH_ADMIN_CONSOLE', 0, 0, 1) === 1 ? { adminConsole: true } : {}),
     ...(integer(vars, 'AUTH_TRUST_PROXY', 0, 0, 1) === 1 ? { trustProxy: true } : {}),
+    ...(vars.AUTH_DNS_SERVERS ? { dnsServers: vars.AUTH_DNS_SERVERS.split(',').map((s) => s.trim()).filter((s) => s.length > 0) } : {}),
     ...(vars.AUTH_RATE_LIMITS ? { rateLimits: parseRateLimits(vars.AUTH_RATE_LIMITS) } : {}),
     ...(integer(vars, 'AUTH_WEBHOOK_DISPATCH', 1, 0, 1) === 0 ? { webhookDispatch: false } : {}),
     ...(vars.AUTH_WEBHOOK_RETRY_DELAYS ? { webhookRetryDelaysSeconds: retryDelays(vars.AUTH_WEBHOOK_RETRY_DELAYS) } : {}),

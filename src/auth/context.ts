@@ -8,6 +8,7 @@ import type { OtpDelivery } from './otp/delivery.js';
 import type { RateLimits } from './rate-limit-rules.js';
 import type { ApiKeyChanges } from './tokens/api-key-changes.js';
 import type { AccessTokenClaims } from './tokens/access-token.js';
+import type { DomainProofLookup } from './sso/domain-proof.js';
 import type { UpstreamClients } from './upstream/client.js';
 import type { SigningKeyRing } from './tokens/signing-key-ring.js';
 import type { VerifiedTokenCache } from './tokens/verified-token-cache.js';
@@ -30,6 +31,13 @@ export interface AuthContext {
   };
   /** Seals and opens webhook endpoints' signing secrets (derived from the master key). */
   readonly webhookSecretKey: Buffer;
+  /** Looks up the DNS TXT records that prove tenants' e-mail domains. */
+  readonly domainProof: DomainProofLookup;
+  /** TOTP keys are sealed with secretKey; recovery codes stored as HMAC under codeHashKey. */
+  readonly secondFactor: {
+    readonly secretKey: Buffer;
+    readonly codeHashKey: Buffer;
+  };
   /** Upstream identity providers: their clients (cached discovery) and the key sealing their secrets. */
   readonly upstream: {
     readonly clients: UpstreamClients;

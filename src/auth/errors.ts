@@ -48,6 +48,15 @@ export const AUTH_ERRORS = {
   INVITATION_EXPIRED: { status: 410, message: 'The invitation has expired; ask for a new one' },
   INVITATION_FOR_ANOTHER_ADDRESS: { status: 403, message: 'The invitation is for another address; sign in as the invited address' },
   INVITATION_DELIVERY_FAILED: { status: 502, message: 'The invitation could not be delivered; retry later' },
+  SECOND_FACTOR_INVALID: { status: 401, message: 'The second-factor code is wrong, reused, or the challenge is expired or used up' },
+  SECOND_FACTOR_ALREADY_ENROLLED: { status: 409, message: 'The user already has a confirmed TOTP factor; remove it first' },
+  SECOND_FACTOR_NOT_ENROLLED: { status: 404, message: 'The user has no such TOTP factor' },
+  TENANT_SSO_EXISTS: { status: 409, message: 'The tenant already has an identity provider' },
+  DOMAIN_NOT_FOUND: { status: 404, message: 'The tenant has no such domain' },
+  DOMAIN_CLAIMED: { status: 409, message: 'Another tenant of the app has verified this domain' },
+  DOMAIN_NOT_VERIFIED: { status: 409, message: 'The DNS TXT record that proves the domain was not found; add it and retry' },
+  DNS_UNAVAILABLE: { status: 502, message: 'The DNS lookup failed; retry later' },
+  SSO_REQUIRED: { status: 403, message: 'This address belongs to an organisation that signs in with its own identity provider' },
   // The OAuth token endpoints (RFC 7009 revocation, RFC 7662 introspection); see OAUTH_ERROR_NAMES.
   UNSUPPORTED_TOKEN_TYPE: { status: 400, message: 'Access tokens are not revocable; revoke the refresh token of the session' },
   UNAUTHORIZED_CLIENT: { status: 400, message: 'The token was issued to another client' },
@@ -60,6 +69,7 @@ export const AUTH_ERRORS = {
   INSUFFICIENT_SCOPE: { status: 403, message: 'The access token was not granted the scope this endpoint needs' },
   INVALID_CLIENT_METADATA: { status: 400, message: 'The client metadata is invalid' },
   INVALID_REDIRECT_URI: { status: 400, message: 'A redirect URI is invalid' },
+  CONSENT_NOT_FOUND: { status: 404, message: 'The user has given this client no consent' },
   OAUTH_CLIENT_NOT_FOUND: { status: 404, message: 'The app has no such OAuth client' },
   // Raised by the shared HTTP layer (src/http) before or while reading the body.
   MALFORMED_JSON: { status: 400, message: 'The request body is not valid JSON' },

@@ -38,6 +38,7 @@ import { authRoutes } from './routes.js';
 import { hashAdminKey } from './service/credentials.js';
 import { loadMasterKey } from './tokens/master-key.js';
 import { SigningKeyRing } from './tokens/signing-key-ring.js';
+import { dnsProofLookup } from './sso/domain-proof.js';
 import { UpstreamClients } from './upstream/client.js';
 import { VerifiedTokenCache } from './tokens/verified-token-cache.js';
 import { WebhookDispatcher } from './webhooks/dispatcher.js';
@@ -230,6 +231,8 @@ async function serviceOn(sql: Sql, databaseUrl: string, config: AuthServiceConfi
     apiKeyChanges: new ApiKeyChanges(sql, log),
     apiKeyTouches: new Map(),
     webhookSecretKey: masterKey.derive('webhook-secret-encryption'),
+    domainProof: dnsProofLookup(config.dnsServers),
+    secondFactor: { secretKey: masterKey.derive('totp-secret-encryption'), codeHashKey: masterKey.derive('recovery-code-hash') },
     upstream: { clients: new UpstreamClients(config.upstreamTimeoutMs ?? UPSTREAM_TIMEOUT_MS), secretKey: masterKey.derive('upstream-secret-encryption') },
     trustProxy: config.trustProxy ?? false,
     oauthOpenClients: config.oauthOpenClients ?? null,

@@ -20,6 +20,8 @@ import * as smsDefences from './handlers/sms-defences.js';
 import * as userSessions from './handlers/user-sessions.js';
 import { handleGetUsage } from './handlers/usage.js';
 import * as invitations from './handlers/invitations.js';
+import * as secondFactor from './handlers/second-factor.js';
+import * as tenantSso from './handlers/tenant-sso.js';
 import * as upstream from './handlers/upstream.js';
 import * as webhooks from './handlers/webhooks.js';
 import { handleAuthorizationServerMetadata, handleDiscovery, handleJwks } from './handlers/well-known.js';
@@ -28,9 +30,10 @@ import { tokenClient } from './provider/token.js';
 import { adminKey, appSecret, appSecretInQuery, authRoute, bearer, limited, oauthClient, perClientIp, publicAccess, type AuthHandler, type Guard } from './respond.js';
 import { perAddress } from './service/login.js';
 import {
+  SsoDiscoverBody, SecondFactorVerifyBody, TotpConfirmBody, TotpEnrollBody, TotpRemoveBody,
   IdentitiesBody, IdentityRemoveBody, InvitationAcceptBody, InvitationActionBody, InvitationCreateBody, InvitationListBody, UpstreamCallbackBody, UpstreamProvidersBody, UpstreamStartBody,
   OtpRequestBody, OtpVerifyBody, PasskeyLoginOptionsBody, PasskeyLoginVerifyBody, PasskeyRegisterOptionsBody, PasskeyRegisterVerifyBody, PasskeyRemoveBody,
-  RefreshBody, RevokeBody, RevokeUserBody, RoleAssignBody, RoleRevokeBody, SessionEndBody, SessionsBody,
+  ConsentRevokeBody, RefreshBody, RevokeBody, RevokeUserBody, RoleAssignBody, RoleRevokeBody, SessionEndBody, SessionsBody,
 } from './schemas.js';
 
 // The route table is a flat field mapping: one line per route, nothing to read top to bottom.
@@ -45,6 +48,8 @@ export function authRoutes(ctx: AuthContext): Route[] {
     route('POST',   '/auth/revoke-user',                         appSecret(RevokeUserBody),       handleRevokeUser),
     route('POST',   '/auth/sessions',                            appSecret(SessionsBody),         userSessions.handleListOwnSessions),
     route('POST',   '/auth/sessions/revoke',                     appSecret(SessionEndBody),       userSessions.handleEndOwnSession),
+    route('POST',   '/auth/consents',                            appSecret(SessionsBody),         provider.handleListOwnConsents),
+    route('POST',   '/auth/consents/revoke',                     appSecret(ConsentRevokeBody),    provider.handleRevokeOwnConsent),
     route('POST',   '/auth/sessions/revoke-others',              appSecret(SessionsBody),         userSessions.handleEndOtherSessions),
     route('POST',   '/auth/passkeys/register/options',           limited(appSecret(PasskeyRegisterOptionsBody), perClientIp('passkey_ceremony_ip')), passkeys.handlePasskeyRegisterOptions),
     route('POST',   '/auth/passkeys/register/verify',            limited(appSecret(PasskeyRegisterVerifyBody), perClientIp('passkey_ceremony_ip')),  passkeys.handlePasskeyRegisterVerify),
@@ -52,11 +57,16 @@ export function authRoutes(ctx: AuthContext): Route[] {
     route('POST',   '/auth/passkeys/login/verify',               limited(appSecret(PasskeyLoginVerifyBody), perClientIp('passkey_ceremony_ip')),     passkeys.handlePasskeyLoginVerify),
     route('POST',   '/auth/passkeys',                            appSecret(PasskeyRegisterOptionsBody), passkeys.handleListPasskeys),
     route('POST',   '/auth/passkeys/remove',                     appSecret(PasskeyRemoveBody),    passkeys.handleRemovePasskey),
+    route('POST',   '/auth/sso/discover',                        appSecret(SsoDiscoverBody),      tenantSso.handleDiscover),
     route('POST',   '/auth/upstream/providers',                  appSecret(UpstreamProvidersBody), upstream.handleListSignInProviders),
     route('POST',   '/auth/upstream/start',                      appSecret(UpstreamStartBody),    upstream.handleUpstreamStart),
     route('POST',   '/auth/upstream/callback',                   appSecret(UpstreamCallbackBody), upstream.handleUpstreamCallback),
     route('POST',   '/auth/identities',                          appSecret(IdentitiesBody),       upstream.handleListIdentities),
     route('POST',   '/auth/identities/remove',                   appSecret(IdentityRemoveBody),   upstream.handleRemoveIdentity),
+    route('POST',   '/auth/second-factor/verify',                appSecret(SecondFactorVerifyBody), secondFactor.handleSecondFactorVerify),
+    route('POST',   '/auth/second-factor/totp/enroll',           appSecret(TotpEnrollBody),       secondFactor.handleTotpEnroll),
+    route('POST',   '/auth/second-factor/totp/confirm',          appSecret(TotpConfirmBody),      secondFactor.handleTotpConfirm),
+    route('POST',   '/auth/second-factor/totp/remove',           appSecret(TotpRemoveBody),       secondFactor.handleTotpRemove),
     route('POST',   '/auth/invitations',                         appSecret(InvitationCreateBody), invitations.handleCreateInvitation),
     route('POST',   '/auth/invitations/list',                    appSecret(InvitationListBody),   invitations.handleListInvitations),
     route('POST',   '/auth/invitations/resend',                  appSecret(InvitationActionBody), invitations.handleResendInvitation),
@@ -72,6 +82,7 @@ export function authRoutes(ctx: AuthContext): Route[] {
     route('GET',    '/oauth/authorize',                          limited(publicAccess, perClientIp('oauth_authorize_ip')), provider.handleAuthorize),
     route('POST',   '/oauth/sign-in/email',                      publicAccess,                    provider.handleSignInEmail),
     route('POST',   '/oauth/sign-in/code',                       publicAccess,                    provider.handleSignInCode),
+    route('POST',   '/oauth/consent',                            publicAccess,                    provider.handleConsent),
     route('POST',   '/oauth/token',                              limited(tokenClient, perClientIp('oauth_token_ip')), provider.handleToken),
     route('GET',    '/oauth/userinfo',                           bearer,                          provider.handleUserinfo),
     route('POST',   '/oauth/userinfo',                           bearer,                          provider.handleUserinfo),
@@ -93,6 +104,13 @@ export function authRoutes(ctx: AuthContext): Route[] {
     route('GET',    '/admin/apps/:app_id/tenants/:tenant_id/invitations', adminKey,               invitations.handleAdminListInvitations),
     route('POST',   '/admin/apps/:app_id/tenants/:tenant_id/invitations/:invitation_id/resend', adminKey, invitations.handleAdminResendInvitation),
     route('DELETE', '/admin/apps/:app_id/tenants/:tenant_id/invitations/:invitation_id', adminKey, invitations.handleAdminRevokeInvitation),
+    route('POST',   '/admin/apps/:app_id/tenants/:tenant_id/domains', adminKey,                   tenantSso.handleClaimDomain),
+    route('GET',    '/admin/apps/:app_id/tenants/:tenant_id/domains', adminKey,                   tenantSso.handleListDomains),
+    route('POST',   '/admin/apps/:app_id/tenants/:tenant_id/domains/:domain_id/verify', adminKey, tenantSso.handleVerifyDomain),
+    route('DELETE', '/admin/apps/:app_id/tenants/:tenant_id/domains/:domain_id', adminKey,        tenantSso.handleRemoveDomain),
+    route('GET',    '/admin/apps/:app_id/second-factor-policy',  adminKey,                        secondFactor.handleGetSecondFactorPolicy),
+    route('PUT',    '/admin/apps/:app_id/second-factor-policy',  adminKey,                        secondFactor.handlePutAppSecondFactorPolicy),
+    route('PUT',    '/admin/apps/:app_id/tenants/:tenant_id/second-factor-policy', adminKey,      secondFactor.handlePutTenantSecondFactorPolicy),
     route('GET',    '/admin/apps/:app_id/invitation-templates',  adminKey,                        invitations.handleGetInvitationTemplate),
     route('PUT',    '/admin/apps/:app_id/invitation-templates',  adminKey,                        invitations.handlePutInvitationTemplate),
     route('POST',   '/admin/apps/:app_id/upstream-providers',    adminKey,                        upstream.handleCreateUpstreamProvider),
@@ -122,7 +140,10 @@ export function authRoutes(ctx: AuthContext): Route[] {
     route('DELETE', '/admin/users/:user_id',                     adminKey,                        admin.handleDeleteUser),
     route('POST',   '/admin/users/:user_id/restore',             adminKey,                        admin.handleRestoreUser),
     route('POST',   '/admin/users/:user_id/revoke-sessions',     adminKey,                        admin.handleRevokeUserSessions),
+    route('DELETE', '/admin/users/:user_id/second-factor',       adminKey,                        secondFactor.handleResetSecondFactor),
     route('GET',    '/admin/users/:user_id/identities',          adminKey,                        upstream.handleListUserIdentities),
+    route('GET',    '/admin/users/:user_id/consents',            adminKey,                        provider.handleListUserConsents),
+    route('DELETE', '/admin/users/:user_id/consents',            adminKey,                        provider.handleRevokeUserConsent),
     route('GET',    '/admin/users/:user_id/sessions',            adminKey,                        userSessions.handleListUserSessions),
     route('DELETE', '/admin/users/:user_id/sessions/:session_id', adminKey,                       userSessions.handleEndUserSession),
     route('GET',    '/admin/audit-events',                       adminKey,                        admin.handleListAuditEvents),

@@ -50,6 +50,9 @@ export type RefreshBody = Static<typeof RefreshBody>;
 export const RevokeBody = Type.Object({ ...appCredentials, refresh_token: text(MAX_TOKEN_CHARS) }, strict);
 export type RevokeBody = Static<typeof RevokeBody>;
 
+export const ConsentRevokeBody = Type.Object({ ...appCredentials, refresh_token: text(MAX_TOKEN_CHARS), client_id: text(2000) }, strict);
+export type ConsentRevokeBody = Static<typeof ConsentRevokeBody>;
+
 export const SessionsBody = Type.Object({ ...appCredentials, refresh_token: text(MAX_TOKEN_CHARS) }, strict);
 export type SessionsBody = Static<typeof SessionsBody>;
 
@@ -158,6 +161,10 @@ export const UpstreamProviderBody = Type.Object({
   }, strict)),
   entra: Type.Optional(Type.Object({ tenants: Type.Array(Type.String({ pattern: '^[0-9a-fA-F-]{36}$' }), { maxItems: 100 }) }, strict)),
   github: Type.Optional(Type.Object({ web_base_url: url, api_base_url: url }, strict)),
+  /** Enterprise SSO: the tenant whose own provider this is; the role its first sign-in gives; whether the tenant's verified domains must use it. */
+  tenant_id: Type.Optional(Uuid),
+  default_role: Type.Optional(text(32)),
+  require_sso: Type.Optional(Type.Boolean()),
 }, strict);
 export type UpstreamProviderBody = Static<typeof UpstreamProviderBody>;
 
@@ -264,6 +271,40 @@ export type InvitationActionBody = Static<typeof InvitationActionBody>;
 export const InvitationAcceptBody = Type.Object({ ...appCredentials, refresh_token: text(MAX_TOKEN_CHARS), token: Type.String({ pattern: '^inv_[A-Za-z0-9_-]{43}$' }) }, strict);
 export type InvitationAcceptBody = Static<typeof InvitationAcceptBody>;
 
+const secondFactorToken = Type.String({ pattern: '^sfa_[A-Za-z0-9_-]{43}$' });
+const totpCode = Type.String({ pattern: '^[0-9]{6}$' });
+const recoveryCode = Type.String({ pattern: '^[A-Za-z2-7]{5}-?[A-Za-z2-7]{5}$' });
+/** Exactly one of refresh_token (a signed-in user) and second_factor_token (a login waiting to enroll); checked by the handler. */
+const factorHolder = { refresh_token: Type.Optional(text(MAX_TOKEN_CHARS)), second_factor_token: Type.Optional(secondFactorToken) };
+
+export const TotpEnrollBody = Type.Object({ ...appCredentials, ...factorHolder }, strict);
+export type TotpEnrollBody = Static<typeof TotpEnrollBody>;
+
+export const TotpConfirmBody = Type.Object({ ...appCredentials, ...factorHolder, code: totpCode }, strict);
+export type TotpConfirmBody = Static<typeof TotpConfirmBody>;
+
+/** Exactly one of code and recovery_code (checked by the handler). */
+export const TotpRemoveBody = Type.Object({ ...appCredentials, refresh_token: text(MAX_TOKEN_CHARS), code: Type.Optional(totpCode), recovery_code: Type.Optional(recoveryCode) }, strict);
+export type TotpRemoveBody = Static<typeof TotpRemoveBody>;
+
+export const SecondFactorVerifyBody = Type.Object({
+  ...appCredentials, second_factor_token: secondFactorToken, code: Type.Optional(totpCode), recovery_code: Type.Optional(recoveryCode),
+}, strict);
+export type SecondFactorVerifyBody = Static<typeof SecondFactorVerifyBody>;
+
+const secondFactorPolicy = Type.Union([Type.Literal('off'), Type.Literal('optional'), Type.Literal('required')]);
+export const AppSecondFactorPolicyBody = Type.Object({ policy: secondFactorPolicy }, strict);
+export type AppSecondFactorPolicyBody = Static<typeof AppSecondFactorPolicyBody>;
+/** null: the tenant follows the app. */
+export const TenantSecondFactorPolicyBody = Type.Object({ policy: Type.Union([secondFactorPolicy, Type.Null()]) }, strict);
+export type TenantSecondFactorPolicyBody = Static<typeof TenantSecondFactorPolicyBody>;
+
+export const TenantDomainBody = Type.Object({ domain: text(253) }, strict);
+export type TenantDomainBody = Static<typeof TenantDomainBody>;
+
+export const SsoDiscoverBody = Type.Object({ ...appCredentials, email: text(320) }, strict);
+export type SsoDiscoverBody = Static<typeof SsoDiscoverBody>;
+
 export const CreateTenantBody = Type.Object({ name: text(200) }, strict);
 export type CreateTenantBody = Static<typeof CreateTenantBody>;
 
@@ -300,5 +341,6 @@ export const CreateOAuthClientBody = Type.Object({
   post_logout_redirect_uris: Type.Optional(Type.Array(text(2000), { maxItems: 20 })),
   grant_types: Type.Optional(Type.Array(text(64), { maxItems: 5 })),
   scopes: Type.Optional(Type.Array(text(100), { maxItems: 50 })),
+  first_party: Type.Optional(Type.Boolean()),
 }, strict);
 export type CreateOAuthClientBody = Static<typeof CreateOAuthClientBody>;

@@ -155,6 +155,12 @@ export const apiKeyReadOnly: Guard<ServiceView> = {
   },
 };
 
+/** The router's public routes (/health): no credentials. */
+export const routerPublic: Guard<null, AdmissionContext> = {
+  name: 'router-public',
+  admit: () => null,
+};
+
 /** The router's routes answered by itself or read-only: the key; a limited tenant's rate-limit headers. */
 export const routerKey: Guard<Tenant, AdmissionContext> = {
   name: 'router-key',

@@ -35,7 +35,7 @@ export const OWN_FLAGS = [
   { names: ['--prefix-sharing'], kind: 'bool', key: 'prefixSharing', help: 'prompts share prefixes across slots: a prompt starts from the longest prefix any slot\'s KV cells hold and waits for one another slot is computing, instead of computing it again (default: on with a unified KV pool, i.e. --kv-unified or -np not given; without one each share copies a slot\'s whole buffer)' },
   { names: ['--no-prefix-sharing'], kind: 'bool', key: 'noPrefixSharing', help: 'turn prefix sharing across slots off (each slot reuses only its own cache, as llama-server)' },
   { names: ['--overload-lifo-ms'], kind: 'int', key: 'overloadLifoMs', help: 'adaptive LIFO: requests wait for a free slot oldest first, but once the oldest has waited this many ms (overload), newest first: most clients get a prompt answer while the oldest wait longer; 0 = always oldest first (default 1000)' },
-  { names: ['--no-fair-share'], kind: 'bool', key: 'noFairShare', help: 'free slots go to waiting requests in arrival order (with the adaptive LIFO) whatever their tenants, instead of by fair share across tenants (see docs/tenants.md)' },
+  { names: ['--no-fair-share'], kind: 'bool', key: 'noFairShare', help: 'free slots go to waiting requests as if all were one tenant\'s (class, then priority, then arrival order with the adaptive LIFO), instead of by fair share across tenants (see docs/tenants.md)' },
   { names: ['--tenants'], kind: 'string', key: 'tenantsFile', help: 'JSON file of per-key and per-tenant settings: names, weights, priority classes (interactive, batch) and limits (see docs/tenants.md)' },
   { names: ['--tenant-rpm'], kind: 'int', key: 'tenantRpm', help: 'requests per minute of every tenant that --tenants does not limit itself (default: no limit)' },
   { names: ['--tenant-tpm'], kind: 'int', key: 'tenantTpm', help: 'prompt and completion tokens per minute of every tenant that --tenants does not limit itself, checked when a request is admitted (default: no limit)' },
@@ -87,6 +87,12 @@ export function refusedOptions(given: readonly string[]): string[] {
     const support = LLAMA_SERVER_FLAGS[name];
     return support?.kind === 'refused' ? [`${name}: ${support.why}`] : [];
   });
+}
+
+/** Refuses the start (a usage error: main prints it and exits 1) when any given option cannot be honoured. */
+export function refuseUnhonoured(given: readonly string[]): void {
+  const refused = refusedOptions(given);
+  if (refused.length > 0) throw new UsageError(`cannot honour these options:\n  ${refused.join('\n  ')}`);
 }
 
 /** The options that llama.cpp's parser sets on its common log; with any of them, every line goes through it. */

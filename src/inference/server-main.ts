@@ -2,7 +2,7 @@
 // inference-server: serves a GGUF model over HTTP (OpenAI-compatible and llama-server native APIs).
 import { usage, UsageError } from '../cli/flags.js';
 import { isNativeError, native, type NativeServerParams, type ServerParamValues } from '../native/binding.js';
-import { cacheIdleSlotsWarning, logLevel, OWN_FLAGS, refusedOptions, routerOptions, serverOptions, splitCommandLine, usesCommonLog, type OwnFlags } from './server-config.js';
+import { cacheIdleSlotsWarning, logLevel, OWN_FLAGS, refuseUnhonoured, routerOptions, serverOptions, splitCommandLine, usesCommonLog, type OwnFlags } from './server-config.js';
 import { createInferenceAuth, type InferenceAuth } from './access/auth-bridge.js';
 import { startInferenceServer } from './server.js';
 import { modelEntry } from './dialects/server-info.js';
@@ -185,8 +185,7 @@ async function main(): Promise<number> {
     const rpc = rpcArgument(llama, process.env);
     if (rpc !== undefined) await checkRpcEndpoints(rpc);
     const parsed = parseServerArgs(llama);
-    const refused = refusedOptions(parsed.given());
-    if (refused.length > 0) throw new UsageError(`cannot honour these options:\n  ${refused.join('\n  ')}`);
+    refuseUnhonoured(parsed.given());
     if (usesCommonLog(parsed.given())) {
       native.useCommonLog();
       say = (line, level = 'info') => native.logWrite(level, `${line}\n`);

@@ -82,8 +82,8 @@ export interface EngineParams {
   /**
    * Fair share (native/admission.h, docs/tenants.md): free slots go to tenants (tasks' `tenant`) by
    * weighted fair queuing on tokens, the adaptive LIFO applying within each tenant's queue, and
-   * tasks' `priority` ordering a tenant's queue. false: one queue in arrival order whatever the
-   * tenants. With one tenant and no priorities both give the same order. Default true.
+   * tasks' `priority` ordering a tenant's queue. false: every task counts as one tenant's (one
+   * queue by class, priority, then arrival order). With one tenant both give the same order. Default true.
    */
   fairShare?: boolean;
   /**

@@ -33,6 +33,21 @@ function routes(): Array<{ path: string; body: Record<string, unknown>; headers?
     { path: '/auth/passkeys/register/verify', body: { ...credentials, refresh_token: tokens.refresh_token, ceremony_id: tenant, response: { id: 'AAAA', rawId: 'AAAA', type: 'public-key', clientExtensionResults: {}, response: { clientDataJSON: 'e30', attestationObject: 'oA' } } } },
     { path: '/auth/passkeys/login/options', body: { ...credentials } },
     { path: '/auth/passkeys/login/verify', body: { ...credentials, ceremony_id: tenant, response: { id: 'AAAA', rawId: 'AAAA', type: 'public-key', clientExtensionResults: {}, response: { clientDataJSON: 'e30', authenticatorData: 'A'.repeat(50), signature: 'AAAA' } } } },
+    { path: '/auth/upstream/providers', body: { ...credentials } },
+    { path: '/auth/upstream/start', body: { ...credentials, provider_id: tenant, redirect_uri: 'https://example.com/callback', refresh_token: tokens.refresh_token } },
+    { path: '/auth/upstream/callback', body: { ...credentials, params: { state: 'x'.repeat(43), code: 'c', iss: 'https://example.com' }, tenant_id: tenant } },
+    { path: '/auth/identities', body: { ...credentials, refresh_token: tokens.refresh_token } },
+    { path: '/auth/identities/remove', body: { ...credentials, refresh_token: tokens.refresh_token, identity_id: tenant } },
+    { path: '/auth/sso/discover', body: { ...credentials, email: 'bob@example.com' } },
+    { path: '/auth/invitations', body: { ...credentials, tenant_id: tenant, email: 'bob@example.com', role: 'staff' } },
+    { path: '/auth/invitations/list', body: { ...credentials, tenant_id: tenant, state: 'pending' } },
+    { path: '/auth/invitations/revoke', body: { ...credentials, tenant_id: tenant, invitation_id: tenant } },
+    { path: '/auth/invitations/accept', body: { ...credentials, refresh_token: tokens.refresh_token, token: `inv_${'A'.repeat(43)}` } },
+    { path: '/auth/second-factor/verify', body: { ...credentials, second_factor_token: `sfa_${'A'.repeat(43)}`, code: '123456' } },
+    { path: '/auth/second-factor/totp/confirm', body: { ...credentials, refresh_token: tokens.refresh_token, code: '123456' } },
+    { path: `/admin/apps/${app.id}/upstream-providers`, body: { kind: 'google', label: 'Google', client_id: 'c', client_secret: 's', redirect_uris: ['https://example.com/callback'] }, headers: { 'x-admin-key': ADMIN_KEY } },
+    { path: `/admin/apps/${app.id}/tenants/${tenant}/invitations`, body: { email: 'bob@example.com', role: 'staff' }, headers: { 'x-admin-key': ADMIN_KEY } },
+    { path: `/admin/apps/${app.id}/tenants/${tenant}/domains`, body: { domain: 'acme.example' }, headers: { 'x-admin-key': ADMIN_KEY } },
     { path: '/admin/apps', body: { slug: 'shop', name: 'Shop' }, headers: { 'x-admin-key': ADMIN_KEY } },
     { path: `/admin/apps/${app.id}/tenants`, body: { name: 'Globex' }, headers: { 'x-admin-key': ADMIN_KEY } },
     { path: `/admin/apps/${app.id}/webhooks`, body: { url: 'https://example.com/hooks', event_types: ['session.revoked'] }, headers: { 'x-admin-key': ADMIN_KEY } },
@@ -201,7 +216,7 @@ t.test('arrays, objects, numbers, booleans and null where strings belong are 400
       // members is a wrong member, named as such ("response.id"), not a wrong type.
       const isObject = typeof value === 'object' && value !== null && !Array.isArray(value);
       const wrongs: unknown[] = isObject ? [[value], 42, true, [], 'text'] : [[value], { value }, 42, true, {}, []];
-      if (field !== 'tenant_id' || !['/auth/otp/verify', '/auth/refresh'].includes(route.path)) wrongs.push(null);
+      if (field !== 'tenant_id' || !['/auth/otp/verify', '/auth/refresh', '/auth/upstream/callback'].includes(route.path)) wrongs.push(null);
       for (const wrong of wrongs) {
         const reply = await h.request('POST', route.path, { json: { ...route.body, [field]: wrong }, headers: route.headers });
         t.equal(reply.status, 400, `${route.path} ${field}=${JSON.stringify(wrong)}`);

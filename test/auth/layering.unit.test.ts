@@ -1,6 +1,7 @@
 // The layering of src/auth, read from its import statements: handlers parse and render, services
-// decide, queries only query; no import circle; the embedded PostgreSQL's module is loaded only
-// when it is needed (a dynamic import), so a service given DATABASE_URL never reads it.
+// decide, queries only query; the embedded PostgreSQL's module is loaded only when it is needed (a
+// dynamic import), so a service given DATABASE_URL never reads it. Import circles, here and in
+// the rest of src/, are test/import-circles.unit.test.ts's rule.
 import { readdirSync, readFileSync, statSync } from 'node:fs';
 import path from 'node:path';
 import t from 'tap';
@@ -58,20 +59,4 @@ t.test('the embedded PostgreSQL module is imported for its types only; its code 
   const embedded = path.join('database', 'embedded-postgres.ts');
   t.same(all.filter((i) => i.to === embedded && !i.typeOnly), []);
   t.match(readFileSync(path.join(AUTH, 'mount.ts'), 'utf8'), /await import\('\.\/database\/embedded-postgres\.js'\)/);
-});
-
-t.test('no import circle in src/auth', async (t) => {
-  const graph = new Map<string, string[]>();
-  for (const i of all) graph.set(i.from, [...(graph.get(i.from) ?? []), i.to]);
-  const circles: string[][] = [];
-  const state = new Map<string, 'open' | 'done'>();
-  const visit = (node: string, trail: string[]): void => {
-    if (state.get(node) === 'done') return;
-    if (state.get(node) === 'open') { circles.push([...trail.slice(trail.indexOf(node)), node]); return; }
-    state.set(node, 'open');
-    for (const next of graph.get(node) ?? []) visit(next, [...trail, node]);
-    state.set(node, 'done');
-  };
-  for (const node of graph.keys()) visit(node, []);
-  t.same(circles, []);
 });

@@ -150,7 +150,8 @@ t.test('the access token carries the claims of the spec', async (t) => {
   const tokens = await h.login(app, 'ann@example.com');
   const claims = claimsOf(tokens.access_token);
   const now = Math.floor(h.clock.now() / 1000);
-  t.same(claims, { sub: tokens.user_id, app_id: 'app-a', iss: 'http://auth.test', aud: 'app-a', iat: now, exp: now + 1800, tenant_id: null, roles: [] });
+  // amr (RFC 8176): how the session signed in, `otp` for a code by e-mail; kept by every refresh.
+  t.same(claims, { sub: tokens.user_id, app_id: 'app-a', iss: 'http://auth.test', aud: 'app-a', iat: now, exp: now + 1800, tenant_id: null, roles: [], amr: ['otp'] });
 });
 
 t.test('logging in again returns the same user', async (t) => {

@@ -5,6 +5,7 @@
 // replayed assertion, user verification missing, a deleted passkey, a cloned authenticator's
 // counter, a changed backup eligibility; the audit events, webhooks and the ceremonies' rate limit.
 import { createHash } from 'node:crypto';
+import { decodeJwt } from 'jose';
 import type { Browser, CDPSession, Page } from 'puppeteer-core';
 import t from 'tap';
 import { launchBrowser } from '../helpers/browser.js';
@@ -62,6 +63,7 @@ t.test('a user who logged in by code registers a passkey, lists it, and logs in 
   t.equal(login.body.user_id, ann.user_id);
   t.equal(login.body.token_type, 'Bearer');
   t.equal(login.body.expires_in, 1800);
+  t.same(decodeJwt(login.body.access_token).amr, ['hwk', 'mfa'], 'a passkey with user verification is both factors (RFC 8176 amr)');
   const me = await h.me(login.body.access_token);
   t.equal(me.status, 200);
   t.same(me.body, { user_id: ann.user_id, app_id: 'app-a', tenant_id: null, roles: [] });

@@ -52,7 +52,8 @@ t.test('the refreshed access token is a fresh 30-minute token for the same user 
   const reply = await h.refresh(app, tokens.refresh_token);
   const claims = claimsOf(reply.body.access_token);
   const now = Math.floor(h.clock.now() / 1000);
-  t.same(claims, { sub: tokens.user_id, app_id: 'app-a', iss: 'http://auth.test', aud: 'app-a', iat: now, exp: now + 1800, tenant_id: null, roles: [] });
+  // amr (RFC 8176): how the session signed in, `otp` for a code by e-mail; kept by every refresh.
+  t.same(claims, { sub: tokens.user_id, app_id: 'app-a', iss: 'http://auth.test', aud: 'app-a', iat: now, exp: now + 1800, tenant_id: null, roles: [], amr: ['otp'] });
 });
 
 t.test('the old token is invalid at once: replaying it is 401 TOKEN_REUSE and revokes the whole family', async (t) => {

@@ -138,6 +138,7 @@ t.test('"Google": start has PKCE, state and nonce; the callback signs in with th
   t.same(Object.keys(signedIn.body).sort(), ['access_token', 'expires_in', 'refresh_token', 'token_type', 'user_id']);
   const me = await h.me(signedIn.body.access_token);
   t.same(me.body, { user_id: signedIn.body.user_id, app_id: 'app-a', tenant_id: null, roles: [] });
+  t.same(decodeJwt(signedIn.body.access_token).amr, ['fed'], 'amr: signed in at another provider');
   t.equal((await h.refresh(app, signedIn.body.refresh_token)).status, 200);
   const [user] = await h.sql<{ email: string | null }[]>`select email from users where id = ${signedIn.body.user_id}`;
   t.equal(user!.email, 'gina@gmail.com', 'Google is the authority for gmail.com: the new user has the address');

@@ -6,6 +6,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { startInferenceServer, type InferenceServer, type InferenceServerOptions } from '../../src/inference/server.js';
 import { resolveRuntime } from '../../src/inference/options.js';
+import { TEST_THREADS } from './test-threads.js';
 
 export interface TestServer {
   server: InferenceServer;
@@ -16,7 +17,7 @@ export interface TestServer {
 export async function startTestServer(model: string, overrides: Partial<InferenceServerOptions> & { ctxSize?: number } = {}): Promise<TestServer> {
   const { ctxSize, ...rest } = overrides;
   const server = await startInferenceServer({
-    runtime: { ...resolveRuntime({ model }, false), ctxSize: ctxSize ?? 4096 },
+    runtime: { ...resolveRuntime({ model }, false), ctxSize: ctxSize ?? 4096, threads: TEST_THREADS },
     host: '127.0.0.1',
     port: 0,
     parallel: 4,

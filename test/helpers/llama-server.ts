@@ -2,6 +2,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createServer } from 'node:net';
 import { referenceTool } from './reference.js';
+import { TEST_THREADS } from './test-threads.js';
 
 async function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {
@@ -22,7 +23,8 @@ export interface ReferenceServer {
 export async function startLlamaServer(args: string[]): Promise<ReferenceServer> {
   const bin = await referenceTool('llama-server');
   const port = await freePort();
-  const child: ChildProcess = spawn(bin, [...args, '--host', '127.0.0.1', '--port', String(port), '--no-webui'], { stdio: 'ignore' });
+  const threads = args.some((a) => a === '-t' || a === '--threads') ? [] : ['-t', String(TEST_THREADS)];
+  const child: ChildProcess = spawn(bin, [...args, ...threads, '--host', '127.0.0.1', '--port', String(port), '--no-webui'], { stdio: 'ignore' });
   const base = `http://127.0.0.1:${port}`;
   const deadline = Date.now() + 60_000;
   for (;;) {

@@ -9,6 +9,9 @@ import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import t from 'tap';
+import { native } from '../../src/native/binding.js';
+import { logProgress } from '../../src/inference/download/progress.js';
+import { resolveModels } from '../../src/inference/download/resolve-models.js';
 import { ensureTestModels } from '../fixtures/models.js';
 import { startMockHub } from '../fixtures/mock-hub.js';
 import { referenceTool, REPO_ROOT } from '../helpers/reference.js';
@@ -129,9 +132,14 @@ t.test('-hf OWNER/REPO:Q8_0 from an empty cache: progress in the log, the model 
 
 t.test('--offline with an empty cache exits 1 naming the cache', async (t) => {
   const cache = freshCache();
-  const s = ours(['-hf', `${REPO}:Q8_0`, '--offline', '--port', String(await freePort())], cache);
-  t.equal(await s.exited, 1);
-  t.match(s.stderr(), `inference-server: -hf ${REPO}: not in the cache at ${cache}, and --offline forbids downloading it`);
+  // In this process, as server-main resolves -hf before anything loads (with ours()'s environment);
+  // it prints the refusal as `inference-server: <message>` and exits 1.
+  const values = native.ServerParams.parse(['llama-server', '--no-webui', '-hf', `${REPO}:Q8_0`, '--offline', '--port', '0']).values();
+  const log: string[] = [];
+  const options = { env: { ...process.env, LLAMA_CACHE: cache, MODEL_ENDPOINT: hub.url }, log: (line: string) => log.push(line), progress: logProgress((line) => log.push(line)), userAgent: 'download-cli.test' };
+  const refused = await resolveModels(values, options).then(() => null, (err: unknown) => err as Error);
+  t.ok(refused, 'the start fails: exit 1');
+  t.match(`inference-server: ${refused?.message}`, `inference-server: -hf ${REPO}: not in the cache at ${cache}, and --offline forbids downloading it`);
 });
 
 t.test('two servers started at once on one empty cache both serve, and each file is fetched once', async (t) => {

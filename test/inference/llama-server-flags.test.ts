@@ -3,10 +3,11 @@
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { join } from 'node:path';
-import t from 'tap';
+import t, { type Test } from 'tap';
+import { UsageError } from '../../src/cli/flags.js';
 import { native } from '../../src/native/binding.js';
 import { LLAMA_SERVER_FLAGS } from '../../src/inference/llama-server-flags.js';
-import { logLevel, refusedOptions, serverOptions, splitCommandLine } from '../../src/inference/server-config.js';
+import { logLevel, refusedOptions, refuseUnhonoured, serverOptions, splitCommandLine } from '../../src/inference/server-config.js';
 import { startInferenceServer } from '../../src/inference/server.js';
 import { ensureTestModels } from '../fixtures/models.js';
 import { postJson } from '../helpers/inference-server.js';
@@ -24,8 +25,13 @@ t.test('every option of the vendored llama-server is classified, and nothing els
 });
 
 t.test('given() names each option by its first name, from argv and from LLAMA_ARG_* variables', async (t) => {
+  const threads = process.env.LLAMA_ARG_THREADS; // npm test runs every server with one thread
+  delete process.env.LLAMA_ARG_THREADS;
   process.env.LLAMA_ARG_N_PREDICT = '7';
-  t.teardown(() => { delete process.env.LLAMA_ARG_N_PREDICT; });
+  t.teardown(() => {
+    delete process.env.LLAMA_ARG_N_PREDICT;
+    if (threads !== undefined) process.env.LLAMA_ARG_THREADS = threads;
+  });
   const params = parse('--temperature', '0.3', '--ctx-size', '512', '--parallel', '2', '--cont-batching', '--jinja', '-m', 'x.gguf');
   t.same(params.given(), ['--temp', '-c', '-np', '-cb', '--jinja', '-m', '-n']);
   t.equal(params.values().nPredict, 7);
@@ -140,6 +146,23 @@ t.test('a launcher\'s llama-server command line starts the server', async (t) =>
   t.match(out.stderr, /model ready .* n_ctx 512, 2 slots/);
 });
 
+/**
+ * Asserts that `start` refuses the start-up as server-main's main() does: a UsageError, which it
+ * prints on stderr as `inference-server: <message>` before it exits 1 (a spawned server shows that
+ * path in log-flags.test.ts, "a refused start is logged as an error line"), with a message matching
+ * `message`. One spawned test below shows llama.cpp's own refusal of an option: its message, exit 1.
+ */
+function refuses(t: Test, start: () => unknown, message: RegExp): void {
+  try {
+    start();
+  } catch (err) {
+    t.type(err, UsageError, 'a usage error: exit 1');
+    t.match((err as Error).message, message);
+    return;
+  }
+  t.fail(`not refused: ${message}`);
+}
+
 t.test('an unknown option fails as llama-server fails: its message, exit 1', async (t) => {
   const out = await runServer(['-m', models.chat, '--bogus']);
   t.equal(out.code, 1);
@@ -147,9 +170,7 @@ t.test('an unknown option fails as llama-server fails: its message, exit 1', asy
 });
 
 t.test('an option this server cannot honour fails at start-up naming why, exit 1', async (t) => {
-  const out = await runServer(['-m', models.chat, '-dr', 'gemma3']);
-  t.equal(out.code, 1);
-  t.match(out.stderr, /-dr: models from the Docker registry are not supported/);
+  refuses(t, () => refuseUnhonoured(parse('-m', models.chat, '-dr', 'gemma3').given()), /-dr: models from the Docker registry are not supported/);
 });
 
 t.test('--prefill-budget and --prefill-budget-ms reach the engine; when absent, the engine default token budget and 1000 ms', async (t) => {
@@ -182,9 +203,8 @@ t.test('--overload-lifo-ms reaches the engine; 1000 ms when absent; a bad value 
   t.teardown(() => server.close());
   const service = await server.ready;
   t.equal(service.engine.native.info().overloadLifoMs, 250);
-  const negative = await runServer(['-m', models.chat, '--overload-lifo-ms', '-5']);
-  t.equal(negative.code, 1);
-  t.match(negative.stderr, /--overload-lifo-ms: must be a number of milliseconds from 0 \(always oldest first\) to 3600000, got -5/);
+  refuses(t, () => serverOptions(values, splitCommandLine(['--overload-lifo-ms', '-5']).own, false),
+    /--overload-lifo-ms: must be a number of milliseconds from 0 \(always oldest first\) to 3600000, got -5/);
 });
 
 t.test('--no-split-steps, --no-early-outputs and --no-prepare-saves turn the step modes off; absent, the engine decides', async (t) => {
@@ -209,9 +229,8 @@ t.test('--burst-wait-ms reaches the engine; the engine\'s default when absent; a
   t.teardown(() => server.close());
   const service = await server.ready;
   t.equal(service.engine.native.info().burstWaitMs, 10);
-  const tooLong = await runServer(['-m', models.chat, '--burst-wait-ms', '1001']);
-  t.equal(tooLong.code, 1);
-  t.match(tooLong.stderr, /--burst-wait-ms: must be a number of milliseconds from 0 \(no wait\) to 1000, got 1001/);
+  refuses(t, () => serverOptions(values, splitCommandLine(['--burst-wait-ms', '1001']).own, false),
+    /--burst-wait-ms: must be a number of milliseconds from 0 \(no wait\) to 1000, got 1001/);
 });
 
 t.test('--cache-idle-slots needs a prompt cache: with --cache-ram 0 it is turned off with llama-server\'s warning', async (t) => {
@@ -235,18 +254,13 @@ t.test('-sps reaches the engine\'s slot choice; 0.1 when absent, as llama-server
 });
 
 t.test('a bad --prefill-budget or --prefill-budget-ms fails at start-up with a clear message, exit 1', async (t) => {
-  const negative = await runServer(['-m', models.chat, '--prefill-budget', '-1']);
-  t.equal(negative.code, 1);
-  t.match(negative.stderr, /--prefill-budget: must be an integer >= 0 \(0: no budget\), got -1/);
-  const text = await runServer(['-m', models.chat, '--prefill-budget', 'lots']);
-  t.equal(text.code, 1);
-  t.match(text.stderr, /--prefill-budget: expected an integer, got "lots"/);
-  const time = await runServer(['-m', models.chat, '--prefill-budget-ms', '-5']);
-  t.equal(time.code, 1);
-  t.match(time.stderr, /--prefill-budget-ms: must be a number of milliseconds from 0 \(no time target\) to 3600000, got -5/);
-  const huge = await runServer(['-m', models.chat, '--prefill-budget-ms', '3600001']);
-  t.equal(huge.code, 1);
-  t.match(huge.stderr, /--prefill-budget-ms: must be a number of milliseconds from 0 \(no time target\) to 3600000, got 3600001/);
+  const values = parse('-m', models.chat).values();
+  // What the server does with its own flags: split them out, then turn them into its options.
+  const start = (...own: string[]) => () => serverOptions(values, splitCommandLine(own).own, false);
+  refuses(t, start('--prefill-budget', '-1'), /--prefill-budget: must be an integer >= 0 \(0: no budget\), got -1/);
+  refuses(t, start('--prefill-budget', 'lots'), /--prefill-budget: expected an integer, got "lots"/);
+  refuses(t, start('--prefill-budget-ms', '-5'), /--prefill-budget-ms: must be a number of milliseconds from 0 \(no time target\) to 3600000, got -5/);
+  refuses(t, start('--prefill-budget-ms', '3600001'), /--prefill-budget-ms: must be a number of milliseconds from 0 \(no time target\) to 3600000, got 3600001/);
 });
 
 t.test('--help prints our options and then llama-server\'s, exit 0', async (t) => {

@@ -9,6 +9,7 @@ import { mkdtempSync, realpathSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import t from 'tap';
+import { native } from '../../src/native/binding.js';
 import { DEFAULT_MCP_TIMEOUT_MS, readMcpServerConfigs, type McpServerConfig } from '../../src/inference/server-tools/mcp-config.js';
 import { McpServers } from '../../src/inference/server-tools/mcp-servers.js';
 import { ensureTestModels } from '../fixtures/models.js';
@@ -171,13 +172,17 @@ t.test('inference-server: --mcp-servers-json that does not parse, or a config fi
     ['--mcp-servers-json', 'not valid json', /failed to parse MCP config JSON/],
     ['--mcp-servers-config', '/nonexistent/path.json', /failed to open MCP config file: \/nonexistent\/path\.json/],
   ] as const) {
-    const child = spawn(process.execPath, ['--import', join(REPO_ROOT, 'scripts', 'ts-loader.mjs'), join(REPO_ROOT, 'src', 'inference', 'server-main.ts'),
-      '-m', models.chat, '-c', '256', '--port', '0', '--no-ui', flag, value], { cwd: REPO_ROOT });
-    let stderr = '';
-    child.stderr.on('data', (d) => { stderr += d; });
-    const [code] = await once(child, 'exit');
-    t.equal(code, 1, flag);
-    t.match(stderr, message);
+    // In this process, as server-main reads the configuration from llama.cpp's parsed command line
+    // before it starts the server; it prints the error as `inference-server: <message>` and exits 1.
+    const v = native.ServerParams.parse(['llama-server', '-m', models.chat, '-c', '256', '--port', '0', '--no-ui', flag, value]).values();
+    let refused: Error | null = null;
+    try {
+      readMcpServerConfigs(v.mcpServersConfig, v.mcpServersJson, () => {});
+    } catch (err) {
+      refused = err as Error;
+    }
+    t.ok(refused, `${flag}: the start fails, exit 1`);
+    t.match(refused?.message, message);
   }
 });
 

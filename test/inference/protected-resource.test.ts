@@ -68,7 +68,9 @@ t.test('an OAuth client gets a token for inference-server by itself, from the 40
   const browser = new OAuthBrowser(h);
   const page = await browser.get(provider.authorizationUrl!);
   t.equal(page.status, 200);
-  const back = await browser.signInWithCode(page.html, 'ann@example.com');
+  const signedIn = await browser.signInWithCode(page.html, 'ann@example.com');
+  // A client that registered itself is third-party: the user allows it once.
+  const back = await browser.decide(signedIn.html, 'allow');
   t.equal(back.status, 303);
   const code = new URL(back.location!).searchParams.get('code')!;
   t.equal(await auth(provider, { serverUrl: base, resourceMetadataUrl, authorizationCode: code, fetchFn: harnessFetch(h) }), 'AUTHORIZED');

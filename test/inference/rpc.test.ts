@@ -6,6 +6,9 @@ import { connect, createServer } from 'node:net';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import t, { type Test } from 'tap';
+import { UsageError } from '../../src/cli/flags.js';
+import { checkRpcEndpoints, rpcArgument } from '../../src/inference/rpc-servers.js';
+import { splitCommandLine } from '../../src/inference/server-config.js';
 import { ensureTestModels } from '../fixtures/models.js';
 import { postJson, startTestServer } from '../helpers/inference-server.js';
 import { REPO_ROOT, referenceTool } from '../helpers/reference.js';
@@ -82,12 +85,13 @@ t.test('the server with --rpc over two rpc-servers answers as the local run; a k
 
 t.test('an unreachable --rpc endpoint fails the start naming it, exit 1 (server and CLI)', async (t) => {
   const port = await freePort();
-  const server = spawn(process.execPath, ['--import', LOADER, join(REPO_ROOT, 'src', 'inference', 'server-main.ts'), '-m', models.chat, '--port', '0', '--rpc', `127.0.0.1:${port}`], { cwd: REPO_ROOT });
-  let stderr = '';
-  server.stderr.on('data', (d) => { stderr += d; });
-  const [code] = await once(server, 'exit');
-  t.equal(code, 1);
-  t.match(stderr, new RegExp(`cannot reach the rpc-server at 127\\.0\\.0\\.1:${port} \\(ECONNREFUSED\\)`));
+  // The server's check, as server-main makes it before llama.cpp's parser sees --rpc (ggml would
+  // end the process on an endpoint it cannot reach): a usage error, which server-main prints as
+  // `inference-server: <message>` before it exits 1.
+  const { llama } = splitCommandLine(['-m', models.chat, '--port', '0', '--rpc', `127.0.0.1:${port}`]);
+  const refused = await checkRpcEndpoints(rpcArgument(llama, process.env)!).then(() => null, (err: unknown) => err);
+  t.type(refused, UsageError, 'a usage error: exit 1');
+  t.match((refused as Error).message, new RegExp(`cannot reach the rpc-server at 127\\.0\\.0\\.1:${port} \\(ECONNREFUSED\\)`));
   const cli = await promisify(execFile)(process.execPath, ['--import', LOADER, join(REPO_ROOT, 'src', 'inference', 'cli-main.ts'), '-m', models.chat, '-p', PROMPT, '--rpc', 'nohostport'], { cwd: REPO_ROOT }).catch((e) => e);
   t.equal(cli.code, 2);
   t.match(cli.stderr, /--rpc: "nohostport" is not host:port/);

@@ -1,9 +1,6 @@
 // Speculative decoding with llama-server's flags (-md, --spec-type, --spec-draft-*): greedy output
 // is the output without speculation (plain, streamed, two slots at once), the acceptance counts
 // in `timings` and /metrics agree, and a draft model of another vocabulary is refused at start-up.
-import { spawn } from 'node:child_process';
-import { once } from 'node:events';
-import { join } from 'node:path';
 import t, { type Test } from 'tap';
 import { native } from '../../src/native/binding.js';
 import { serverOptions } from '../../src/inference/server-config.js';
@@ -11,7 +8,6 @@ import { startInferenceServer } from '../../src/inference/server.js';
 import { ensureDraftModels, ensureTemplateModels, ensureTestModels } from '../fixtures/models.js';
 import { completionTokens, idsOnly, sameGreedyAnswer } from '../helpers/greedy.js';
 import { parseSse, postJson } from '../helpers/inference-server.js';
-import { REPO_ROOT } from '../helpers/reference.js';
 
 const models = await ensureTestModels();
 const drafts = await ensureDraftModels();
@@ -144,31 +140,37 @@ t.test('speculative.* fields of a request are ignored, as by the vendored llama-
   sameGreedyAnswer(t, idsOnly(res.body.tokens), expected.greedy, 'with the fields', 3);
 });
 
-/** Runs inference-server until it exits. */
-async function runServer(args: string[]): Promise<{ code: number | null; stderr: string }> {
-  const child = spawn(process.execPath, ['--import', join(REPO_ROOT, 'scripts', 'ts-loader.mjs'), join(REPO_ROOT, 'src', 'inference', 'server-main.ts'), '--no-webui', '--port', '0', ...args], { cwd: REPO_ROOT });
-  let stderr = '';
-  child.stderr.on('data', (d) => { stderr += d; });
-  const [code] = await once(child, 'exit');
-  return { code: code as number | null, stderr };
+/**
+ * The start of inference-server on llama-server's command line `args`, in this process, as
+ * server-main runs it: `refused` when the model load fails, which server-main prints as `line`
+ * (`inference-server: <message>`) before it exits 1; else `line` is its "model ready".
+ */
+async function startOutcome(t: Test, args: string[]): Promise<{ refused: boolean; line: string }> {
+  const params = native.ServerParams.parse(['llama-server', '--no-webui', '--port', '0', ...args]);
+  const server = await startInferenceServer({ ...serverOptions(params.values(), {}, false), serverParams: params, host: '127.0.0.1', port: 0 });
+  t.teardown(() => server.close());
+  return server.ready.then(
+    () => ({ refused: false, line: 'inference-server: model ready' }),
+    (err: unknown) => ({ refused: true, line: `inference-server: ${(err as Error).message}` }),
+  );
 }
 
 t.test('a draft model with another vocabulary is refused at start-up: exit 1 and why', async (t) => {
   // BERT's WordPiece vocabulary; and the chat vocabulary with other control tokens (another EOS).
   const commandR = (await ensureTemplateModels(['commandR7b'])).commandR7b;
   for (const draft of [models.embedding, commandR]) {
-    const out = await runServer(['-m', models.chat, '-md', draft, '--spec-type', 'draft-simple']);
-    t.equal(out.code, 1);
-    t.match(out.stderr, `inference-server: the draft model '${draft}' cannot draft for this model (it must share the model's vocabulary)`);
-    t.notMatch(out.stderr, /model ready/);
+    const out = await startOutcome(t, ['-m', models.chat, '-md', draft, '--spec-type', 'draft-simple']);
+    t.equal(out.refused, true, 'the load fails: exit 1');
+    t.match(out.line, `inference-server: the draft model '${draft}' cannot draft for this model (it must share the model's vocabulary)`);
+    t.notMatch(out.line, /model ready/);
   }
 });
 
 t.test('draft-simple without a draft model, and the head-based drafters, are refused at start-up', async (t) => {
-  const noDraft = await runServer(['-m', models.chat, '--spec-type', 'draft-simple']);
-  t.equal(noDraft.code, 1);
-  t.match(noDraft.stderr, 'inference-server: --spec-type draft-simple needs a draft model (-md FNAME)');
-  const mtp = await runServer(['-m', models.chat, '--spec-type', 'draft-mtp']);
-  t.equal(mtp.code, 1);
-  t.match(mtp.stderr, 'inference-server: --spec-type draft-mtp is not supported by this server');
+  const noDraft = await startOutcome(t, ['-m', models.chat, '--spec-type', 'draft-simple']);
+  t.equal(noDraft.refused, true, 'the load fails: exit 1');
+  t.match(noDraft.line, 'inference-server: --spec-type draft-simple needs a draft model (-md FNAME)');
+  const mtp = await startOutcome(t, ['-m', models.chat, '--spec-type', 'draft-mtp']);
+  t.equal(mtp.refused, true, 'the load fails: exit 1');
+  t.match(mtp.line, 'inference-server: --spec-type draft-mtp is not supported by this server');
 });

@@ -12,6 +12,7 @@ import { TENANT_HEADER } from '../../src/inference/tenants/forwarded-tenant.js';
 import { ensureTestModels } from '../fixtures/models.js';
 import { postJson } from '../helpers/inference-server.js';
 import { REPO_ROOT } from '../helpers/reference.js';
+import { until } from '../helpers/until.js';
 
 const models = await ensureTestModels();
 const dir = mkdtempSync(join(tmpdir(), 'router-tenants-'));
@@ -52,7 +53,12 @@ t.test('tokensPerMinute counts what every model process reports', async (t) => {
   t.equal(second.status, 200);
   const used = first.body.usage.total_tokens + second.body.usage.total_tokens;
   const reported = () => router.tenancy.usage.metricsText().match(/^llamacpp:tenant_requests_total\{tenant="tokens"\} (\d+)$/m)?.[1];
-  while (reported() !== '2') await once(router.tenancy, 'report');
+  const deadline = AbortSignal.timeout(30_000);
+  while (reported() !== '2') {
+    await once(router.tenancy, 'report', { signal: deadline }).catch(() => {
+      throw new Error(`the model processes' reports of both requests did not arrive within 30 s (tenant_requests_total ${reported() ?? 'absent'})`);
+    });
+  }
   const third = await postJson(`${base}/v1/chat/completions`, chat('one'), auth(1));
   // The router counts a model process's tokens when it reports them (at most 200 ms after): the
   // third's own tokens are in its headers if their report came before the answer left.
@@ -79,9 +85,12 @@ t.test('fair share holds across the model processes: a tenant\'s tokens on one m
   t.teardown(() => shared.close());
   const url = `http://127.0.0.1:${shared.port}`;
   const post = (key: number, body: unknown, signal?: AbortSignal) => fetch(`${url}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json', ...auth(key) }, body: JSON.stringify(body), ...(signal ? { signal } : {}) });
+  // A metric the model process does not report fails the test, naming it.
   const metric = async (model: string, name: string): Promise<number> => {
     const text = await (await fetch(`${url}/metrics?model=${model}`, { headers: auth(2) })).text();
-    return Number(new RegExp(`^llamacpp:${name} (\\d+)$`, 'm').exec(text)?.[1] ?? NaN);
+    const value = new RegExp(`^llamacpp:${name} (\\d+)$`, 'm').exec(text)?.[1];
+    if (value === undefined) throw new Error(`model ${model}'s /metrics has no llamacpp:${name}`);
+    return Number(value);
   };
   t.equal((await postJson(`${url}/v1/chat/completions`, chat('one'), auth(2))).status, 200, 'model one loaded');
   // key-3 holds model two's slot while key-1's and then key-2's request queue there.
@@ -91,13 +100,13 @@ t.test('fair share holds across the model processes: a tenant\'s tokens on one m
   await reader.read();
   const order: string[] = [];
   const a1 = post(0, chat('two')).then((r) => r.text()).then(() => order.push('key-1'));
-  while ((await metric('two', 'requests_deferred')) < 1);
+  await until('key-1\'s request queued on model two', async () => (await metric('two', 'requests_deferred')) >= 1);
   const b1 = post(1, chat('two')).then((r) => r.text()).then(() => order.push('key-2'));
-  while ((await metric('two', 'requests_deferred')) < 2);
+  await until('key-2\'s request queued on model two', async () => (await metric('two', 'requests_deferred')) >= 2);
   // key-1 uses model one meanwhile; its usage reaches model two's fair share through the router.
   const elsewhere = await postJson(`${url}/v1/chat/completions`, { ...chat('one'), max_tokens: 40 }, auth(0));
   t.equal(elsewhere.status, 200);
-  while ((await metric('two', 'fair_share_tokens_elsewhere_total')) < elsewhere.body.usage.total_tokens);
+  await until('model two charged key-1\'s tokens on model one', async () => (await metric('two', 'fair_share_tokens_elsewhere_total')) >= elsewhere.body.usage.total_tokens);
   t.equal(await metric('two', 'fair_share_tokens_elsewhere_total'), elsewhere.body.usage.total_tokens, 'model two was told exactly key-1\'s tokens on model one');
   holding.abort();
   await reader.closed.catch(() => {});

@@ -5,6 +5,7 @@
 import t from 'tap';
 import { ensureTestModels } from '../fixtures/models.js';
 import { parseSse, postJson, startLoadingServer, startTestServer } from '../helpers/inference-server.js';
+import { until } from '../helpers/until.js';
 
 const models = await ensureTestModels();
 const KEYS = ['sk-alpha', 'sk-bravo', 'sk-charlie', 'sk-delta'];
@@ -168,10 +169,10 @@ t.test('one tenant\'s backlog does not hold another tenant\'s request behind it;
   const backlog: Array<Promise<number>> = [];
   for (const [i, name] of ['a1', 'a2', 'a3'].entries()) {
     backlog.push(post(0, chat(name)).then((r) => r.text()).then(() => order.push(name)));
-    while ((await deferred()) < i + 1);
+    await until(`request ${name} queued in the engine (requests_deferred ${i + 1})`, async () => (await deferred()) >= i + 1);
   }
   const other = post(1, chat('b1')).then((r) => r.text()).then(() => order.push('b1'));
-  while ((await deferred()) < 4);
+  await until('the other tenant\'s request queued (requests_deferred 4)', async () => (await deferred()) >= 4);
   holding.abort();
   await reader.closed.catch(() => {});
   await Promise.all([...backlog, other]);
@@ -184,9 +185,9 @@ t.test('one tenant\'s backlog does not hold another tenant\'s request behind it;
   await reader2.read();
   const ranked: string[] = [];
   const later = post(0, chat('later', { priority: 5 })).then((r) => r.text()).then(() => ranked.push('priority 5'));
-  while ((await deferred()) < 1);
+  await until('the priority 5 request queued (requests_deferred 1)', async () => (await deferred()) >= 1);
   const sooner = post(0, chat('sooner', { priority: 0 })).then((r) => r.text()).then(() => ranked.push('priority 0'));
-  while ((await deferred()) < 2);
+  await until('the priority 0 request queued (requests_deferred 2)', async () => (await deferred()) >= 2);
   holding2.abort();
   await reader2.closed.catch(() => {});
   await Promise.all([later, sooner]);

@@ -1,10 +1,12 @@
 // The engine's scheduling and cache rules, tested on the engine core without a server:
 // SlotCachePolicy (slot choice, joins and the chained-join rule, eviction under pressure,
 // unsharing before cells move), BatchBuilder (step composition), admission (fair share across
-// tenants, order within a tenant: admission.h) and the disk tier's bound on reads held and its
-// rule for writing again (disk-cache.h). Run by
-// test/native/engine-rules.test.ts: `engine_rules_test MODEL.gguf` prints one line per check,
-// "ok - NAME" or "not ok - NAME # DETAIL", and exits 1 when any failed.
+// tenants, order within a tenant, the one queue without fair share: admission.h), the disk tier's
+// bound on reads held and its rule for writing again (disk-cache.h), its state file (disk-file.h),
+// and the one rule for restoring a saved state in both tiers (restore-rule.h). Run by
+// test/native/engine-rules.unit.test.ts: `engine_rules_test MODEL.gguf` prints its plan ("1..N",
+// the number of checks a full run makes) then one line per check, "ok - NAME" or
+// "not ok - NAME # DETAIL", and exits 1 when any failed or the count is not the plan's.
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -31,10 +33,15 @@
 
 using namespace addon;
 
+// The plan: how many checks a full run makes, printed first ("1..N"). A run that makes another
+// number of checks (a section returned early, a check dropped or added without the plan) fails.
+static constexpr int kPlannedChecks = 117;
 static int failures = 0;
+static int checks_run = 0;
 
 static void check(bool ok, const std::string & name, const std::string & detail = "") {
     if (!ok) failures++;
+    checks_run++;
     std::printf("%s - %s%s\n", ok ? "ok" : "not ok", name.c_str(), ok || detail.empty() ? "" : (" # " + detail).c_str());
 }
 
@@ -602,6 +609,7 @@ int main(int argc, char ** argv) {
         std::fprintf(stderr, "usage: engine_rules_test MODEL.gguf\n");
         return 2;
     }
+    std::printf("1..%d\n", kPlannedChecks);
     llama_log_set([](ggml_log_level, const char *, void *) {}, nullptr);
     llama_backend_init();
     llama_model_params mp = llama_model_default_params();
@@ -623,5 +631,9 @@ int main(int argc, char ** argv) {
     disk_file_format();
     llama_model_free(model);
     llama_backend_free();
+    if (checks_run != kPlannedChecks) {
+        std::fprintf(stderr, "%d checks ran, %d planned\n", checks_run, kPlannedChecks);
+        return 1;
+    }
     return failures == 0 ? 0 : 1;
 }

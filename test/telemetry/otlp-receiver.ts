@@ -96,12 +96,18 @@ export class OtlpReceiver {
   /**
    * As waitFor, calling `flush` (the SDK's forceFlush) until the span has arrived: a span that
    * ends after a flush (a stream's, once the server notices its client left) goes with a later one.
+   * Rejects, naming the spans that did arrive, when none matches within `deadlineMs`.
    */
-  async flushedUntil(match: (s: ReceivedSpan) => boolean, flush: () => Promise<void>): Promise<ReceivedSpan> {
+  async flushedUntil(match: (s: ReceivedSpan) => boolean, flush: () => Promise<void>, deadlineMs = 30_000): Promise<ReceivedSpan> {
     const arrived = this.waitFor(match);
     let found = false;
     void arrived.then(() => { found = true; });
+    const end = Date.now() + deadlineMs;
     while (!found) {
+      if (Date.now() > end) {
+        const seen = this.spans.map((s) => s.name).join(', ') || 'none';
+        throw new Error(`no matching span was exported within ${deadlineMs / 1000} s (spans received: ${seen})`);
+      }
       await flush();
       await Promise.race([arrived, new Promise((resolve) => setTimeout(resolve, 20))]);
     }

@@ -25,7 +25,8 @@ import { checkAuthorizationRequest, redirectWith, type AuthorizationParameters }
 import { browserOf, presentedBrowser, sha256, type Browser } from './browser.js';
 import { findClient } from './clients.js';
 import { parseForm } from './form.js';
-import { renderErrorPage, renderSignInPage, type SignInView } from './sign-in-page.js';
+import { needsConsent, recordConsent } from './consents.js';
+import { renderConsentPage, renderErrorPage, renderSignInPage, type SignInView } from './sign-in-page.js';
 
 /** An authorization code lives 60 seconds (OAuth 2.1 recommends a short life). */
 export const AUTHORIZATION_CODE_TTL_MS = 60 * 1000;
@@ -47,7 +48,15 @@ export async function authorize(ctx: AuthContext, req: HttpRequest): Promise<Htt
   const session = browser.setCookie === null ? await findBrowserSession(ctx.sql, browser.hash, client.app_id, new Date(nowMs)) : undefined;
   const fresh = session !== undefined && !parameters.prompt.includes('login')
     && (parameters.max_age === null || nowMs - session.auth_time.getTime() <= parameters.max_age * 1000);
-  if (fresh) return redirect(await issueCode(ctx, client, parameters, session, requestOrigin(ctx, req)));
+  const scopes = parameters.scope === '' ? [] : parameters.scope.split(' ');
+  if (fresh && !(await needsConsent(ctx, client, session.user_id, scopes, parameters.prompt))) {
+    return redirect(await issueCode(ctx, client, parameters, session, requestOrigin(ctx, req)));
+  }
+  if (fresh && parameters.prompt.includes('none')) {
+    return redirect(redirectWith(parameters.redirect_uri, {
+      error: 'consent_required', error_description: 'The user has not allowed this application', state: parameters.state, iss: ctx.issuer,
+    }));
+  }
   if (parameters.prompt.includes('none')) {
     return redirect(redirectWith(parameters.redirect_uri, {
       error: 'login_required', error_description: 'The user is not signed in', state: parameters.state, iss: ctx.issuer,
@@ -59,7 +68,9 @@ export async function authorize(ctx: AuthContext, req: HttpRequest): Promise<Htt
     id: requestId, browserHash: browser.hash, csrfHash: sha256(csrf), clientId: client.id,
     parameters: { ...parameters }, now: new Date(nowMs), expiresAt: new Date(nowMs + SIGN_IN_REQUEST_TTL_MS),
   });
-  const page = renderSignInPage(viewOf(client, requestId, csrf, 'address', parameters.login_hint ?? '', null));
+  const page = fresh
+    ? renderConsentPage({ appName: client.app_name, clientName: client.name, scopes, requestId, csrf })
+    : renderSignInPage(viewOf(client, requestId, csrf, 'address', parameters.login_hint ?? '', null));
   return withCookie(page, browser);
 }
 
@@ -114,8 +125,41 @@ export async function signInCode(ctx: AuthContext, req: HttpRequest): Promise<Ht
     const words = inWords(error);
     return renderSignInPage(viewOf(client, request.id, csrf, 'code', identifier.value, words.message), words.status);
   }
+  const parameters = request.parameters as unknown as AuthorizationParameters;
+  // prompt=login was answered by this sign-in; a consent the client needs is asked next, on the same request.
+  const scopes = parameters.scope === '' ? [] : parameters.scope.split(' ');
+  if (await needsConsent(ctx, client, session.user_id, scopes, parameters.prompt)) {
+    return renderConsentPage({ appName: client.app_name, clientName: client.name, scopes, requestId: request.id, csrf });
+  }
   await deleteSignInRequest(ctx.sql, request.id);
-  return redirect(await issueCode(ctx, client, request.parameters as unknown as AuthorizationParameters, session, origin));
+  return redirect(await issueCode(ctx, client, parameters, session, origin));
+}
+
+/**
+ * POST /oauth/consent `request, csrf, decision` (allow or deny), from the consent page of a
+ * signed-in browser: allow records the consent and sends the code; deny sends access_denied.
+ */
+export async function consent(ctx: AuthContext, req: HttpRequest): Promise<HttpResult> {
+  const form = parseForm(req, ['request', 'csrf', 'decision']);
+  const signIn = await checkedSignIn(ctx, req, form);
+  if ('refused' in signIn) return signIn.refused;
+  const { request, client, browserHash } = signIn;
+  const parameters = request.parameters as unknown as AuthorizationParameters;
+  const nowMs = ctx.clock.now();
+  const session = await findBrowserSession(ctx.sql, browserHash, client.app_id, new Date(nowMs));
+  if (!session) return renderErrorPage(403, 'You are signed out', 'Go back to the application and sign in again.');
+  const decision = form.get('decision');
+  if (decision !== 'allow' && decision !== 'deny') return renderErrorPage(400, 'Choose Allow or Deny', 'Go back and choose Allow or Deny.');
+  await deleteSignInRequest(ctx.sql, request.id);
+  if (decision === 'deny') {
+    return redirect(redirectWith(parameters.redirect_uri, {
+      error: 'access_denied', error_description: 'The user denied the request', state: parameters.state, iss: ctx.issuer,
+    }));
+  }
+  const origin = requestOrigin(ctx, req);
+  const scopes = parameters.scope === '' ? [] : parameters.scope.split(' ');
+  await ctx.sql.begin((tx) => recordConsent(tx, client, session.user_id, scopes, origin, nowMs));
+  return redirect(await issueCode(ctx, client, parameters, session, origin));
 }
 
 /**
@@ -169,15 +213,19 @@ function viewOf(client: OAuthClientRow, requestId: string, csrf: string, step: S
   return { appName: client.app_name, clientName: client.name, requestId, csrf, step, email, error };
 }
 
-/** What the page says for a refusal of the login service. */
+/**
+ * What the page says for a refusal of the login service. A mistake the user corrects on the
+ * same form (a malformed address, a wrong code) is the form again with 200 and the error in
+ * words: browsers log any other status of a page as an error.
+ */
 function inWords(error: unknown): { status: number; message: string } {
   if (!(error instanceof HttpError) || error.status >= 500) {
     if (error instanceof HttpError && error.code === 'OTP_DELIVERY_FAILED') return { status: 502, message: 'We could not send the code. Try again in a minute.' };
     throw error;
   }
   switch (error.code) {
-    case 'VALIDATION_ERROR': return { status: 400, message: 'That does not look like an e-mail address. Check it and try again.' };
-    case 'OTP_INVALID': return { status: 401, message: 'That code is wrong or has expired. Check the message we sent, or ask for a new code.' };
+    case 'VALIDATION_ERROR': return { status: 200, message: 'That does not look like an e-mail address. Check it and try again.' };
+    case 'OTP_INVALID': return { status: 200, message: 'That code is wrong or has expired. Check the message we sent, or ask for a new code.' };
     case 'USER_DELETED': return { status: 403, message: 'This account has been deleted.' };
     case 'RATE_LIMITED': return { status: 429, message: 'Too many attempts. Wait a few minutes, then try again.' };
     default: return { status: error.status, message: error.message };

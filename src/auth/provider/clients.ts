@@ -15,7 +15,7 @@ import {
 import { getApp } from '../service/admin.js';
 import { isUuid } from '../service/credentials.js';
 import { MetadataDocumentError } from './client-metadata-document.js';
-import { metadataDocumentClient } from './open-clients.js';
+import { metadataDocumentClient } from './metadata-document-clients.js';
 import { checkRedirectUri } from './redirect-uris.js';
 import { GRANT_TYPES, STANDARD_SCOPES, isScopeToken, type GrantType } from './scopes.js';
 
@@ -29,6 +29,8 @@ export interface ClientRegistration {
   post_logout_redirect_uris?: string[];
   grant_types?: string[];
   scopes?: string[];
+  /** False: the user is asked for consent (default true for the admin API's clients). */
+  first_party?: boolean;
 }
 
 const SECRET_METHODS: readonly TokenEndpointAuthMethod[] = ['client_secret_basic', 'client_secret_post'];
@@ -69,6 +71,7 @@ export async function createClient(ctx: AuthContext, appId: string, registration
       appId: app.id, name: registration.name, logoUri: registration.logo_uri ?? null, clientType, tokenEndpointAuthMethod: method,
       secretHash: secret === null ? null : sha256(secret), jwks: (registration.jwks as OAuthClientRow['jwks']) ?? null,
       redirectUris, postLogoutRedirectUris: postLogout, grantTypes, scopes, now, ...made,
+      ...(made.origin === 'admin' && registration.first_party !== undefined ? { firstParty: registration.first_party } : {}),
     });
     await insertAuditEvent(tx, {
       type: 'oauth_client.created', actor: made.origin === 'admin' ? 'admin' : 'anonymous', appId: app.id, ip: origin.ip, userAgent: origin.userAgent,
@@ -114,7 +117,7 @@ export function publicClientId(client: OAuthClientRow): string {
 
 /**
  * The client named by a client_id, or undefined (unknown, not a UUID). A metadata document URL
- * (when they are on) is resolved by open-clients.ts, which throws MetadataDocumentError when the
+ * (when they are on) is resolved by metadata-document-clients.ts, which throws MetadataDocumentError when the
  * document cannot be used.
  */
 export async function findClient(ctx: AuthContext, clientId: string): Promise<OAuthClientRow | undefined> {
@@ -198,6 +201,7 @@ export function clientJson(client: OAuthClientRow): Record<string, unknown> {
     client_id: publicClientId(client),
     app_id: client.app_id,
     origin: client.origin,
+    first_party: client.first_party,
     name: client.name,
     logo_uri: client.logo_uri,
     client_type: client.client_type,

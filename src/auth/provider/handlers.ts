@@ -10,9 +10,14 @@ import { updateAppResources } from '../queries/oauth-clients.js';
 import type { Guard } from '../respond.js';
 import { getApp } from '../service/admin.js';
 import { CreateOAuthClientBody } from '../schemas.js';
-import { registerClient } from './open-clients.js';
+import { registerClient } from './registration.js';
 import type { AccessTokenClaims } from '../tokens/access-token.js';
-import { authorize, signInCode, signInEmail } from './authorize.js';
+import { authorize, consent, signInCode, signInEmail } from './authorize.js';
+import { listUserConsents, revokeConsent } from './consents.js';
+import type { ConsentRevokeBody, SessionsBody } from '../schemas.js';
+import type { AuthenticatedApp } from '../service/credentials.js';
+import { isUuid } from '../service/credentials.js';
+import { presentedSession } from '../service/user-sessions.js';
 import { clientJson, createClient, deleteClient, getClient, listClients, type ClientRegistration } from './clients.js';
 import { endSession } from './logout.js';
 import { GRANT_TYPES, STANDARD_SCOPES } from './scopes.js';
@@ -65,6 +70,39 @@ export function handleSignInEmail(ctx: AuthContext, _: NoInput, req: HttpRequest
 /** POST /oauth/sign-in/code (form): 303 to the client with a code, or the code form with an error. */
 export function handleSignInCode(ctx: AuthContext, _: NoInput, req: HttpRequest): Promise<HttpResult> {
   return signInCode(ctx, req);
+}
+
+/** POST /oauth/consent (form): 303 to the client with a code (allow) or access_denied (deny). */
+export function handleConsent(ctx: AuthContext, _: NoInput, req: HttpRequest): Promise<HttpResult> {
+  return consent(ctx, req);
+}
+
+/** POST /auth/consents `{app_id, app_secret, refresh_token}` → 200 `{consents: [{client_id, client_name, scopes, granted_at}]}`: the user's, in this app. */
+export async function handleListOwnConsents(ctx: AuthContext, { app, body }: { app: AuthenticatedApp; body: SessionsBody }): Promise<HttpResult> {
+  const { userId } = await presentedSession(ctx, app, body.refresh_token);
+  return { body: { consents: await listUserConsents(ctx, userId, app.id) } };
+}
+
+/** POST /auth/consents/revoke `{app_id, app_secret, refresh_token, client_id}` → 200 `{sessions_revoked}`. */
+export async function handleRevokeOwnConsent(ctx: AuthContext, { app, body }: { app: AuthenticatedApp; body: ConsentRevokeBody }, req: HttpRequest): Promise<HttpResult> {
+  const { userId } = await presentedSession(ctx, app, body.refresh_token);
+  return { body: { sessions_revoked: await revokeConsent(ctx, userId, body.client_id, app.id, 'app', requestOrigin(ctx, req)) } };
+}
+
+/** GET /admin/users/:user_id/consents → 200 `{user_id, consents: [...]}` (every app). */
+export async function handleListUserConsents(ctx: AuthContext, _: NoInput, req: HttpRequest): Promise<HttpResult> {
+  const userId = req.params.user_id!;
+  if (!isUuid(userId)) throw authError('USER_NOT_FOUND');
+  return { body: { user_id: userId.toLowerCase(), consents: await listUserConsents(ctx, userId.toLowerCase(), null) } };
+}
+
+/** DELETE /admin/users/:user_id/consents?client_id=... → 200 `{sessions_revoked}`. */
+export async function handleRevokeUserConsent(ctx: AuthContext, _: NoInput, req: HttpRequest): Promise<HttpResult> {
+  const userId = req.params.user_id!;
+  const clientId = req.query.get('client_id');
+  if (!isUuid(userId)) throw authError('USER_NOT_FOUND');
+  if (!clientId) throw authError('VALIDATION_ERROR', 'Query parameter "client_id" is required');
+  return { body: { sessions_revoked: await revokeConsent(ctx, userId.toLowerCase(), clientId, null, 'admin', requestOrigin(ctx, req)) } };
 }
 
 /** POST /oauth/token (form) → 200 `{access_token, token_type, expires_in, scope, refresh_token?, id_token?}`. */

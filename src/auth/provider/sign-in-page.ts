@@ -55,6 +55,40 @@ ${errorBlock(view.error)}
 ${methods}`);
 }
 
+export interface ConsentView {
+  appName: string;
+  clientName: string;
+  scopes: string[];
+  requestId: string;
+  csrf: string;
+}
+
+/** What each scope lets the client do, in words; an app's own scopes are shown by name. */
+const SCOPE_WORDS: Record<string, string> = {
+  openid: 'Know who you are',
+  profile: 'See your profile',
+  email: 'See your e-mail address',
+  phone: 'See your phone number',
+  offline_access: 'Stay signed in when you are away',
+};
+
+/** The consent page of a third-party client: what it asks for, Allow and Deny. */
+export function renderConsentPage(view: ConsentView): HttpResult {
+  const items = view.scopes.map((scope) => `<li>${escape(SCOPE_WORDS[scope] ?? scope)}</li>`).join('\n');
+  return page(200, `Allow ${view.clientName}?`, `<h1>Allow ${escape(view.clientName)} to use your ${escape(view.appName)} account?</h1>
+${errorBlock(null)}
+<p><strong>${escape(view.clientName)}</strong> is not made by ${escape(view.appName)}. It asks to:</p>
+<ul>
+${items || '<li>Know that you signed in</li>'}
+</ul>
+<form method="post" action="/oauth/consent">
+  <input type="hidden" name="request" value="${escape(view.requestId)}">
+  <input type="hidden" name="csrf" value="${escape(view.csrf)}">
+  <button type="submit" name="decision" value="allow">Allow</button>
+  <button type="submit" name="decision" value="deny" class="secondary">Deny</button>
+</form>`);
+}
+
 /** A page that only says something went wrong (a request that cannot be sent back to its client). */
 export function renderErrorPage(status: number, title: string, message: string): HttpResult {
   return page(status, title, `<h1>${escape(title)}</h1>\n${errorBlock(message)}`);

@@ -15,6 +15,8 @@ export interface OAuthClientRow {
   origin: 'admin' | 'dynamic' | 'metadata_document';
   metadata_url: string | null;
   metadata_expires_at: Date | null;
+  /** Gets codes without asking the user (migration 0024). */
+  first_party: boolean;
   name: string;
   logo_uri: string | null;
   client_type: ClientType;
@@ -44,6 +46,8 @@ export interface NewOAuthClient {
   now: Date;
   /** Who made it: the admin API, RFC 7591 registration, or a metadata document at `metadataUrl`. */
   origin: 'admin' | 'dynamic' | 'metadata_document';
+  /** Default: an admin-made client is first-party, the others are not. */
+  firstParty?: boolean;
   metadataUrl?: string;
   metadataExpiresAt?: Date;
 }
@@ -53,13 +57,14 @@ export async function insertOAuthClient(sql: Queryable, client: NewOAuthClient):
     with client as (
       insert into oauth_clients (
         app_id, name, logo_uri, client_type, token_endpoint_auth_method, secret_hash, jwks,
-        redirect_uris, post_logout_redirect_uris, grant_types, scopes, created_at, updated_at, origin, metadata_url, metadata_expires_at
+        redirect_uris, post_logout_redirect_uris, grant_types, scopes, created_at, updated_at, origin, metadata_url, metadata_expires_at, first_party
       )
       values (
         ${client.appId}, ${client.name}, ${client.logoUri}, ${client.clientType}, ${client.tokenEndpointAuthMethod},
         ${client.secretHash}, ${client.jwks === null ? null : sql.json(client.jwks as never)},
         ${client.redirectUris}::text[], ${client.postLogoutRedirectUris}::text[], ${client.grantTypes}::text[], ${client.scopes}::text[],
-        ${client.now}, ${client.now}, ${client.origin}, ${client.metadataUrl ?? null}, ${client.metadataExpiresAt ?? null}
+        ${client.now}, ${client.now}, ${client.origin}, ${client.metadataUrl ?? null}, ${client.metadataExpiresAt ?? null},
+        ${client.firstParty ?? client.origin === 'admin'}
       )
       on conflict (metadata_url) where metadata_url is not null do update
       set name = excluded.name, logo_uri = excluded.logo_uri, redirect_uris = excluded.redirect_uris,

@@ -17,13 +17,15 @@ export async function insertRefreshFamily(sql: Queryable, family: {
   id: string; appId: string; userId: string; tenantId: string | null; now: Date; expiresAt: Date; token: NewRefreshToken;
   /** A session started by an OAuth code exchange: its client, the scope granted, the browser session (migration 0022). */
   grant?: { clientId: string; scope: string; browserSessionId: string | null; resource: string | null };
+  /** The session's sign-in methods (migration 0032). */
+  amr?: string[] | null;
 }): Promise<void> {
   await sql`
     with family as (
-      insert into refresh_families (id, app_id, user_id, tenant_id, current_token_id, created_at, expires_at, client_id, scope, browser_session_id, resource)
+      insert into refresh_families (id, app_id, user_id, tenant_id, current_token_id, created_at, expires_at, client_id, scope, browser_session_id, resource, amr)
       values (
         ${family.id}, ${family.appId}, ${family.userId}, ${family.tenantId}, ${family.token.id}, ${family.now}, ${family.expiresAt},
-        ${family.grant?.clientId ?? null}, ${family.grant?.scope ?? null}, ${family.grant?.browserSessionId ?? null}, ${family.grant?.resource ?? null}
+        ${family.grant?.clientId ?? null}, ${family.grant?.scope ?? null}, ${family.grant?.browserSessionId ?? null}, ${family.grant?.resource ?? null}, ${family.amr ?? null}
       )
       returning id
     )
@@ -253,4 +255,15 @@ export async function lockFamilyOfUser(sql: Queryable, familyId: string, userId:
     for update
   `;
   return row;
+}
+
+/** The sign-in methods of the session a refresh token belongs to (null: none recorded). */
+export async function findAmrOfRefreshToken(sql: Queryable, tokenId: string): Promise<string[] | null> {
+  const [row] = await sql<{ amr: string[] | null }[]>`
+    select f.amr
+    from refresh_tokens t
+    join refresh_families f on f.id = t.family_id
+    where t.id = ${tokenId}
+  `;
+  return row?.amr ?? null;
 }

@@ -1,6 +1,7 @@
 // Queries on an app's upstream identity providers and their authorization requests in flight
 // (migration 0030).
 import type { Queryable } from '../database/client.js';
+import type { RoleName } from '../roles.js';
 import type { UpstreamKind } from '../upstream/presets.js';
 
 export interface UpstreamProviderRow {
@@ -16,6 +17,10 @@ export interface UpstreamProviderRow {
   trusted_email_domains: string[];
   /** Kind-specific; Apple's private key sealed as `private_key_sealed` (base64). */
   settings: Record<string, unknown>;
+  /** Enterprise SSO (migration 0033): the tenant whose provider this is, the role of a first sign-in, whether the tenant's domains must use it. */
+  tenant_id: string | null;
+  default_role: RoleName | null;
+  require_sso: boolean;
   created_at: Date;
   updated_at: Date;
 }
@@ -30,18 +35,22 @@ export interface UpstreamProviderFields {
   redirectUris: string[];
   trustedEmailDomains: string[];
   settings: Record<string, unknown>;
+  defaultRole: RoleName | null;
+  requireSso: boolean;
 }
 
-export async function insertUpstreamProvider(sql: Queryable, provider: UpstreamProviderFields & { id: string; appId: string; now: Date }): Promise<UpstreamProviderRow> {
+export async function insertUpstreamProvider(sql: Queryable, provider: UpstreamProviderFields & { id: string; appId: string; tenantId: string | null; now: Date }): Promise<UpstreamProviderRow | undefined> {
   const [row] = await sql<UpstreamProviderRow[]>`
     insert into upstream_providers (
-      id, app_id, kind, label, client_id, client_secret_sealed, discovery_url, scopes, redirect_uris, trusted_email_domains, settings, created_at, updated_at
+      id, app_id, kind, label, client_id, client_secret_sealed, discovery_url, scopes, redirect_uris, trusted_email_domains, settings,
+      tenant_id, default_role, require_sso, created_at, updated_at
     )
     values (
       ${provider.id}, ${provider.appId}, ${provider.kind}, ${provider.label}, ${provider.clientId}, ${provider.clientSecretSealed},
       ${provider.discoveryUrl}, ${provider.scopes}, ${provider.redirectUris}, ${provider.trustedEmailDomains},
-      ${sql.json(provider.settings as Record<string, string>)}, ${provider.now}, ${provider.now}
+      ${sql.json(provider.settings as Record<string, string>)}, ${provider.tenantId}, ${provider.defaultRole}, ${provider.requireSso}, ${provider.now}, ${provider.now}
     )
+    on conflict (tenant_id) where tenant_id is not null do nothing
     returning *
   `;
   return row!;
@@ -62,6 +71,8 @@ export async function updateUpstreamProvider(sql: Queryable, provider: Omit<Upst
         redirect_uris = ${provider.redirectUris},
         trusted_email_domains = ${provider.trustedEmailDomains},
         settings = ${sql.json(provider.settings as Record<string, string>)},
+        default_role = ${provider.defaultRole},
+        require_sso = ${provider.requireSso},
         updated_at = ${provider.now}
     where id = ${provider.id} and app_id = ${provider.appId}
     returning *
@@ -128,4 +139,21 @@ export async function takeUpstreamFlow(sql: Queryable, appId: string, state: str
     returning state, app_id, provider_id, nonce, code_verifier, redirect_uri, link_user_id, expires_at
   `;
   return row;
+}
+
+/** The SSO provider of the tenant that verified this e-mail domain in the app, if any. */
+export async function findSsoProviderOfDomain(sql: Queryable, appId: string, domain: string): Promise<UpstreamProviderRow | undefined> {
+  const [row] = await sql<UpstreamProviderRow[]>`
+    select p.*
+    from tenant_domains d
+    join upstream_providers p on p.tenant_id = d.tenant_id
+    where d.app_id = ${appId} and d.domain = ${domain} and d.verified_at is not null
+  `;
+  return row;
+}
+
+/** The verified domains of a tenant. */
+export async function listVerifiedDomainsOfTenant(sql: Queryable, tenantId: string): Promise<string[]> {
+  const rows = await sql<{ domain: string }[]>`select domain from tenant_domains where tenant_id = ${tenantId} and verified_at is not null order by domain`;
+  return rows.map((r) => r.domain);
 }

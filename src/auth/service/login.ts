@@ -20,6 +20,8 @@ import { checkSmsDefences, recordSmsSent, recordSmsVerified } from './sms-defenc
 import { findOrInsertUser, upsertMembership, type Identifier } from '../queries/users.js';
 import type { AuthenticatedApp } from './credentials.js';
 import { acceptInvitationsOnSignIn } from './invitations.js';
+import { refuseIfSsoRequired } from './tenant-sso.js';
+import { secondFactorChallengeIfDue, type SecondFactorPending } from './second-factor.js';
 import { chooseTenant, startSession, type SessionTokens } from './sessions.js';
 
 /**
@@ -33,6 +35,8 @@ export async function requestOtp(ctx: AuthContext, app: AuthenticatedApp, identi
   const code = randomInt(0, 1_000_000).toString().padStart(6, '0');
   const destination = destinationOf(app, identifier);
   const codeHash = hashOtpCode(ctx.otp.hashKey, destination, code);
+  // An address of a domain whose tenant requires its own provider gets no code (403 SSO_REQUIRED).
+  if (identifier.channel === 'email') await refuseIfSsoRequired(ctx.sql, app.id, identifier.value);
   const sms = identifier.channel === 'phone' ? await checkSmsDefences(ctx, app, identifier.value, origin) : null;
   const nowMs = ctx.clock.now();
   const { limits } = ctx.otp;
@@ -69,11 +73,15 @@ export async function requestOtp(ctx: AuthContext, app: AuthenticatedApp, identi
  * for a requested tenant where the user has no role (the code then stays usable, its attempt
  * counted). Each refusal after the rate limits is recorded as `login.failed`.
  */
-export async function verifyOtp(ctx: AuthContext, app: AuthenticatedApp, identifier: Identifier, code: string, requestedTenant: string | null | undefined, origin: RequestOrigin): Promise<SessionTokens> {
-  return verifyOtpThen(ctx, app, identifier, code, origin, async (tx, userId, nowMs) => {
+export async function verifyOtp(ctx: AuthContext, app: AuthenticatedApp, identifier: Identifier, code: string, requestedTenant: string | null | undefined, origin: RequestOrigin): Promise<SessionTokens | SecondFactorPending> {
+  return verifyOtpThen<SessionTokens | SecondFactorPending>(ctx, app, identifier, code, origin, async (tx, userId, nowMs) => {
     const tenant = chooseTenant(await listRolesOfUser(tx, app.id, userId), requestedTenant, null);
+    // RFC 8176: `otp` for a code by e-mail, `sms` for one by SMS.
+    const amr = [identifier.channel === 'email' ? 'otp' : 'sms'];
+    const pending = await secondFactorChallengeIfDue(tx, ctx, { appId: app.id, userId, tenantId: tenant.tenantId, requestedTenant, amr, nowMs });
+    if (pending) return { familyId: null, result: pending, secondFactorPending: true };
     const familyId = randomUUID();
-    return { familyId, result: await startSession(tx, ctx, { app, userId, familyId, tenant, nowMs }) };
+    return { familyId, result: await startSession(tx, ctx, { app, userId, familyId, tenant, nowMs, amr }) };
   });
 }
 
@@ -82,7 +90,12 @@ export async function verifyOtp(ctx: AuthContext, app: AuthenticatedApp, identif
  * or the hosted sign-in page's browser session (provider/sign-in.ts). `familyId` is recorded
  * with login.succeeded.
  */
-export type AfterOtpVerified<T> = (tx: TransactionSql, userId: string, nowMs: number) => Promise<{ familyId: string | null; result: T }>;
+export type AfterOtpVerified<T> = (tx: TransactionSql, userId: string, nowMs: number) => Promise<{
+  familyId: string | null;
+  result: T;
+  /** The login waits for its second factor: `login.second_factor_required` is recorded instead of `login.succeeded`. */
+  secondFactorPending?: boolean;
+}>;
 
 /**
  * The code check of verifyOtp, with its refusals, rate and audit trail, followed by `then` in
@@ -95,6 +108,8 @@ export async function verifyOtpThen<T>(ctx: AuthContext, app: AuthenticatedApp, 
   const now = new Date(nowMs);
   const audit = auditOf(app, identifier, origin, nowMs);
   try {
+    // A code sent before the tenant required SSO does not get around it.
+    if (identifier.channel === 'email') await refuseIfSsoRequired(ctx.sql, app.id, identifier.value);
     const stored = await recordOtpAttempt(ctx.sql, { ...destination, now, maxAttempts: OTP_MAX_ATTEMPTS });
     if (!stored || !timingSafeEqual(stored, codeHash)) throw authError('OTP_INVALID');
     const tokens = await ctx.sql.begin(async (tx): Promise<T> => {
@@ -104,8 +119,8 @@ export async function verifyOtpThen<T>(ctx: AuthContext, app: AuthenticatedApp, 
       await upsertMembership(tx, app.id, user.id, now);
       // The code proved the address: its pending invitations into the app's tenants are accepted now.
       await acceptInvitationsOnSignIn(tx, app.id, user, origin, now);
-      const { familyId, result } = await then(tx, user.id, nowMs);
-      await insertAuditEvent(tx, { ...audit, type: 'login.succeeded', userId: user.id, familyId });
+      const { familyId, result, secondFactorPending } = await then(tx, user.id, nowMs);
+      await insertAuditEvent(tx, { ...audit, type: secondFactorPending ? 'login.second_factor_required' : 'login.succeeded', userId: user.id, familyId });
       return result;
     });
     if (identifier.channel === 'phone') await recordSmsVerified(ctx, app, identifier.value);

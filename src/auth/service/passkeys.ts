@@ -34,6 +34,7 @@ import { findUser, lockUser } from '../queries/users.js';
 import type { AuthenticatedApp } from './credentials.js';
 import { isUuid } from './credentials.js';
 import { acceptInvitationsOnSignIn } from './invitations.js';
+import { refuseIfSsoRequired } from './tenant-sso.js';
 import { chooseTenant, startSession, type SessionTokens } from './sessions.js';
 import { presentedSession } from './user-sessions.js';
 
@@ -222,13 +223,15 @@ export async function finishPasskeyLogin(ctx: AuthContext, app: AuthenticatedApp
       }
       const user = await lockUser(tx, passkey.user_id);
       if (!user || user.deleted_at) throw authError('USER_DELETED');
+      await refuseIfSsoRequired(tx, app.id, user.email);
       await recordPasskeyUse(tx, { id: passkey.id, signCount: info.newCounter, backedUp: info.credentialBackedUp, now });
       await insertAuditEvent(tx, { ...audit, type: 'passkey.used', userId: user.id, details: { passkey_id: passkey.id, name: passkey.name } });
       await acceptInvitationsOnSignIn(tx, app.id, user, input.origin, now);
       const tenant = chooseTenant(await listRolesOfUser(tx, app.id, user.id), input.requestedTenant, null);
       const familyId = randomUUID();
       await insertAuditEvent(tx, { ...audit, type: 'login.succeeded', userId: user.id, familyId, details: { method: 'passkey', passkey_id: passkey.id } });
-      return startSession(tx, ctx, { app, userId: user.id, familyId, tenant, nowMs });
+      // A hardware-bound key with user verification: two factors in one (RFC 8176 `hwk`, `mfa`).
+      return startSession(tx, ctx, { app, userId: user.id, familyId, tenant, nowMs, amr: ['hwk', 'mfa'] });
     });
   } catch (error) {
     // The transaction rolled back: the failure is recorded on its own.

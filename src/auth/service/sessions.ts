@@ -12,7 +12,7 @@ import { ACCESS_TOKEN_TTL_SECONDS, REFRESH_TOKEN_TTL_MS, SESSION_LIFETIME_MS } f
 import { insertAuditEvent } from '../queries/audit-events.js';
 import { takeAppRefreshRate } from '../queries/rate-limit-counters.js';
 import { findMember } from '../queries/users.js';
-import { insertRefreshFamily, lockLiveFamiliesOfUser, lockRefreshSession, revokeRefreshFamilies, revokeRefreshFamily, rotateRefreshToken, type RotationOutcome } from '../queries/refresh-tokens.js';
+import { findAmrOfRefreshToken, insertRefreshFamily, lockLiveFamiliesOfUser, lockRefreshSession, revokeRefreshFamilies, revokeRefreshFamily, rotateRefreshToken, type RotationOutcome } from '../queries/refresh-tokens.js';
 import type { RoleRow } from '../queries/roles.js';
 import type { RoleName } from '../roles.js';
 import { signAccessToken } from '../tokens/access-token.js';
@@ -64,6 +64,8 @@ export async function startSession(tx: TransactionSql, ctx: AuthContext, session
   app: AuthenticatedApp; userId: string; familyId: string; tenant: TenantChoice; nowMs: number;
   /** A session of an OAuth client (provider/token.ts): recorded on the family, its claims added to the access token. */
   grant?: { clientId: string; publicClientId: string; scope: string; browserSessionId: string | null; resource: string | null };
+  /** How the user signed in (RFC 8176 values): recorded on the family, the `amr` claim of each of its access tokens. */
+  amr?: string[];
 }): Promise<SessionTokens> {
   const now = new Date(session.nowMs);
   const refresh = generateRefreshToken();
@@ -78,10 +80,12 @@ export async function startSession(tx: TransactionSql, ctx: AuthContext, session
     expiresAt,
     token: { id: tokenId, hash: refresh.hash, expiresAt: new Date(Math.min(session.nowMs + REFRESH_TOKEN_TTL_MS, expiresAt.getTime())) },
     grant: session.grant,
+    amr: session.amr ?? null,
   });
-  const claims = session.grant
-    ? { client_id: session.grant.publicClientId, scope: session.grant.scope, ...(session.grant.resource ? { aud: session.grant.resource } : {}) }
-    : undefined;
+  const claims = {
+    ...(session.grant ? { client_id: session.grant.publicClientId, scope: session.grant.scope, ...(session.grant.resource ? { aud: session.grant.resource } : {}) } : {}),
+    ...(session.amr?.length ? { amr: session.amr } : {}),
+  };
   return issueTokens(ctx, session.app, session.userId, session.tenant, refresh.token, session.nowMs, claims);
 }
 
@@ -109,6 +113,7 @@ export async function refreshSession(ctx: AuthContext, credentials: PresentedCre
   const hash = hashRefreshToken(presented);
   const nowMs = ctx.clock.now();
   const child = generateRefreshToken();
+  const childId = randomUUID();
   const requested = requestedTenant ? requestedTenant.toLowerCase() : null;
   // The app's rate in a statement of its own, which commits at once: the counter is one row
   // per app, and holding its lock through the rotation's transaction would serialise the app.
@@ -122,7 +127,7 @@ export async function refreshSession(ctx: AuthContext, credentials: PresentedCre
     // reported as such, whatever the token; its hash matches nothing.
     tokenHash: hash ?? NO_TOKEN_HASH,
     requestedTenantId: requested,
-    child: { id: randomUUID(), hash: child.hash },
+    child: { id: childId, hash: child.hash },
     now: new Date(nowMs),
     childLifetimeMs: REFRESH_TOKEN_TTL_MS,
     origin,
@@ -140,7 +145,9 @@ export async function refreshSession(ctx: AuthContext, credentials: PresentedCre
   // token is then chosen as if no tenant had been asked for, from the roles that were read.
   const stillHeld = requested !== null && result.roles!.some((role) => role.tenant_id === requested);
   const tenant = chooseTenant(result.roles!, stillHeld ? requested : null, result.remembered_tenant_id);
-  return issueTokens(ctx, app, result.user_id!, tenant, child.token, nowMs, claims);
+  // The session's sign-in methods stay in every token of the family (a read after the commit; they never change).
+  const amr = await findAmrOfRefreshToken(ctx.sql, childId);
+  return issueTokens(ctx, app, result.user_id!, tenant, child.token, nowMs, { ...claims, ...(amr?.length ? { amr } : {}) });
 }
 
 /** Stands in for the hash of a string that cannot be a refresh token (32 bytes, as the column requires). */
@@ -205,12 +212,13 @@ export async function revokeLiveFamilies(tx: TransactionSql, userId: string, app
 
 /**
  * Signs the access token of a session; `claims` are added to today's (an OAuth client's
- * client_id and scope), and their `aud`, a resource indicator, replaces the app slug as audience.
+ * client_id and scope; the session's amr), and their `aud`, a resource indicator, replaces the
+ * app slug as audience.
  */
-export async function issueTokens(ctx: AuthContext, app: AuthenticatedApp, userId: string, tenant: TenantChoice, refreshToken: string, nowMs: number, claims?: Record<string, string>): Promise<SessionTokens> {
+export async function issueTokens(ctx: AuthContext, app: AuthenticatedApp, userId: string, tenant: TenantChoice, refreshToken: string, nowMs: number, claims?: Record<string, unknown>): Promise<SessionTokens> {
   const { aud, ...extra } = claims ?? {};
   const accessToken = await signAccessToken(ctx.keys.signingKey(), ctx.issuer, {
-    userId, appSlug: app.slug, tenantId: tenant.tenantId, roles: tenant.roles, ...(aud ? { audience: aud } : {}),
-  }, nowMs, claims ? extra : undefined);
+    userId, appSlug: app.slug, tenantId: tenant.tenantId, roles: tenant.roles, ...(typeof aud === 'string' ? { audience: aud } : {}),
+  }, nowMs, Object.keys(extra).length > 0 ? extra : undefined);
   return { access_token: accessToken, refresh_token: refreshToken, user_id: userId, expires_in: ACCESS_TOKEN_TTL_SECONDS, token_type: 'Bearer' };
 }

@@ -13,6 +13,8 @@ import type { UpstreamProviderBody } from '../schemas.js';
 import { seal, unseal } from '../tokens/sealed-box.js';
 import type { UpstreamClientConfig, UpstreamSettings } from '../upstream/client.js';
 import { defaultDiscoveryUrl, defaultScopes, type UpstreamKind } from '../upstream/presets.js';
+import { findTenant } from '../queries/tenants.js';
+import { isRoleName, ROLE_NAMES, type RoleName } from '../roles.js';
 import { isUuid } from './credentials.js';
 
 export interface UpstreamProviderJson {
@@ -26,6 +28,9 @@ export interface UpstreamProviderJson {
   scopes: string[];
   redirect_uris: string[];
   trusted_email_domains: string[];
+  tenant_id: string | null;
+  default_role: RoleName | null;
+  require_sso: boolean;
   apple?: { team_id: string; key_id: string };
   entra?: { tenants: string[] };
   github?: { web_base_url: string; api_base_url: string };
@@ -37,13 +42,16 @@ export interface UpstreamProviderJson {
 export async function createUpstreamProvider(ctx: AuthContext, appId: string, body: UpstreamProviderBody, origin: RequestOrigin): Promise<UpstreamProviderJson> {
   const id = randomUUID();
   const fields = checkedFields(body, 'create');
+  const tenantId = body.tenant_id === undefined ? null : body.tenant_id.toLowerCase();
+  if (tenantId !== null && !(await findTenant(ctx.sql, appId, tenantId))) throw authError('TENANT_NOT_FOUND');
   const now = new Date(ctx.clock.now());
   const row = await ctx.sql.begin(async (tx) => {
     const inserted = await insertUpstreamProvider(tx, {
-      ...fields, id, appId, now,
+      ...fields, id, appId, tenantId, now,
       clientSecretSealed: body.client_secret === undefined ? null : sealSecret(ctx, id, body.client_secret),
       settings: sealedSettings(ctx, id, fields.settings),
     });
+    if (!inserted) throw authError('TENANT_SSO_EXISTS');
     await insertAuditEvent(tx, adminEvent('upstream_provider.created', appId, origin, now, { provider_id: id, kind: inserted.kind, label: inserted.label }));
     return inserted;
   });
@@ -53,6 +61,9 @@ export async function createUpstreamProvider(ctx: AuthContext, appId: string, bo
 /** PUT /admin/apps/:app_id/upstream-providers/:provider_id: replaces it (the kind never changes; no client_secret keeps the stored one). */
 export async function replaceUpstreamProvider(ctx: AuthContext, appId: string, providerId: string, body: UpstreamProviderBody, origin: RequestOrigin): Promise<UpstreamProviderJson> {
   const existing = await getUpstreamProviderRow(ctx, appId, providerId);
+  if ((body.tenant_id?.toLowerCase() ?? null) !== existing.tenant_id) {
+    throw authError('VALIDATION_ERROR', 'Invalid field "tenant_id": a provider stays with its tenant (or with the app)', { details: { field: 'tenant_id' } });
+  }
   if (body.kind !== existing.kind) {
     throw authError('VALIDATION_ERROR', `Invalid field "kind": the provider is "${existing.kind}"; create a new provider for another kind`, { details: { field: 'kind' } });
   }
@@ -127,6 +138,9 @@ export function upstreamProviderJson(row: UpstreamProviderRow): UpstreamProvider
     scopes: row.scopes,
     redirect_uris: row.redirect_uris,
     trusted_email_domains: row.trusted_email_domains,
+    tenant_id: row.tenant_id,
+    default_role: row.default_role,
+    require_sso: row.require_sso,
     ...(row.kind === 'apple' ? { apple: { team_id: settings.team_id!, key_id: settings.key_id! } } : {}),
     ...(row.kind === 'entra' ? { entra: { tenants: settings.tenants ?? [] } } : {}),
     ...(row.kind === 'github' ? { github: { web_base_url: settings.web_base_url!, api_base_url: settings.api_base_url! } } : {}),
@@ -145,12 +159,18 @@ interface CheckedFields {
   trustedEmailDomains: string[];
   /** Apple's private key still in clear; sealedSettings seals it. */
   settings: UpstreamSettings;
+  defaultRole: RoleName | null;
+  requireSso: boolean;
 }
 
 /** The body's rules that a schema cannot say; 400 VALIDATION_ERROR naming the field. */
 function checkedFields(body: UpstreamProviderBody, mode: 'create' | 'replace', existing?: UpstreamProviderRow): CheckedFields {
   const kind = body.kind;
   const invalid = (field: string, message: string) => authError('VALIDATION_ERROR', `Invalid field "${field}": ${message}`, { details: { field } });
+  if (body.tenant_id === undefined && (body.default_role !== undefined || body.require_sso !== undefined)) {
+    throw invalid(body.default_role !== undefined ? 'default_role' : 'require_sso', 'only a tenant\'s provider (tenant_id) takes it');
+  }
+  if (body.default_role !== undefined && !isRoleName(body.default_role)) throw invalid('default_role', `one of ${ROLE_NAMES.join(', ')}`);
   for (const other of ['apple', 'entra', 'github'] as const) {
     if (body[other] !== undefined && other !== kind) throw invalid(other, `only a provider of kind "${other}" takes it`);
   }
@@ -192,6 +212,8 @@ function checkedFields(body: UpstreamProviderBody, mode: 'create' | 'replace', e
     redirectUris: body.redirect_uris,
     trustedEmailDomains: [...new Set(body.trusted_email_domains ?? [])],
     settings,
+    defaultRole: body.default_role === undefined ? null : body.default_role as RoleName,
+    requireSso: body.require_sso ?? false,
   };
 }
 

@@ -24,7 +24,8 @@ import { authError } from '../errors.js';
 import { UPSTREAM_FLOW_TTL_MS } from '../limits.js';
 import { insertAuditEvent } from '../queries/audit-events.js';
 import { listRolesOfUser } from '../queries/roles.js';
-import { findUpstreamProvider, insertUpstreamFlow, listUpstreamProviders, takeUpstreamFlow, type UpstreamProviderRow } from '../queries/upstream-providers.js';
+import { upsertRole } from '../queries/roles.js';
+import { findUpstreamProvider, insertUpstreamFlow, listUpstreamProviders, listVerifiedDomainsOfTenant, takeUpstreamFlow, type UpstreamProviderRow } from '../queries/upstream-providers.js';
 import {
   countOtherSignInMethods, deleteIdentity, insertIdentity, listIdentitiesOfUser, lockIdentity, recordIdentityUse, type UserIdentityRow,
 } from '../queries/user-identities.js';
@@ -50,7 +51,8 @@ export interface IdentityJson {
 
 /** POST /auth/upstream/providers: what an app's sign-in page shows, one button each. */
 export async function listSignInProviders(ctx: AuthContext, app: AuthenticatedApp): Promise<{ id: string; kind: string; label: string }[]> {
-  return (await listUpstreamProviders(ctx.sql, app.id)).map((p) => ({ id: p.id, kind: p.kind, label: p.label }));
+  // A tenant's own provider is found by home-realm discovery (tenant-sso.ts), not shown to everyone.
+  return (await listUpstreamProviders(ctx.sql, app.id)).filter((p) => p.tenant_id === null).map((p) => ({ id: p.id, kind: p.kind, label: p.label }));
 }
 
 /**
@@ -98,6 +100,10 @@ export async function finishUpstreamFlow(ctx: AuthContext, app: AuthenticatedApp
     if (!flow) throw authError('UPSTREAM_CALLBACK_INVALID', 'The state is unknown, expired or already used; start the sign-in again');
     providerId = flow.provider_id;
     const provider = (await findUpstreamProvider(ctx.sql, app.id, flow.provider_id))!;
+    // A tenant's provider is trusted for the domains the tenant proved, besides those listed.
+    const trustedDomains = provider.tenant_id
+      ? [...provider.trusted_email_domains, ...(await listVerifiedDomainsOfTenant(ctx.sql, provider.tenant_id))]
+      : provider.trusted_email_domains;
     const profile = await ctx.upstream.clients.exchange(clientConfigOf(ctx, provider), flow.redirect_uri, input.params, {
       state: flow.state, nonce: flow.nonce, codeVerifier: flow.code_verifier,
     });
@@ -108,18 +114,23 @@ export async function finishUpstreamFlow(ctx: AuthContext, app: AuthenticatedApp
       return { kind: 'linked', identity: identityJson(identity) };
     }
     const tokens = await ctx.sql.begin(async (tx) => {
-      const { user, identity } = await userOfIdentity(tx, provider, profile, { ...audit, now });
+      const { user, identity } = await userOfIdentity(tx, { ...provider, trusted_email_domains: trustedDomains }, profile, { ...audit, now });
       if (user.deleted_at) throw authError('USER_DELETED');
       await upsertMembership(tx, app.id, user.id, now);
       // Only an address the provider proved and is trusted for is on the user (see the header).
       await acceptInvitationsOnSignIn(tx, app.id, user, input.origin, now);
-      const tenant = chooseTenant(await listRolesOfUser(tx, app.id, user.id), input.requestedTenant, null);
+      if (provider.tenant_id && provider.default_role) await provisionIntoTenant(tx, provider, user.id, { ...audit, now });
+      // Through a tenant's provider the token is for that tenant, unless the login asked for another.
+      const roles = await listRolesOfUser(tx, app.id, user.id);
+      const ssoTenant = roles.some((r) => r.tenant_id === provider.tenant_id) ? provider.tenant_id : null;
+      const tenant = chooseTenant(roles, input.requestedTenant ?? ssoTenant, null);
       const familyId = randomUUID();
       await insertAuditEvent(tx, {
         ...audit, now, type: 'login.succeeded', userId: user.id, familyId,
         details: { method: 'upstream', provider_id: provider.id, identity_id: identity.id },
       });
-      return startSession(tx, ctx, { app, userId: user.id, familyId, tenant, nowMs });
+      // `fed`: signed in at another provider (this service's value; RFC 8176 names none for federation).
+      return startSession(tx, ctx, { app, userId: user.id, familyId, tenant, nowMs, amr: ['fed'] });
     });
     return { kind: 'signed_in', tokens };
   } catch (error) {
@@ -153,6 +164,16 @@ async function userOfIdentity(tx: TransactionSql, provider: UpstreamProviderRow,
     details: { identity_id: identity.id, provider_id: provider.id, issuer: profile.issuer, subject: profile.subject, by: joinsByEmail ? 'verified_email' : 'new_identity' },
   });
   return { user, identity };
+}
+
+/** Enterprise SSO: a user without a role in the provider's tenant gets its default role (an existing role is kept). */
+async function provisionIntoTenant(tx: TransactionSql, provider: UpstreamProviderRow, userId: string, audit: AuditBase): Promise<void> {
+  const roles = await listRolesOfUser(tx, provider.app_id, userId);
+  if (roles.some((r) => r.tenant_id === provider.tenant_id)) return;
+  await upsertRole(tx, { appId: provider.app_id, userId, tenantId: provider.tenant_id!, role: provider.default_role!, now: audit.now });
+  await insertAuditEvent(tx, {
+    ...audit, type: 'role.assigned', userId, details: { tenant_id: provider.tenant_id, role: provider.default_role, provider_id: provider.id },
+  });
 }
 
 /** An explicit link from a signed-in session; linking an identity the user already has is a no-op. */

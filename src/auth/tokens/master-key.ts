@@ -7,7 +7,7 @@ import { existsSync } from 'node:fs';
 import fs from 'node:fs/promises';
 import path from 'node:path';
 
-export type KeyPurpose = 'signing-key-encryption' | 'otp-code-hash' | 'webhook-secret-encryption' | 'upstream-secret-encryption';
+export type KeyPurpose = 'signing-key-encryption' | 'otp-code-hash' | 'webhook-secret-encryption' | 'upstream-secret-encryption' | 'totp-secret-encryption' | 'recovery-code-hash';
 
 export interface MasterKey {
   /** A 32-byte key for one purpose; the same master key always derives the same bytes. */

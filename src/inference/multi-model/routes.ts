@@ -2,10 +2,10 @@
 // request names, plus the model list and its management routes. As in single-model mode,
 // /health is public and every other route needs the API key (or an --auth-app token) when set.
 //   forward      POST: the body's "model" (a multipart upload's form field); GET: ?model=
-//                POSTs use a model: their tenant is admitted against its limits (withTenant)
+//                POSTs use a model: their tenant is admitted against its limits (routerTenant, guards.ts)
 //   here         answered by the router itself
 import type { Handler, Method, Route } from '../../http/router.js';
-import { guardedRoute, routerMount, routerTenant, type AdmissionContext } from '../guards.js';
+import { guardedRoute, routerKey, routerPublic, routerTenant, type AdmissionContext, type Guard, type InferenceHandler } from '../guards.js';
 import type { RouterHandlers } from './handlers.js';
 
 /** What the router's guards consult: the keys, the tenants, and their limits (held here, across the model processes). */
@@ -25,24 +25,27 @@ const FORWARDED_GETS = ['/metrics', '/slots', '/lora-adapters'] as const;
 
 const health = (): { body: { status: string } } => ({ body: { status: 'ok' } });
 
+/** A handler that needs only the request, behind a guard whose input it leaves. */
+const requestOnly = (handler: Handler): InferenceHandler<unknown> => (_, req) => handler(req);
+
 export function routerRoutes(h: RouterHandlers, access: RouterAccess, apiPrefix = ''): Route[] {
-  // route: behind routerKey, the key (a limited tenant's headers); used: behind routerTenant, the
-  // key and the tenant's limits, the admitted tenant forwarded with the request (tenants/forwarded-tenant.ts).
-  const keyed = routerMount(access);
-  const route = (method: Method, path: string, handler: Handler): Route => keyed(method, apiPrefix + path, handler);
-  const used = (method: Method, path: string): Route => guardedRoute(access, method, apiPrefix + path, routerTenant, h.proxyPost);
+  // The guards (guards.ts), one on each line: publicAccess none; routerKey the key (a limited
+  // tenant's headers); routerTenant the key and the tenant's limits, the admitted tenant being
+  // the proxy's input, forwarded with the request (tenants/forwarded-tenant.ts).
+  const route = <I>(method: Method, path: string, guard: Guard<I, AdmissionContext>, handler: InferenceHandler<I>): Route =>
+    guardedRoute(access, method, apiPrefix + path, guard, handler);
   return [
-    { method: 'GET', path: `${apiPrefix}/health`, handler: health },
-    { method: 'GET', path: `${apiPrefix}/v1/health`, handler: health },
-    route('GET',  '/props',         h.props),
-    route('GET',  '/models',        h.listModels),
-    route('GET',  '/v1/models',     h.listModels),
-    route('POST', '/models/load',   h.loadModel),
-    route('POST', '/models/unload', h.unloadModel),
-    route('GET',  '/models/sse',    h.modelEvents),
-    route('POST', '/models',        h.addModel),
-    route('DELETE', '/models',      h.removeModel),
-    ...FORWARDED_GETS.map((path) => route('GET', path, h.proxyGet)),
-    ...FORWARDED_POSTS.map((path) => used('POST', path)),
+    route('GET',    '/health',        routerPublic, requestOnly(health)),
+    route('GET',    '/v1/health',     routerPublic, requestOnly(health)),
+    route('GET',    '/props',         routerKey,    requestOnly(h.props)),
+    route('GET',    '/models',        routerKey,    requestOnly(h.listModels)),
+    route('GET',    '/v1/models',     routerKey,    requestOnly(h.listModels)),
+    route('POST',   '/models/load',   routerKey,    requestOnly(h.loadModel)),
+    route('POST',   '/models/unload', routerKey,    requestOnly(h.unloadModel)),
+    route('GET',    '/models/sse',    routerKey,    requestOnly(h.modelEvents)),
+    route('POST',   '/models',        routerKey,    requestOnly(h.addModel)),
+    route('DELETE', '/models',        routerKey,    requestOnly(h.removeModel)),
+    ...FORWARDED_GETS.map((path) => route('GET', path, routerKey, requestOnly(h.proxyGet))),
+    ...FORWARDED_POSTS.map((path) => route('POST', path, routerTenant, h.proxyPost)),
   ];
 }

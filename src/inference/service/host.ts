@@ -44,6 +44,12 @@ export class ServiceHost extends EventEmitter {
   progress = 0;
   readonly counters: RequestCounters = { requests: 0, errors: 0 };
   private readonly ledger = new MetricsLedger();
+  /**
+   * The model-server gauges the last scrape of the loaded service reported (taken at the sleep
+   * when none was): a sleeping service repeats them, so that a scrape during sleep equals the
+   * last one before it (their lora_requests_info carries its scrape's time).
+   */
+  private modelServerText: string | null = null;
 
   /** `sleepIdleMs` <= 0: never sleep. */
   constructor(private readonly loader: ServiceLoader, private readonly sleepIdleMs: number, private readonly onProgress?: (progress: number) => void) {
@@ -105,7 +111,8 @@ export class ServiceHost extends EventEmitter {
   /** /metrics: the counters since start-up (across sleeps), the gauges over the window since the last scrape. */
   metrics(view: ServiceView): string {
     const text = metricsText(this.ledger.scrape(view.asleep ? null : view.service.engine.native.metrics()), this.counters);
-    return view.asleep ? text : text + modelServerMetricsText(modelServerGauges(view.service));
+    if (!view.asleep) this.modelServerText = modelServerMetricsText(modelServerGauges(view.service));
+    return text + (this.modelServerText ?? '');
   }
 
   async close(): Promise<void> {
@@ -167,6 +174,7 @@ export class ServiceHost extends EventEmitter {
       models: modelsBody(service),
       slots: slotsBody(service),
     };
+    this.modelServerText ??= modelServerMetricsText(modelServerGauges(service));
     this.ledger.retire(service.engine.native.metrics());
     this.service = null;
     this.disposing = service.dispose();

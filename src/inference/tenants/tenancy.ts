@@ -98,7 +98,7 @@ export class Tenancy extends EventEmitter<TenancyEvents> {
   end(ticket: RequestTenant, model: string | null): void {
     if (isLimited(ticket.tenant.limits)) this.limiter.end(ticket.tenant);
     this.refreshTokenHeaders(ticket);
-    if (model !== null) this.addUsage({ ...ticket.who, model, requests: 1 });
+    if (model !== null) this.addUsage({ appSlug: ticket.tenant.appSlug, tenant: ticket.tenant.id, key: ticket.tenant.key, model, requests: 1 });
   }
 }
 

@@ -40,17 +40,41 @@ export function hourOf(ms: number): string {
   return new Date(Math.floor(ms / 3_600_000) * 3_600_000).toISOString();
 }
 
+/**
+ * A row's identity: hour, app, tenant, key and model, each variable field length-prefixed so
+ * that no two different rows share one. Built for every request: plain concatenation, where
+ * JSON.stringify of the five took a microsecond.
+ */
+function rowId(hour: string, appSlug: string | null, tenant: string, key: string, model: string): string {
+  return `${hour}|${appSlug === null ? '-' : `${appSlug.length}:${appSlug}`}|${tenant.length}:${tenant}|${key.length}:${key}|${model}`;
+}
+
 export class UsageMeter {
   /** Since the last drain, by hour, app, tenant, key and model. */
   private pending = new Map<string, UsageHourRow>();
   /** Since start-up, by tenant. */
   private readonly totals = new Map<string, Amounts>();
 
+  /** The hour in progress: its start (ms) and ISO form, made again only when the hour changes. */
+  private hourStart = -1;
+  private hourIso = '';
+
   constructor(private readonly now: () => number = Date.now) {}
 
+  /** The ISO start of the current UTC hour (a Date and its ISO string cost microseconds per request). */
+  private currentHour(): string {
+    const now = this.now();
+    const start = now - (now % 3_600_000);
+    if (start !== this.hourStart) {
+      this.hourStart = start;
+      this.hourIso = hourOf(start);
+    }
+    return this.hourIso;
+  }
+
   add(entry: UsageEntry): void {
-    const hour = hourOf(this.now());
-    const id = JSON.stringify([hour, entry.appSlug, entry.tenant, entry.key, entry.model]);
+    const hour = this.currentHour();
+    const id = rowId(hour, entry.appSlug, entry.tenant, entry.key, entry.model);
     let row = this.pending.get(id);
     if (!row) {
       row = { appSlug: entry.appSlug, tenant: entry.tenant, key: entry.key, model: entry.model, hour, ...zero() };
@@ -78,7 +102,7 @@ export class UsageMeter {
   /** Puts rows back (a write that failed), to go with the next drain. */
   restore(rows: readonly UsageHourRow[]): void {
     for (const row of rows) {
-      const id = JSON.stringify([row.hour, row.appSlug, row.tenant, row.key, row.model]);
+      const id = rowId(row.hour, row.appSlug, row.tenant, row.key, row.model);
       const into = this.pending.get(id);
       if (!into) {
         this.pending.set(id, { ...row });

@@ -122,7 +122,9 @@ async function connectUnauthorized(provider: MemoryProvider): Promise<string> {
   const browser = new OAuthBrowser(h);
   const page = await browser.get(provider.authorizationUrl);
   if (page.status !== 200) throw new Error(`authorize: ${page.status} ${page.location}\n${page.html}`);
-  const back = await browser.signInWithCode(page.html, 'ann@example.com');
+  const signedIn = await browser.signInWithCode(page.html, 'ann@example.com');
+  // A client that registered itself is third-party: the user allows it once.
+  const back = await browser.decide(signedIn.html, 'allow');
   if (back.status !== 303) throw new Error(`sign-in: ${back.status}\n${back.html}`);
   const code = new URL(back.location!).searchParams.get('code');
   if (!code) throw new Error(`no code: ${back.location}`);

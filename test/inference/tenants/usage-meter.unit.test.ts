@@ -60,3 +60,12 @@ t.test('the flush writes pending rows on its timer and at stop, keeps them when 
   await flush.flush();
   t.equal(written.length, 1, 'nothing left: no empty write');
 });
+
+t.test('rows stay apart whatever their names hold: no two (app, tenant, key, model) share one', async (t) => {
+  const meter = new UsageMeter(() => 0);
+  meter.add({ appSlug: null, tenant: 'a', key: 'b|c', model: 'm', requests: 1 });
+  meter.add({ appSlug: null, tenant: 'a|b', key: 'c', model: 'm', requests: 2 });
+  meter.add({ appSlug: '-', tenant: 'a', key: 'b|c', model: 'm', requests: 4 });
+  meter.add({ appSlug: null, tenant: 'a', key: 'b|c', model: 'm', requests: 8 });
+  t.same(meter.drain().map((r) => [r.appSlug, r.tenant, r.key, r.requests]), [[null, 'a', 'b|c', 9], [null, 'a|b', 'c', 2], ['-', 'a', 'b|c', 4]]);
+});

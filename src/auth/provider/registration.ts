@@ -1,9 +1,8 @@
-// Clients no admin made, for agents (MCP clients) that meet this provider for the first time:
-// RFC 7591 dynamic registration at POST /oauth/register, and Client ID Metadata Documents (a
-// client_id that is an https URL). Both are off unless configured (config.ts
-// OAuthOpenClientsConfig); their clients join the configured app, are public or secret clients
-// like any other, and may ask only for the standard scopes (an app's own scopes are its admin's
-// to grant).
+// RFC 7591 dynamic registration at POST /oauth/register, for agents (MCP clients) that meet this
+// provider for the first time: off unless configured (config.ts OAuthOpenClientsConfig). Its
+// clients join the configured app, are public or secret clients like any other, and may ask
+// only for the standard scopes (an app's own scopes are its admin's to grant). Clients named by
+// a metadata document URL: metadata-document-clients.ts.
 import { timingSafeEqual, createHash } from 'node:crypto';
 import type { HttpRequest } from '../../http/request.js';
 import { bearerToken } from '../../http/bearer.js';
@@ -11,13 +10,9 @@ import type { RequestOrigin } from '../audit.js';
 import type { AuthContext } from '../context.js';
 import { authError } from '../errors.js';
 import { findAppBySlug } from '../queries/apps.js';
-import { findOAuthClientByMetadataUrl, insertOAuthClient, type OAuthClientRow } from '../queries/oauth-clients.js';
-import { fetchMetadataDocument, isMetadataDocumentUrl, MetadataDocumentError } from './client-metadata-document.js';
+import type { OAuthClientRow } from '../queries/oauth-clients.js';
 import { createClient, clientJson, type ClientRegistration } from './clients.js';
-import { checkRedirectUri } from './redirect-uris.js';
 import { STANDARD_SCOPES } from './scopes.js';
-
-const DEFAULT_METADATA_TIMEOUT_MS = 5000;
 
 /**
  * POST /oauth/register (RFC 7591): 201 with the client's metadata, `client_id`,
@@ -96,46 +91,6 @@ function registrationResponse(client: OAuthClientRow, secret: string | null): Re
     scope: client.scopes.join(' '),
     ...(client.logo_uri ? { logo_uri: client.logo_uri } : {}),
   };
-}
-
-/**
- * The client whose client_id is a metadata document URL: the stored copy while its cache
- * lifetime lasts, else the document fetched again (and the copy updated). Undefined when
- * metadata documents are off or the client_id is not such a URL; MetadataDocumentError when the
- * document cannot be used (private address, redirect, too big, too slow, another client_id,
- * metadata that does not hold together).
- */
-export async function metadataDocumentClient(ctx: AuthContext, clientId: string): Promise<OAuthClientRow | undefined> {
-  const open = ctx.oauthOpenClients;
-  if (!open?.metadataDocuments) return undefined;
-  const allowPrivate = open.allowPrivateMetadataHosts ?? false;
-  if (!isMetadataDocumentUrl(clientId, allowPrivate)) return undefined;
-  const nowMs = ctx.clock.now();
-  const stored = await findOAuthClientByMetadataUrl(ctx.sql, clientId);
-  if (stored && stored.metadata_expires_at && stored.metadata_expires_at.getTime() > nowMs) return stored;
-  const app = await findAppBySlug(ctx.sql, open.appSlug);
-  if (!app) throw new MetadataDocumentError('metadata document clients have no app');
-  const { document, expiresAtMs } = await fetchMetadataDocument(clientId, { allowPrivate, timeoutMs: open.metadataTimeoutMs ?? DEFAULT_METADATA_TIMEOUT_MS, nowMs, caPem: open.metadataCaPem });
-  const method = document.token_endpoint_auth_method ?? 'none';
-  if (method !== 'none') throw new MetadataDocumentError('a metadata document client must use token_endpoint_auth_method "none"');
-  const redirectUris = document.redirect_uris;
-  if (!Array.isArray(redirectUris) || redirectUris.length === 0 || redirectUris.length > 20 || !redirectUris.every((uri) => typeof uri === 'string')) {
-    throw new MetadataDocumentError('the metadata document needs redirect_uris');
-  }
-  try {
-    redirectUris.forEach((uri) => checkRedirectUri(uri as string, 'redirect_uris'));
-  } catch (error) {
-    throw new MetadataDocumentError(error instanceof Error ? error.message : 'invalid redirect_uris');
-  }
-  const grants = Array.isArray(document.grant_types) ? document.grant_types.filter((g): g is string => g === 'authorization_code' || g === 'refresh_token') : ['authorization_code'];
-  const name = typeof document.client_name === 'string' && document.client_name.length > 0 ? document.client_name.slice(0, 200) : new URL(clientId).host;
-  const scope = typeof document.scope === 'string' ? document.scope.split(' ').filter((s) => (STANDARD_SCOPES as readonly string[]).includes(s)) : [...STANDARD_SCOPES];
-  const now = new Date(nowMs);
-  return insertOAuthClient(ctx.sql, {
-    appId: app.id, name, logoUri: null, clientType: 'public', tokenEndpointAuthMethod: 'none', secretHash: null, jwks: null,
-    redirectUris: redirectUris as string[], postLogoutRedirectUris: [], grantTypes: grants.length > 0 ? grants : ['authorization_code'], scopes: scope, now,
-    origin: 'metadata_document', metadataUrl: clientId, metadataExpiresAt: new Date(expiresAtMs),
-  });
 }
 
 function jsonObject(body: Buffer): Record<string, unknown> {
