@@ -83,6 +83,7 @@ export function authRoutes(ctx: AuthContext): Route[] {
     route('POST',   '/oauth/sign-in/email',                      publicAccess,                    provider.handleSignInEmail),
     route('POST',   '/oauth/sign-in/code',                       publicAccess,                    provider.handleSignInCode),
     route('POST',   '/oauth/consent',                            publicAccess,                    provider.handleConsent),
+    route('POST',   '/oauth/tenant',                             publicAccess,                    provider.handlePickTenant),
     route('POST',   '/oauth/token',                              limited(tokenClient, perClientIp('oauth_token_ip')), provider.handleToken),
     route('GET',    '/oauth/userinfo',                           bearer,                          provider.handleUserinfo),
     route('POST',   '/oauth/userinfo',                           bearer,                          provider.handleUserinfo),

@@ -98,6 +98,23 @@ t.test('a deleted passkey no longer logs in', async (t) => {
   t.same(again.body, { error: { code: 'PASSKEY_NOT_FOUND', message: 'The user has no such passkey' } });
 });
 
+t.test('a passkey login of an address whose tenant requires its own identity provider is refused: 403 SSO_REQUIRED', async (t) => {
+  t.equal((await addPasskey(ann.refresh_token)).status, 201);
+  const tenant = await h.createTenant(app, 'Example Inc');
+  // The domain's DNS proof is tenant-sso.test.ts's; here the verified claim is written directly.
+  await h.sql`insert into tenant_domains (id, app_id, tenant_id, domain, verification_token, verified_at, created_at)
+    values (gen_random_uuid(), ${app.id}, ${tenant}, 'example.com', 't', now(), now())`;
+  const provider = await h.admin('POST', `/admin/apps/${app.id}/upstream-providers`, {
+    kind: 'oidc', label: 'Example SSO', client_id: 'c', client_secret: 's', discovery_url: 'https://idp.example.com/.well-known/openid-configuration',
+    redirect_uris: ['https://app.example.com/sso'], tenant_id: tenant, require_sso: true,
+  });
+  t.equal(provider.status, 201);
+  const login = await signInWithPasskey();
+  t.equal(login.status, 403);
+  t.equal(login.body.error.code, 'SSO_REQUIRED');
+  t.equal((await h.sql`select 1 from refresh_families`).length, 1, 'no session beyond the code login of the fixture');
+});
+
 t.test('an assertion from an origin the app does not allow is refused', async (t) => {
   t.equal((await addPasskey(ann.refresh_token)).status, 201);
   t.equal((await h.admin('PUT', `/admin/apps/${app.id}/passkeys`, { rp_id: 'localhost', rp_name: 'App A', origins: ['http://localhost:1'] })).status, 200);

@@ -11,8 +11,8 @@ import type { AuthContext } from '../context.js';
 import { insertAuditEvent } from '../queries/audit-events.js';
 import type { OAuthClientRow } from '../queries/oauth-clients.js';
 import {
-  deleteSignInRequest, findBrowserSession, findSignInRequest, insertAuthorizationCode, insertSignInRequest, replaceBrowserSession,
-  setSignInIdentifier, type BrowserSessionRow, type SignInRequestRow,
+  deleteSignInRequest, findBrowserSession, findSignInRequest, insertAuthorizationCode, insertSignInRequest, listTenantsOfUser, replaceBrowserSession,
+  setSignInIdentifier, setSignInParameters, type BrowserSessionRow, type SignInRequestRow,
 } from '../queries/oauth-grants.js';
 import { listRolesOfUser } from '../queries/roles.js';
 import type { Identifier } from '../queries/users.js';
@@ -26,7 +26,7 @@ import { browserOf, presentedBrowser, sha256, type Browser } from './browser.js'
 import { findClient } from './clients.js';
 import { parseForm } from './form.js';
 import { needsConsent, recordConsent } from './consents.js';
-import { renderConsentPage, renderErrorPage, renderSignInPage, type SignInView } from './sign-in-page.js';
+import { renderConsentPage, renderErrorPage, renderSignInPage, renderTenantPicker, type SignInView } from './sign-in-page.js';
 
 /** An authorization code lives 60 seconds (OAuth 2.1 recommends a short life). */
 export const AUTHORIZATION_CODE_TTL_MS = 60 * 1000;
@@ -48,30 +48,79 @@ export async function authorize(ctx: AuthContext, req: HttpRequest): Promise<Htt
   const session = browser.setCookie === null ? await findBrowserSession(ctx.sql, browser.hash, client.app_id, new Date(nowMs)) : undefined;
   const fresh = session !== undefined && !parameters.prompt.includes('login')
     && (parameters.max_age === null || nowMs - session.auth_time.getTime() <= parameters.max_age * 1000);
-  const scopes = parameters.scope === '' ? [] : parameters.scope.split(' ');
-  if (fresh && !(await needsConsent(ctx, client, session.user_id, scopes, parameters.prompt))) {
-    return redirect(await issueCode(ctx, client, parameters, session, requestOrigin(ctx, req)));
-  }
-  if (fresh && parameters.prompt.includes('none')) {
-    return redirect(redirectWith(parameters.redirect_uri, {
-      error: 'consent_required', error_description: 'The user has not allowed this application', state: parameters.state, iss: ctx.issuer,
-    }));
+  if (fresh) {
+    const pending = async (): Promise<PendingRequest> => newSignInRequest(ctx, browser, client, parameters, nowMs);
+    return withCookie(await proceed(ctx, req, client, parameters, session, pending, { consented: false }), browser);
   }
   if (parameters.prompt.includes('none')) {
     return redirect(redirectWith(parameters.redirect_uri, {
       error: 'login_required', error_description: 'The user is not signed in', state: parameters.state, iss: ctx.issuer,
     }));
   }
+  const { requestId, csrf } = await newSignInRequest(ctx, browser, client, parameters, nowMs);
+  return withCookie(renderSignInPage(viewOf(client, requestId, csrf, 'address', parameters.login_hint ?? '', null)), browser);
+}
+
+/** A sign-in request of the page: its id and CSRF token. */
+interface PendingRequest { requestId: string; csrf: string }
+
+async function newSignInRequest(ctx: AuthContext, browser: Browser, client: OAuthClientRow, parameters: AuthorizationParameters, nowMs: number): Promise<PendingRequest> {
   const requestId = randomUUID();
   const csrf = randomBytes(32).toString('base64url');
   await insertSignInRequest(ctx.sql, {
     id: requestId, browserHash: browser.hash, csrfHash: sha256(csrf), clientId: client.id,
     parameters: { ...parameters }, now: new Date(nowMs), expiresAt: new Date(nowMs + SIGN_IN_REQUEST_TTL_MS),
   });
-  const page = fresh
-    ? renderConsentPage({ appName: client.app_name, clientName: client.name, scopes, requestId, csrf })
-    : renderSignInPage(viewOf(client, requestId, csrf, 'address', parameters.login_hint ?? '', null));
-  return withCookie(page, browser);
+  return { requestId, csrf };
+}
+
+/**
+ * What follows a signed-in browser's request, in order: the tenant picker when the user has
+ * roles in several tenants and none was asked for; the consent page when the client needs one
+ * (not again once given on this request); then the code. A page needs the request (made by
+ * `pending` when there is none yet); prompt=none gets account_selection_required or
+ * consent_required instead of a page.
+ */
+async function proceed(
+  ctx: AuthContext, req: HttpRequest, client: OAuthClientRow, parameters: AuthorizationParameters, session: BrowserSessionRow,
+  pending: () => Promise<PendingRequest>, progress: { consented: boolean },
+): Promise<HttpResult> {
+  const silentError = (error: string, description: string) => redirect(redirectWith(parameters.redirect_uri, {
+    error, error_description: description, state: parameters.state, iss: ctx.issuer,
+  }));
+  if (parameters.tenant === null) {
+    const tenants = await listTenantsOfUser(ctx.sql, client.app_id, session.user_id);
+    if (tenants.length > 1) {
+      if (parameters.prompt.includes('none')) return silentError('account_selection_required', 'The user must choose a tenant');
+      const { requestId, csrf } = await pending();
+      return renderTenantPicker({ appName: client.app_name, tenants, requestId, csrf });
+    }
+  }
+  const scopes = parameters.scope === '' ? [] : parameters.scope.split(' ');
+  if (!progress.consented && await needsConsent(ctx, client, session.user_id, scopes, parameters.prompt)) {
+    if (parameters.prompt.includes('none')) return silentError('consent_required', 'The user has not allowed this application');
+    const { requestId, csrf } = await pending();
+    return renderConsentPage({ appName: client.app_name, clientName: client.name, scopes, requestId, csrf });
+  }
+  return redirect(await issueCode(ctx, client, parameters, session, requestOrigin(ctx, req)));
+}
+
+/** POST /oauth/tenant `request, csrf, tenant`: the tenant picked, one of the user's; then consent or the code. */
+export async function pickTenant(ctx: AuthContext, req: HttpRequest): Promise<HttpResult> {
+  const form = parseForm(req, ['request', 'csrf', 'tenant']);
+  const signIn = await checkedSignIn(ctx, req, form);
+  if ('refused' in signIn) return signIn.refused;
+  const { request, client, browserHash, csrf } = signIn;
+  const session = await findBrowserSession(ctx.sql, browserHash, client.app_id, new Date(ctx.clock.now()));
+  if (!session) return renderErrorPage(403, 'You are signed out', 'Go back to the application and sign in again.');
+  const tenants = await listTenantsOfUser(ctx.sql, client.app_id, session.user_id);
+  const chosen = tenants.find((tenant) => tenant.id === form.get('tenant'));
+  if (!chosen) return renderTenantPicker({ appName: client.app_name, tenants, requestId: request.id, csrf });
+  const parameters = { ...(request.parameters as unknown as AuthorizationParameters), tenant: chosen.id };
+  await setSignInParameters(ctx.sql, request.id, { ...parameters });
+  const result = await proceed(ctx, req, client, parameters, session, async () => ({ requestId: request.id, csrf }), { consented: false });
+  if (result.status === 303) await deleteSignInRequest(ctx.sql, request.id);
+  return result;
 }
 
 /** POST /oauth/sign-in/email `request, csrf, email`: sends a code and asks for it. */
@@ -126,13 +175,10 @@ export async function signInCode(ctx: AuthContext, req: HttpRequest): Promise<Ht
     return renderSignInPage(viewOf(client, request.id, csrf, 'code', identifier.value, words.message), words.status);
   }
   const parameters = request.parameters as unknown as AuthorizationParameters;
-  // prompt=login was answered by this sign-in; a consent the client needs is asked next, on the same request.
-  const scopes = parameters.scope === '' ? [] : parameters.scope.split(' ');
-  if (await needsConsent(ctx, client, session.user_id, scopes, parameters.prompt)) {
-    return renderConsentPage({ appName: client.app_name, clientName: client.name, scopes, requestId: request.id, csrf });
-  }
-  await deleteSignInRequest(ctx.sql, request.id);
-  return redirect(await issueCode(ctx, client, parameters, session, origin));
+  // prompt=login was answered by this sign-in; a tenant choice and a consent are asked next, on the same request.
+  const result = await proceed(ctx, req, client, parameters, session, async () => ({ requestId: request.id, csrf }), { consented: false });
+  if (result.status === 303) await deleteSignInRequest(ctx.sql, request.id);
+  return result;
 }
 
 /**
@@ -143,7 +189,7 @@ export async function consent(ctx: AuthContext, req: HttpRequest): Promise<HttpR
   const form = parseForm(req, ['request', 'csrf', 'decision']);
   const signIn = await checkedSignIn(ctx, req, form);
   if ('refused' in signIn) return signIn.refused;
-  const { request, client, browserHash } = signIn;
+  const { request, client, browserHash, csrf } = signIn;
   const parameters = request.parameters as unknown as AuthorizationParameters;
   const nowMs = ctx.clock.now();
   const session = await findBrowserSession(ctx.sql, browserHash, client.app_id, new Date(nowMs));
@@ -159,7 +205,7 @@ export async function consent(ctx: AuthContext, req: HttpRequest): Promise<HttpR
   const origin = requestOrigin(ctx, req);
   const scopes = parameters.scope === '' ? [] : parameters.scope.split(' ');
   await ctx.sql.begin((tx) => recordConsent(tx, client, session.user_id, scopes, origin, nowMs));
-  return redirect(await issueCode(ctx, client, parameters, session, origin));
+  return proceed(ctx, req, client, parameters, session, async () => ({ requestId: request.id, csrf }), { consented: true });
 }
 
 /**

@@ -12,7 +12,7 @@ import { getApp } from '../service/admin.js';
 import { CreateOAuthClientBody } from '../schemas.js';
 import { registerClient } from './registration.js';
 import type { AccessTokenClaims } from '../tokens/access-token.js';
-import { authorize, consent, signInCode, signInEmail } from './authorize.js';
+import { authorize, consent, pickTenant, signInCode, signInEmail } from './authorize.js';
 import { listUserConsents, revokeConsent } from './consents.js';
 import type { ConsentRevokeBody, SessionsBody } from '../schemas.js';
 import type { AuthenticatedApp } from '../service/credentials.js';
@@ -70,6 +70,11 @@ export function handleSignInEmail(ctx: AuthContext, _: NoInput, req: HttpRequest
 /** POST /oauth/sign-in/code (form): 303 to the client with a code, or the code form with an error. */
 export function handleSignInCode(ctx: AuthContext, _: NoInput, req: HttpRequest): Promise<HttpResult> {
   return signInCode(ctx, req);
+}
+
+/** POST /oauth/tenant (form): the tenant picked; then the consent page or 303 to the client with a code. */
+export function handlePickTenant(ctx: AuthContext, _: NoInput, req: HttpRequest): Promise<HttpResult> {
+  return pickTenant(ctx, req);
 }
 
 /** POST /oauth/consent (form): 303 to the client with a code (allow) or access_denied (deny). */

@@ -89,6 +89,32 @@ ${items || '<li>Know that you signed in</li>'}
 </form>`);
 }
 
+export interface TenantPickerView {
+  appName: string;
+  tenants: { id: string; name: string }[];
+  requestId: string;
+  csrf: string;
+}
+
+/** The tenant picker: a user with roles in several tenants chooses the one to sign in to. */
+export function renderTenantPicker(view: TenantPickerView): HttpResult {
+  const options = view.tenants.map((tenant, i) => `<div class="choice">
+  <input type="radio" id="tenant-${i}" name="tenant" value="${escape(tenant.id)}"${i === 0 ? ' checked' : ''}>
+  <label for="tenant-${i}">${escape(tenant.name)}</label>
+</div>`).join('\n');
+  return page(200, `Choose an organisation`, `<h1>Which ${escape(view.appName)} organisation?</h1>
+${errorBlock(null)}
+<form method="post" action="/oauth/tenant">
+  <input type="hidden" name="request" value="${escape(view.requestId)}">
+  <input type="hidden" name="csrf" value="${escape(view.csrf)}">
+  <fieldset>
+  <legend>Sign in to</legend>
+  ${options}
+  </fieldset>
+  <button type="submit">Continue</button>
+</form>`);
+}
+
 /** A page that only says something went wrong (a request that cannot be sent back to its client). */
 export function renderErrorPage(status: number, title: string, message: string): HttpResult {
   return page(status, title, `<h1>${escape(title)}</h1>\n${errorBlock(message)}`);
@@ -114,6 +140,8 @@ main{max-width:26rem;margin:2rem auto;background:#fff;padding:1.5rem;border-radi
 h1{font-size:1.4rem;margin-top:0}label{display:block;font-weight:600;margin:.75rem 0 .25rem}
 input{box-sizing:border-box;width:100%;padding:.6rem;font-size:1rem;border:1px solid #8a939e;border-radius:.3rem}
 button{margin-top:1rem;width:100%;padding:.7rem;font-size:1rem;border:0;border-radius:.3rem;background:#1f5fbf;color:#fff;cursor:pointer}
+fieldset{border:0;padding:0;margin:0}.choice{display:flex;align-items:center;gap:.5rem;margin:.5rem 0}
+.choice input{width:auto}.choice label{margin:0;font-weight:400}
 button.secondary{background:none;color:#1f5fbf;text-decoration:underline}
 :focus-visible{outline:3px solid #f0a500;outline-offset:2px}.error{color:#a4161a;font-weight:600}`;
 

@@ -107,6 +107,26 @@ export async function setSignInIdentifier(sql: Queryable, id: string, identifier
   `;
 }
 
+/** Replaces the request's parameters (a tenant chosen on the page). */
+export async function setSignInParameters(sql: Queryable, id: string, parameters: Record<string, unknown>): Promise<void> {
+  await sql`
+    update oauth_sign_in_requests
+    set parameters = ${sql.json(parameters as never)}
+    where id = ${id}
+  `;
+}
+
+/** The tenants where the user has a role in the app, by name. */
+export async function listTenantsOfUser(sql: Queryable, appId: string, userId: string): Promise<{ id: string; name: string }[]> {
+  return sql<{ id: string; name: string }[]>`
+    select t.id, t.name
+    from roles r
+    join tenants t on t.id = r.tenant_id
+    where r.app_id = ${appId} and r.user_id = ${userId}
+    order by t.name, t.id
+  `;
+}
+
 export async function deleteSignInRequest(sql: Queryable, id: string): Promise<void> {
   await sql`
     delete from oauth_sign_in_requests

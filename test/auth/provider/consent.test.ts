@@ -1,7 +1,7 @@
 // Consent to third-party clients: asked once per user, client and scopes, remembered, asked
 // again for new scopes or prompt=consent; denied is access_denied; prompt=none without it is
 // consent_required; listed and revoked through the sessions API and the admin API, a revocation
-// ending the client's sessions of that user.
+// ending the client's sessions of that user. And the tenant picker of a user in several tenants.
 import { createHash } from 'node:crypto';
 import t, { type Test } from 'tap';
 import { startAuthHarness, type TestApp } from '../fixtures/harness.js';
@@ -125,4 +125,36 @@ t.test('the admin lists and revokes a user\'s consents', async (t) => {
   t.equal((await h.admin('GET', `/admin/users/${user!.id}/consents`)).body.consents.length, 0);
   const events = await h.sql`select actor, details from audit_events where type = 'oauth.consent_revoked'`;
   t.match(events[0], { actor: 'admin', details: { client_id: third.client_id } });
+});
+
+t.test('a user with roles in several tenants picks one on the page; the token is for that tenant', async (t) => {
+  const own = (await h.admin('POST', `/admin/apps/${app.id}/oauth-clients`, { name: 'Own', redirect_uris: [REDIRECT] })).body;
+  const acme = await h.createTenant(app, 'Acme');
+  const globex = await h.createTenant(app, 'Globex');
+  const first = await h.login(app, 'ann@example.com');
+  await h.assignRole(app, first.user_id, acme, 'staff');
+  await h.assignRole(app, first.user_id, globex, 'admin');
+  h.clock.advance(61_000); // past the code resend interval
+  const browser = new OAuthBrowser(h);
+  const page = await browser.get(authorizeUrl(own.client_id));
+  const picker = await browser.signInWithCode(page.html, 'ann@example.com');
+  t.equal(picker.status, 200);
+  t.match(picker.html, /<h1>Which App app-a organisation\?<\/h1>/);
+  t.match(picker.html, /<label for="tenant-0">Acme<\/label>/);
+  t.match(picker.html, /<label for="tenant-1">Globex<\/label>/);
+  const fields = OAuthBrowser.formFields(picker.html);
+  const stranger = await browser.post('/oauth/tenant', { ...fields, tenant: '00000000-0000-0000-0000-000000000000' });
+  t.equal(stranger.status, 200, 'a tenant that is not the user\'s: the picker again');
+  t.match(stranger.html, /action="\/oauth\/tenant"/);
+  const back = await browser.post('/oauth/tenant', { ...fields, tenant: globex });
+  t.equal(back.status, 303);
+  const tokens = (await exchange(own.client_id, own.client_secret, back.location!)).body;
+  const payload = JSON.parse(Buffer.from(tokens.access_token.split('.')[1], 'base64url').toString());
+  t.match(payload, { tenant_id: globex, roles: ['admin'] });
+  const silent = await browser.get(authorizeUrl(own.client_id, { prompt: 'none' }));
+  t.equal(new URL(silent.location!).searchParams.get('error'), 'account_selection_required');
+  const named = await browser.get(authorizeUrl(own.client_id, { tenant: acme }));
+  t.equal(named.status, 303, 'a tenant asked for skips the picker');
+  const named_tokens = (await exchange(own.client_id, own.client_secret, named.location!)).body;
+  t.match(JSON.parse(Buffer.from(named_tokens.access_token.split('.')[1], 'base64url').toString()), { tenant_id: acme, roles: ['staff'] });
 });
