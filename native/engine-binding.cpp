@@ -109,6 +109,8 @@ Napi::Function EngineBinding::define(Napi::Env env) {
         InstanceMethod<&EngineBinding::js_dispose>("dispose"),
         InstanceMethod<&EngineBinding::js_slot_action>("slotAction"),
         InstanceMethod<&EngineBinding::js_count_tokens>("countTokens"),
+        InstanceMethod<&EngineBinding::js_enable_cache_events>("enableCacheEvents"),
+        InstanceMethod<&EngineBinding::js_cache_changes>("cacheChanges"),
     });
     constructor = Napi::Persistent(fn);
     constructor.SuppressDestruct();

@@ -57,6 +57,8 @@ private:
     Napi::Value js_info(const Napi::CallbackInfo & info);
     Napi::Value js_dispose(const Napi::CallbackInfo & info);
     Napi::Value js_slot_action(const Napi::CallbackInfo & info);
+    Napi::Value js_enable_cache_events(const Napi::CallbackInfo & info);
+    Napi::Value js_cache_changes(const Napi::CallbackInfo & info);
     Napi::Promise submit_now(Napi::Env env, std::vector<TaskRequest> & requests, const TaskLimits & limits, Preparation & preparation);
     void settle_slot_actions(Napi::Env env, std::vector<SlotActionResult> & results);
     void reject_slot_actions(Napi::Env env);

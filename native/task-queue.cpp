@@ -153,6 +153,7 @@ void TaskQueue::publish(const std::vector<Slot> & slots) {
         if (s.busy()) busy++;
     }
     counters_.busy_slots = busy;
+    cache_events_.observe(slots);
 }
 
 std::vector<SlotSummary> TaskQueue::summaries() {

@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "cache-events.h"
 #include "engine-counters.h"
 #include "slot-action.h"
 #include "slot.h"
@@ -87,6 +88,8 @@ public:
     void publish(const std::vector<Slot> & slots);
     // Any thread.
     std::vector<SlotSummary> summaries();
+    // The slots' cache changes for the KV-cache events, observed at each publish (off until enabled).
+    CacheEvents & cache_events() { return cache_events_; }
 
 private:
     EngineCounters & counters_;
@@ -109,6 +112,7 @@ private:
 
     std::mutex summary_mutex_;
     std::vector<SlotSummary> summaries_;
+    CacheEvents cache_events_;
 };
 
 }  // namespace addon

@@ -1,6 +1,11 @@
 // inference-server's command line: llama-server's own (parsed by llama.cpp's parser, see
 // ServerParams and llama-server-flags.ts) plus a few flags of ours, which are taken out first.
 // Pure functions from the parsed values to the server's options, so they can be tested alone.
+import { hostname } from 'node:os';
+import { BLOCK_HASH_ALGOS, DEFAULT_BLOCK_KEY_RULE, type BlockHashAlgo } from './kv-events/block-keys.js';
+import { isEndpoint } from './kv-events/endpoint.js';
+import type { KvEventsOptions } from './kv-events/kv-events-service.js';
+import { DEFAULT_PUBLISHER_OPTIONS } from './kv-events/publisher-options.js';
 import { ROLE_NAMES, type RoleName } from '../auth/roles.js';
 import { UsageError, parseFlags, type FlagSpec, type ParsedFlags } from '../cli/flags.js';
 import { native, PoolingType, type EngineSettings, type LogLevel, type PoolingName, type ReasoningFormat, type ServerParamValues } from '../native/binding.js';
@@ -39,6 +44,12 @@ export const OWN_FLAGS = [
   { names: ['--no-split-steps'], kind: 'bool', key: 'noSplitSteps', help: 'decode a step\'s generating rows and prompt rows in one call (for comparisons; by default a CPU build decodes them apart, see docs/options.md)' },
   { names: ['--no-early-outputs'], kind: 'bool', key: 'noEarlyOutputs', help: 'sample a step\'s outputs once, after its last ubatch (for comparisons; by default a CPU build sends the first ubatches\' outputs sooner, see docs/options.md)' },
   { names: ['--no-prepare-saves'], kind: 'bool', key: 'noPrepareSaves', help: 'no thread writes the prompt cache\'s buffers ahead (for comparisons; see docs/options.md)' },
+  { names: ['--kv-events'], kind: 'string', key: 'kvEvents', help: 'publish KV-cache events as vLLM does (BlockStored, BlockRemoved, AllBlocksCleared over ZMQ) for llm-d\'s precise prefix routing: bound when ENDPOINT names no host (tcp://*:5557), connected to when it does (off by default; docs/scaling.md)' },
+  { names: ['--kv-events-replay'], kind: 'string', key: 'kvEventsReplay', help: 'with --kv-events: a ROUTER endpoint (bound) answering replay requests from a sequence number' },
+  { names: ['--kv-events-block-size'], kind: 'int', key: 'kvEventsBlockSize', help: 'with --kv-events: tokens per block (default 16, as vLLM and llm-d)' },
+  { names: ['--kv-events-hash-seed'], kind: 'string', key: 'kvEventsHashSeed', help: 'with --kv-events: the block keys\' seed, vLLM\'s PYTHONHASHSEED and llm-d\'s hashSeed (default "")' },
+  { names: ['--kv-events-hash-algo'], kind: 'string', key: 'kvEventsHashAlgo', choices: BLOCK_HASH_ALGOS, help: 'with --kv-events: sha256_cbor (vLLM\'s, default) or sha256_cbor_64bit (keys chained on 64 bits: llm-d\'s own request keys)' },
+  { names: ['--kv-events-pod'], kind: 'string', key: 'kvEventsPod', help: 'with --kv-events: the pod name in the topic kv@<pod>@<model> (default $POD_NAME, else the host name)' },
   { names: ['--cache-disk'], kind: 'string', key: 'cacheDisk', help: 'the prompt cache\'s disk tier: prompt states are kept in this directory and found again by prefix after a restart, a model reload or an eviction from --cache-ram (off by default; see docs/options.md)' },
   { names: ['--cache-disk-mib'], kind: 'int', key: 'cacheDiskMib', help: 'with --cache-disk: most MiB its files take, least recently used first out (default: a tenth of the file system, at most half its free space at start-up)' },
   { names: ['--layer-window'], kind: 'string', key: 'layerWindow', choices: ['auto'], help: '"auto": as many layers on the GPU as its free memory holds (-ngl auto)' },
@@ -231,6 +242,28 @@ export function tenantOptions(own: OwnFlags): TenantOptions {
   return { ...(file ? { file } : {}), defaultLimits };
 }
 
+/** --kv-events and its settings: the publisher's endpoints, the block-key rule and the pod's name. */
+export function kvEventsOption(own: OwnFlags, env: Record<string, string | undefined> = process.env): { kvEvents?: KvEventsOptions } {
+  const given = ['kvEventsReplay', 'kvEventsBlockSize', 'kvEventsHashSeed', 'kvEventsHashAlgo', 'kvEventsPod'] as const;
+  if (own.kvEvents === undefined) {
+    const stray = given.find((key) => own[key] !== undefined);
+    if (stray) throw new UsageError(`--${stray.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)} needs --kv-events ENDPOINT`);
+    return {};
+  }
+  for (const [flag, endpoint] of [['--kv-events', own.kvEvents], ['--kv-events-replay', own.kvEventsReplay]] as const) {
+    if (endpoint !== undefined && !isEndpoint(endpoint)) throw new UsageError(`${flag}: not a ZMQ endpoint (tcp://HOST:PORT, tcp://*:PORT, ipc://PATH): ${endpoint}`);
+  }
+  const blockSize = own.kvEventsBlockSize ?? DEFAULT_BLOCK_KEY_RULE.blockSize;
+  if (blockSize < 1 || blockSize > 4096) throw new UsageError(`--kv-events-block-size: must be 1 to 4096, got ${blockSize}`);
+  return {
+    kvEvents: {
+      publisher: { ...DEFAULT_PUBLISHER_OPTIONS, endpoint: own.kvEvents, replayEndpoint: own.kvEventsReplay ?? null },
+      rule: { blockSize, hashSeed: own.kvEventsHashSeed ?? DEFAULT_BLOCK_KEY_RULE.hashSeed, algo: (own.kvEventsHashAlgo as BlockHashAlgo | undefined) ?? DEFAULT_BLOCK_KEY_RULE.algo },
+      pod: own.kvEventsPod ?? env['POD_NAME'] ?? hostname(),
+    },
+  };
+}
+
 /** --cache-disk [--cache-disk-mib]: the directory and budget (the engine completes the model's identity at load). */
 export function diskCacheOption(own: OwnFlags): { cacheDisk?: string; cacheDiskMib?: number } {
   if (own.cacheDiskMib !== undefined && own.cacheDisk === undefined) throw new UsageError('--cache-disk-mib needs --cache-disk DIR');
@@ -304,6 +337,7 @@ export function serverOptions(v: ServerParamValues, own: OwnFlags, gpuAvailable:
     ...(v.aliases[0] === undefined && v.hfRepo !== '' ? { alias: v.hfRepo } : {}),
     apiKeys: v.apiKeys,
     tenants: tenantOptions(own),
+    ...kvEventsOption(own),
     metrics: v.endpointMetrics,
     slots: v.endpointSlots,
     sleepIdleSeconds: v.sleepIdleSeconds,

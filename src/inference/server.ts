@@ -15,6 +15,7 @@ import { TenantTable, type TenantsFile } from './tenants/tenant-table.js';
 import type { TenantLimits } from './tenants/tenant.js';
 import { startUsageFlush } from './tenants/usage-flush.js';
 import { defaultReplicaName, FleetLimits } from './tenants/fleet-limits.js';
+import type { KvEventsOptions, KvEventsService } from './kv-events/kv-events-service.js';
 import type { FleetStore } from './tenants/fleet-store.js';
 import { checkKey, readOnlyMount, type RouteContext } from './guards.js';
 import { inferenceRoutes } from './routes.js';
@@ -109,6 +110,8 @@ export interface InferenceServerOptions extends TransportOptions {
   usageRecorder?: UsageRecorder;
   /** The auth service's database (--auth): tenants' limits held with every replica that shares it (tenants/fleet-limits.ts). */
   fleetStore?: FleetStore;
+  /** --kv-events: the KV-cache events of the loaded model (kv-events/kv-events-service.ts). */
+  kvEvents?: KvEventsOptions;
   /** This replica's name in the fleet's counts (default: host name, process id and a random suffix). */
   replicaName?: string;
   /**
@@ -177,6 +180,9 @@ export async function startInferenceServer(options: InferenceServerOptions): Pro
   let closed = false;
   const loadOptions = serviceLoadOptions(options);
   const host = new ServiceHost((onProgress) => loadInferenceService(loadOptions, onProgress, () => closed), (options.sleepIdleSeconds ?? -1) * 1000, options.onProgress);
+  // Before the model loads, so that its first load publishes AllBlocksCleared.
+  // zeromq is loaded only when asked for.
+  const kvEvents: KvEventsService | null = options.kvEvents ? await (await import('./kv-events/kv-events-service.js')).KvEventsService.start(host, options.kvEvents) : null;
   const fleet = options.fleetStore ? new FleetLimits(options.fleetStore, options.replicaName ?? defaultReplicaName(), { log }) : null;
   await fleet?.start();
   const tenancy = new Tenancy(Date.now, options.routerChild?.usage ?? null, fleet);
@@ -228,6 +234,7 @@ export async function startInferenceServer(options: InferenceServerOptions): Pro
       // The last usage, the hour in progress included, once no request runs any more.
       await usageFlush?.stop();
       await fleet?.stop();
+      kvEvents?.close();
     },
   };
 }

@@ -276,6 +276,17 @@ export interface SlotSnapshot {
   nCache: number;
 }
 
+/**
+ * One slot's cache change (native/cache-events.h): it keeps its first `keep` reported tokens (whole
+ * blocks) and now also holds `tokens` after them (whole blocks), computed with adapter scales `lora`.
+ */
+export interface CacheChange {
+  slot: number;
+  keep: number;
+  tokens: Int32Array;
+  lora: number[];
+}
+
 export interface EngineMetrics {
   /** Prompt tokens decoded (not those reused from a slot's cache). */
   promptTokens: number;
@@ -445,6 +456,10 @@ export interface NativeEngine {
   chargeTenants(charges: Array<[string, number]>): void;
   slots(): SlotSnapshot[];
   metrics(): EngineMetrics;
+  /** KV-cache events (native/cache-events.h): starts (a block size, tokens) or stops (0) the slots' change reports. */
+  enableCacheEvents(blockSize: number): void;
+  /** The slots' cache changes since the previous call, oldest first. */
+  cacheChanges(): CacheChange[];
   info(): EngineInfo;
   /**
    * Saves, restores or erases a slot's cache between two steps, once the slot is idle (a busy slot

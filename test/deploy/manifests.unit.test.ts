@@ -47,6 +47,7 @@ t.test('the ports: the container serves --port, the Service and the pool target 
   const ports = Object.fromEntries(container.ports.map((p: Doc) => [p.name, p.containerPort]));
   t.equal(ports.http, Number(argValue('--port')));
   t.equal(ports['kv-events'], Number(/:(\d+)$/.exec(DEFAULT_ENDPOINT)![1]));
+  t.equal(argValue('--kv-events'), `tcp://*:${ports['kv-events']}`, '--kv-events binds the kv-events port');
   const service = byKind('Service');
   for (const p of service.spec.ports) t.ok(p.targetPort in ports, `Service port ${p.name} targets a named container port`);
   const pool = byKind('InferencePool');

@@ -12,30 +12,10 @@
 import { Publisher, Router } from 'zeromq';
 import { encodeEventBatch, type KvCacheEvent } from './event-batch.js';
 import { endpointMode } from './endpoint.js';
+import type { PublisherOptions } from './publisher-options.js';
 import { ReplayBuffer } from './replay-buffer.js';
 
-export interface PublisherOptions {
-  /** PUB endpoint: bound when it names no host (tcp://*:5557), connected to otherwise. */
-  endpoint: string;
-  /** ROUTER endpoint for replay (always bound), or none. */
-  replayEndpoint: string | null;
-  /** Batches kept for replay (vLLM's buffer_steps). */
-  bufferSteps: number;
-  /** PUB socket's send high-water mark (vLLM's hwm). */
-  hwm: number;
-  /** Batches waiting for the socket beyond which the oldest is dropped (vLLM's max_queue_size). */
-  maxQueue: number;
-}
-
-/** vLLM's default endpoint (its KVEventsConfig): bound on every interface, port 5557. */
-export const DEFAULT_ENDPOINT = 'tcp://*:5557';
-
-export const DEFAULT_PUBLISHER_OPTIONS: Omit<PublisherOptions, 'endpoint'> = { replayEndpoint: null, bufferSteps: 10_000, hwm: 100_000, maxQueue: 100_000 };
-
-/** The topic of a model's batches: `kv@<pod>@<model>`, the model named as routers name it. */
-export function eventTopic(pod: string, model: string): string {
-  return `kv@${pod}@${model}`;
-}
+export { DEFAULT_ENDPOINT, DEFAULT_PUBLISHER_OPTIONS, eventTopic, type PublisherOptions } from './publisher-options.js';
 
 /** The end-of-replay marker: -1 as 8 bytes. */
 const END_SEQ = Buffer.from([0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff]);

@@ -22,19 +22,39 @@ export function keys(list: unknown): bigint[] {
   return (list as (number | bigint)[]).map((k) => BigInt(k));
 }
 
+/**
+ * A SUB socket read from the start, as a router reads it: ZMQ hands a new publisher its
+ * subscription only while the application calls into the socket, so a SUB nobody reads from
+ * receives nothing. Batches wait in order for next().
+ */
 export class TestSubscriber {
   readonly sub = new Subscriber({ linger: 0 });
-  private readonly iterator: AsyncIterator<Buffer[]>;
+  private readonly received: DecodedBatch[] = [];
+  private waiting: ((b: DecodedBatch) => void) | null = null;
 
   constructor() {
     this.sub.subscribe('kv@');
-    this.iterator = this.sub[Symbol.asyncIterator]();
+    void this.read();
   }
 
-  async next(): Promise<DecodedBatch> {
-    const { value } = await this.iterator.next();
-    const [topic, seq, payload] = value as Buffer[];
-    return decodeBatch(topic!.toString(), seq!, payload!);
+  private async read(): Promise<void> {
+    try {
+      for await (const [topic, seq, payload] of this.sub) {
+        const batch = decodeBatch(topic!.toString(), seq!, payload!);
+        const waiter = this.waiting;
+        this.waiting = null;
+        if (waiter) waiter(batch);
+        else this.received.push(batch);
+      }
+    } catch {
+      // Closed.
+    }
+  }
+
+  next(): Promise<DecodedBatch> {
+    const batch = this.received.shift();
+    if (batch) return Promise.resolve(batch);
+    return new Promise((resolve) => (this.waiting = resolve));
   }
 
   close(): void {

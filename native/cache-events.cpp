@@ -1,0 +1,61 @@
+// CacheEvents (see the header): the comparison of each slot's cache with its last report.
+#include "cache-events.h"
+
+#include <algorithm>
+#include <cstring>
+
+namespace addon {
+
+void CacheEvents::enable(int32_t block_size) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    block_ = std::max<int32_t>(0, block_size);
+    reported_.clear();
+    reported_lora_.clear();
+    pending_.clear();
+}
+
+// The tokens of `cache` that form full blocks before any image placeholder.
+static size_t full_blocks(const std::vector<llama_token> & cache, int32_t block) {
+    const auto image = std::find(cache.begin(), cache.end(), LLAMA_TOKEN_NULL);
+    const size_t usable = static_cast<size_t>(image - cache.begin());
+    return usable / static_cast<size_t>(block) * static_cast<size_t>(block);
+}
+
+void CacheEvents::observe(const std::vector<Slot> & slots) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (block_ <= 0) return;
+    if (reported_.size() != slots.size()) {
+        reported_.resize(slots.size());
+        reported_lora_.resize(slots.size());
+    }
+    const size_t block = static_cast<size_t>(block_);
+    for (size_t i = 0; i < slots.size(); i++) {
+        const Slot & s = slots[i];
+        std::vector<int32_t> & was = reported_[i];
+        const size_t full = full_blocks(s.cache, block_);
+        const bool same_lora = reported_lora_[i] == s.cache_lora;
+        size_t common = 0;
+        if (same_lora) {
+            const size_t n = std::min(full, was.size());
+            while (common + block <= n && std::memcmp(was.data() + common, s.cache.data() + common, block * sizeof(int32_t)) == 0) common += block;
+        }
+        if (common == was.size() && common == full) continue;
+        CacheChange change;
+        change.slot = s.id;
+        change.keep = static_cast<int32_t>(common);
+        change.tokens.assign(s.cache.begin() + static_cast<std::ptrdiff_t>(common), s.cache.begin() + static_cast<std::ptrdiff_t>(full));
+        change.lora = s.cache_lora;
+        pending_.push_back(std::move(change));
+        was.assign(s.cache.begin(), s.cache.begin() + static_cast<std::ptrdiff_t>(full));
+        reported_lora_[i] = s.cache_lora;
+    }
+}
+
+std::vector<CacheChange> CacheEvents::take() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    std::vector<CacheChange> out;
+    out.swap(pending_);
+    return out;
+}
+
+}  // namespace addon
