@@ -129,6 +129,7 @@ export function authRoutes(ctx: AuthContext): Route[] {
     route('GET',    '/admin/apps/:app_id/oauth-clients',         adminKey,                        provider.handleListClients),
     route('GET',    '/admin/apps/:app_id/oauth-clients/:client_id', adminKey,                     provider.handleGetClient),
     route('DELETE', '/admin/apps/:app_id/oauth-clients/:client_id', adminKey,                     provider.handleDeleteClient),
+    route('PUT',    '/admin/apps/:app_id/branding',              adminKey,                        provider.handlePutBranding),
     route('PUT',    '/admin/apps/:app_id/oauth-resources',       adminKey,                        provider.handlePutResources),
     route('GET',    '/admin/apps/:app_id/oauth-resources',       adminKey,                        provider.handleGetResources),
     route('POST',   '/admin/apps/:app_id/api-keys',              adminKey,                        apiKeys.handleCreateApiKey),

@@ -93,14 +93,14 @@ async function proceed(
     if (tenants.length > 1) {
       if (parameters.prompt.includes('none')) return silentError('account_selection_required', 'The user must choose a tenant');
       const { requestId, csrf } = await pending();
-      return renderTenantPicker({ appName: client.app_name, tenants, requestId, csrf });
+      return renderTenantPicker({ appName: client.app_name, color: client.app_color, tenants, requestId, csrf });
     }
   }
   const scopes = parameters.scope === '' ? [] : parameters.scope.split(' ');
   if (!progress.consented && await needsConsent(ctx, client, session.user_id, scopes, parameters.prompt)) {
     if (parameters.prompt.includes('none')) return silentError('consent_required', 'The user has not allowed this application');
     const { requestId, csrf } = await pending();
-    return renderConsentPage({ appName: client.app_name, clientName: client.name, scopes, requestId, csrf });
+    return renderConsentPage({ appName: client.app_name, color: client.app_color, clientName: client.name, scopes, requestId, csrf });
   }
   return redirect(await issueCode(ctx, client, parameters, session, requestOrigin(ctx, req)));
 }
@@ -115,7 +115,7 @@ export async function pickTenant(ctx: AuthContext, req: HttpRequest): Promise<Ht
   if (!session) return renderErrorPage(403, 'You are signed out', 'Go back to the application and sign in again.');
   const tenants = await listTenantsOfUser(ctx.sql, client.app_id, session.user_id);
   const chosen = tenants.find((tenant) => tenant.id === form.get('tenant'));
-  if (!chosen) return renderTenantPicker({ appName: client.app_name, tenants, requestId: request.id, csrf });
+  if (!chosen) return renderTenantPicker({ appName: client.app_name, color: client.app_color, tenants, requestId: request.id, csrf });
   const parameters = { ...(request.parameters as unknown as AuthorizationParameters), tenant: chosen.id };
   await setSignInParameters(ctx.sql, request.id, { ...parameters });
   const result = await proceed(ctx, req, client, parameters, session, async () => ({ requestId: request.id, csrf }), { consented: false });
@@ -256,7 +256,7 @@ async function issueCode(ctx: AuthContext, client: OAuthClientRow, parameters: A
 }
 
 function viewOf(client: OAuthClientRow, requestId: string, csrf: string, step: SignInView['step'], email: string, error: string | null): SignInView {
-  return { appName: client.app_name, clientName: client.name, requestId, csrf, step, email, error };
+  return { appName: client.app_name, color: client.app_color, clientName: client.name, requestId, csrf, step, email, error };
 }
 
 /**

@@ -6,7 +6,7 @@ import { requestOrigin } from '../audit.js';
 import type { AuthContext } from '../context.js';
 import { Type } from '@sinclair/typebox';
 import { authError } from '../errors.js';
-import { updateAppResources } from '../queries/oauth-clients.js';
+import { updateAppBrandColor, updateAppResources } from '../queries/oauth-clients.js';
 import type { Guard } from '../respond.js';
 import { getApp } from '../service/admin.js';
 import { CreateOAuthClientBody } from '../schemas.js';
@@ -26,6 +26,7 @@ import { userinfo } from './userinfo.js';
 
 type NoInput = Record<string, never>;
 const createClientBody = compileBody(CreateOAuthClientBody);
+const brandingBody = compileBody(Type.Object({ color: Type.Union([Type.String({ pattern: '^#[0-9a-fA-F]{6}$' }), Type.Null()]) }, { additionalProperties: false }));
 const resourcesBody = compileBody(Type.Object({ resources: Type.Array(Type.String({ minLength: 1, maxLength: 2000, pattern: '^[^\\x00-\\x20\\x7F]+$' }), { maxItems: 20 }) }, { additionalProperties: false }));
 
 /**
@@ -154,6 +155,15 @@ export async function handlePutResources(ctx: AuthContext, _: NoInput, req: Http
   const unique = [...new Set(resources)];
   await updateAppResources(ctx.sql, app.id, unique);
   return { body: { app_id: app.id, resources: unique } };
+}
+
+/** PUT /admin/apps/:app_id/branding `{color: "#rrggbb" | null}` → 200 `{app_id, color}`: the app's colour on the sign-in page. */
+export async function handlePutBranding(ctx: AuthContext, _: NoInput, req: HttpRequest): Promise<HttpResult> {
+  const { color } = brandingBody.parse(req);
+  const app = await getApp(ctx, req.params.app_id!);
+  const normalised = color === null ? null : color.toLowerCase();
+  await updateAppBrandColor(ctx.sql, app.id, normalised);
+  return { body: { app_id: app.id, color: normalised } };
 }
 
 /** GET /admin/apps/:app_id/oauth-resources → 200 `{app_id, resources}`. */

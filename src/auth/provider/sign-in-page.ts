@@ -9,6 +9,8 @@ import type { HttpResult } from '../../http/request.js';
 export interface SignInView {
   /** The app's display name and the client asking (its own name). */
   appName: string;
+  /** The app's colour (#rrggbb) for the buttons, or null. */
+  color: string | null;
   clientName: string;
   /** The sign-in in progress and its CSRF token, carried by every form. */
   requestId: string;
@@ -49,7 +51,7 @@ export const SIGN_IN_METHODS: readonly SignInMethod[] = [emailCode];
 
 export function renderSignInPage(view: SignInView, status = 200): HttpResult {
   const methods = SIGN_IN_METHODS.map((method) => method(view)).filter((part) => part !== '').join('\n');
-  return page(status, `Sign in to ${view.appName}`, `<h1>Sign in to ${escape(view.appName)}</h1>
+  return page(status, `Sign in to ${view.appName}`, `${brandStyle(view.color)}<h1>Sign in to ${escape(view.appName)}</h1>
 <p>to continue to <strong>${escape(view.clientName)}</strong></p>
 ${errorBlock(view.error)}
 ${methods}`);
@@ -57,6 +59,7 @@ ${methods}`);
 
 export interface ConsentView {
   appName: string;
+  color: string | null;
   clientName: string;
   scopes: string[];
   requestId: string;
@@ -75,7 +78,7 @@ const SCOPE_WORDS: Record<string, string> = {
 /** The consent page of a third-party client: what it asks for, Allow and Deny. */
 export function renderConsentPage(view: ConsentView): HttpResult {
   const items = view.scopes.map((scope) => `<li>${escape(SCOPE_WORDS[scope] ?? scope)}</li>`).join('\n');
-  return page(200, `Allow ${view.clientName}?`, `<h1>Allow ${escape(view.clientName)} to use your ${escape(view.appName)} account?</h1>
+  return page(200, `Allow ${view.clientName}?`, `${brandStyle(view.color)}<h1>Allow ${escape(view.clientName)} to use your ${escape(view.appName)} account?</h1>
 ${errorBlock(null)}
 <p><strong>${escape(view.clientName)}</strong> is not made by ${escape(view.appName)}. It asks to:</p>
 <ul>
@@ -91,6 +94,7 @@ ${items || '<li>Know that you signed in</li>'}
 
 export interface TenantPickerView {
   appName: string;
+  color: string | null;
   tenants: { id: string; name: string }[];
   requestId: string;
   csrf: string;
@@ -102,7 +106,7 @@ export function renderTenantPicker(view: TenantPickerView): HttpResult {
   <input type="radio" id="tenant-${i}" name="tenant" value="${escape(tenant.id)}"${i === 0 ? ' checked' : ''}>
   <label for="tenant-${i}">${escape(tenant.name)}</label>
 </div>`).join('\n');
-  return page(200, `Choose an organisation`, `<h1>Which ${escape(view.appName)} organisation?</h1>
+  return page(200, `Choose an organisation`, `${brandStyle(view.color)}<h1>Which ${escape(view.appName)} organisation?</h1>
 ${errorBlock(null)}
 <form method="post" action="/oauth/tenant">
   <input type="hidden" name="request" value="${escape(view.requestId)}">
@@ -123,6 +127,22 @@ export function renderErrorPage(status: number, title: string, message: string):
 /** The page of an RP-initiated logout without a registered place to go back to. */
 export function renderSignedOutPage(): HttpResult {
   return page(200, 'Signed out', '<h1>You are signed out</h1>\n<p>You can close this window.</p>');
+}
+
+/**
+ * The app's colour on the buttons, with white or near-black text, whichever contrasts more
+ * (WCAG relative luminance), so a light brand colour stays readable. Only #rrggbb reaches here
+ * (the column's check), so the value needs no escaping.
+ */
+export function brandStyle(color: string | null): string {
+  if (color === null || !/^#[0-9a-f]{6}$/.test(color)) return '';
+  const channel = (i: number) => {
+    const c = parseInt(color.slice(1 + 2 * i, 3 + 2 * i), 16) / 255;
+    return c <= 0.03928 ? c / 12.92 : ((c + 0.055) / 1.055) ** 2.4;
+  };
+  const luminance = 0.2126 * channel(0) + 0.7152 * channel(1) + 0.0722 * channel(2);
+  const text = 1.05 / (luminance + 0.05) >= (luminance + 0.05) / 0.05 ? '#ffffff' : '#111111';
+  return `<style>button:not(.secondary){background:${color};color:${text}}button.secondary{color:${color}}</style>\n`;
 }
 
 function hiddenFields(view: SignInView): string {

@@ -12,6 +12,8 @@ export interface OAuthClientRow {
   app_name: string;
   /** The app's resources (RFC 8707) its tokens may be for. */
   app_resources: string[];
+  /** The app's colour on the sign-in page (#rrggbb), or null (migration 0025). */
+  app_color: string | null;
   origin: 'admin' | 'dynamic' | 'metadata_document';
   metadata_url: string | null;
   metadata_expires_at: Date | null;
@@ -72,7 +74,7 @@ export async function insertOAuthClient(sql: Queryable, client: NewOAuthClient):
         scopes = excluded.scopes, updated_at = excluded.updated_at, metadata_expires_at = excluded.metadata_expires_at
       returning *
     )
-    select client.*, a.slug as app_slug, a.name as app_name, a.oauth_resources as app_resources
+    select client.*, a.slug as app_slug, a.name as app_name, a.oauth_resources as app_resources, a.brand_color as app_color
     from client
     join apps a on a.id = client.app_id
   `;
@@ -82,7 +84,7 @@ export async function insertOAuthClient(sql: Queryable, client: NewOAuthClient):
 /** The client with this id, with its app's slug; `id` must be a UUID. */
 export async function findOAuthClient(sql: Queryable, id: string): Promise<OAuthClientRow | undefined> {
   const [row] = await sql<OAuthClientRow[]>`
-    select c.*, a.slug as app_slug, a.name as app_name, a.oauth_resources as app_resources
+    select c.*, a.slug as app_slug, a.name as app_name, a.oauth_resources as app_resources, a.brand_color as app_color
     from oauth_clients c
     join apps a on a.id = c.app_id
     where c.id = ${id}
@@ -92,7 +94,7 @@ export async function findOAuthClient(sql: Queryable, id: string): Promise<OAuth
 
 export async function listOAuthClients(sql: Queryable, appId: string): Promise<OAuthClientRow[]> {
   return sql<OAuthClientRow[]>`
-    select c.*, a.slug as app_slug, a.name as app_name, a.oauth_resources as app_resources
+    select c.*, a.slug as app_slug, a.name as app_name, a.oauth_resources as app_resources, a.brand_color as app_color
     from oauth_clients c
     join apps a on a.id = c.app_id
     where c.app_id = ${appId}
@@ -111,12 +113,22 @@ export async function deleteOAuthClient(sql: Queryable, appId: string, id: strin
 /** The client whose client_id is this metadata document URL. */
 export async function findOAuthClientByMetadataUrl(sql: Queryable, url: string): Promise<OAuthClientRow | undefined> {
   const [row] = await sql<OAuthClientRow[]>`
-    select c.*, a.slug as app_slug, a.name as app_name, a.oauth_resources as app_resources
+    select c.*, a.slug as app_slug, a.name as app_name, a.oauth_resources as app_resources, a.brand_color as app_color
     from oauth_clients c
     join apps a on a.id = c.app_id
     where c.metadata_url = ${url}
   `;
   return row;
+}
+
+/** Sets the app's colour on the sign-in page; false when there is no such app. */
+export async function updateAppBrandColor(sql: Queryable, appId: string, color: string | null): Promise<boolean> {
+  const updated = await sql`
+    update apps
+    set brand_color = ${color}
+    where id = ${appId}
+  `;
+  return updated.count > 0;
 }
 
 /** Sets the resources (RFC 8707) an app's tokens may be for; false when there is no such app. */

@@ -179,3 +179,19 @@ t.test('client changes, consents, codes and their exchanges are webhook events',
   const created = deliveries.body.deliveries.find((d: { event_type: string }) => d.event_type === 'oauth_client.created');
   t.match(created.payload, { data: { details: { client_id: made.client_id, name: 'Later' } } });
 });
+
+t.test('the app\'s colour is on the page\'s buttons, with text that contrasts', async (t) => {
+  const own = (await h.admin('POST', `/admin/apps/${app.id}/oauth-clients`, { name: 'Own', redirect_uris: [REDIRECT] })).body;
+  const set = await h.admin('PUT', `/admin/apps/${app.id}/branding`, { color: '#0B6E4F' });
+  t.same(set.body, { app_id: app.id, color: '#0b6e4f' });
+  const dark = await new OAuthBrowser(h).get(authorizeUrl(own.client_id));
+  t.match(dark.html, 'button:not(.secondary){background:#0b6e4f;color:#ffffff}');
+  await h.admin('PUT', `/admin/apps/${app.id}/branding`, { color: '#f5d000' });
+  const light = await new OAuthBrowser(h).get(authorizeUrl(own.client_id));
+  t.match(light.html, 'button:not(.secondary){background:#f5d000;color:#111111}', 'dark text on a light colour');
+  const bad = await h.admin('PUT', `/admin/apps/${app.id}/branding`, { color: 'red;}body{display:none' });
+  t.equal(bad.status, 400);
+  t.equal(bad.body.error.code, 'VALIDATION_ERROR');
+  await h.admin('PUT', `/admin/apps/${app.id}/branding`, { color: null });
+  t.notMatch((await new OAuthBrowser(h).get(authorizeUrl(own.client_id))).html, 'button:not(.secondary){background');
+});
