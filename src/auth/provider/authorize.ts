@@ -123,27 +123,27 @@ export async function pickTenant(ctx: AuthContext, req: HttpRequest): Promise<Ht
   return result;
 }
 
-/** POST /oauth/sign-in/email `request, csrf, email`: sends a code and asks for it. */
+/** POST /oauth/sign-in/email `request, csrf, email` (or `phone`, a code by SMS): sends a code and asks for it. */
 export async function signInEmail(ctx: AuthContext, req: HttpRequest): Promise<HttpResult> {
-  const form = parseForm(req, ['request', 'csrf', 'email']);
+  const form = parseForm(req, ['request', 'csrf', 'email', 'phone']);
   const signIn = await checkedSignIn(ctx, req, form);
   if ('refused' in signIn) return signIn.refused;
   const { request, client, csrf } = signIn;
-  const email = form.get('email') ?? '';
+  const body = form.has('phone') && !form.has('email') ? { phone: form.get('phone')! } : { email: form.get('email') ?? '' };
   const origin = requestOrigin(ctx, req);
   const app = { id: client.app_id, slug: client.app_slug };
   try {
-    const identifier = identifierOf({ email });
+    const identifier = identifierOf(body);
     await enforceRateLimits(ctx, [
-      { rule: 'otp_request_address', subject: perAddress('otp_request_address').subject({ app, body: { email } }, origin) },
+      { rule: 'otp_request_address', subject: perAddress('otp_request_address').subject({ app, body }, origin) },
       { rule: 'otp_request_ip', subject: origin.ip },
     ]);
     await requestOtp(ctx, app, identifier, origin);
     await setSignInIdentifier(ctx.sql, request.id, identifier);
-    return renderSignInPage(viewOf(client, request.id, csrf, 'code', identifier.value, null));
+    return renderSignInPage({ ...viewOf(client, request.id, csrf, 'code', identifier.value, null), channel: identifier.channel });
   } catch (error) {
-    const words = inWords(error);
-    return renderSignInPage(viewOf(client, request.id, csrf, 'address', email, words.message), words.status);
+    const words = inWords(error, 'phone' in body ? 'phone' : 'email');
+    return renderSignInPage(viewOf(client, request.id, csrf, 'address', 'email' in body ? body.email ?? '' : '', words.message), words.status);
   }
 }
 
@@ -160,7 +160,7 @@ export async function signInCode(ctx: AuthContext, req: HttpRequest): Promise<Ht
   let session: BrowserSessionRow;
   try {
     await enforceRateLimits(ctx, [
-      { rule: 'otp_verify_address', subject: perAddress('otp_verify_address').subject({ app, body: { email: identifier.value } }, origin) },
+      { rule: 'otp_verify_address', subject: perAddress('otp_verify_address').subject({ app, body: { [identifier.channel]: identifier.value } }, origin) },
       { rule: 'otp_verify_ip', subject: origin.ip },
     ]);
     session = await verifyOtpThen(ctx, app, identifier, (form.get('code') ?? '').trim(), origin, async (tx, userId, nowMs) => {
@@ -172,7 +172,7 @@ export async function signInCode(ctx: AuthContext, req: HttpRequest): Promise<Ht
     });
   } catch (error) {
     const words = inWords(error);
-    return renderSignInPage(viewOf(client, request.id, csrf, 'code', identifier.value, words.message), words.status);
+    return renderSignInPage({ ...viewOf(client, request.id, csrf, 'code', identifier.value, words.message), channel: identifier.channel }, words.status);
   }
   const parameters = request.parameters as unknown as AuthorizationParameters;
   // prompt=login was answered by this sign-in; a tenant choice and a consent are asked next, on the same request.
@@ -264,13 +264,15 @@ function viewOf(client: OAuthClientRow, requestId: string, csrf: string, step: S
  * same form (a malformed address, a wrong code) is the form again with 200 and the error in
  * words: browsers log any other status of a page as an error.
  */
-function inWords(error: unknown): { status: number; message: string } {
+function inWords(error: unknown, channel: 'email' | 'phone' = 'email'): { status: number; message: string } {
   if (!(error instanceof HttpError) || error.status >= 500) {
     if (error instanceof HttpError && error.code === 'OTP_DELIVERY_FAILED') return { status: 502, message: 'We could not send the code. Try again in a minute.' };
     throw error;
   }
   switch (error.code) {
-    case 'VALIDATION_ERROR': return { status: 200, message: 'That does not look like an e-mail address. Check it and try again.' };
+    case 'VALIDATION_ERROR': return { status: 200, message: channel === 'phone'
+      ? 'That does not look like a phone number. Write it with its country code, such as +44 7700 900123.'
+      : 'That does not look like an e-mail address. Check it and try again.' };
     case 'OTP_INVALID': return { status: 200, message: 'That code is wrong or has expired. Check the message we sent, or ask for a new code.' };
     case 'USER_DELETED': return { status: 403, message: 'This account has been deleted.' };
     case 'RATE_LIMITED': return { status: 429, message: 'Too many attempts. Wait a few minutes, then try again.' };

@@ -17,8 +17,10 @@ export interface SignInView {
   csrf: string;
   /** `address`: ask for an e-mail address; `code`: ask for the code sent to it. */
   step: 'address' | 'code';
-  /** Pre-filled address (login_hint, or the address the code went to). */
+  /** Pre-filled address (login_hint, or the address or number the code went to). */
   email: string;
+  /** Where the code went (the code step): an e-mail address or a phone number. */
+  channel?: 'email' | 'phone';
   /** An error to show, in words. */
   error: string | null;
 }
@@ -42,12 +44,20 @@ const emailCode: SignInMethod = (view) => view.step === 'address'
 </form>
 <form method="post" action="/oauth/sign-in/email">
   ${hiddenFields(view)}
-  <input type="hidden" name="email" value="${escape(view.email)}">
+  <input type="hidden" name="${view.channel === 'phone' ? 'phone' : 'email'}" value="${escape(view.email)}">
   <button type="submit" class="secondary">Send a new code</button>
 </form>`;
 
+/** A code by SMS: on the address step only (the code step is emailCode's, whatever the channel). */
+const phoneCode: SignInMethod = (view) => view.step !== 'address' ? '' : `<form method="post" action="/oauth/sign-in/email">
+  ${hiddenFields(view)}
+  <label for="phone">Or a mobile number</label>
+  <input id="phone" name="phone" type="tel" autocomplete="tel" inputmode="tel" placeholder="+44 7700 900123" required>
+  <button type="submit" class="secondary">Text me a code</button>
+</form>`;
+
 /** The ways to sign in, in the order the page shows them. */
-export const SIGN_IN_METHODS: readonly SignInMethod[] = [emailCode];
+export const SIGN_IN_METHODS: readonly SignInMethod[] = [emailCode, phoneCode];
 
 export function renderSignInPage(view: SignInView, status = 200): HttpResult {
   const methods = SIGN_IN_METHODS.map((method) => method(view)).filter((part) => part !== '').join('\n');

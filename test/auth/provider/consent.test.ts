@@ -195,3 +195,24 @@ t.test('the app\'s colour is on the page\'s buttons, with text that contrasts', 
   await h.admin('PUT', `/admin/apps/${app.id}/branding`, { color: null });
   t.notMatch((await new OAuthBrowser(h).get(authorizeUrl(own.client_id))).html, 'button:not(.secondary){background');
 });
+
+t.test('the page also signs in with a code by SMS', async (t) => {
+  const own = (await h.admin('POST', `/admin/apps/${app.id}/oauth-clients`, { name: 'Own', redirect_uris: [REDIRECT] })).body;
+  const browser = new OAuthBrowser(h);
+  const page = await browser.get(authorizeUrl(own.client_id));
+  t.match(page.html, /<label for="phone">Or a mobile number<\/label>/);
+  const fields = OAuthBrowser.formFields(page.html);
+  const malformed = await browser.post('/oauth/sign-in/email', { ...fields, phone: '12' });
+  t.equal(malformed.status, 200);
+  t.match(malformed.html, /That does not look like a phone number/);
+  const asked = await browser.post('/oauth/sign-in/email', { ...fields, phone: '+44 7700 900123' });
+  t.equal(asked.status, 200);
+  t.match(asked.html, /We sent a code to <strong>\+447700900123<\/strong>/);
+  t.match(asked.html, /<input type="hidden" name="phone" value="\+447700900123">/, 'a new code goes to the same number');
+  t.equal(h.outbox.messages.at(-1)!.channel, 'phone');
+  const back = await browser.post('/oauth/sign-in/code', { ...fields, code: h.outbox.codeFor('+447700900123') });
+  t.equal(back.status, 303, back.html.slice(back.html.indexOf('<main>'), back.html.indexOf('</main>')));
+  const tokens = (await exchange(own.client_id, own.client_secret, back.location!)).body;
+  const [user] = await h.sql<{ id: string }[]>`select id from users where phone = '+447700900123'`;
+  t.equal(JSON.parse(Buffer.from(tokens.access_token.split('.')[1], 'base64url').toString()).sub, user!.id);
+});
