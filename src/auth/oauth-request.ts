@@ -27,20 +27,27 @@ export const PLAIN = /^[^\x00-\x1f\x7f\uFFFD]*$/;
 const UTF8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
 
 /**
+ * The parameters of an `application/x-www-form-urlencoded` body, decoded as strict UTF-8 (RFC 6749
+ * section 3.2); 400 VALIDATION_ERROR (invalid_request) for another content type or invalid UTF-8.
+ * Callers apply their own rules on names, repeats and values.
+ */
+export function formParameters(req: HttpRequest): URLSearchParams {
+  const type = req.headers['content-type'];
+  if (type === undefined || !FORM_TYPE.test(type)) throw authError('VALIDATION_ERROR', 'Send the parameters as application/x-www-form-urlencoded');
+  try {
+    return new URLSearchParams(UTF8.decode(req.body));
+  } catch {
+    throw authError('VALIDATION_ERROR', 'The form is not valid UTF-8');
+  }
+}
+
+/**
  * Parses the form and the client credentials. 400 VALIDATION_ERROR (invalid_request) for a body
  * that is not a form, a repeated or unknown parameter, a missing token, or two credential
  * methods at once; 401 TOKEN_INVALID (invalid_client) when no credentials were sent.
  */
 export function parseOAuthTokenRequest(req: HttpRequest): OAuthTokenRequest {
-  const type = req.headers['content-type'];
-  if (type === undefined || !FORM_TYPE.test(type)) throw authError('VALIDATION_ERROR', 'Send the parameters as application/x-www-form-urlencoded');
-  let text: string;
-  try {
-    text = UTF8.decode(req.body);
-  } catch {
-    throw authError('VALIDATION_ERROR', 'The form is not valid UTF-8');
-  }
-  const form = new URLSearchParams(text);
+  const form = formParameters(req);
   const values = new Map<string, string>();
   for (const [name, value] of form) {
     if (!FIELDS.has(name)) throw authError('VALIDATION_ERROR', `Unknown parameter "${name}"`);
