@@ -4,11 +4,11 @@
 // the token, whose audience is the server's resource, is admitted as the app's own are.
 import net, { type AddressInfo } from 'node:net';
 import t from 'tap';
-import { auth, type OAuthClientProvider } from '@modelcontextprotocol/sdk/client/auth.js';
-import type { OAuthClientInformationMixed, OAuthClientMetadata, OAuthTokens } from '@modelcontextprotocol/sdk/shared/auth.js';
+import { auth } from '@modelcontextprotocol/sdk/client/auth.js';
 import { createInferenceAuth } from '../../src/inference/access/auth-bridge.js';
 import { startAuthHarness } from '../auth/fixtures/harness.js';
 import { harnessFetch, OAuthBrowser } from '../auth/fixtures/oauth-browser.js';
+import { MemoryProvider } from '../auth/fixtures/mcp-client-provider.js';
 import { ensureTestModels } from '../fixtures/models.js';
 import { postJson, startTestServer } from '../helpers/inference-server.js';
 
@@ -24,23 +24,6 @@ async function freePort(): Promise<number> {
   return port;
 }
 
-class MemoryProvider implements OAuthClientProvider {
-  information: OAuthClientInformationMixed | undefined;
-  saved: OAuthTokens | undefined;
-  verifier = '';
-  authorizationUrl: URL | null = null;
-  get redirectUrl() { return 'http://127.0.0.1:33418/callback'; }
-  get clientMetadata(): OAuthClientMetadata {
-    return { client_name: 'Agent', redirect_uris: ['http://127.0.0.1:33418/callback'], grant_types: ['authorization_code', 'refresh_token'], response_types: ['code'], token_endpoint_auth_method: 'none' };
-  }
-  clientInformation() { return this.information; }
-  saveClientInformation(information: OAuthClientInformationMixed) { this.information = information; }
-  tokens() { return this.saved; }
-  saveTokens(tokens: OAuthTokens) { this.saved = tokens; }
-  redirectToAuthorization(url: URL) { this.authorizationUrl = url; }
-  saveCodeVerifier(verifier: string) { this.verifier = verifier; }
-  codeVerifier() { return this.verifier; }
-}
 
 t.test('an OAuth client gets a token for inference-server by itself, from the 401 to a completion', async (t) => {
   const h = await startAuthHarness({ oauthOpenClients: { appSlug: 'chat', registration: true, metadataDocuments: false } });
@@ -61,7 +44,7 @@ t.test('an OAuth client gets a token for inference-server by itself, from the 40
   const metadata = await (await fetch(`${base}/.well-known/oauth-protected-resource`)).json();
   t.same(metadata, { resource: `${base}/`, authorization_servers: ['http://auth.test'], bearer_methods_supported: ['header'], resource_name: 'inference-server' });
 
-  const provider = new MemoryProvider();
+  const provider = new MemoryProvider('Agent');
   const resourceMetadataUrl = new URL(/resource_metadata="([^"]+)"/.exec(challenge!)![1]!);
   t.equal(await auth(provider, { serverUrl: base, resourceMetadataUrl, fetchFn: harnessFetch(h) }), 'REDIRECT');
   t.equal(provider.authorizationUrl!.searchParams.get('resource'), `${base}/`);

@@ -13,15 +13,15 @@ import express from 'express';
 import { createRemoteJWKSet, jwtVerify } from 'jose';
 import t from 'tap';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
-import { auth, type OAuthClientProvider } from '@modelcontextprotocol/sdk/client/auth.js';
+import { auth } from '@modelcontextprotocol/sdk/client/auth.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { UnauthorizedError } from '@modelcontextprotocol/sdk/client/auth.js';
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
 import { requireBearerAuth } from '@modelcontextprotocol/sdk/server/auth/middleware/bearerAuth.js';
-import type { OAuthClientInformationMixed, OAuthClientMetadata, OAuthTokens } from '@modelcontextprotocol/sdk/shared/auth.js';
 import { startAuthHarness, type TestApp } from '../fixtures/harness.js';
 import { harnessFetch, OAuthBrowser } from '../fixtures/oauth-browser.js';
+import { MemoryProvider } from '../fixtures/mcp-client-provider.js';
 
 // A certificate for 127.0.0.1, for the https server of the client's metadata document.
 const tlsDir = await fs.mkdtemp(path.join(os.tmpdir(), 'auth-cimd-tls-'));
@@ -92,25 +92,6 @@ t.beforeEach(async () => {
   documentFetches = 0;
 });
 
-/** An MCP client's OAuth state, kept in memory; the authorization URL it is sent to is recorded. */
-class MemoryProvider implements OAuthClientProvider {
-  information: OAuthClientInformationMixed | undefined;
-  saved: OAuthTokens | undefined;
-  verifier = '';
-  authorizationUrl: URL | null = null;
-  constructor(readonly clientMetadataUrl?: string) {}
-  get redirectUrl() { return 'http://127.0.0.1:33418/callback'; }
-  get clientMetadata(): OAuthClientMetadata {
-    return { client_name: 'Test agent', redirect_uris: ['http://127.0.0.1:33418/callback'], grant_types: ['authorization_code', 'refresh_token'], response_types: ['code'], token_endpoint_auth_method: 'none' };
-  }
-  clientInformation() { return this.information; }
-  saveClientInformation(information: OAuthClientInformationMixed) { this.information = information; }
-  tokens() { return this.saved; }
-  saveTokens(tokens: OAuthTokens) { this.saved = tokens; }
-  redirectToAuthorization(url: URL) { this.authorizationUrl = url; }
-  saveCodeVerifier(verifier: string) { this.verifier = verifier; }
-  codeVerifier() { return this.verifier; }
-}
 
 /** The SDK client connects from the bare URL: 401, discovery, registration, then the browser signs in; returns the code. */
 async function connectUnauthorized(provider: MemoryProvider): Promise<string> {
@@ -141,7 +122,7 @@ async function callWhoami(provider: MemoryProvider): Promise<string> {
 }
 
 t.test('an MCP client registers itself (RFC 7591), gets a token for the MCP server\'s resource, calls a tool and refreshes', async (t) => {
-  const provider = new MemoryProvider();
+  const provider = new MemoryProvider('Test agent');
   await connectUnauthorized(provider);
   t.match(provider.information, { client_id: /^[0-9a-f-]{36}$/ }, 'registered, a public client');
   t.equal(provider.authorizationUrl!.searchParams.get('resource'), mcpUrl, 'the resource indicator is the MCP server');
@@ -165,7 +146,7 @@ t.test('an MCP client registers itself (RFC 7591), gets a token for the MCP serv
 });
 
 t.test('an MCP client named by its metadata document URL needs no registration', async (t) => {
-  const provider = new MemoryProvider(documentUrl);
+  const provider = new MemoryProvider('Test agent', documentUrl);
   await connectUnauthorized(provider);
   t.equal(provider.information!.client_id, documentUrl);
   t.equal(provider.authorizationUrl!.searchParams.get('client_id'), documentUrl);
