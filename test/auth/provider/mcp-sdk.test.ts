@@ -92,7 +92,6 @@ t.beforeEach(async () => {
   documentFetches = 0;
 });
 
-
 /** The SDK client connects from the bare URL: 401, discovery, registration, then the browser signs in; returns the code. */
 async function connectUnauthorized(provider: MemoryProvider): Promise<string> {
   const transport = new StreamableHTTPClientTransport(new URL(mcpUrl), { authProvider: provider, fetch: harnessFetch(h) });
