@@ -8,6 +8,7 @@ import { HttpError } from '../../http/errors.js';
 import type { HttpRequest, HttpResult } from '../../http/request.js';
 import { requestOrigin, type RequestOrigin } from '../audit.js';
 import type { AuthContext } from '../context.js';
+import { authError } from '../errors.js';
 import { insertAuditEvent } from '../queries/audit-events.js';
 import type { OAuthClientRow } from '../queries/oauth-clients.js';
 import {
@@ -18,6 +19,7 @@ import { listRolesOfUser } from '../queries/roles.js';
 import type { Identifier } from '../queries/users.js';
 import { identifierOf } from '../service/identity.js';
 import { perAddress, requestOtp, verifyOtpThen } from '../service/login.js';
+import { secondFactorMayBeDue } from '../service/second-factor.js';
 import { enforceRateLimits } from '../service/rate-limit-enforcement.js';
 import { chooseTenant } from '../service/sessions.js';
 import { SESSION_LIFETIME_MS } from '../limits.js';
@@ -164,6 +166,8 @@ export async function signInCode(ctx: AuthContext, req: HttpRequest): Promise<Ht
       { rule: 'otp_verify_ip', subject: origin.ip },
     ]);
     session = await verifyOtpThen(ctx, app, identifier, (form.get('code') ?? '').trim(), origin, async (tx, userId, nowMs) => {
+      // This page cannot ask for a TOTP code yet: a user who may owe one is refused, never let in on the code alone.
+      if (await secondFactorMayBeDue(tx, app.id, userId)) throw authError('SECOND_FACTOR_REQUIRED');
       const id = randomUUID();
       await replaceBrowserSession(tx, {
         id, browserHash, appId: app.id, userId, amr: OTP_AMR, now: new Date(nowMs), expiresAt: new Date(nowMs + SESSION_LIFETIME_MS),

@@ -77,6 +77,21 @@ export async function secondFactorChallengeIfDue(tx: TransactionSql, ctx: AuthCo
 }
 
 /**
+ * True when a login of this user could be asked for a second factor under the app's policy or the
+ * policy of any tenant the user has a role in (the tenant of a sign-in that has not chosen one
+ * yet): a policy that requires it, or one that makes it optional for a user who enrolled. A
+ * sign-in that cannot ask for the factor (the provider's hosted page) refuses such a user rather
+ * than issue tokens without it.
+ */
+export async function secondFactorMayBeDue(tx: TransactionSql, appId: string, userId: string): Promise<boolean> {
+  const tenants = [null, ...(await listRolesOfUser(tx, appId, userId)).map((role) => role.tenant_id)];
+  const policies = await Promise.all(tenants.map((tenant) => findSecondFactorPolicies(tx, appId, tenant)));
+  const policy = policies.reduce<SecondFactorPolicy>((strictest, p) => stricter(strictest, stricter(p.app ?? 'off', p.tenant ?? 'off')), 'off');
+  if (policy === 'off') return false;
+  return policy === 'required' || await hasConfirmedTotp(tx, userId);
+}
+
+/**
  * POST /auth/second-factor/verify: a TOTP code or a recovery code for the challenge, then the
  * session. 401 SECOND_FACTOR_INVALID (unknown, expired or used-up challenge; wrong, reused or
  * used code; no factor enrolled), 429 RATE_LIMITED while the factor is locked, 403 USER_DELETED.

@@ -277,3 +277,25 @@ t.test('client registration refuses metadata that does not hold together', async
   const [{ n }] = await h.sql`select count(*)::int as n from oauth_clients`;
   t.equal(n, 1, 'only the beforeEach client exists');
 });
+
+t.test('the hosted page cannot ask for a second factor yet: a user whose policy asks one is refused and nothing is issued', async (t) => {
+  const page = async (browser: OAuthBrowser) => browser.get(authorizeUrl({
+    client_id: web.client_id, redirect_uri: REDIRECT, response_type: 'code', scope: 'openid', state: 'st', code_challenge: s256(oauth.generateRandomCodeVerifier()), code_challenge_method: 'S256',
+  }));
+  const optional = await h.admin('PUT', `/admin/apps/${app.id}/second-factor-policy`, { policy: 'optional' });
+  t.equal(optional.status, 200);
+  const first = new OAuthBrowser(h);
+  const allowed = await first.signInWithCode((await page(first)).html, 'ann@example.com');
+  t.equal(allowed.status, 303, 'optional and not enrolled: signed in');
+  const required = await h.admin('PUT', `/admin/apps/${app.id}/second-factor-policy`, { policy: 'required' });
+  t.equal(required.status, 200);
+  const sessionsBefore = await sessionCount();
+  const second = new OAuthBrowser(h);
+  const refused = await second.signInWithCode((await page(second)).html, 'bob@example.com');
+  t.equal(refused.status, 403);
+  t.equal(refused.location, null, 'nothing is sent back to the client');
+  t.match(refused.html, /second factor/);
+  t.equal(await sessionCount(), sessionsBefore, 'no session started');
+  const browserSessions = await h.sql`select count(*)::int as n from oauth_browser_sessions b join users u on u.id = b.user_id where u.email = 'bob@example.com'`;
+  t.equal(browserSessions[0]!.n, 0, 'the browser is not signed in');
+});
