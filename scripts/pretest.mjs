@@ -8,8 +8,7 @@
 //   (engine_rules_test), in one incremental CMake build of the addon's tree.
 // `--unit` (npm run test:unit): only the tiny chat model and engine_rules_test.
 import { spawnSync } from 'node:child_process';
-import { join } from 'node:path';
-import { dirname } from 'node:path';
+import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');

@@ -81,12 +81,19 @@ export async function insertOAuthClient(sql: Queryable, client: NewOAuthClient):
   return row!;
 }
 
-/** The client with this id, with its app's slug; `id` must be a UUID. */
-export async function findOAuthClient(sql: Queryable, id: string): Promise<OAuthClientRow | undefined> {
-  const [row] = await sql<OAuthClientRow[]>`
+/** A client row with its app's slug, name, accepted resources and colour (OAuthClientRow), for a where clause to follow. */
+function selectClients(sql: Queryable) {
+  return sql`
     select c.*, a.slug as app_slug, a.name as app_name, a.oauth_resources as app_resources, a.brand_color as app_color
     from oauth_clients c
     join apps a on a.id = c.app_id
+  `;
+}
+
+/** The client with this id, with its app's slug; `id` must be a UUID. */
+export async function findOAuthClient(sql: Queryable, id: string): Promise<OAuthClientRow | undefined> {
+  const [row] = await sql<OAuthClientRow[]>`
+    ${selectClients(sql)}
     where c.id = ${id}
   `;
   return row;
@@ -94,9 +101,7 @@ export async function findOAuthClient(sql: Queryable, id: string): Promise<OAuth
 
 export async function listOAuthClients(sql: Queryable, appId: string): Promise<OAuthClientRow[]> {
   return sql<OAuthClientRow[]>`
-    select c.*, a.slug as app_slug, a.name as app_name, a.oauth_resources as app_resources, a.brand_color as app_color
-    from oauth_clients c
-    join apps a on a.id = c.app_id
+    ${selectClients(sql)}
     where c.app_id = ${appId}
     order by c.created_at, c.id
   `;
@@ -113,9 +118,7 @@ export async function deleteOAuthClient(sql: Queryable, appId: string, id: strin
 /** The client whose client_id is this metadata document URL. */
 export async function findOAuthClientByMetadataUrl(sql: Queryable, url: string): Promise<OAuthClientRow | undefined> {
   const [row] = await sql<OAuthClientRow[]>`
-    select c.*, a.slug as app_slug, a.name as app_name, a.oauth_resources as app_resources, a.brand_color as app_color
-    from oauth_clients c
-    join apps a on a.id = c.app_id
+    ${selectClients(sql)}
     where c.metadata_url = ${url}
   `;
   return row;
