@@ -50,7 +50,6 @@ export const AUTH_ERRORS = {
   INVITATION_DELIVERY_FAILED: { status: 502, message: 'The invitation could not be delivered; retry later' },
   SECOND_FACTOR_INVALID: { status: 401, message: 'The second-factor code is wrong, reused, or the challenge is expired or used up' },
   SECOND_FACTOR_ALREADY_ENROLLED: { status: 409, message: 'The user already has a confirmed TOTP factor; remove it first' },
-  SECOND_FACTOR_REQUIRED: { status: 403, message: 'This account signs in with a second factor, which this page does not ask for yet; sign in through the application' },
   SECOND_FACTOR_NOT_ENROLLED: { status: 404, message: 'The user has no such TOTP factor' },
   TENANT_SSO_EXISTS: { status: 409, message: 'The tenant already has an identity provider' },
   DOMAIN_NOT_FOUND: { status: 404, message: 'The tenant has no such domain' },

@@ -2,7 +2,11 @@
 // answered with a code at once when the browser is signed in to the client's app (and prompt and
 // max_age allow it), with login_required for prompt=none otherwise, else with the sign-in page.
 // The page calls the login service the JSON API calls (requestOtp, verifyOtpThen); a verified
-// code starts the browser's session in the app, then the code goes to the client.
+// code starts the browser's session in the app, then the code goes to the client. When a
+// second-factor policy applies to the user, the verified code leaves the sign-in waiting on the
+// second-factor service's challenge (the JSON API's second step: bounded attempts, a time step
+// never accepted twice) and the page asks for the authenticator's code or a recovery code, or,
+// under a policy that requires a factor the user lacks, enrols one first.
 import { randomBytes, randomUUID, timingSafeEqual } from 'node:crypto';
 import { HttpError } from '../../http/errors.js';
 import type { HttpRequest, HttpResult } from '../../http/request.js';
@@ -13,13 +17,16 @@ import { insertAuditEvent } from '../queries/audit-events.js';
 import type { OAuthClientRow } from '../queries/oauth-clients.js';
 import {
   deleteSignInRequest, findBrowserSession, findSignInRequest, insertAuthorizationCode, insertSignInRequest, listTenantsOfUser, replaceBrowserSession,
-  setSignInIdentifier, setSignInParameters, type BrowserSessionRow, type SignInRequestRow,
+  setSignInChallenge, setSignInIdentifier, setSignInParameters, type BrowserSessionRow, type SignInRequestRow,
 } from '../queries/oauth-grants.js';
 import { listRolesOfUser } from '../queries/roles.js';
 import type { Identifier } from '../queries/users.js';
 import { identifierOf } from '../service/identity.js';
 import { perAddress, requestOtp, verifyOtpThen } from '../service/login.js';
-import { secondFactorMayBeDue } from '../service/second-factor.js';
+import {
+  challengeUsable, completeSecondFactorThen, confirmTotpEnrollmentThen, pageSecondFactorChallenge, pendingOrNewTotpKey, type AfterSecondFactor,
+} from '../service/second-factor.js';
+import type { TransactionSql } from '../database/client.js';
 import { enforceRateLimits } from '../service/rate-limit-enforcement.js';
 import { chooseTenant } from '../service/sessions.js';
 import { SESSION_LIFETIME_MS } from '../limits.js';
@@ -28,14 +35,12 @@ import { browserOf, presentedBrowser, sha256, type Browser } from './browser.js'
 import { findClient } from './clients.js';
 import { parseForm } from './form.js';
 import { needsConsent, recordConsent } from './consents.js';
-import { renderConsentPage, renderErrorPage, renderSignInPage, renderTenantPicker, type SignInView } from './sign-in-page.js';
+import { renderConsentPage, renderErrorPage, renderRecoveryCodes, renderSignInPage, renderTenantPicker, type SignInView } from './sign-in-page.js';
 
 /** An authorization code lives 60 seconds (OAuth 2.1 recommends a short life). */
 export const AUTHORIZATION_CODE_TTL_MS = 60 * 1000;
 /** A sign-in on the page must finish within 15 minutes (a code e-mail may take a while). */
 const SIGN_IN_REQUEST_TTL_MS = 15 * 60 * 1000;
-/** RFC 8176 amr of a login by a one-time code sent by e-mail or SMS. */
-const OTP_AMR = ['otp'];
 
 /** GET /oauth/authorize. */
 export async function authorize(ctx: AuthContext, req: HttpRequest): Promise<HttpResult> {
@@ -159,30 +164,135 @@ export async function signInCode(ctx: AuthContext, req: HttpRequest): Promise<Ht
   if (!identifier) return renderSignInPage(viewOf(client, request.id, csrf, 'address', '', 'Enter your e-mail address first.'), 400);
   const origin = requestOrigin(ctx, req);
   const app = { id: client.app_id, slug: client.app_slug };
-  let session: BrowserSessionRow;
+  type Outcome = { session: BrowserSessionRow } | { challengeHash: Buffer; enrolled: boolean };
+  let outcome: Outcome;
   try {
     await enforceRateLimits(ctx, [
       { rule: 'otp_verify_address', subject: perAddress('otp_verify_address').subject({ app, body: { [identifier.channel]: identifier.value } }, origin) },
       { rule: 'otp_verify_ip', subject: origin.ip },
     ]);
-    session = await verifyOtpThen(ctx, app, identifier, (form.get('code') ?? '').trim(), origin, async (tx, userId, nowMs) => {
-      // This page cannot ask for a TOTP code yet: a user who may owe one is refused, never let in on the code alone.
-      if (await secondFactorMayBeDue(tx, app.id, userId)) throw authError('SECOND_FACTOR_REQUIRED');
-      const id = randomUUID();
-      await replaceBrowserSession(tx, {
-        id, browserHash, appId: app.id, userId, amr: OTP_AMR, now: new Date(nowMs), expiresAt: new Date(nowMs + SESSION_LIFETIME_MS),
-      });
-      return { familyId: null, result: { id, app_id: app.id, user_id: userId, auth_time: new Date(nowMs), amr: OTP_AMR } };
+    outcome = await verifyOtpThen<Outcome>(ctx, app, identifier, (form.get('code') ?? '').trim(), origin, async (tx, userId, nowMs) => {
+      // RFC 8176, as the JSON API says it: `otp` for a code by e-mail, `sms` for one by SMS.
+      const amr = [identifier.channel === 'email' ? 'otp' : 'sms'];
+      const challenge = await pageSecondFactorChallenge(tx, { appId: app.id, userId, amr, nowMs });
+      if (challenge) {
+        await setSignInChallenge(tx, request.id, challenge.challengeHash);
+        return { familyId: null, result: challenge, secondFactorPending: true };
+      }
+      return { familyId: null, result: { session: await startBrowserSession(tx, browserHash, app.id, userId, amr, nowMs) } };
     });
   } catch (error) {
     const words = inWords(error);
     return renderSignInPage({ ...viewOf(client, request.id, csrf, 'code', identifier.value, words.message), channel: identifier.channel }, words.status);
   }
+  if ('challengeHash' in outcome) {
+    if (outcome.enrolled) return renderSignInPage(viewOf(client, request.id, csrf, 'second-factor', identifier.value, null));
+    return enrolmentPage(ctx, client, request.id, csrf, identifier.value, outcome.challengeHash, null);
+  }
+  return finishSignIn(ctx, req, client, request, csrf, outcome.session);
+}
+
+/**
+ * POST /oauth/sign-in/second-factor `request, csrf, code` (or `recovery_code`): the second step
+ * of a code sign-in waiting on its challenge; signs the browser in as the code step would.
+ */
+export async function signInSecondFactor(ctx: AuthContext, req: HttpRequest): Promise<HttpResult> {
+  const form = parseForm(req, ['request', 'csrf', 'code', 'recovery_code']);
+  const signIn = await checkedSignIn(ctx, req, form);
+  if ('refused' in signIn) return signIn.refused;
+  const { request, client, csrf, browserHash } = signIn;
+  const challengeHash = request.second_factor_challenge_hash;
+  const email = (request.identifier as Identifier | null)?.value ?? '';
+  if (!challengeHash) return renderSignInPage(viewOf(client, request.id, csrf, 'address', email, 'Enter your e-mail address first.'), 400);
+  const app = { id: client.app_id, slug: client.app_slug };
+  const recovery = form.has('recovery_code') && !form.has('code');
+  const proof = recovery ? { recoveryCode: form.get('recovery_code')!.trim() } : { code: (form.get('code') ?? '').trim() };
+  let session: BrowserSessionRow;
+  try {
+    session = await completeSecondFactorThen(ctx, app, challengeHash, proof, requestOrigin(ctx, req), browserSessionAfter(browserHash, app.id));
+  } catch (error) {
+    const restart = await restartIfChallengeGone(ctx, client, request, csrf, email, challengeHash, error);
+    if (restart) return restart;
+    const words = inWords(error, 'email', recovery ? 'recovery_code' : 'totp');
+    return renderSignInPage(viewOf(client, request.id, csrf, 'second-factor', email, words.message), words.status);
+  }
+  return finishSignIn(ctx, req, client, request, csrf, session);
+}
+
+/**
+ * POST /oauth/sign-in/second-factor/enroll `request, csrf, code`: the first code of the key the
+ * enrol step showed confirms it and signs the browser in; the recovery codes are shown next.
+ */
+export async function signInEnrolTotp(ctx: AuthContext, req: HttpRequest): Promise<HttpResult> {
+  const form = parseForm(req, ['request', 'csrf', 'code']);
+  const signIn = await checkedSignIn(ctx, req, form);
+  if ('refused' in signIn) return signIn.refused;
+  const { request, client, csrf, browserHash } = signIn;
+  const challengeHash = request.second_factor_challenge_hash;
+  const email = (request.identifier as Identifier | null)?.value ?? '';
+  if (!challengeHash) return renderSignInPage(viewOf(client, request.id, csrf, 'address', email, 'Enter your e-mail address first.'), 400);
+  const app = { id: client.app_id, slug: client.app_slug };
+  let recoveryCodes: string[];
+  try {
+    ({ recoveryCodes } = await confirmTotpEnrollmentThen(ctx, app, { challengeHash }, (form.get('code') ?? '').trim(), requestOrigin(ctx, req), browserSessionAfter(browserHash, app.id)));
+  } catch (error) {
+    const restart = await restartIfChallengeGone(ctx, client, request, csrf, email, challengeHash, error);
+    if (restart) return restart;
+    const words = inWords(error, 'email', 'totp');
+    return enrolmentPage(ctx, client, request.id, csrf, email, challengeHash, words.message, words.status);
+  }
+  await setSignInChallenge(ctx.sql, request.id, null);
+  return renderRecoveryCodes({ appName: client.app_name, color: client.app_color, recoveryCodes, requestId: request.id, csrf });
+}
+
+/** POST /oauth/sign-in/continue `request, csrf`: after the recovery codes, on with the signed-in browser's request (tenant, consent, code). */
+export async function signInContinue(ctx: AuthContext, req: HttpRequest): Promise<HttpResult> {
+  const form = parseForm(req, ['request', 'csrf']);
+  const signIn = await checkedSignIn(ctx, req, form);
+  if ('refused' in signIn) return signIn.refused;
+  const { request, client, browserHash, csrf } = signIn;
+  const session = await findBrowserSession(ctx.sql, browserHash, client.app_id, new Date(ctx.clock.now()));
+  if (!session) return renderErrorPage(403, 'You are signed out', 'Go back to the application and sign in again.');
+  return finishSignIn(ctx, req, client, request, csrf, session);
+}
+
+/** A signed-in browser's next step on its request: the tenant picker, the consent page or the code (the request then done). */
+async function finishSignIn(ctx: AuthContext, req: HttpRequest, client: OAuthClientRow, request: SignInRequestRow, csrf: string, session: BrowserSessionRow): Promise<HttpResult> {
   const parameters = request.parameters as unknown as AuthorizationParameters;
   // prompt=login was answered by this sign-in; a tenant choice and a consent are asked next, on the same request.
   const result = await proceed(ctx, req, client, parameters, session, async () => ({ requestId: request.id, csrf }), { consented: false });
   if (result.status === 303) await deleteSignInRequest(ctx.sql, request.id);
   return result;
+}
+
+/** The browser's session in the app (replacing the one it had), in the sign-in's transaction. */
+async function startBrowserSession(tx: TransactionSql, browserHash: Buffer, appId: string, userId: string, amr: string[], nowMs: number): Promise<BrowserSessionRow> {
+  const id = randomUUID();
+  await replaceBrowserSession(tx, { id, browserHash, appId, userId, amr, now: new Date(nowMs), expiresAt: new Date(nowMs + SESSION_LIFETIME_MS) });
+  return { id, app_id: appId, user_id: userId, auth_time: new Date(nowMs), amr };
+}
+
+function browserSessionAfter(browserHash: Buffer, appId: string): AfterSecondFactor<BrowserSessionRow> {
+  return async (tx, login) => ({ familyId: null, result: await startBrowserSession(tx, browserHash, appId, login.userId, login.amr, login.nowMs) });
+}
+
+/** The enrol step: the key waiting for its first code (the same one when shown again). */
+async function enrolmentPage(ctx: AuthContext, client: OAuthClientRow, requestId: string, csrf: string, email: string, challengeHash: Buffer, error: string | null, status = 200): Promise<HttpResult> {
+  const key = await pendingOrNewTotpKey(ctx, { id: client.app_id, slug: client.app_slug }, challengeHash);
+  return renderSignInPage({ ...viewOf(client, requestId, csrf, 'enroll', email, error), totp: { secret: key.secret, uri: key.otpauth_uri } }, status);
+}
+
+/**
+ * After a refused second-factor code: when the challenge is used up (its attempts spent) or has
+ * expired, the sign-in starts over at the address step (a new e-mail code, a new challenge), in
+ * words; null while the challenge can still be answered.
+ */
+async function restartIfChallengeGone(ctx: AuthContext, client: OAuthClientRow, request: SignInRequestRow, csrf: string, email: string, challengeHash: Buffer, error: unknown): Promise<HttpResult | null> {
+  if (!(error instanceof HttpError) || error.code !== 'SECOND_FACTOR_INVALID') return null;
+  if (await challengeUsable(ctx, client.app_id, challengeHash)) return null;
+  await setSignInChallenge(ctx.sql, request.id, null);
+  return renderSignInPage(viewOf(client, request.id, csrf, 'address', email,
+    'Too many wrong codes, or this step took too long. Start again: ask for a new code.'));
 }
 
 /**
@@ -268,7 +378,7 @@ function viewOf(client: OAuthClientRow, requestId: string, csrf: string, step: S
  * same form (a malformed address, a wrong code) is the form again with 200 and the error in
  * words: browsers log any other status of a page as an error.
  */
-function inWords(error: unknown, channel: 'email' | 'phone' = 'email'): { status: number; message: string } {
+function inWords(error: unknown, channel: 'email' | 'phone' = 'email', factor: 'totp' | 'recovery_code' = 'totp'): { status: number; message: string } {
   if (!(error instanceof HttpError) || error.status >= 500) {
     if (error instanceof HttpError && error.code === 'OTP_DELIVERY_FAILED') return { status: 502, message: 'We could not send the code. Try again in a minute.' };
     throw error;
@@ -278,6 +388,9 @@ function inWords(error: unknown, channel: 'email' | 'phone' = 'email'): { status
       ? 'That does not look like a phone number. Write it with its country code, such as +44 7700 900123.'
       : 'That does not look like an e-mail address. Check it and try again.' };
     case 'OTP_INVALID': return { status: 200, message: 'That code is wrong or has expired. Check the message we sent, or ask for a new code.' };
+    case 'SECOND_FACTOR_INVALID': return { status: 200, message: factor === 'totp'
+      ? 'That authenticator code is wrong or was already used. Enter the code your app shows now.'
+      : 'That recovery code is wrong or was already used. Check it and try again.' };
     case 'USER_DELETED': return { status: 403, message: 'This account has been deleted.' };
     case 'RATE_LIMITED': return { status: 429, message: 'Too many attempts. Wait a few minutes, then try again.' };
     default: return { status: error.status, message: error.message };

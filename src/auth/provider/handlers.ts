@@ -12,7 +12,7 @@ import { getApp } from '../service/admin.js';
 import { CreateOAuthClientBody } from '../schemas.js';
 import { registerClient } from './registration.js';
 import type { AccessTokenClaims } from '../tokens/access-token.js';
-import { authorize, consent, pickTenant, signInCode, signInEmail } from './authorize.js';
+import { authorize, consent, pickTenant, signInCode, signInContinue, signInEmail, signInEnrolTotp, signInSecondFactor } from './authorize.js';
 import { listUserConsents, revokeConsent } from './consents.js';
 import type { ConsentRevokeBody, SessionsBody } from '../schemas.js';
 import type { AuthenticatedApp } from '../service/credentials.js';
@@ -71,6 +71,21 @@ export function handleSignInEmail(ctx: AuthContext, _: NoInput, req: HttpRequest
 /** POST /oauth/sign-in/code (form): 303 to the client with a code, or the code form with an error. */
 export function handleSignInCode(ctx: AuthContext, _: NoInput, req: HttpRequest): Promise<HttpResult> {
   return signInCode(ctx, req);
+}
+
+/** POST /oauth/sign-in/second-factor (form): 303 to the client with a code (or the tenant or consent page), or the second-factor form with an error. */
+export function handleSignInSecondFactor(ctx: AuthContext, _: NoInput, req: HttpRequest): Promise<HttpResult> {
+  return signInSecondFactor(ctx, req);
+}
+
+/** POST /oauth/sign-in/second-factor/enroll (form): the recovery codes page, or the enrol form with an error. */
+export function handleSignInEnrolTotp(ctx: AuthContext, _: NoInput, req: HttpRequest): Promise<HttpResult> {
+  return signInEnrolTotp(ctx, req);
+}
+
+/** POST /oauth/sign-in/continue (form): after the recovery codes, the tenant or consent page or 303 to the client with a code. */
+export function handleSignInContinue(ctx: AuthContext, _: NoInput, req: HttpRequest): Promise<HttpResult> {
+  return signInContinue(ctx, req);
 }
 
 /** POST /oauth/tenant (form): the tenant picked; then the consent page or 303 to the client with a code. */

@@ -15,12 +15,18 @@ export interface SignInView {
   /** The sign-in in progress and its CSRF token, carried by every form. */
   requestId: string;
   csrf: string;
-  /** `address`: ask for an e-mail address; `code`: ask for the code sent to it. */
-  step: 'address' | 'code';
+  /**
+   * `address`: ask for an e-mail address; `code`: ask for the code sent to it; `second-factor`:
+   * ask for the code of the user's authenticator app (or a recovery code); `enroll`: the policy
+   * requires a second factor the user lacks: show the new key and ask for its first code.
+   */
+  step: 'address' | 'code' | 'second-factor' | 'enroll';
   /** Pre-filled address (login_hint, or the address or number the code went to). */
   email: string;
   /** Where the code went (the code step): an e-mail address or a phone number. */
   channel?: 'email' | 'phone';
+  /** The key to add to an authenticator app (the enroll step). */
+  totp?: { secret: string; uri: string };
   /** An error to show, in words. */
   error: string | null;
 }
@@ -28,7 +34,7 @@ export interface SignInView {
 /** One way to sign in: its part of the page for the view's step, or '' when it has nothing to show. */
 type SignInMethod = (view: SignInView) => string;
 
-const emailCode: SignInMethod = (view) => view.step === 'address'
+const emailCode: SignInMethod = (view) => view.step !== 'address' && view.step !== 'code' ? '' : view.step === 'address'
   ? `<form method="post" action="/oauth/sign-in/email">
   ${hiddenFields(view)}
   <label for="email">E-mail address</label>
@@ -56,8 +62,40 @@ const phoneCode: SignInMethod = (view) => view.step !== 'address' ? '' : `<form 
   <button type="submit" class="secondary">Text me a code</button>
 </form>`;
 
+/** The second step of a code sign-in: the authenticator app's code, or one of the recovery codes. */
+const secondFactor: SignInMethod = (view) => view.step !== 'second-factor' ? '' : `<form method="post" action="/oauth/sign-in/second-factor">
+  ${hiddenFields(view)}
+  <p>Your account has a second factor. Open your authenticator app and enter the code it shows for ${escape(view.appName)}.</p>
+  <label for="totp">Authenticator code</label>
+  <input id="totp" name="code" inputmode="numeric" autocomplete="one-time-code" pattern="[0-9]{6}" maxlength="6" required${view.error ? ' aria-describedby="error"' : ''}>
+  <button type="submit">Verify</button>
+</form>
+<form method="post" action="/oauth/sign-in/second-factor">
+  ${hiddenFields(view)}
+  <label for="recovery">Or a recovery code</label>
+  <input id="recovery" name="recovery_code" autocomplete="off" spellcheck="false" placeholder="xxxxx-xxxxx" required>
+  <button type="submit" class="secondary">Use a recovery code</button>
+</form>`;
+
+/**
+ * A code sign-in under a policy that requires a second factor the user has not set up: the key
+ * to add to an authenticator app (as text, and as an otpauth: link that opens one on this
+ * device), then its first code, as the JSON API's enrolment during a login does.
+ */
+const totpEnrollment: SignInMethod = (view) => view.step !== 'enroll' || !view.totp ? '' : `<form method="post" action="/oauth/sign-in/second-factor/enroll">
+  ${hiddenFields(view)}
+  <h2>Set up a second factor</h2>
+  <p>${escape(view.appName)} asks for a code from an authenticator app each time you sign in, and your account has none yet.
+  Add this key to an authenticator app, then enter the 6-digit code it shows.</p>
+  <p>Key: <code id="totp-key">${escape(view.totp.secret.replace(/(.{4})/g, '$1 ').trim())}</code></p>
+  <p><a href="${escape(view.totp.uri)}">Open in an authenticator app on this device</a></p>
+  <label for="totp">Authenticator code</label>
+  <input id="totp" name="code" inputmode="numeric" autocomplete="one-time-code" pattern="[0-9]{6}" maxlength="6" required${view.error ? ' aria-describedby="error"' : ''}>
+  <button type="submit">Turn on and sign in</button>
+</form>`;
+
 /** The ways to sign in, in the order the page shows them. */
-export const SIGN_IN_METHODS: readonly SignInMethod[] = [emailCode, phoneCode];
+export const SIGN_IN_METHODS: readonly SignInMethod[] = [emailCode, phoneCode, secondFactor, totpEnrollment];
 
 export function renderSignInPage(view: SignInView, status = 200): HttpResult {
   const methods = SIGN_IN_METHODS.map((method) => method(view)).filter((part) => part !== '').join('\n');
@@ -65,6 +103,31 @@ export function renderSignInPage(view: SignInView, status = 200): HttpResult {
 <p>to continue to <strong>${escape(view.clientName)}</strong></p>
 ${errorBlock(view.error)}
 ${methods}`);
+}
+
+export interface RecoveryCodesView {
+  appName: string;
+  color: string | null;
+  recoveryCodes: string[];
+  requestId: string;
+  csrf: string;
+}
+
+/** After an enrolment on the page: the ten recovery codes, shown once, then Continue. */
+export function renderRecoveryCodes(view: RecoveryCodesView): HttpResult {
+  const items = view.recoveryCodes.map((code) => `<li><code>${escape(code)}</code></li>`).join('\n');
+  return page(200, 'Save your recovery codes', `${brandStyle(view.color)}<h1>Save your recovery codes</h1>
+${errorBlock(null)}
+<p>Your second factor is on. If you lose your authenticator app, each of these codes signs you in once instead of its code.
+Keep them somewhere safe: they are not shown again.</p>
+<ul id="recovery-codes">
+${items}
+</ul>
+<form method="post" action="/oauth/sign-in/continue">
+  <input type="hidden" name="request" value="${escape(view.requestId)}">
+  <input type="hidden" name="csrf" value="${escape(view.csrf)}">
+  <button type="submit">I saved them, continue</button>
+</form>`);
 }
 
 export interface ConsentView {
@@ -173,7 +236,8 @@ button{margin-top:1rem;width:100%;padding:.7rem;font-size:1rem;border:0;border-r
 fieldset{border:0;padding:0;margin:0}.choice{display:flex;align-items:center;gap:.5rem;margin:.5rem 0}
 .choice input{width:auto}.choice label{margin:0;font-weight:400}
 button.secondary{background:none;color:#1f5fbf;text-decoration:underline}
-:focus-visible{outline:3px solid #f0a500;outline-offset:2px}.error{color:#a4161a;font-weight:600}`;
+:focus-visible{outline:3px solid #f0a500;outline-offset:2px}.error{color:#a4161a;font-weight:600}
+h2{font-size:1.1rem}code{font-size:1.05rem;overflow-wrap:anywhere}`;
 
 function page(status: number, title: string, body: string): HttpResult {
   return {

@@ -144,6 +144,8 @@ async function exchangeCode(ctx: AuthContext, client: OAuthClientRow, form: Map<
     const familyId = randomUUID();
     const tokens = await startSession(tx, ctx, {
       app, userId: row.user_id, familyId, tenant: { ...tenant, remembered: row.tenant_id }, nowMs,
+      // The access tokens say how the user signed in, as the id_token does (and as the JSON API's do).
+      amr: row.amr,
       grant: { clientId: client.id, publicClientId: publicClientId(client), scope: row.scope, browserSessionId: row.browser_session_id, resource: row.resource },
     });
     await markAuthorizationCodeUsed(tx, hash, familyId, now);

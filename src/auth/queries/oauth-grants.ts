@@ -74,6 +74,8 @@ export interface SignInRequestRow {
   client_id: string;
   parameters: Record<string, unknown>;
   identifier: { channel: 'email' | 'phone'; value: string } | null;
+  /** The second-factor challenge the sign-in waits on (its hash), once the code was right. */
+  second_factor_challenge_hash: Buffer | null;
   expires_at: Date;
 }
 
@@ -92,7 +94,7 @@ export async function insertSignInRequest(sql: Queryable, request: {
 
 export async function findSignInRequest(sql: Queryable, id: string, now: Date): Promise<SignInRequestRow | undefined> {
   const [row] = await sql<SignInRequestRow[]>`
-    select id, browser_hash, csrf_hash, client_id, parameters, identifier, expires_at
+    select id, browser_hash, csrf_hash, client_id, parameters, identifier, second_factor_challenge_hash, expires_at
     from oauth_sign_in_requests
     where id = ${id} and expires_at > ${now}
   `;
@@ -103,6 +105,15 @@ export async function setSignInIdentifier(sql: Queryable, id: string, identifier
   await sql`
     update oauth_sign_in_requests
     set identifier = ${sql.json(identifier)}
+    where id = ${id}
+  `;
+}
+
+/** The second-factor challenge the sign-in now waits on, or null (none, or the page starts over). */
+export async function setSignInChallenge(sql: Queryable, id: string, challengeHash: Buffer | null): Promise<void> {
+  await sql`
+    update oauth_sign_in_requests
+    set second_factor_challenge_hash = ${challengeHash}
     where id = ${id}
   `;
 }

@@ -6,8 +6,9 @@
 // of everyone; a user without a factor enrolls before the login completes). The stricter of the
 // app's and the login's tenant's applies. A code login whose policy asks for it answers a
 // challenge instead of tokens; POST /auth/second-factor/verify with a TOTP code or a recovery
-// code completes it. A passkey login with user verification is two factors already and is
-// never asked; an upstream sign-in is the provider's to secure.
+// code completes it. The provider's hosted sign-in page asks the same challenge, bound to its
+// sign-in request (pageSecondFactorChallenge). A passkey login with user verification is two
+// factors already and is never asked; an upstream sign-in is the provider's to secure.
 //
 // Guessing is bounded twice: a challenge allows CHALLENGE_MAX_ATTEMPTS codes (each attempt is
 // spent, and committed, before the code is compared), and TOTP_MAX_FAILURES wrong codes in a row
@@ -52,8 +53,11 @@ export interface SecondFactorPending {
   second_factor: { token: string; methods: ('totp' | 'recovery_code')[]; enrollment_required: boolean; expires_in: number };
 }
 
-/** Who is acting on a factor: the user of a live session, or the login waiting on a challenge. */
-export type FactorHolder = { refreshToken: string } | { challengeToken: string };
+/**
+ * Who is acting on a factor: the user of a live session, or the login waiting on a challenge (by
+ * its token on the JSON API, by its hash on the hosted page).
+ */
+export type FactorHolder = { refreshToken: string } | { challengeToken: string } | { challengeHash: Buffer };
 
 /**
  * Inside a first factor's transaction, once the tenant is chosen: the challenge to answer when
@@ -77,19 +81,42 @@ export async function secondFactorChallengeIfDue(tx: TransactionSql, ctx: AuthCo
 }
 
 /**
- * True when a login of this user could be asked for a second factor under the app's policy or the
- * policy of any tenant the user has a role in (the tenant of a sign-in that has not chosen one
- * yet): a policy that requires it, or one that makes it optional for a user who enrolled. A
- * sign-in that cannot ask for the factor (the provider's hosted page) refuses such a user rather
- * than issue tokens without it.
+ * Inside the hosted sign-in page's first factor: the page's challenge when a second factor is
+ * due, or null. The page asks before the tenant is chosen, so the strictest policy of the app
+ * and of every tenant the user has a role in applies. `enrolled` false: the policy requires a
+ * factor the user lacks, to be enrolled before the sign-in completes (as on the JSON API). The
+ * page keeps only the challenge's hash, on its sign-in request (bound to the browser's cookie
+ * and the form's CSRF token); no token leaves the server.
  */
-export async function secondFactorMayBeDue(tx: TransactionSql, appId: string, userId: string): Promise<boolean> {
-  const tenants = [null, ...(await listRolesOfUser(tx, appId, userId)).map((role) => role.tenant_id)];
-  const policies = await Promise.all(tenants.map((tenant) => findSecondFactorPolicies(tx, appId, tenant)));
+export async function pageSecondFactorChallenge(tx: TransactionSql, login: {
+  appId: string; userId: string; amr: string[]; nowMs: number;
+}): Promise<{ challengeHash: Buffer; enrolled: boolean } | null> {
+  const tenants = [null, ...(await listRolesOfUser(tx, login.appId, login.userId)).map((role) => role.tenant_id)];
+  const policies = await Promise.all(tenants.map((tenant) => findSecondFactorPolicies(tx, login.appId, tenant)));
   const policy = policies.reduce<SecondFactorPolicy>((strictest, p) => stricter(strictest, stricter(p.app ?? 'off', p.tenant ?? 'off')), 'off');
-  if (policy === 'off') return false;
-  return policy === 'required' || await hasConfirmedTotp(tx, userId);
+  if (policy === 'off') return null;
+  const enrolled = await hasConfirmedTotp(tx, login.userId);
+  if (policy === 'optional' && !enrolled) return null;
+  const challengeHash = sha256(randomBytes(32).toString('base64url'));
+  await insertSecondFactorChallenge(tx, {
+    tokenHash: challengeHash, appId: login.appId, userId: login.userId, amr: login.amr, requestedTenantId: null,
+    now: new Date(login.nowMs), expiresAt: new Date(login.nowMs + CHALLENGE_TTL_MS),
+  });
+  return { challengeHash, enrolled };
 }
+
+/** True while the challenge of `challengeHash` is live and has attempts left (the page asks again, or starts over). */
+export async function challengeUsable(ctx: AuthContext, appId: string, challengeHash: Buffer): Promise<boolean> {
+  const challenge = await findChallenge(ctx.sql, appId, challengeHash, new Date(ctx.clock.now()));
+  return challenge !== undefined && challenge.attempts < CHALLENGE_MAX_ATTEMPTS;
+}
+
+/**
+ * What a completed second factor leads to, in the transaction that uses the challenge up: a
+ * session of the JSON API, or the hosted page's browser session. `amr` is the challenge's first
+ * factor with `otp` and `mfa` added; `familyId` is recorded with login.succeeded.
+ */
+export type AfterSecondFactor<T> = (tx: TransactionSql, login: { userId: string; requestedTenant: string | null; amr: string[]; nowMs: number }) => Promise<{ familyId: string | null; result: T }>;
 
 /**
  * POST /auth/second-factor/verify: a TOTP code or a recovery code for the challenge, then the
@@ -99,13 +126,19 @@ export async function secondFactorMayBeDue(tx: TransactionSql, appId: string, us
 export async function completeSecondFactor(ctx: AuthContext, app: AuthenticatedApp, input: {
   challengeToken: string; code?: string; recoveryCode?: string; origin: RequestOrigin;
 }): Promise<SessionTokens> {
+  return completeSecondFactorThen(ctx, app, sha256(input.challengeToken), input, input.origin, sessionOfLogin(ctx, app));
+}
+
+/** completeSecondFactor for the challenge of `challengeHash`, followed by `then` (the hosted page's browser session). */
+export async function completeSecondFactorThen<T>(ctx: AuthContext, app: AuthenticatedApp, challengeHash: Buffer, proof: { code?: string; recoveryCode?: string },
+  origin: RequestOrigin, then: AfterSecondFactor<T>): Promise<T> {
   const nowMs = ctx.clock.now();
-  const challenge = await spendChallengeAttempt(ctx.sql, app.id, sha256(input.challengeToken), new Date(nowMs), CHALLENGE_MAX_ATTEMPTS);
+  const challenge = await spendChallengeAttempt(ctx.sql, app.id, challengeHash, new Date(nowMs), CHALLENGE_MAX_ATTEMPTS);
   if (!challenge) throw authError('SECOND_FACTOR_INVALID', 'The challenge is unknown, expired or used up; log in again');
-  return withFactorCheck(ctx, app, challenge.user_id, input.origin, 'login', async (tx, factor) => {
+  return withFactorCheck(ctx, app, challenge.user_id, origin, 'login', async (tx, factor) => {
     if (!factor?.confirmed_at) throw authError('SECOND_FACTOR_INVALID', 'The user has no second factor; enroll one');
-    const method = await checkFactor(ctx, tx, factor, { code: input.code, recoveryCode: input.recoveryCode }, nowMs);
-    return finishLogin(tx, ctx, app, challenge, nowMs, method, input.origin);
+    const method = await checkFactor(ctx, tx, factor, { code: proof.code, recoveryCode: proof.recoveryCode }, nowMs);
+    return finishLogin(tx, app, challenge, nowMs, method, origin, then);
   });
 }
 
@@ -121,21 +154,43 @@ export async function startTotpEnrollment(ctx: AuthContext, app: AuthenticatedAp
 }
 
 /**
+ * The hosted page's enrolment during a login that requires a factor: the key waiting for its
+ * first code (the same one again when the page is shown again, so a key already added to an
+ * authenticator stays right), or a new one.
+ */
+export async function pendingOrNewTotpKey(ctx: AuthContext, app: AuthenticatedApp, challengeHash: Buffer): Promise<{ secret: string; otpauth_uri: string }> {
+  const userId = await holderUser(ctx, app, { challengeHash });
+  const factor = await lockTotpFactor(ctx.sql, userId);
+  if (!factor || factor.confirmed_at) return startTotpEnrollment(ctx, app, { challengeHash });
+  const user = (await findUser(ctx.sql, userId))!;
+  const secret = Secret.fromBase32(unseal(ctx.secondFactor.secretKey, factor.secret_sealed, userId).toString());
+  const totp = new TOTP({ issuer: app.slug, label: user.email ?? user.phone ?? user.id, secret, algorithm: 'SHA1', digits: 6, period: 30 });
+  return { secret: secret.base32, otpauth_uri: totp.toString() };
+}
+
+/**
  * POST /auth/second-factor/totp/confirm: the first code from the authenticator confirms the key
  * and returns ten recovery codes (shown once). With a challenge token the waiting login
  * completes too and the tokens come with them. 404 SECOND_FACTOR_NOT_ENROLLED when no key is
  * pending, 401 SECOND_FACTOR_INVALID for a wrong code.
  */
 export async function confirmTotpEnrollment(ctx: AuthContext, app: AuthenticatedApp, holder: FactorHolder, code: string, origin: RequestOrigin): Promise<{ recovery_codes: string[] } & Partial<SessionTokens>> {
+  const { recoveryCodes, result } = await confirmTotpEnrollmentThen(ctx, app, holder, code, origin, sessionOfLogin(ctx, app));
+  return { recovery_codes: recoveryCodes, ...result };
+}
+
+/** confirmTotpEnrollment with `then` completing a waiting login (the hosted page's browser session); result undefined without a challenge. */
+export async function confirmTotpEnrollmentThen<T>(ctx: AuthContext, app: AuthenticatedApp, holder: FactorHolder, code: string, origin: RequestOrigin,
+  then: AfterSecondFactor<T>): Promise<{ recoveryCodes: string[]; result: T | undefined }> {
   const nowMs = ctx.clock.now();
   let challenge: SecondFactorChallengeRow | undefined;
   let userId: string;
-  if ('challengeToken' in holder) {
-    challenge = await spendChallengeAttempt(ctx.sql, app.id, sha256(holder.challengeToken), new Date(nowMs), CHALLENGE_MAX_ATTEMPTS);
+  if ('refreshToken' in holder) {
+    userId = (await presentedSession(ctx, app, holder.refreshToken)).userId;
+  } else {
+    challenge = await spendChallengeAttempt(ctx.sql, app.id, challengeHashOf(holder), new Date(nowMs), CHALLENGE_MAX_ATTEMPTS);
     if (!challenge) throw authError('SECOND_FACTOR_INVALID', 'The challenge is unknown, expired or used up; log in again');
     userId = challenge.user_id;
-  } else {
-    userId = (await presentedSession(ctx, app, holder.refreshToken)).userId;
   }
   return withFactorCheck(ctx, app, userId, origin, challenge ? 'login' : 'enrolment', async (tx, factor) => {
     if (!factor || factor.confirmed_at) throw authError('SECOND_FACTOR_NOT_ENROLLED', 'No TOTP key is waiting for confirmation; start the enrolment');
@@ -143,8 +198,8 @@ export async function confirmTotpEnrollment(ctx: AuthContext, app: Authenticated
     const recoveryCodes = Array.from({ length: RECOVERY_CODE_COUNT }, newRecoveryCode);
     await replaceRecoveryCodes(tx, userId, recoveryCodes.map((c) => recoveryCodeHash(ctx, userId, c)));
     await insertAuditEvent(tx, { ...appEvent(app, origin, nowMs), type: 'second_factor.enrolled', userId, details: { method: 'totp' } });
-    const tokens = challenge ? await finishLogin(tx, ctx, app, challenge, nowMs, 'totp', origin) : {};
-    return { recovery_codes: recoveryCodes, ...tokens };
+    const result = challenge ? await finishLogin(tx, app, challenge, nowMs, 'totp', origin, then) : undefined;
+    return { recoveryCodes, result };
   });
 }
 
@@ -244,20 +299,33 @@ export function acceptedStep(secretBase32: string, code: string, nowMs: number, 
   return lastUsedStep !== null && step <= lastUsedStep ? null : step;
 }
 
-async function finishLogin(tx: TransactionSql, ctx: AuthContext, app: AuthenticatedApp, challenge: SecondFactorChallengeRow, nowMs: number, method: 'totp' | 'recovery_code', origin: RequestOrigin): Promise<SessionTokens> {
+async function finishLogin<T>(tx: TransactionSql, app: AuthenticatedApp, challenge: SecondFactorChallengeRow, nowMs: number, method: 'totp' | 'recovery_code',
+  origin: RequestOrigin, then: AfterSecondFactor<T>): Promise<T> {
   if (!(await takeChallenge(tx, challenge.token_hash))) throw authError('SECOND_FACTOR_INVALID', 'The challenge was used by another request');
   const user = await lockUser(tx, challenge.user_id);
   if (!user || user.deleted_at) throw authError('USER_DELETED');
-  const tenant = chooseTenant(await listRolesOfUser(tx, app.id, user.id), challenge.requested_tenant_id, null);
-  const familyId = randomUUID();
   const amr = [...new Set([...challenge.amr, 'otp', 'mfa'])];
+  const { familyId, result } = await then(tx, { userId: user.id, requestedTenant: challenge.requested_tenant_id, amr, nowMs });
   await insertAuditEvent(tx, { ...appEvent(app, origin, nowMs), type: 'login.succeeded', userId: user.id, familyId, details: { method: 'code', second_factor: method } });
-  return startSession(tx, ctx, { app, userId: user.id, familyId, tenant, nowMs, amr });
+  return result;
+}
+
+/** The JSON API's end of a login's second factor: a session in the tenant asked for (or the default). */
+function sessionOfLogin(ctx: AuthContext, app: AuthenticatedApp): AfterSecondFactor<SessionTokens> {
+  return async (tx, login) => {
+    const tenant = chooseTenant(await listRolesOfUser(tx, app.id, login.userId), login.requestedTenant, null);
+    const familyId = randomUUID();
+    return { familyId, result: await startSession(tx, ctx, { app, userId: login.userId, familyId, tenant, nowMs: login.nowMs, amr: login.amr }) };
+  };
+}
+
+function challengeHashOf(holder: { challengeToken: string } | { challengeHash: Buffer }): Buffer {
+  return 'challengeHash' in holder ? holder.challengeHash : sha256(holder.challengeToken);
 }
 
 async function holderUser(ctx: AuthContext, app: AuthenticatedApp, holder: FactorHolder): Promise<string> {
   if ('refreshToken' in holder) return (await presentedSession(ctx, app, holder.refreshToken)).userId;
-  const challenge = await findChallenge(ctx.sql, app.id, sha256(holder.challengeToken), new Date(ctx.clock.now()));
+  const challenge = await findChallenge(ctx.sql, app.id, challengeHashOf(holder), new Date(ctx.clock.now()));
   if (!challenge) throw authError('SECOND_FACTOR_INVALID', 'The challenge is unknown, expired or used up; log in again');
   return challenge.user_id;
 }

@@ -214,5 +214,7 @@ t.test('the page also signs in with a code by SMS', async (t) => {
   t.equal(back.status, 303, back.html.slice(back.html.indexOf('<main>'), back.html.indexOf('</main>')));
   const tokens = (await exchange(own.client_id, own.client_secret, back.location!)).body;
   const [user] = await h.sql<{ id: string }[]>`select id from users where phone = '+447700900123'`;
-  t.equal(JSON.parse(Buffer.from(tokens.access_token.split('.')[1], 'base64url').toString()).sub, user!.id);
+  const claims = JSON.parse(Buffer.from(tokens.access_token.split('.')[1], 'base64url').toString());
+  t.equal(claims.sub, user!.id);
+  t.same(claims.amr, ['sms'], 'RFC 8176: a code by SMS');
 });

@@ -6,6 +6,7 @@ import { createRemoteJWKSet, jwtVerify } from 'jose';
 import t from 'tap';
 import { startAuthHarness, type TestApp } from '../fixtures/harness.js';
 import { harnessFetch, OAuthBrowser } from '../fixtures/oauth-browser.js';
+import { enrolTotp, totpCode } from '../fixtures/totp.js';
 
 const h = await startAuthHarness();
 t.teardown(() => h.close());
@@ -30,8 +31,8 @@ t.beforeEach(async () => {
   config[client.customFetch] = harnessFetch(h);
 });
 
-/** Runs the code flow in a browser as far as the redirect back to the client; returns it and the checks. */
-async function signIn(browser: OAuthBrowser, scope = 'openid email offline_access', extra: Record<string, string> = {}) {
+/** The authorization URL of a code flow with PKCE, state and nonce; and the checks openid-client needs. */
+async function authorizationRequest(scope = 'openid email offline_access', extra: Record<string, string> = {}) {
   const verifier = client.randomPKCECodeVerifier();
   const state = client.randomState();
   const nonce = client.randomNonce();
@@ -39,6 +40,12 @@ async function signIn(browser: OAuthBrowser, scope = 'openid email offline_acces
     redirect_uri: REDIRECT, scope, state, nonce,
     code_challenge: await client.calculatePKCECodeChallenge(verifier), code_challenge_method: 'S256', ...extra,
   });
+  return { url, verifier, state, nonce };
+}
+
+/** Runs the code flow in a browser as far as the redirect back to the client; returns it and the checks. */
+async function signIn(browser: OAuthBrowser, scope = 'openid email offline_access', extra: Record<string, string> = {}) {
+  const { url, verifier, state, nonce } = await authorizationRequest(scope, extra);
   const page = await browser.get(url);
   let back = page;
   if (page.status === 200) back = await browser.signInWithCode(page.html, 'ann@example.com');
@@ -91,6 +98,64 @@ t.test('the code flow with PKCE gives an id_token openid-client validates, with 
 
   const exchanged = await h.sql`select type from audit_events where type like 'oauth.%' order by id`;
   t.same(exchanged.map((r) => r.type), ['oauth.code_issued', 'oauth.code_exchanged']);
+});
+
+t.test('under a second-factor policy the page asks for the authenticator code after the e-mail code; id_token and access token say otp and mfa', async (t) => {
+  const { secret } = await enrolTotp(h, app, 'ann@example.com');
+  t.equal((await h.admin('PUT', `/admin/apps/${app.id}/second-factor-policy`, { policy: 'optional' })).status, 200);
+  const browser = new OAuthBrowser(h);
+  const { url, verifier, state, nonce } = await authorizationRequest();
+  const asked = await browser.signInWithCode((await browser.get(url)).html, 'ann@example.com');
+  t.equal(asked.status, 200, 'the e-mail code leads to the second step, not to the client');
+  t.equal(asked.location, null);
+  t.match(asked.html, /action="\/oauth\/sign-in\/second-factor"/);
+  t.match(asked.html, /<label for="totp">Authenticator code<\/label>/);
+  t.match(asked.html, /<label for="recovery">Or a recovery code<\/label>/);
+  const [pending] = await h.sql`select count(*)::int as n from oauth_browser_sessions`;
+  t.equal(pending!.n, 0, 'the browser is not signed in before the second factor');
+
+  const back = await browser.post('/oauth/sign-in/second-factor', { ...OAuthBrowser.formFields(asked.html), code: totpCode(h, secret) });
+  t.equal(back.status, 303, back.html);
+  const tokens = await client.authorizationCodeGrant(config, new URL(back.location!), { pkceCodeVerifier: verifier, expectedState: state, expectedNonce: nonce, idTokenExpected: true });
+  t.same(tokens.claims()!.amr, ['otp', 'mfa'], 'RFC 8176: the e-mail code and the authenticator code');
+  const access = JSON.parse(Buffer.from(tokens.access_token.split('.')[1]!, 'base64url').toString());
+  t.same(access.amr, ['otp', 'mfa']);
+  const events = await h.sql<{ type: string; details: Record<string, unknown> }[]>`select type, details from audit_events where type like 'login.%' order by id`;
+  t.same(events.slice(-2).map((e) => e.type), ['login.second_factor_required', 'login.succeeded']);
+  t.match(events.at(-1)!.details, { method: 'code', second_factor: 'totp' });
+});
+
+t.test('a policy that requires a second factor the user lacks: the page shows a new key, its first code turns it on, the recovery codes are shown once, then the client gets its code', async (t) => {
+  t.equal((await h.admin('PUT', `/admin/apps/${app.id}/second-factor-policy`, { policy: 'required' })).status, 200);
+  const browser = new OAuthBrowser(h);
+  const { url, verifier, state, nonce } = await authorizationRequest();
+  const asked = await browser.signInWithCode((await browser.get(url)).html, 'bob@example.com');
+  t.equal(asked.status, 200);
+  t.match(asked.html, /<h2>Set up a second factor<\/h2>/);
+  t.match(asked.html, /asks for a code from an authenticator app each time you sign in, and your account has none yet/);
+  const key = /<code id="totp-key">([A-Z2-7 ]+)<\/code>/.exec(asked.html)![1]!.replace(/ /g, '');
+  t.match(key, /^[A-Z2-7]{32}$/);
+  const link = /<a href="(otpauth:[^"]+)"/.exec(asked.html)![1]!.replace(/&amp;/g, '&');
+  t.equal(new URL(link).searchParams.get('secret'), key);
+
+  const fields = OAuthBrowser.formFields(asked.html);
+  const wrong = await browser.post('/oauth/sign-in/second-factor/enroll', { ...fields, code: totpCode(h, key, 5) });
+  t.equal(wrong.status, 200);
+  t.match(wrong.html, /That authenticator code is wrong or was already used/);
+  t.match(wrong.html, new RegExp(`<code id="totp-key">${key.replace(/(.{4})/g, '$1 ').trim()}</code>`), 'the same key is shown again');
+  const saved = await browser.post('/oauth/sign-in/second-factor/enroll', { ...fields, code: totpCode(h, key) });
+  t.equal(saved.status, 200);
+  t.match(saved.html, /<h1>Save your recovery codes<\/h1>/);
+  const codes = [...saved.html.matchAll(/<li><code>([a-z2-7]{5}-[a-z2-7]{5})<\/code><\/li>/g)].map((m) => m[1]);
+  t.equal(codes.length, 10);
+  const back = await browser.post('/oauth/sign-in/continue', OAuthBrowser.formFields(saved.html));
+  t.equal(back.status, 303, back.html);
+  const tokens = await client.authorizationCodeGrant(config, new URL(back.location!), { pkceCodeVerifier: verifier, expectedState: state, expectedNonce: nonce, idTokenExpected: true });
+  t.same(tokens.claims()!.amr, ['otp', 'mfa']);
+  const [factor] = await h.sql`select confirmed_at from totp_factors f join users u on u.id = f.user_id where u.email = 'bob@example.com'`;
+  t.ok(factor!.confirmed_at, 'the key is confirmed');
+  const again = await browser.post('/oauth/sign-in/continue', OAuthBrowser.formFields(saved.html));
+  t.equal(again.status, 403, 'the request is done once the client has its code');
 });
 
 t.test('userinfo answers the claims the scope released', async (t) => {

@@ -7,6 +7,7 @@ import { exportJWK, SignJWT } from 'jose';
 import t from 'tap';
 import { startAuthHarness, type TestApp } from '../fixtures/harness.js';
 import { harnessFetch, OAuthBrowser } from '../fixtures/oauth-browser.js';
+import { enrolTotp, totpCode } from '../fixtures/totp.js';
 
 const h = await startAuthHarness();
 t.teardown(() => h.close());
@@ -278,24 +279,61 @@ t.test('client registration refuses metadata that does not hold together', async
   t.equal(n, 1, 'only the beforeEach client exists');
 });
 
-t.test('the hosted page cannot ask for a second factor yet: a user whose policy asks one is refused and nothing is issued', async (t) => {
-  const page = async (browser: OAuthBrowser) => browser.get(authorizeUrl({
-    client_id: web.client_id, redirect_uri: REDIRECT, response_type: 'code', scope: 'openid', state: 'st', code_challenge: s256(oauth.generateRandomCodeVerifier()), code_challenge_method: 'S256',
-  }));
-  const optional = await h.admin('PUT', `/admin/apps/${app.id}/second-factor-policy`, { policy: 'optional' });
-  t.equal(optional.status, 200);
-  const first = new OAuthBrowser(h);
-  const allowed = await first.signInWithCode((await page(first)).html, 'ann@example.com');
-  t.equal(allowed.status, 303, 'optional and not enrolled: signed in');
-  const required = await h.admin('PUT', `/admin/apps/${app.id}/second-factor-policy`, { policy: 'required' });
-  t.equal(required.status, 200);
-  const sessionsBefore = await sessionCount();
-  const second = new OAuthBrowser(h);
-  const refused = await second.signInWithCode((await page(second)).html, 'bob@example.com');
-  t.equal(refused.status, 403);
-  t.equal(refused.location, null, 'nothing is sent back to the client');
-  t.match(refused.html, /second factor/);
-  t.equal(await sessionCount(), sessionsBefore, 'no session started');
-  const browserSessions = await h.sql`select count(*)::int as n from oauth_browser_sessions b join users u on u.id = b.user_id where u.email = 'bob@example.com'`;
-  t.equal(browserSessions[0]!.n, 0, 'the browser is not signed in');
+t.test('the page\'s second step refuses a wrong code in words, a time step used once, a recovery code used once, and more than five tries; nothing is issued', async (t) => {
+  const { secret, recoveryCodes } = await enrolTotp(h, app, 'ann@example.com');
+  t.equal((await h.admin('PUT', `/admin/apps/${app.id}/second-factor-policy`, { policy: 'required' })).status, 200);
+  /** A browser at the second step: the page, ann's e-mail code, the authenticator form. */
+  const atSecondStep = async () => {
+    const browser = new OAuthBrowser(h);
+    const page = await browser.get(authorizeUrl({
+      client_id: web.client_id, redirect_uri: REDIRECT, response_type: 'code', scope: 'openid', state: 'st', code_challenge: s256(oauth.generateRandomCodeVerifier()), code_challenge_method: 'S256',
+    }));
+    const asked = await browser.signInWithCode(page.html, 'ann@example.com');
+    if (!asked.html.includes('action="/oauth/sign-in/second-factor"')) throw new Error(`no second step: ${asked.status}\n${asked.html}`);
+    const fields = OAuthBrowser.formFields(asked.html);
+    return { answer: (answer: Record<string, string>) => browser.post('/oauth/sign-in/second-factor', { ...fields, ...answer }) };
+  };
+  const codesIssued = async () => (await h.sql<{ n: number }[]>`select count(*)::int as n from oauth_authorization_codes`)[0]!.n;
+
+  // Two sign-ins wait at the second step at once; the e-mail code of the second needs the resend interval.
+  const first = await atSecondStep();
+  h.clock.advance(61_000);
+  const second = await atSecondStep();
+  const wrong = await first.answer({ code: totpCode(h, secret, 5) });
+  t.equal(wrong.status, 200, 'the form again, with the error');
+  t.equal(wrong.location, null);
+  t.match(wrong.html, /<div id="error" role="alert" aria-live="assertive"><p class="error">That authenticator code is wrong or was already used/);
+  const code = totpCode(h, secret);
+  const accepted = await first.answer({ code });
+  t.equal(accepted.status, 303);
+  t.match(new URL(accepted.location!).searchParams.get('code'), /^[A-Za-z0-9_-]{43}$/);
+  t.equal(await codesIssued(), 1);
+
+  const reused = await second.answer({ code });
+  t.equal(reused.status, 200, 'the same code (its time step used) is refused on another sign-in');
+  t.equal(reused.location, null);
+  t.match(reused.html, /That authenticator code is wrong or was already used/);
+  for (let i = 0; i < 3; i += 1) t.match((await second.answer({ code: totpCode(h, secret, 5) })).html, /That authenticator code is wrong/);
+  const fifth = await second.answer({ code: totpCode(h, secret, 6) });
+  t.equal(fifth.status, 200);
+  t.match(fifth.html, /Too many wrong codes, or this step took too long\. Start again: ask for a new code\./);
+  t.match(fifth.html, /action="\/oauth\/sign-in\/email"/, 'the page starts over at the address');
+  const late = await second.answer({ code: totpCode(h, secret, 1) });
+  t.equal(late.status, 400, 'a right code after five tries is not compared');
+  t.equal(late.location, null);
+  t.equal(await codesIssued(), 1);
+
+  h.clock.advance(61_000);
+  const third = await atSecondStep();
+  const withRecovery = await third.answer({ recovery_code: recoveryCodes[0]!.toUpperCase() });
+  t.equal(withRecovery.status, 303, 'a recovery code signs in (case and dash do not matter)');
+  h.clock.advance(61_000);
+  const fourth = await atSecondStep();
+  const recoveryAgain = await fourth.answer({ recovery_code: recoveryCodes[0]! });
+  t.equal(recoveryAgain.status, 200);
+  t.equal(recoveryAgain.location, null);
+  t.match(recoveryAgain.html, /That recovery code is wrong or was already used/);
+  t.equal(await codesIssued(), 2);
+  const failures = await h.sql<{ n: number }[]>`select count(*)::int as n from audit_events where type = 'login.failed' and details->>'method' = 'second_factor'`;
+  t.equal(failures[0]!.n, 7, 'each refused answer is recorded');
 });
