@@ -26,6 +26,7 @@ import * as upstream from './handlers/upstream.js';
 import * as webhooks from './handlers/webhooks.js';
 import { handleAuthorizationServerMetadata, handleDiscovery, handleJwks } from './handlers/well-known.js';
 import * as provider from './provider/handlers.js';
+import * as clientChanges from './provider/client-changes.js';
 import { tokenClient } from './provider/token.js';
 import { adminKey, appSecret, appSecretInQuery, authRoute, bearer, limited, oauthClient, perClientIp, publicAccess, type AuthHandler, type Guard } from './respond.js';
 import { perAddress } from './service/login.js';
@@ -135,6 +136,8 @@ export function authRoutes(ctx: AuthContext): Route[] {
     route('GET',    '/admin/apps/:app_id/oauth-clients',         adminKey,                        provider.handleListClients),
     route('GET',    '/admin/apps/:app_id/oauth-clients/:client_id', adminKey,                     provider.handleGetClient),
     route('DELETE', '/admin/apps/:app_id/oauth-clients/:client_id', adminKey,                     provider.handleDeleteClient),
+    route('PUT',    '/admin/apps/:app_id/oauth-clients/:client_id', adminKey,                     clientChanges.handleUpdateClient),
+    route('POST',   '/admin/apps/:app_id/oauth-clients/:client_id/secret', adminKey,              clientChanges.handleRotateClientSecret),
     route('PUT',    '/admin/apps/:app_id/branding',              adminKey,                        provider.handlePutBranding),
     route('PUT',    '/admin/apps/:app_id/oauth-resources',       adminKey,                        provider.handlePutResources),
     route('GET',    '/admin/apps/:app_id/oauth-resources',       adminKey,                        provider.handleGetResources),

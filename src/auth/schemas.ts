@@ -344,3 +344,14 @@ export const CreateOAuthClientBody = Type.Object({
   first_party: Type.Optional(Type.Boolean()),
 }, strict);
 export type CreateOAuthClientBody = Static<typeof CreateOAuthClientBody>;
+/** The admin's edit of a client: every editable field (an omitted one takes its default, as on creation); type, method and keys stay. */
+export const UpdateOAuthClientBody = Type.Object({
+  name: text(200),
+  logo_uri: Type.Optional(text(2000)),
+  redirect_uris: Type.Optional(Type.Array(text(2000), { maxItems: 20 })),
+  post_logout_redirect_uris: Type.Optional(Type.Array(text(2000), { maxItems: 20 })),
+  grant_types: Type.Optional(Type.Array(text(64), { maxItems: 5 })),
+  scopes: Type.Optional(Type.Array(text(100), { maxItems: 50 })),
+  first_party: Type.Optional(Type.Boolean()),
+}, strict);
+export type UpdateOAuthClientBody = Static<typeof UpdateOAuthClientBody>;

@@ -1,10 +1,13 @@
 // The admin console of auth-server in headless Chromium, on a real PostgreSQL: off unless
 // enabled, strict CSP, sign-in with the admin key (kept in memory only), apps with the secret
 // shown once and rotated, tenants, user lookup, soft-delete, restore and session revocation,
-// signing keys, the audit trail, webhooks (dead letters and redelivery) and rate-limit blocks;
-// each action checked through the admin API. Keyboard pass and 375 px.
+// signing keys, the audit trail, webhooks (dead letters and redelivery) and rate-limit blocks,
+// OAuth clients and a user's consents; each action checked through the admin API, an API refusal
+// shown in words next to its field. Keyboard pass (and keyboard-only use), 375 and 360 px.
+import { createHash } from 'node:crypto';
 import type { Dialog, Page } from 'puppeteer-core';
 import t from 'tap';
+import { OAuthBrowser } from '../auth/fixtures/oauth-browser.js';
 import { ADMIN_KEY, startAuthHarness } from '../auth/fixtures/harness.js';
 import { hasValidSignature, startWebhookReceiver, until } from '../auth/fixtures/webhook-receiver.js';
 import { OTP_DEFAULT_LIMITS } from '../../src/auth/limits.js';
@@ -217,6 +220,8 @@ t.test('keyboard: Tab reaches every control in page order; every control has a l
   // Selecting an app ends by moving focus to the tenants heading once the list has loaded; typing
   // before that loses the rest of the keystrokes to the heading.
   await page.waitForFunction(() => document.activeElement?.id === 'tenants-heading');
+  await page.click('button[aria-label="OAuth clients of shop"]');
+  await page.waitForFunction(() => document.activeElement?.id === 'oauth-clients-heading');
   await page.type('#user-query', 'nobody@example.com');
   await page.keyboard.press('Enter');
   await page.waitForSelector('#user-result p.empty');
@@ -225,7 +230,7 @@ t.test('keyboard: Tab reaches every control in page order; every control has a l
     .map((e) => e.id ? `#${e.id}` : `${e.tagName.toLowerCase()}[${e.getAttribute('aria-label') ?? e.textContent?.trim() ?? ''}]`));
   const order = await tabOrder(page, expected[0]!);
   t.same(order, expected);
-  for (const id of ['a[Apps]', 'a[Users]', 'a[Signing keys]', '#sign-out', '#app-slug', '#app-name', 'button[Tenants of shop]', 'button[Rotate the secret of shop]', '#tenant-name', '#user-query', '#rotate-key']) {
+  for (const id of ['a[Apps]', 'a[Users]', 'a[Signing keys]', '#sign-out', '#app-slug', '#app-name', 'button[Tenants of shop]', 'button[Rotate the secret of shop]', '#tenant-name', 'button[OAuth clients of shop]', '#client-name', '#client-type', '#client-redirect-uris', '#client-post-logout-uris', '#client-scopes', '#client-logo', '#client-first-party', '#client-submit', '#user-query', '#rotate-key']) {
     t.ok(order.includes(id), `Tab reaches ${id}`);
   }
   t.same(await unlabelledControls(page), [], 'console');
@@ -419,4 +424,194 @@ t.test('usage: a chart names its tenant by name, with a token scale and an axis 
   t.same([...positions].sort((a, b) => a - b), positions, 'left to right in time order');
   t.same(await elementsPastViewport(page), [], 'nothing sticks out at 375 px');
   t.same(problems, []);
+});
+
+/** Presses Tab until the focused element matches `selector` (keyboard only); fails after `limit` presses. */
+async function tabTo(page: Page, selector: string, limit = 150): Promise<void> {
+  for (let i = 0; i < limit; i++) {
+    if (await page.evaluate((s) => document.activeElement?.matches(s) ?? false, selector)) return;
+    await page.keyboard.press('Tab');
+  }
+  throw new Error(`Tab never reached ${selector}`);
+}
+
+/** A token request with the client's Basic credentials: 401 invalid_client for a wrong secret. */
+async function clientToken(clientId: string, secret: string, form: Record<string, string>) {
+  return h.request('POST', '/oauth/token', {
+    raw: new URLSearchParams(form).toString(),
+    headers: { 'content-type': 'application/x-www-form-urlencoded', authorization: `Basic ${Buffer.from(`${encodeURIComponent(clientId)}:${encodeURIComponent(secret)}`).toString('base64')}` },
+  });
+}
+
+async function fieldError(page: Page, id: string): Promise<{ text: string; invalid: string | null; focused: boolean }> {
+  await page.waitForSelector(`#${id}-error:not([hidden])`);
+  return page.evaluate((id) => ({
+    text: document.getElementById(`${id}-error`)!.textContent ?? '',
+    invalid: document.getElementById(id)!.getAttribute('aria-invalid'),
+    focused: document.activeElement === document.getElementById(id) || document.getElementById(id)!.contains(document.activeElement),
+  }), id);
+}
+
+t.test('OAuth clients: a refusal shown next to its field; create (secret once), edit, rotate and delete, each as the API then has it', async (t) => {
+  const { page, problems, confirms } = await openConsole();
+  const app = await h.createApp('shop');
+  const clientsUrl = `/admin/apps/${app.id}/oauth-clients`;
+  await signIn(page);
+  await page.click('button[aria-label="OAuth clients of shop"]');
+  await page.waitForFunction(() => document.activeElement?.id === 'oauth-clients-heading');
+  t.equal(await page.$eval('#client-list', (e) => e.textContent), 'No OAuth clients yet.');
+
+  await page.type('#client-name', 'Web');
+  await page.type('#client-redirect-uris', 'http://shop.example/cb');
+  await page.click('#client-submit');
+  const refused = await fieldError(page, 'client-redirect-uris');
+  t.same(refused, { text: 'Invalid field "redirect_uris": "http://shop.example/cb" must be https, http on a loopback address, or a private-use scheme such as com.example.app:/callback', invalid: 'true', focused: true },
+    'the API\'s words under the redirect URIs, which are marked invalid and focused');
+  t.match(await notice(page, 'INVALID_REDIRECT_URI'), /^INVALID_REDIRECT_URI: Invalid field "redirect_uris"/);
+  t.same((await h.admin('GET', clientsUrl)).body.clients, [], 'nothing was made');
+
+  await page.click('#client-redirect-uris', { count: 3 });
+  await page.keyboard.press('Backspace');
+  await page.type('#client-redirect-uris', 'https://shop.example/cb');
+  await page.type('#client-post-logout-uris', 'https://shop.example/');
+  await page.type('#client-logo', 'https://shop.example/logo.png');
+  await page.click('#client-first-party');
+  await page.click('#client-submit');
+  await page.waitForSelector('#client-secret-box:not([hidden])');
+  t.equal(await page.$eval('#client-redirect-uris-error', (e) => (e as HTMLElement).hidden), true, 'the error line is gone');
+  const secret = await page.$eval('#client-secret-value', (e) => e.textContent ?? '');
+  t.match(secret, /^cs_[A-Za-z0-9_-]{43}$/);
+  t.match(await notice(page, 'Created the client'), 'Created the client Web for shop.');
+  let [client] = (await h.admin('GET', clientsUrl)).body.clients;
+  t.match(client, {
+    name: 'Web', client_type: 'confidential', token_endpoint_auth_method: 'client_secret_basic', first_party: false, logo_uri: 'https://shop.example/logo.png',
+    redirect_uris: ['https://shop.example/cb'], post_logout_redirect_uris: ['https://shop.example/'], grant_types: ['authorization_code', 'refresh_token'],
+    scopes: ['openid', 'profile', 'email', 'phone', 'offline_access'],
+  }, 'the API has the client as the form said');
+  await page.waitForSelector(`#client-list li[data-client-id="${client.client_id}"]`);
+  const bogus = { grant_type: 'refresh_token', refresh_token: 'not-a-token' };
+  t.equal((await clientToken(client.client_id, secret, bogus)).body.error, 'invalid_grant', 'the shown secret authenticates the client');
+  await page.click('#dismiss-client-secret');
+  t.equal(await page.$eval('#client-secret-value', (e) => e.textContent), '', 'dismissed: the secret leaves the page');
+
+  await page.click('button[aria-label="Edit the client Web"]');
+  t.equal(await page.$eval('#client-form-heading', (e) => e.textContent), 'Edit the client Web');
+  t.same(await page.$eval('#client-type', (e) => [(e as HTMLSelectElement).value, (e as HTMLSelectElement).disabled]), ['confidential', true], 'the type stays');
+  t.equal(await page.$eval('#client-logo', (e) => (e as HTMLInputElement).value), 'https://shop.example/logo.png', 'the form holds the client');
+  await page.type('#client-name', ' app');
+  await page.type('#client-redirect-uris', '\nhttps://shop.example/cb2');
+  await page.click('#client-grants input[value="client_credentials"]');
+  await page.click('#client-submit');
+  t.match(await notice(page, 'Saved the client'), 'Saved the client Web app.');
+  client = (await h.admin('GET', `${clientsUrl}/${client.client_id}`)).body;
+  t.match(client, { name: 'Web app', redirect_uris: ['https://shop.example/cb', 'https://shop.example/cb2'], grant_types: ['authorization_code', 'refresh_token', 'client_credentials'], first_party: false });
+  await page.waitForFunction(() => document.querySelector('#client-list li strong')?.textContent === 'Web app');
+  t.equal(await page.$eval('#client-form-heading', (e) => e.textContent), 'New client', 'the form is back to a new client');
+
+  await page.click('button[aria-label="Rotate the secret of the client Web app"]');
+  await page.waitForSelector('#client-secret-box:not([hidden])');
+  const rotated = await page.$eval('#client-secret-value', (e) => e.textContent ?? '');
+  t.not(rotated, secret);
+  t.match(confirms, [/Rotate the secret of the client "Web app"/]);
+  t.equal((await clientToken(client.client_id, secret, { grant_type: 'client_credentials' })).status, 401, 'the old secret stopped working');
+  const token = await clientToken(client.client_id, rotated, { grant_type: 'client_credentials' });
+  t.equal(token.status, 200, 'the new secret gets a token');
+  t.equal(token.body.token_type, 'Bearer');
+
+  await page.select('#client-type', 'public');
+  await page.type('#client-name', 'SPA');
+  await page.type('#client-redirect-uris', 'https://spa.example/cb');
+  await page.click('#client-grants input[value="client_credentials"]');
+  await page.click('#client-submit');
+  t.equal((await fieldError(page, 'client-grants')).text, 'Invalid field "grant_types": a public client cannot use client_credentials');
+  await page.click('#client-grants input[value="client_credentials"]');
+  await page.click('#client-submit');
+  await page.waitForFunction(() => document.querySelectorAll('#client-list li[data-client-id]').length === 2);
+  t.equal(await page.$eval('#client-secret-value', (e) => e.textContent), '', 'a public client has no secret to show');
+
+  await page.click('button[aria-label="Delete the client Web app"]');
+  await page.waitForFunction(() => document.querySelectorAll('#client-list li[data-client-id]').length === 1);
+  t.match(confirms.at(-1), /Delete the client "Web app"\?/);
+  t.same((await h.admin('GET', clientsUrl)).body.clients.map((c: { name: string; client_type: string }) => [c.name, c.client_type]), [['SPA', 'public']], 'the API has only the public client');
+  t.same(problems.filter((p) => !/status of 400/.test(p)), []);
+});
+
+t.test('OAuth clients by keyboard only: open the screen, fill the form, create', async (t) => {
+  const { page, problems } = await openConsole();
+  const app = await h.createApp('shop');
+  await signIn(page);
+  await tabTo(page, 'button[aria-label="OAuth clients of shop"]');
+  await page.keyboard.press('Enter');
+  await page.waitForFunction(() => document.activeElement?.id === 'oauth-clients-heading');
+  await tabTo(page, '#client-name');
+  await page.keyboard.type('Native');
+  await page.keyboard.press('Tab');
+  t.equal(await page.evaluate(() => document.activeElement?.id), 'client-type');
+  await page.keyboard.press('ArrowDown');
+  await page.keyboard.press('Tab');
+  await page.keyboard.type('com.example.app:/callback');
+  await tabTo(page, '#client-first-party');
+  await page.keyboard.press('Space');
+  await tabTo(page, '#client-submit');
+  await page.keyboard.press('Enter');
+  await page.waitForSelector('#client-list li[data-client-id]');
+  t.match((await h.admin('GET', `/admin/apps/${app.id}/oauth-clients`)).body.clients, [{ name: 'Native', client_type: 'public', token_endpoint_auth_method: 'none', redirect_uris: ['com.example.app:/callback'], first_party: false }]);
+  t.same(problems, []);
+});
+
+t.test('a user\'s OAuth consents are listed under the user and revoked there, ending that client\'s session', async (t) => {
+  const app = await h.createApp('shop');
+  const redirect = 'https://third.example/cb';
+  const third = (await h.admin('POST', `/admin/apps/${app.id}/oauth-clients`, { name: 'Third Party Notes', redirect_uris: [redirect], first_party: false })).body;
+  const verifier = 'v'.repeat(43);
+  const oauth = new OAuthBrowser(h);
+  const signInPage = await oauth.get(`${h.issuer}/oauth/authorize?${new URLSearchParams({
+    client_id: third.client_id, redirect_uri: redirect, response_type: 'code', scope: 'openid email offline_access', state: 'st',
+    code_challenge: createHash('sha256').update(verifier).digest('base64url'), code_challenge_method: 'S256',
+  })}`);
+  const allowed = await oauth.decide((await oauth.signInWithCode(signInPage.html, 'ann@example.com')).html, 'allow');
+  const tokens = await clientToken(third.client_id, third.client_secret, {
+    grant_type: 'authorization_code', code: new URL(allowed.location!).searchParams.get('code')!, redirect_uri: redirect, code_verifier: verifier,
+  });
+  t.equal(tokens.status, 200, 'the client has a session of ann');
+  const userId = (await h.admin('GET', '/admin/users?email=ann@example.com')).body.users[0].id;
+
+  const { page, problems, confirms } = await openConsole();
+  await signIn(page);
+  await page.type('#user-query', 'ann@example.com');
+  await page.keyboard.press('Enter');
+  const item = `article.user .consents li[data-consent-client-id="${third.client_id}"]`;
+  await page.waitForSelector(item);
+  t.match(await page.$eval(item, (e) => e.textContent), /ClientThird Party Notes.*Scopesopenid email offline_access/s);
+  await page.click(`${item} button[aria-label="Revoke the consent to Third Party Notes"]`);
+  t.match(await notice(page, 'Revoked the consent'), 'Revoked the consent to Third Party Notes; 1 session(s) ended.');
+  t.match(confirms, [/Revoke the consent to Third Party Notes\?/]);
+  await page.waitForFunction(() => document.querySelector('article.user .consents h3')?.textContent === 'OAuth consents (0)');
+  t.same((await h.admin('GET', `/admin/users/${userId}/consents`)).body.consents, [], 'the API has no consent left');
+  const refreshed = await clientToken(third.client_id, third.client_secret, { grant_type: 'refresh_token', refresh_token: tokens.body.refresh_token });
+  t.equal(refreshed.body.error, 'invalid_grant', 'the client\'s refresh token stopped working');
+  t.same(problems, []);
+});
+
+t.test('at 360 px wide the new screens do not overflow sideways, with long values in them', async (t) => {
+  const { page, problems } = await openConsole(360);
+  const app = await h.createApp('a-long-application-slug-for-narrow-screens');
+  await h.admin('POST', `/admin/apps/${app.id}/oauth-clients`, {
+    name: 'A client with a rather long name for a narrow screen', redirect_uris: [`https://a-very-long-host-name.example/${'callback/'.repeat(8)}`],
+    logo_uri: `https://cdn.example/${'logo'.repeat(20)}.png`,
+  });
+  await signIn(page);
+  await page.click(`button[aria-label="OAuth clients of ${app.slug}"]`);
+  await page.waitForSelector('#client-list li[data-client-id]');
+  await page.click('#client-list button[aria-label^="Rotate the secret"]');
+  await page.waitForSelector('#client-secret-box:not([hidden])');
+  await page.type('#client-name', 'x');
+  await page.type('#client-redirect-uris', `http://${'refused'.repeat(12)}.example/cb`);
+  await page.click('#client-submit');
+  await page.waitForSelector('#client-redirect-uris-error:not([hidden])');
+  t.same(await elementsPastViewport(page), [], 'no element sticks out');
+  t.equal(await overflowsHorizontally(page), false);
+  await page.evaluate(() => document.getElementById('oauth-clients-heading')!.scrollIntoView());
+  await screenshot(page, 'admin-360-oauth-clients');
+  t.same(problems.filter((p) => !/status of 400/.test(p)), []);
 });

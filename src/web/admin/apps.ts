@@ -4,6 +4,7 @@ import { button, byId, el, facts, when } from './dom.js';
 import { notify, notifyError } from './notice.js';
 import { selectApiKeysApp } from './api-keys.js';
 import { selectMessagesApp } from './messages.js';
+import { selectClientsApp } from './oauth-clients.js';
 import { selectSmsApp } from './sms.js';
 import { selectWebhookApp } from './webhooks.js';
 
@@ -24,6 +25,7 @@ function appItem(app: App): HTMLLIElement {
       button('Tenants', () => void selectApp(app), { 'aria-label': `Tenants of ${app.slug}` }),
       button('API keys', () => void selectApiKeysApp(app), { 'aria-label': `API keys of ${app.slug}` }),
       button('Webhooks', () => void selectWebhookApp(app), { 'aria-label': `Webhooks of ${app.slug}` }),
+      button('OAuth clients', () => void selectClientsApp(app), { 'aria-label': `OAuth clients of ${app.slug}` }),
       button('Messages', () => void selectMessagesApp(app), { 'aria-label': `Login code messages of ${app.slug}` }),
       button('SMS', () => void selectSmsApp(app), { 'aria-label': `SMS defences of ${app.slug}` }),
       button('Rotate secret', () => void rotateSecret(app), { 'aria-label': `Rotate the secret of ${app.slug}` })));
