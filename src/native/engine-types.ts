@@ -281,6 +281,8 @@ export interface SlotSnapshot {
  * blocks) and now also holds `tokens` after them (whole blocks), computed with adapter scales `lora`.
  */
 export interface CacheChange {
+  /** Where: 0 a slot's cells (slot: its id), 1 a host-memory cache entry, 2 a disk tier file (slot: the entry's id). */
+  tier: 0 | 1 | 2;
   slot: number;
   keep: number;
   tokens: Int32Array;
