@@ -102,8 +102,8 @@ const WebAuthnRegistrationResponse = Type.Object({
   }, strict),
 }, strict);
 
-/** An authentication response as PublicKeyCredential.toJSON() gives it (AuthenticationResponseJSON). */
-const WebAuthnAuthenticationResponse = Type.Object({
+/** An authentication response as PublicKeyCredential.toJSON() gives it (AuthenticationResponseJSON); also the hosted page's passkey form. */
+export const WebAuthnAuthenticationResponse = Type.Object({
   ...credentialFields,
   response: Type.Object({
     clientDataJSON: base64url(8192),

@@ -1,11 +1,13 @@
 // The provider's hosted sign-in page in headless Chromium: an authorization request to a code
-// in the browser (e-mail, code, consent for a third-party client), the keyboard alone, every
-// field labelled, an error in words announced in an alert region, no console errors or CSP
-// violations, and no horizontal scrolling at 360 px.
+// in the browser (e-mail, code, consent for a third-party client; a passkey with Chromium's
+// virtual authenticator), the keyboard alone, every field labelled, an error in words announced
+// in an alert region, no console errors or CSP violations, and no horizontal scrolling at 360 px.
 import { createHash } from 'node:crypto';
+import * as oidc from 'openid-client';
 import type { HTTPRequest, Page } from 'puppeteer-core';
 import t, { type Test } from 'tap';
 import { startAuthHarness } from '../auth/fixtures/harness.js';
+import { harnessFetch } from '../auth/fixtures/oauth-browser.js';
 import { collectProblems, launchBrowser, overflowsHorizontally, screenshot, unlabelledControls } from '../helpers/browser.js';
 
 const h = await startAuthHarness();
@@ -86,5 +88,71 @@ t.test('sign in with an e-mail code and allow a third-party client, by keyboard,
   t.equal(back.searchParams.get('state'), 'st');
   t.equal(back.searchParams.get('iss'), 'http://auth.test');
   t.match(back.searchParams.get('code'), /^[A-Za-z0-9_-]{43}$/);
+  t.same(problems, [], 'no console errors or CSP violations');
+});
+
+t.test('sign in with a passkey by keyboard: the page\'s script runs the ceremony, a refusal is said in words, and openid-client exchanges the code (amr hwk, mfa)', async (t) => {
+  const { app } = await h.startFresh();
+  // WebAuthn needs a secure context and a domain as RP ID: the page is opened as http://localhost:<port>.
+  const origin = h.base.replace('127.0.0.1', 'localhost');
+  const settings = await h.admin('PUT', `/admin/apps/${app.id}/passkeys`, { rp_id: 'localhost', rp_name: 'App A', origins: [origin] });
+  t.equal(settings.status, 200);
+  const client = (await h.admin('POST', `/admin/apps/${app.id}/oauth-clients`, { name: 'Notes', redirect_uris: [REDIRECT] })).body;
+  const config = await oidc.discovery(new URL(h.issuer), client.client_id, client.client_secret, undefined, {
+    execute: [oidc.allowInsecureRequests], [oidc.customFetch]: harnessFetch(h),
+  });
+  config[oidc.customFetch] = harnessFetch(h);
+
+  const { page, problems, callbacks } = await openPage();
+  const cdp = await page.createCDPSession();
+  await cdp.send('WebAuthn.enable');
+  const { authenticatorId } = await cdp.send('WebAuthn.addVirtualAuthenticator', {
+    options: { protocol: 'ctap2', transport: 'internal', hasResidentKey: true, hasUserVerification: true, isUserVerified: true, automaticPresenceSimulation: true },
+  });
+  const verifier = oidc.randomPKCECodeVerifier();
+  const state = oidc.randomState();
+  const nonce = oidc.randomNonce();
+  const url = oidc.buildAuthorizationUrl(config, {
+    redirect_uri: REDIRECT, scope: 'openid email', state, nonce, code_challenge: await oidc.calculatePKCECodeChallenge(verifier), code_challenge_method: 'S256',
+  });
+  await page.goto(url.href.replace(h.issuer, origin));
+  // Ann registers a passkey through the JSON API (her app's backend relays the ceremony), in this browser, on the sign-in page's origin.
+  const ann = await h.login(app, 'ann@example.com');
+  const started = await h.post('/auth/passkeys/register/options', { ...h.credentials(app), refresh_token: ann.refresh_token });
+  t.equal(started.status, 200);
+  const attestation = await page.evaluate(async (options) => {
+    const credential = await navigator.credentials.create({ publicKey: PublicKeyCredential.parseCreationOptionsFromJSON(options) }) as PublicKeyCredential;
+    return credential.toJSON();
+  }, started.body.options);
+  const registered = await h.post('/auth/passkeys/register/verify', { ...h.credentials(app), refresh_token: ann.refresh_token, ceremony_id: started.body.ceremony_id, response: attestation, name: 'Laptop' });
+  t.equal(registered.status, 201);
+
+  await page.waitForSelector('#passkey-form:not([hidden])');
+  t.equal(await page.$eval('#passkey', (e) => e.textContent), 'Sign in with a passkey');
+  await checkPage(t, page, 'passkey');
+  /** Tab from the top of the page to the passkey button. */
+  const tabToPasskey = async () => {
+    await page.evaluate(() => (document.activeElement as HTMLElement | null)?.blur());
+    for (let i = 0; i < 10 && await page.evaluate(() => document.activeElement?.id) !== 'passkey'; i += 1) await page.keyboard.press('Tab');
+    t.equal(await page.evaluate(() => document.activeElement?.id), 'passkey', 'the passkey button is reached by Tab');
+  };
+
+  // The authenticator cannot verify the user: the browser refuses, the page says so.
+  await cdp.send('WebAuthn.setUserVerified', { authenticatorId, isUserVerified: false });
+  await tabToPasskey();
+  await page.keyboard.press('Enter');
+  await page.waitForFunction(() => document.getElementById('error')?.textContent?.includes('cancelled'));
+  t.match(await page.$eval('[role="alert"]', (e) => e.textContent), /The passkey sign-in was cancelled or timed out\. Try again, or sign in with a code\./);
+  t.equal(callbacks.length, 0);
+
+  await cdp.send('WebAuthn.setUserVerified', { authenticatorId, isUserVerified: true });
+  await tabToPasskey();
+  await Promise.all([page.waitForRequest((request) => request.url().startsWith(REDIRECT)), page.keyboard.press('Enter')]);
+  t.equal(callbacks.length, 1, 'the browser went back to the client');
+  const tokens = await oidc.authorizationCodeGrant(config, new URL(callbacks[0]!), { pkceCodeVerifier: verifier, expectedState: state, expectedNonce: nonce, idTokenExpected: true });
+  const claims = tokens.claims()!;
+  t.equal(claims.sub, ann.user_id);
+  t.same(claims.amr, ['hwk', 'mfa'], 'a passkey with user verification is both factors');
+  t.equal(h.outbox.messages.length, 1, 'no code was sent by the page (only the JSON login\'s)');
   t.same(problems, [], 'no console errors or CSP violations');
 });

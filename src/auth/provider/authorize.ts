@@ -34,8 +34,15 @@ import { checkAuthorizationRequest, redirectWith, type AuthorizationParameters }
 import { browserOf, presentedBrowser, sha256, type Browser } from './browser.js';
 import { findClient } from './clients.js';
 import { parseForm } from './form.js';
+import { compileBody } from '../../http/validation.js';
+import { WebAuthnAuthenticationResponse } from '../schemas.js';
+import { findPasskeySettings } from '../queries/passkeys.js';
+import { finishPasskeyLoginThen, startPasskeyLogin } from '../service/passkeys.js';
 import { needsConsent, recordConsent } from './consents.js';
 import { renderConsentPage, renderErrorPage, renderRecoveryCodes, renderSignInPage, renderTenantPicker, type SignInView } from './sign-in-page.js';
+
+/** The passkey form's assertion, checked field by field by the JSON API's schema before the service sees it. */
+const assertionForm = compileBody(WebAuthnAuthenticationResponse);
 
 /** An authorization code lives 60 seconds (OAuth 2.1 recommends a short life). */
 export const AUTHORIZATION_CODE_TTL_MS = 60 * 1000;
@@ -65,7 +72,7 @@ export async function authorize(ctx: AuthContext, req: HttpRequest): Promise<Htt
     }));
   }
   const { requestId, csrf } = await newSignInRequest(ctx, browser, client, parameters, nowMs);
-  return withCookie(renderSignInPage(viewOf(client, requestId, csrf, 'address', parameters.login_hint ?? '', null)), browser);
+  return withCookie(await addressPage(ctx, client, requestId, csrf, parameters.login_hint ?? '', null), browser);
 }
 
 /** A sign-in request of the page: its id and CSRF token. */
@@ -150,7 +157,7 @@ export async function signInEmail(ctx: AuthContext, req: HttpRequest): Promise<H
     return renderSignInPage({ ...viewOf(client, request.id, csrf, 'code', identifier.value, null), channel: identifier.channel });
   } catch (error) {
     const words = inWords(error, 'phone' in body ? 'phone' : 'email');
-    return renderSignInPage(viewOf(client, request.id, csrf, 'address', 'email' in body ? body.email ?? '' : '', words.message), words.status);
+    return addressPage(ctx, client, request.id, csrf, 'email' in body ? body.email ?? '' : '', words.message, words.status);
   }
 }
 
@@ -161,7 +168,7 @@ export async function signInCode(ctx: AuthContext, req: HttpRequest): Promise<Ht
   if ('refused' in signIn) return signIn.refused;
   const { request, client, csrf, browserHash } = signIn;
   const identifier = request.identifier as Identifier | null;
-  if (!identifier) return renderSignInPage(viewOf(client, request.id, csrf, 'address', '', 'Enter your e-mail address first.'), 400);
+  if (!identifier) return addressPage(ctx, client, request.id, csrf, '', 'Enter your e-mail address first.', 400);
   const origin = requestOrigin(ctx, req);
   const app = { id: client.app_id, slug: client.app_slug };
   type Outcome = { session: BrowserSessionRow } | { challengeHash: Buffer; enrolled: boolean };
@@ -203,7 +210,7 @@ export async function signInSecondFactor(ctx: AuthContext, req: HttpRequest): Pr
   const { request, client, csrf, browserHash } = signIn;
   const challengeHash = request.second_factor_challenge_hash;
   const email = (request.identifier as Identifier | null)?.value ?? '';
-  if (!challengeHash) return renderSignInPage(viewOf(client, request.id, csrf, 'address', email, 'Enter your e-mail address first.'), 400);
+  if (!challengeHash) return addressPage(ctx, client, request.id, csrf, email, 'Enter your e-mail address first.', 400);
   const app = { id: client.app_id, slug: client.app_slug };
   const recovery = form.has('recovery_code') && !form.has('code');
   const proof = recovery ? { recoveryCode: form.get('recovery_code')!.trim() } : { code: (form.get('code') ?? '').trim() };
@@ -230,7 +237,7 @@ export async function signInEnrolTotp(ctx: AuthContext, req: HttpRequest): Promi
   const { request, client, csrf, browserHash } = signIn;
   const challengeHash = request.second_factor_challenge_hash;
   const email = (request.identifier as Identifier | null)?.value ?? '';
-  if (!challengeHash) return renderSignInPage(viewOf(client, request.id, csrf, 'address', email, 'Enter your e-mail address first.'), 400);
+  if (!challengeHash) return addressPage(ctx, client, request.id, csrf, email, 'Enter your e-mail address first.', 400);
   const app = { id: client.app_id, slug: client.app_slug };
   let recoveryCodes: string[];
   try {
@@ -276,6 +283,57 @@ function browserSessionAfter(browserHash: Buffer, appId: string): AfterSecondFac
   return async (tx, login) => ({ familyId: null, result: await startBrowserSession(tx, browserHash, appId, login.userId, login.amr, login.nowMs) });
 }
 
+/** The address step: the e-mail and SMS code forms, and a passkey when the app has a relying party for passkeys. */
+async function addressPage(ctx: AuthContext, client: OAuthClientRow, requestId: string, csrf: string, email: string, error: string | null, status = 200): Promise<HttpResult> {
+  const passkeys = (await findPasskeySettings(ctx.sql, client.app_id)) !== undefined;
+  return renderSignInPage({ ...viewOf(client, requestId, csrf, 'address', email, error), passkeys }, status);
+}
+
+/**
+ * POST /oauth/sign-in/passkey/options `request, csrf` (the page's script): 200 `{ceremony_id,
+ * options}` for navigator.credentials.get, from the passkey service the JSON API's
+ * /auth/passkeys/login/options calls; refusals are `{message}` in words.
+ */
+export async function passkeyOptions(ctx: AuthContext, req: HttpRequest): Promise<HttpResult> {
+  const form = parseForm(req, ['request', 'csrf']);
+  const signIn = await checkedSignIn(ctx, req, form);
+  if ('refused' in signIn) return { status: 403, body: { message: 'This sign-in form has expired. Go back to the application and start signing in again.' } };
+  try {
+    return { body: await startPasskeyLogin(ctx, { id: signIn.client.app_id, slug: signIn.client.app_slug }) };
+  } catch (error) {
+    if (error instanceof HttpError && error.code === 'PASSKEYS_NOT_CONFIGURED') return { status: 409, body: { message: 'This application does not offer passkeys. Sign in with a code.' } };
+    throw error;
+  }
+}
+
+/**
+ * POST /oauth/sign-in/passkey `request, csrf, ceremony, response` (the assertion as JSON, put
+ * there by the page's script): verified by the passkey service as on the JSON API; a passkey
+ * with user verification is both factors (amr hwk, mfa), so the browser is signed in at once.
+ */
+export async function signInPasskey(ctx: AuthContext, req: HttpRequest): Promise<HttpResult> {
+  const form = parseForm(req, ['request', 'csrf', 'ceremony', 'response']);
+  const signIn = await checkedSignIn(ctx, req, form);
+  if ('refused' in signIn) return signIn.refused;
+  const { request, client, csrf, browserHash } = signIn;
+  const app = { id: client.app_id, slug: client.app_slug };
+  let session: BrowserSessionRow;
+  try {
+    let response: unknown;
+    try {
+      response = assertionForm.check(JSON.parse(form.get('response') ?? ''));
+    } catch {
+      throw authError('PASSKEY_INVALID', 'The passkey response is not an assertion');
+    }
+    session = await finishPasskeyLoginThen(ctx, app, { ceremonyId: form.get('ceremony') ?? '', response, origin: requestOrigin(ctx, req) },
+      async (tx, login) => ({ familyId: null, result: await startBrowserSession(tx, browserHash, app.id, login.userId, login.amr, login.nowMs) }));
+  } catch (error) {
+    const words = inWords(error);
+    return addressPage(ctx, client, request.id, csrf, '', words.message, words.status);
+  }
+  return finishSignIn(ctx, req, client, request, csrf, session);
+}
+
 /** The enrol step: the key waiting for its first code (the same one when shown again). */
 async function enrolmentPage(ctx: AuthContext, client: OAuthClientRow, requestId: string, csrf: string, email: string, challengeHash: Buffer, error: string | null, status = 200): Promise<HttpResult> {
   const key = await pendingOrNewTotpKey(ctx, { id: client.app_id, slug: client.app_slug }, challengeHash);
@@ -291,8 +349,7 @@ async function restartIfChallengeGone(ctx: AuthContext, client: OAuthClientRow, 
   if (!(error instanceof HttpError) || error.code !== 'SECOND_FACTOR_INVALID') return null;
   if (await challengeUsable(ctx, client.app_id, challengeHash)) return null;
   await setSignInChallenge(ctx.sql, request.id, null);
-  return renderSignInPage(viewOf(client, request.id, csrf, 'address', email,
-    'Too many wrong codes, or this step took too long. Start again: ask for a new code.'));
+  return addressPage(ctx, client, request.id, csrf, email, 'Too many wrong codes, or this step took too long. Start again: ask for a new code.');
 }
 
 /**
@@ -391,6 +448,7 @@ function inWords(error: unknown, channel: 'email' | 'phone' = 'email', factor: '
     case 'SECOND_FACTOR_INVALID': return { status: 200, message: factor === 'totp'
       ? 'That authenticator code is wrong or was already used. Enter the code your app shows now.'
       : 'That recovery code is wrong or was already used. Check it and try again.' };
+    case 'PASSKEY_INVALID': return { status: 200, message: 'That passkey was not accepted. Try again with a passkey of this account, or sign in with a code.' };
     case 'USER_DELETED': return { status: 403, message: 'This account has been deleted.' };
     case 'RATE_LIMITED': return { status: 429, message: 'Too many attempts. Wait a few minutes, then try again.' };
     default: return { status: error.status, message: error.message };

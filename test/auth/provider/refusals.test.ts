@@ -337,3 +337,38 @@ t.test('the page\'s second step refuses a wrong code in words, a time step used 
   const failures = await h.sql<{ n: number }[]>`select count(*)::int as n from audit_events where type = 'login.failed' and details->>'method' = 'second_factor'`;
   t.equal(failures[0]!.n, 7, 'each refused answer is recorded');
 });
+
+t.test('the page\'s passkey forms refuse what is not an assertion, an app without passkeys, and another browser, in words; nothing is issued', async (t) => {
+  const browser = new OAuthBrowser(h);
+  const page = await browser.get(authorizeUrl({
+    client_id: web.client_id, redirect_uri: REDIRECT, response_type: 'code', scope: 'openid', state: 'st', code_challenge: s256(oauth.generateRandomCodeVerifier()), code_challenge_method: 'S256',
+  }));
+  t.notMatch(page.html, /passkey-form/, 'no passkey button for an app without a relying party');
+  const fields = OAuthBrowser.formFields(page.html);
+  const unconfigured = await browser.post('/oauth/sign-in/passkey/options', fields);
+  t.equal(unconfigured.status, 409);
+  t.same(JSON.parse(unconfigured.html), { message: 'This application does not offer passkeys. Sign in with a code.' });
+
+  t.equal((await h.admin('PUT', `/admin/apps/${app.id}/passkeys`, { rp_id: 'localhost', rp_name: 'App A', origins: ['http://localhost:3000'] })).status, 200);
+  const stranger = await new OAuthBrowser(h).post('/oauth/sign-in/passkey/options', fields);
+  t.equal(stranger.status, 403, 'another browser (no cookie) gets no ceremony');
+  t.match(JSON.parse(stranger.html).message, /This sign-in form has expired/);
+  const options = await browser.post('/oauth/sign-in/passkey/options', fields);
+  t.equal(options.status, 200);
+  const { ceremony_id: ceremony, options: request } = JSON.parse(options.html);
+  t.match(request, { rpId: 'localhost', userVerification: 'required' });
+  for (const response of ['not json', JSON.stringify({ id: 'x' }), JSON.stringify({ id: 'AAAA', rawId: 'AAAA', type: 'public-key', clientExtensionResults: {}, response: { clientDataJSON: 'e30', authenticatorData: 'A'.repeat(50), signature: 'AAAA' } })]) {
+    const refused = await browser.post('/oauth/sign-in/passkey', { ...fields, ceremony, response });
+    t.equal(refused.status, 200, response);
+    t.equal(refused.location, null);
+    t.match(refused.html, /That passkey was not accepted\. Try again with a passkey of this account, or sign in with a code\./);
+    t.match(refused.html, /id="passkey-form"/, 'the address page again, passkey included');
+  }
+  const browserSessions = await h.sql<{ n: number }[]>`select count(*)::int as n from oauth_browser_sessions`;
+  t.equal(browserSessions[0]!.n, 0, 'the browser is not signed in');
+  const script = await browser.get('/oauth/sign-in.js');
+  t.equal(script.status, 200);
+  t.equal(script.headers.get('content-type'), 'text/javascript; charset=utf-8');
+  t.match(page.headers.get('content-security-policy'), /script-src 'self'; connect-src 'self'/);
+  t.notMatch(page.html, /<script>/, 'no inline script');
+});
