@@ -2,12 +2,18 @@
 // enabled, strict CSP, sign-in with the admin key (kept in memory only), apps with the secret
 // shown once and rotated, tenants, user lookup, soft-delete, restore and session revocation,
 // signing keys, the audit trail, webhooks (dead letters and redelivery) and rate-limit blocks,
-// OAuth clients and a user's consents; each action checked through the admin API, an API refusal
-// shown in words next to its field. Keyboard pass (and keyboard-only use), 375 and 360 px.
+// OAuth clients and a user's consents, sign-in providers, the second-factor policy and an
+// admin's TOTP reset, a tenant's invitations and its SSO (provider, domains proven by DNS TXT
+// records from a local DNS server, oidc-provider as the tenant's "Okta"); each action checked
+// through the admin API, an API refusal shown in words next to its field. Keyboard pass (and
+// keyboard-only use), 375 and 360 px.
 import { createHash } from 'node:crypto';
 import type { Dialog, Page } from 'puppeteer-core';
 import t from 'tap';
+import { startDnsServer } from '../auth/fixtures/dns-server.js';
 import { OAuthBrowser } from '../auth/fixtures/oauth-browser.js';
+import { enrolTotp } from '../auth/fixtures/totp.js';
+import { authorize, startCertifiedProvider } from '../auth/fixtures/upstream-providers.js';
 import { ADMIN_KEY, startAuthHarness } from '../auth/fixtures/harness.js';
 import { hasValidSignature, startWebhookReceiver, until } from '../auth/fixtures/webhook-receiver.js';
 import { OTP_DEFAULT_LIMITS } from '../../src/auth/limits.js';
@@ -15,7 +21,12 @@ import { assertPageBuilt, collectProblems, elementsPastViewport, launchBrowser, 
 
 assertPageBuilt('admin');
 // No webhook retries: a failed delivery is dead at once, for the dead-letter test.
-const h = await startAuthHarness({ adminConsole: true, webhookPollMs: 20, webhookRetryDelaysSeconds: [] });
+const dns = await startDnsServer();
+t.teardown(() => dns.close());
+const REDIRECT = 'http://localhost:5173/sso/callback';
+const okta = await startCertifiedProvider([{ client_id: 'okta-shop', client_secret: 'okta-secret', redirect_uris: [REDIRECT] }]);
+t.teardown(() => okta.close());
+const h = await startAuthHarness({ adminConsole: true, webhookPollMs: 20, webhookRetryDelaysSeconds: [], dnsServers: [dns.address] });
 t.teardown(() => h.close());
 const browser = await launchBrowser();
 t.teardown(() => browser.close());
@@ -213,7 +224,8 @@ t.test('signing keys: listed with their status; rotation makes the next key acti
 
 t.test('keyboard: Tab reaches every control in page order; every control has a label', async (t) => {
   const { page } = await openConsole();
-  await h.createApp('shop');
+  const app = await h.createApp('shop');
+  await h.createTenant(app, 'Acme');
   t.same(await unlabelledControls(page), [], 'sign-in form');
   await signIn(page);
   await page.click('button[aria-label="Tenants of shop"]');
@@ -222,6 +234,10 @@ t.test('keyboard: Tab reaches every control in page order; every control has a l
   await page.waitForFunction(() => document.activeElement?.id === 'tenants-heading');
   await page.click('button[aria-label="OAuth clients of shop"]');
   await page.waitForFunction(() => document.activeElement?.id === 'oauth-clients-heading');
+  for (const [button, heading] of [['Sign-in providers of shop', 'upstream-heading'], ['Second factor of shop', 'second-factor-heading'], ['Invitations to Acme', 'invitations-heading'], ['SSO of Acme', 'sso-heading']]) {
+    await page.click(`button[aria-label="${button}"]`);
+    await page.waitForFunction((id) => document.activeElement?.id === id, {}, heading);
+  }
   await page.type('#user-query', 'nobody@example.com');
   await page.keyboard.press('Enter');
   await page.waitForSelector('#user-result p.empty');
@@ -230,7 +246,9 @@ t.test('keyboard: Tab reaches every control in page order; every control has a l
     .map((e) => e.id ? `#${e.id}` : `${e.tagName.toLowerCase()}[${e.getAttribute('aria-label') ?? e.textContent?.trim() ?? ''}]`));
   const order = await tabOrder(page, expected[0]!);
   t.same(order, expected);
-  for (const id of ['a[Apps]', 'a[Users]', 'a[Signing keys]', '#sign-out', '#app-slug', '#app-name', 'button[Tenants of shop]', 'button[Rotate the secret of shop]', '#tenant-name', 'button[OAuth clients of shop]', '#client-name', '#client-type', '#client-redirect-uris', '#client-post-logout-uris', '#client-scopes', '#client-logo', '#client-first-party', '#client-submit', '#user-query', '#rotate-key']) {
+  for (const id of ['a[Apps]', 'a[Users]', 'a[Signing keys]', '#sign-out', '#app-slug', '#app-name', 'button[Tenants of shop]', 'button[Rotate the secret of shop]', '#tenant-name', 'button[OAuth clients of shop]', '#client-name', '#client-type', '#client-redirect-uris', '#client-post-logout-uris', '#client-scopes', '#client-logo', '#client-first-party', '#client-submit',
+    'button[Sign-in providers of shop]', 'button[Second factor of shop]', 'button[Invitations to Acme]', 'button[SSO of Acme]', '#upstream-kind', '#upstream-label', '#upstream-secret',
+    '#upstream-submit', '#second-factor-app', '#invite-to', '#invite-role', '#invitation-state', '#sso-kind', '#sso-discovery', '#sso-require-sso', '#domain-name', '#user-query', '#rotate-key']) {
     t.ok(order.includes(id), `Tab reaches ${id}`);
   }
   t.same(await unlabelledControls(page), [], 'console');
@@ -613,5 +631,206 @@ t.test('at 360 px wide the new screens do not overflow sideways, with long value
   t.equal(await overflowsHorizontally(page), false);
   await page.evaluate(() => document.getElementById('oauth-clients-heading')!.scrollIntoView());
   await screenshot(page, 'admin-360-oauth-clients');
+
+  const tenant = await h.createTenant(app, 'A tenant with a rather long name as well');
+  await h.admin('POST', `/admin/apps/${app.id}/upstream-providers`, {
+    kind: 'oidc', label: 'A long label for a button', client_id: `client-${'x'.repeat(60)}`, client_secret: 's', discovery_url: `${okta.discoveryUrl}`,
+    redirect_uris: [`https://a-very-long-host-name.example/${'callback/'.repeat(8)}`], trusted_email_domains: ['a-very-long-domain-name-for-testing.example'],
+  });
+  t.equal((await h.admin('POST', `/admin/apps/${app.id}/tenants/${tenant}/invitations`, { phone: '+14155550123', role: 'admin' })).status, 201);
+  await h.admin('POST', `/admin/apps/${app.id}/tenants/${tenant}/domains`, { domain: 'a-very-long-subdomain.of-a-long-domain-name.example' });
+  await page.click(`button[aria-label="Sign-in providers of ${app.slug}"]`);
+  await page.waitForSelector('#upstream-list li[data-provider-id]');
+  await page.click(`button[aria-label="Second factor of ${app.slug}"]`);
+  await page.waitForSelector(`#second-factor-tenant-${tenant}`);
+  await page.click(`button[aria-label="Tenants of ${app.slug}"]`);
+  await (await page.waitForSelector('button[aria-label="Invitations to A tenant with a rather long name as well"]'))!.click();
+  await page.waitForSelector('#invitation-list li[data-invitation-id]');
+  await page.click('button[aria-label="SSO of A tenant with a rather long name as well"]');
+  await page.waitForSelector('#domain-list li[data-domain-id]');
+  t.same(await elementsPastViewport(page), [], 'no element sticks out with every screen open');
+  t.equal(await overflowsHorizontally(page), false);
+  await page.evaluate(() => document.getElementById('sso-heading')!.scrollIntoView());
+  await screenshot(page, 'admin-360-sso');
   t.same(problems.filter((p) => !/status of 400/.test(p)), []);
+});
+
+t.test('sign-in providers: a refusal next to its field; added from a preset, tested, edited with the secret kept, deleted', async (t) => {
+  const { page, problems, confirms } = await openConsole();
+  const app = await h.createApp('shop');
+  const providersUrl = `/admin/apps/${app.id}/upstream-providers`;
+  await signIn(page);
+  await page.click('button[aria-label="Sign-in providers of shop"]');
+  await page.waitForFunction(() => document.activeElement?.id === 'upstream-heading');
+  t.equal(await page.$eval('#upstream-label', (e) => (e as HTMLInputElement).value), 'Sign in with Google', 'the first preset fills the label');
+  await page.select('#upstream-kind', 'oidc');
+  t.equal(await page.$eval('#upstream-label', (e) => (e as HTMLInputElement).value), 'Sign in with SSO', 'another preset, another label');
+  await page.type('#upstream-client-id', 'okta-shop');
+  await page.type('#upstream-secret', 'okta-secret');
+  await page.type('#upstream-redirect-uris', REDIRECT);
+  await page.type('#upstream-domains', 'shop.example');
+  await page.click('#upstream-submit');
+  t.same(await fieldError(page, 'upstream-discovery'), { text: 'Invalid field "discovery_url": required for an "oidc" provider', invalid: 'true', focused: true });
+  t.same((await h.admin('GET', providersUrl)).body.providers, [], 'nothing was made');
+
+  await page.type('#upstream-discovery', okta.discoveryUrl);
+  await page.click('#upstream-submit');
+  t.match(await notice(page, 'Added the provider'), 'Added the provider Sign in with SSO.');
+  const listed = await h.admin('GET', providersUrl);
+  t.match(listed.body.providers, [{ kind: 'oidc', label: 'Sign in with SSO', client_id: 'okta-shop', has_client_secret: true, discovery_url: okta.discoveryUrl, redirect_uris: [REDIRECT], trusted_email_domains: ['shop.example'], tenant_id: null }]);
+  const provider = listed.body.providers[0];
+  await page.waitForSelector(`#upstream-list li[data-provider-id="${provider.id}"]`);
+  t.notOk(JSON.stringify(listed.body).includes('okta-secret'), 'the API never answers the secret');
+  t.notOk((await page.content()).includes('okta-secret'), 'nor does the page hold it');
+
+  await page.click('button[aria-label="Test the provider Sign in with SSO"]');
+  t.match(await notice(page, 'works'), `Sign in with SSO works: issuer ${okta.issuer}, sign-in at ${okta.issuer}/`);
+
+  await page.click('button[aria-label="Edit the provider Sign in with SSO"]');
+  t.same(await page.$eval('#upstream-secret', (e) => [(e as HTMLInputElement).value, (e as HTMLInputElement).placeholder]), ['', 'stored; type to replace it'], 'the secret is write-only');
+  t.equal(await page.$eval('#upstream-kind', (e) => (e as HTMLSelectElement).disabled), true, 'the kind stays');
+  await page.click('#upstream-label', { count: 3 });
+  await page.type('#upstream-label', 'Shop staff login');
+  await page.click('#upstream-submit');
+  t.match(await notice(page, 'Saved the provider'), 'Saved the provider Shop staff login.');
+  t.match((await h.admin('GET', `${providersUrl}/${provider.id}`)).body, { label: 'Shop staff login', has_client_secret: true, discovery_url: okta.discoveryUrl });
+  okta.signInAs = { sub: 'okta-ann', email: 'ann@shop.example', email_verified: true };
+  const started = await h.post('/auth/upstream/start', { ...h.credentials(app), provider_id: provider.id, redirect_uri: REDIRECT });
+  const signedIn = await h.post('/auth/upstream/callback', { ...h.credentials(app), params: await authorize(started.body.authorization_url, REDIRECT) });
+  t.equal(signedIn.status, 200, 'the stored secret still signs in (the edit kept it)');
+
+  await page.click('button[aria-label="Delete the provider Shop staff login"]');
+  await page.waitForFunction(() => document.querySelector('#upstream-list li')?.textContent === 'No sign-in providers yet.');
+  t.match(confirms, [/Delete the provider Shop staff login\?/]);
+  t.same((await h.admin('GET', providersUrl)).body.providers, [], 'the API has none');
+  t.same(problems.filter((p) => !/status of 400/.test(p)), []);
+});
+
+t.test('second factor: the app\'s and a tenant\'s policies as the API then has them; an admin reset of a user\'s TOTP, audited', async (t) => {
+  const app = await h.createApp('shop');
+  const acme = await h.createTenant(app, 'Acme');
+  const ann = await enrolTotp(h, app, 'ann@example.com');
+  t.equal(ann.recoveryCodes.length > 0, true);
+  const policyUrl = `/admin/apps/${app.id}/second-factor-policy`;
+  const { page, problems, confirms } = await openConsole();
+  await signIn(page);
+  await page.click('button[aria-label="Second factor of shop"]');
+  await page.waitForFunction(() => document.activeElement?.id === 'second-factor-heading');
+  await page.waitForSelector(`#second-factor-tenant-${acme}`);
+  t.equal(await page.$eval('#second-factor-app', (e) => (e as HTMLSelectElement).value), 'off');
+  await page.select('#second-factor-app', 'required');
+  await page.click('#second-factor-form button[type="submit"]');
+  t.match(await notice(page, 'The second factor is required'), 'The second factor is required in shop.');
+  t.same((await h.admin('GET', policyUrl)).body, { policy: 'required', tenants: [] });
+  await page.select(`#second-factor-tenant-${acme}`, 'off');
+  await page.click('button[aria-label="Save the second factor of tenant Acme"]');
+  t.match(await notice(page, 'in tenant Acme'), 'The second factor is off in tenant Acme.');
+  t.same((await h.admin('GET', policyUrl)).body, { policy: 'required', tenants: [{ tenant_id: acme, policy: 'off' }] });
+  await page.waitForFunction((id) => (document.getElementById(`second-factor-tenant-${id}`) as HTMLSelectElement | null)?.options[0]?.textContent === 'the app\'s (required)', {}, acme);
+  await page.select(`#second-factor-tenant-${acme}`, '');
+  await page.click('button[aria-label="Save the second factor of tenant Acme"]');
+  t.match(await notice(page, 'follows'), 'Tenant Acme follows the app\'s second-factor policy.');
+  t.same((await h.admin('GET', policyUrl)).body, { policy: 'required', tenants: [] });
+
+  await page.type('#user-query', 'ann@example.com');
+  await page.keyboard.press('Enter');
+  await page.waitForSelector('article.user');
+  await page.click('button[aria-label="Reset the second factor of ann@example.com"]');
+  t.match(await notice(page, 'Reset the second factor'), 'Reset the second factor of ann@example.com.');
+  t.match(confirms, [/Reset the second factor of ann@example.com\?.*recorded in the audit trail/s]);
+  const userId = (await h.admin('GET', '/admin/users?email=ann@example.com')).body.users[0].id;
+  const events = await h.admin('GET', `/admin/audit-events?type=second_factor.reset&user_id=${userId}`);
+  t.match(events.body.events, [{ type: 'second_factor.reset', actor: 'admin', user_id: userId }], 'the reset is in the audit trail');
+  await page.click('button[aria-label="Reset the second factor of ann@example.com"]');
+  t.match(await notice(page, 'had no second factor'), 'ann@example.com had no second factor to reset.', 'the API has no key left to reset');
+  t.same(problems, []);
+});
+
+t.test('invitations of a tenant: invite with a role, listed with its state, resent, revoked; a second pending one refused in words', async (t) => {
+  const app = await h.createApp('shop');
+  const acme = await h.createTenant(app, 'Acme');
+  const invitationsUrl = `/admin/apps/${app.id}/tenants/${acme}/invitations`;
+  const { page, problems, confirms } = await openConsole();
+  await signIn(page);
+  await page.click('button[aria-label="Tenants of shop"]');
+  await (await page.waitForSelector('button[aria-label="Invitations to Acme"]'))!.click();
+  await page.waitForFunction(() => document.activeElement?.id === 'invitations-heading');
+  t.equal(await page.$eval('#invitations-heading', (e) => e.textContent), 'Invitations to Acme (shop)');
+  t.equal(await page.$eval('#invitation-list', (e) => e.textContent), 'No invitations.');
+  await page.type('#invite-to', '+1 415 555 0199');
+  await page.select('#invite-role', 'staff');
+  await page.click('#invite-form button[type="submit"]');
+  t.match(await notice(page, 'Invited'), 'Invited +14155550199 into Acme as staff.');
+  t.equal(h.outbox.messages.at(-1)?.to, '+14155550199', 'the invitation went out by SMS');
+  let [invitation] = (await h.admin('GET', invitationsUrl)).body.invitations;
+  t.match(invitation, { phone: '+14155550199', role: 'staff', state: 'pending', send_count: 1, invited_by: 'admin' });
+  await page.waitForSelector(`#invitation-list li[data-invitation-id="${invitation.id}"][data-state="pending"]`);
+
+  await page.type('#invite-to', '+14155550199');
+  await page.click('#invite-form button[type="submit"]');
+  t.same(await fieldError(page, 'invite-to'), { text: 'This address already has a pending invitation to the tenant', invalid: 'true', focused: true });
+
+  h.clock.advance(60_000);
+  await page.click('button[aria-label="Resend the invitation to +14155550199"]');
+  t.match(await notice(page, 'again'), 'Sent the invitation to +14155550199 again (2 times in all).');
+  t.equal((await h.admin('GET', invitationsUrl)).body.invitations[0].send_count, 2);
+  await page.click('button[aria-label="Revoke the invitation to +14155550199"]');
+  await page.waitForSelector(`#invitation-list li[data-invitation-id="${invitation.id}"][data-state="revoked"]`);
+  t.match(confirms, [/Revoke the invitation to \+14155550199\?/]);
+  [invitation] = (await h.admin('GET', invitationsUrl)).body.invitations;
+  t.equal(invitation.state, 'revoked', 'the API has it revoked');
+  await page.select('#invitation-state', 'pending');
+  await page.waitForFunction(() => document.getElementById('invitation-list')?.textContent === 'No invitations.');
+  t.same(problems.filter((p) => !/status of 409/.test(p)), []);
+});
+
+t.test('SSO of a tenant: its provider added and tested; a domain claimed with its TXT record, refused until published, then verified', async (t) => {
+  const app = await h.createApp('shop');
+  const acme = await h.createTenant(app, 'Acme');
+  dns.txt.clear();
+  const { page, problems } = await openConsole();
+  await signIn(page);
+  await page.click('button[aria-label="Tenants of shop"]');
+  await (await page.waitForSelector('button[aria-label="SSO of Acme"]'))!.click();
+  await page.waitForFunction(() => document.activeElement?.id === 'sso-heading');
+  t.equal(await page.$eval('#sso-provider-list', (e) => e.textContent), 'The tenant has no provider of its own yet.');
+  await page.select('#sso-kind', 'oidc');
+  await page.click('#sso-label', { count: 3 });
+  await page.type('#sso-label', 'Acme SSO');
+  await page.type('#sso-client-id', 'okta-shop');
+  await page.type('#sso-secret', 'okta-secret');
+  await page.type('#sso-discovery', okta.discoveryUrl);
+  await page.type('#sso-redirect-uris', REDIRECT);
+  await page.select('#sso-default-role', 'staff');
+  await page.click('#sso-require-sso');
+  await page.click('#sso-submit');
+  t.match(await notice(page, 'Added the SSO provider'), 'Added the SSO provider Acme SSO of Acme.');
+  const [provider] = (await h.admin('GET', `/admin/apps/${app.id}/upstream-providers`)).body.providers;
+  t.match(provider, { tenant_id: acme, label: 'Acme SSO', default_role: 'staff', require_sso: true, has_client_secret: true });
+  await page.waitForSelector(`#sso-provider-list li[data-provider-id="${provider.id}"]`);
+  t.equal(await page.$eval('#sso-form-heading', (e) => e.textContent), 'Edit Acme SSO', 'the form now edits the tenant\'s provider');
+  await page.click('button[aria-label="Test the provider Acme SSO"]');
+  t.match(await notice(page, 'works'), `Acme SSO works: issuer ${okta.issuer}`);
+
+  await page.type('#domain-name', 'Acme.Example');
+  await page.click('#domain-form button[type="submit"]');
+  await page.waitForSelector('#domain-list li[data-domain-id]');
+  const [claim] = (await h.admin('GET', `/admin/apps/${app.id}/tenants/${acme}/domains`)).body.domains;
+  t.match(claim, { domain: 'acme.example', verified_at: null });
+  const item = `#domain-list li[data-domain-id="${claim.id}"]`;
+  t.same(await page.$eval(item, (li) => [li.querySelector('.txt-name')?.textContent, li.querySelector('.txt-value')?.textContent]),
+    [claim.verification.name, claim.verification.value], 'the TXT record to publish, as the API has it');
+  await page.click(`${item} button[aria-label="Verify acme.example"]`);
+  await page.waitForSelector(`${item} .field-error:not([hidden])`);
+  t.equal(await page.$eval(`${item} .field-error`, (e) => e.textContent), 'The DNS TXT record that proves the domain was not found; add it and retry', 'the refusal in words, by the domain');
+  t.match(await notice(page, 'DOMAIN_NOT_VERIFIED'), /^DOMAIN_NOT_VERIFIED: /);
+
+  dns.txt.set(claim.verification.name, [claim.verification.value]);
+  await page.click(`${item} button[aria-label="Verify acme.example"]`);
+  await page.waitForSelector(`#domain-list li[data-domain-id="${claim.id}"][data-verified="true"]`);
+  t.match(await notice(page, 'Verified'), 'Verified acme.example: its people are sent to the tenant\'s provider.');
+  t.match((await h.admin('GET', `/admin/apps/${app.id}/tenants/${acme}/domains`)).body.domains, [{ id: claim.id, verified_at: /Z$/ }], 'the API has it verified');
+  const discovered = await h.post('/auth/sso/discover', { ...h.credentials(app), email: 'bob@acme.example' });
+  t.match(discovered.body, { sso: true, provider_id: provider.id, tenant_id: acme, required: true }, 'home-realm discovery sends the domain to the provider, SSO required');
+  t.same(problems.filter((p) => !/status of 409/.test(p)), []);
 });

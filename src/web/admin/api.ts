@@ -71,6 +71,7 @@ export interface UpstreamProvider {
 export interface UpstreamProviderFields {
   kind: UpstreamKind; label: string; client_id: string; client_secret?: string; discovery_url?: string; scopes?: string[]; redirect_uris: string[];
   trusted_email_domains?: string[]; apple?: { team_id: string; key_id: string; private_key: string }; entra?: { tenants: string[] };
+  github?: { web_base_url: string; api_base_url: string };
   tenant_id?: string; default_role?: string; require_sso?: boolean;
 }
 export type InvitationState = 'pending' | 'accepted' | 'revoked' | 'expired';

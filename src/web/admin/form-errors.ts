@@ -21,14 +21,17 @@ export function clearFormErrors(form: HTMLFormElement): void {
   for (const control of form.querySelectorAll('[aria-invalid]')) control.removeAttribute('aria-invalid');
 }
 
-/** Shows the error in the form (by `fields`: API field name → control id) and on the status line; focuses the field. */
+/**
+ * Shows the error in the form (by `fields`: API field name, or error code for refusals that name
+ * no field, → control id) and on the status line; focuses the field.
+ */
 export function showFormError(form: HTMLFormElement, error: unknown, fields: Record<string, string>): void {
   clearFormErrors(form);
   notifyError(error);
   if (error instanceof AdminError && error.status === 401) return;
   const message = error instanceof AdminError ? error.message : `Error: ${(error as Error).message}`;
   const field = fieldOf(error);
-  const controlId = field === null ? undefined : fields[field];
+  const controlId = (field === null ? undefined : fields[field]) ?? (error instanceof AdminError ? fields[error.code] : undefined);
   const line = controlId ? byId(`${controlId}-error`) : form.querySelector<HTMLElement>('.form-error');
   if (!line) return;
   line.textContent = message;
