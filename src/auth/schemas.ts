@@ -355,3 +355,24 @@ export const UpdateOAuthClientBody = Type.Object({
   first_party: Type.Optional(Type.Boolean()),
 }, strict);
 export type UpdateOAuthClientBody = Static<typeof UpdateOAuthClientBody>;
+
+/** A second's count: [UTC second, n]. */
+const SecondCount = Type.Tuple([Type.Integer({ minimum: 0, maximum: 1e12 }), Type.Integer({ minimum: 0, maximum: 1e12 })]);
+/** A tenant's name as an inference server counts it (a tenant id, "key:<id>", a subject). */
+const fleetTenant = text(320);
+
+/** POST /fleet/exchange: an inference-server replica's counts of tenants' limits (src/inference/tenants/fleet-limits.ts). */
+export const FleetExchangeBody = Type.Object({
+  ...appCredentials,
+  replica: text(200),
+  now_ms: Type.Integer({ minimum: 0, maximum: 1e15 }),
+  window_start_second: Type.Integer({ minimum: 0, maximum: 1e12 }),
+  reports: Type.Array(Type.Object({
+    tenant: fleetTenant,
+    requests: Type.Array(SecondCount, { maxItems: 120 }),
+    tokens: Type.Array(SecondCount, { maxItems: 120 }),
+    in_flight: Type.Integer({ minimum: 0, maximum: 1e9 }),
+  }, strict), { maxItems: 500 }),
+  tenants: Type.Array(fleetTenant, { maxItems: 500 }),
+}, strict);
+export type FleetExchangeBody = Static<typeof FleetExchangeBody>;
