@@ -1,5 +1,5 @@
 // The provider's hosted sign-in page in headless Chromium: an authorization request to a code
-// in the browser (e-mail, code, consent for a third-party client; a passkey with Chromium's
+// in the browser (e-mail, code, consent for a third-party client; the second factor; a passkey with Chromium's
 // virtual authenticator; the app's upstream provider and a tenant's, oidc-provider as "Google"
 // and "Okta", with the issuer's host http://auth.test mapped to the harness), the keyboard alone, every field labelled, an error in words announced
 // in an alert region, no console errors or CSP violations, and no horizontal scrolling at 360 px.
@@ -9,6 +9,7 @@ import type { HTTPRequest, Page } from 'puppeteer-core';
 import t, { type Test } from 'tap';
 import { startAuthHarness } from '../auth/fixtures/harness.js';
 import { harnessFetch } from '../auth/fixtures/oauth-browser.js';
+import { enrolTotp, totpCode } from '../auth/fixtures/totp.js';
 import { startCertifiedProvider } from '../auth/fixtures/upstream-providers.js';
 import { collectProblems, launchBrowser, overflowsHorizontally, screenshot, unlabelledControls } from '../helpers/browser.js';
 
@@ -242,4 +243,46 @@ t.test('sign in through the app\'s identity provider, and by home-realm discover
   const access = JSON.parse(Buffer.from(viaOkta.access_token.split('.')[1]!, 'base64url').toString());
   t.match(access, { tenant_id: acme, roles: ['staff'] }, 'the first sign-in through the tenant\'s provider gives its default role, and the token is for the tenant');
   t.same(second.problems, [], 'no console errors');
+});
+
+t.test('the second step by keyboard: the authenticator code after the e-mail code, a wrong one in words; the enrolment page fits and is labelled', async (t) => {
+  const { app } = await h.startFresh();
+  const client = (await h.admin('POST', `/admin/apps/${app.id}/oauth-clients`, { name: 'Notes', redirect_uris: [REDIRECT] })).body;
+  const { secret } = await enrolTotp(h, app, 'ann@example.com');
+  t.equal((await h.admin('PUT', `/admin/apps/${app.id}/second-factor-policy`, { policy: 'required' })).status, 200);
+  const authorizeUrl = `${h.base}/oauth/authorize?${new URLSearchParams({
+    client_id: client.client_id, redirect_uri: REDIRECT, response_type: 'code', scope: 'openid', state: 'st', code_challenge: challenge, code_challenge_method: 'S256',
+  })}`;
+  /** The page, an address typed and sent, its code typed and sent, by keyboard. */
+  const throughCode = async (page: Page, email: string) => {
+    await page.goto(authorizeUrl);
+    await page.keyboard.press('Tab');
+    await page.keyboard.type(email);
+    await Promise.all([page.waitForNavigation(), page.keyboard.press('Enter')]);
+    await page.keyboard.press('Tab');
+    await page.keyboard.type(h.outbox.codeFor(email));
+    await Promise.all([page.waitForNavigation(), page.keyboard.press('Enter')]);
+  };
+
+  const { page, problems, callbacks } = await openPage();
+  await throughCode(page, 'ann@example.com');
+  t.equal(await page.$eval('label[for="totp"]', (e) => e.textContent), 'Authenticator code');
+  await checkPage(t, page, 'second-factor');
+  await page.keyboard.press('Tab');
+  t.equal(await page.evaluate(() => document.activeElement?.id), 'totp', 'the first field is the authenticator code');
+  await page.keyboard.type(totpCode(h, secret, 5));
+  await Promise.all([page.waitForNavigation(), page.keyboard.press('Enter')]);
+  t.match(await page.$eval('[role="alert"]', (e) => e.textContent), /That authenticator code is wrong or was already used/);
+  await page.keyboard.press('Tab');
+  await page.keyboard.type(totpCode(h, secret));
+  await Promise.all([page.waitForRequest((request) => request.url().startsWith(REDIRECT)), page.keyboard.press('Enter')]);
+  t.equal(callbacks.length, 1, 'the browser went back to the client');
+  t.equal(new URL(callbacks[0]!).searchParams.get('state'), 'st');
+
+  h.clock.advance(61_000);
+  const enrol = await openPage();
+  await throughCode(enrol.page, 'bob@example.com');
+  t.equal(await enrol.page.$eval('h2', (e) => e.textContent), 'Set up a second factor');
+  await checkPage(t, enrol.page, 'enroll');
+  t.same([...problems, ...enrol.problems], [], 'no console errors or CSP violations');
 });
