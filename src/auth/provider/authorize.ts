@@ -17,7 +17,8 @@ import { insertAuditEvent } from '../queries/audit-events.js';
 import type { OAuthClientRow } from '../queries/oauth-clients.js';
 import {
   deleteSignInRequest, findBrowserSession, findSignInRequest, insertAuthorizationCode, insertSignInRequest, listTenantsOfUser, replaceBrowserSession,
-  setSignInChallenge, setSignInIdentifier, setSignInParameters, type BrowserSessionRow, type SignInRequestRow,
+  findSignInRequestByUpstreamState, setSignInChallenge, setSignInCsrf, setSignInIdentifier, setSignInParameters, setSignInUpstreamState,
+  type BrowserSessionRow, type SignInRequestRow,
 } from '../queries/oauth-grants.js';
 import { listRolesOfUser } from '../queries/roles.js';
 import type { Identifier } from '../queries/users.js';
@@ -38,6 +39,8 @@ import { compileBody } from '../../http/validation.js';
 import { WebAuthnAuthenticationResponse } from '../schemas.js';
 import { findPasskeySettings } from '../queries/passkeys.js';
 import { finishPasskeyLoginThen, startPasskeyLogin } from '../service/passkeys.js';
+import { discoverRealm } from '../service/tenant-sso.js';
+import { finishUpstreamFlowThen, listSignInProviders, startUpstreamFlowForPage } from '../service/upstream-sign-in.js';
 import { needsConsent, recordConsent } from './consents.js';
 import { renderConsentPage, renderErrorPage, renderRecoveryCodes, renderSignInPage, renderTenantPicker, type SignInView } from './sign-in-page.js';
 
@@ -139,7 +142,7 @@ export async function pickTenant(ctx: AuthContext, req: HttpRequest): Promise<Ht
 
 /** POST /oauth/sign-in/email `request, csrf, email` (or `phone`, a code by SMS): sends a code and asks for it. */
 export async function signInEmail(ctx: AuthContext, req: HttpRequest): Promise<HttpResult> {
-  const form = parseForm(req, ['request', 'csrf', 'email', 'phone']);
+  const form = parseForm(req, ['request', 'csrf', 'email', 'phone', 'code_anyway']);
   const signIn = await checkedSignIn(ctx, req, form);
   if ('refused' in signIn) return signIn.refused;
   const { request, client, csrf } = signIn;
@@ -148,6 +151,14 @@ export async function signInEmail(ctx: AuthContext, req: HttpRequest): Promise<H
   const app = { id: client.app_id, slug: client.app_slug };
   try {
     const identifier = identifierOf(body);
+    // Home-realm discovery: an address in a domain a tenant proved is offered the tenant's
+    // provider first; when the tenant requires it, no code is sent (the service would refuse).
+    if (identifier.channel === 'email') {
+      const realm = await discoverRealm(ctx, app, identifier.value);
+      if (realm.sso && (realm.required || form.get('code_anyway') !== '1')) {
+        return renderSignInPage({ ...viewOf(client, request.id, csrf, 'sso', identifier.value, null), sso: { providerId: realm.provider_id, label: realm.label, required: realm.required } });
+      }
+    }
     await enforceRateLimits(ctx, [
       { rule: 'otp_request_address', subject: perAddress('otp_request_address').subject({ app, body }, origin) },
       { rule: 'otp_request_ip', subject: origin.ip },
@@ -283,10 +294,76 @@ function browserSessionAfter(browserHash: Buffer, appId: string): AfterSecondFac
   return async (tx, login) => ({ familyId: null, result: await startBrowserSession(tx, browserHash, appId, login.userId, login.amr, login.nowMs) });
 }
 
+/**
+ * POST /oauth/sign-in/upstream `request, csrf, provider`: sends the browser to one of the app's
+ * identity providers (a button of the address step, or a tenant's found by home-realm
+ * discovery), through the upstream service's flow (state, nonce, PKCE), whose state the sign-in
+ * request keeps (its hash) for the callback.
+ */
+export async function signInUpstream(ctx: AuthContext, req: HttpRequest): Promise<HttpResult> {
+  const form = parseForm(req, ['request', 'csrf', 'provider']);
+  const signIn = await checkedSignIn(ctx, req, form);
+  if ('refused' in signIn) return signIn.refused;
+  const { request, client, csrf } = signIn;
+  const email = (request.identifier as Identifier | null)?.value ?? '';
+  try {
+    const started = await startUpstreamFlowForPage(ctx, { id: client.app_id, slug: client.app_slug }, form.get('provider') ?? '');
+    await setSignInUpstreamState(ctx.sql, request.id, sha256(started.state));
+    return redirect(started.authorization_url);
+  } catch (error) {
+    const words = inWords(error);
+    return addressPage(ctx, client, request.id, csrf, email, words.message, words.status);
+  }
+}
+
+/**
+ * GET /oauth/upstream/callback: where a provider sends the browser back. The state names the
+ * sign-in request, which must be this browser's (a callback URL given to another browser signs
+ * nobody in); the upstream service checks the rest (state once, nonce, PKCE, the id_token) and
+ * signs the browser in (amr `fed`); then the request goes on as after a code: tenant (a
+ * tenant's provider signs in to that tenant), consent, the client's code. The forms that
+ * follow get a new CSRF token (the callback carries none).
+ */
+export async function upstreamCallback(ctx: AuthContext, req: HttpRequest): Promise<HttpResult> {
+  const expired = renderErrorPage(403, 'This sign-in has expired', 'Go back to the application and start signing in again.');
+  const state = req.query.get('state');
+  const browserHash = presentedBrowser(req);
+  if (!state || state.length > 512 || browserHash === null) return expired;
+  const request = await findSignInRequestByUpstreamState(ctx.sql, sha256(state), new Date(ctx.clock.now()));
+  if (!request || !timingSafeEqual(request.browser_hash, browserHash)) return expired;
+  const client = await findClient(ctx, request.client_id);
+  if (!client) return expired;
+  const csrf = randomBytes(32).toString('base64url');
+  await setSignInCsrf(ctx.sql, request.id, sha256(csrf));
+  const app = { id: client.app_id, slug: client.app_slug };
+  const params: Record<string, string> = {};
+  for (const [name, value] of req.query) if (!(name in params)) params[name] = value;
+  let signedIn: { session: BrowserSessionRow; ssoTenant: string | null };
+  try {
+    const outcome = await finishUpstreamFlowThen(ctx, app, { params, origin: requestOrigin(ctx, req) }, async (tx, login) => ({
+      familyId: null, result: { session: await startBrowserSession(tx, browserHash, app.id, login.userId, login.amr, login.nowMs), ssoTenant: login.ssoTenant },
+    }));
+    if (outcome.kind !== 'signed_in') return expired;
+    signedIn = outcome.result;
+  } catch (error) {
+    const words = inWords(error);
+    return addressPage(ctx, client, request.id, csrf, (request.identifier as Identifier | null)?.value ?? '', words.message, words.status);
+  }
+  let parameters = request.parameters as unknown as AuthorizationParameters;
+  if (parameters.tenant === null && signedIn.ssoTenant !== null) {
+    parameters = { ...parameters, tenant: signedIn.ssoTenant };
+    await setSignInParameters(ctx.sql, request.id, { ...parameters });
+  }
+  return finishSignIn(ctx, req, client, { ...request, parameters: { ...parameters } }, csrf, signedIn.session);
+}
+
 /** The address step: the e-mail and SMS code forms, and a passkey when the app has a relying party for passkeys. */
 async function addressPage(ctx: AuthContext, client: OAuthClientRow, requestId: string, csrf: string, email: string, error: string | null, status = 200): Promise<HttpResult> {
   const passkeys = (await findPasskeySettings(ctx.sql, client.app_id)) !== undefined;
-  return renderSignInPage({ ...viewOf(client, requestId, csrf, 'address', email, error), passkeys }, status);
+  // Apple answers with a cross-site form_post, which carries no SameSite=Lax cookie to tie the
+  // callback to this browser: not offered here (apps that draw their own page relay it).
+  const providers = (await listSignInProviders(ctx, { id: client.app_id, slug: client.app_slug })).filter((p) => p.kind !== 'apple');
+  return renderSignInPage({ ...viewOf(client, requestId, csrf, 'address', email, error), passkeys, providers }, status);
 }
 
 /**
@@ -438,6 +515,7 @@ function viewOf(client: OAuthClientRow, requestId: string, csrf: string, step: S
 function inWords(error: unknown, channel: 'email' | 'phone' = 'email', factor: 'totp' | 'recovery_code' = 'totp'): { status: number; message: string } {
   if (!(error instanceof HttpError) || error.status >= 500) {
     if (error instanceof HttpError && error.code === 'OTP_DELIVERY_FAILED') return { status: 502, message: 'We could not send the code. Try again in a minute.' };
+    if (error instanceof HttpError && error.code === 'UPSTREAM_UNAVAILABLE') return { status: 502, message: 'We could not reach the identity provider. Try again in a minute, or sign in another way.' };
     throw error;
   }
   switch (error.code) {
@@ -448,6 +526,9 @@ function inWords(error: unknown, channel: 'email' | 'phone' = 'email', factor: '
     case 'SECOND_FACTOR_INVALID': return { status: 200, message: factor === 'totp'
       ? 'That authenticator code is wrong or was already used. Enter the code your app shows now.'
       : 'That recovery code is wrong or was already used. Check it and try again.' };
+    case 'UPSTREAM_CALLBACK_INVALID': return { status: 200, message: 'The sign-in with the identity provider did not complete: it was cancelled, refused or took too long. Try again, or sign in another way.' };
+    case 'UPSTREAM_PROVIDER_NOT_FOUND': return { status: 200, message: 'That way to sign in is no longer offered. Choose another.' };
+    case 'SSO_REQUIRED': return { status: 200, message: 'Your organisation requires signing in with its own identity provider: we do not send sign-in codes or accept passkeys for its addresses.' };
     case 'PASSKEY_INVALID': return { status: 200, message: 'That passkey was not accepted. Try again with a passkey of this account, or sign in with a code.' };
     case 'USER_DELETED': return { status: 403, message: 'This account has been deleted.' };
     case 'RATE_LIMITED': return { status: 429, message: 'Too many attempts. Wait a few minutes, then try again.' };
