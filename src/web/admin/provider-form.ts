@@ -38,119 +38,136 @@ function field(id: string, label: string, control: HTMLElement, hint?: string): 
 
 const text = (name: string, attrs: Record<string, string> = {}): HTMLInputElement => el('input', { name, autocomplete: 'off', ...attrs });
 
-export function providerForm(prefix: string, options: { tenant: boolean; submitLabel: string }): ProviderForm {
-  const id = (name: string): string => `${prefix}-${name}`;
-  let current: UpstreamProvider | null = null;
-  const kind = el('select', { name: 'kind' }, ...PRESETS.map((p) => el('option', { value: p.kind }, p.name)));
-  const label = text('label', { required: '', maxlength: '64' });
-  const clientId = text('client_id', { required: '', maxlength: '256' });
-  const secret = text('client_secret', { type: 'password', autocomplete: 'new-password' });
-  const discovery = text('discovery_url', { inputmode: 'url' });
-  const scopes = text('scopes');
-  const redirects = el('textarea', { name: 'redirect_uris', rows: '2' });
-  const domains = text('trusted_email_domains');
-  const entraTenants = text('entra_tenants');
-  const appleTeam = text('apple_team_id', { maxlength: '10' });
-  const appleKey = text('apple_key_id', { maxlength: '10' });
-  const applePrivate = el('textarea', { name: 'apple_private_key', rows: '3' });
-  const role = el('select', { name: 'default_role' }, ...ROLES.map((r) => el('option', { value: r }, r)));
-  const requireSso = el('input', { type: 'checkbox', name: 'require_sso', id: id('require-sso'), 'aria-describedby': `${id('require-sso')}-error` });
-  const formHeading = el('h3', { id: id('form-heading') }, 'New provider');
-  const submit = el('button', { type: 'submit', class: 'primary', id: id('submit') }, options.submitLabel);
-  const cancel = el('button', { type: 'button', id: id('cancel'), hidden: '' }, 'Cancel editing');
+interface Controls {
+  kind: HTMLSelectElement; label: HTMLInputElement; clientId: HTMLInputElement; secret: HTMLInputElement; discovery: HTMLInputElement;
+  scopes: HTMLInputElement; redirects: HTMLTextAreaElement; domains: HTMLInputElement; entraTenants: HTMLInputElement;
+  appleTeam: HTMLInputElement; appleKey: HTMLInputElement; applePrivate: HTMLTextAreaElement; role: HTMLSelectElement; requireSso: HTMLInputElement;
+  heading: HTMLHeadingElement; submit: HTMLButtonElement; cancel: HTMLButtonElement; apple: HTMLFieldSetElement;
+}
+
+function makeControls(id: (name: string) => string, submitLabel: string): Controls {
+  const c = {
+    kind: el('select', { name: 'kind' }, ...PRESETS.map((p) => el('option', { value: p.kind }, p.name))),
+    label: text('label', { required: '', maxlength: '64' }),
+    clientId: text('client_id', { required: '', maxlength: '256' }),
+    secret: text('client_secret', { type: 'password', autocomplete: 'new-password' }),
+    discovery: text('discovery_url', { inputmode: 'url' }),
+    scopes: text('scopes'),
+    redirects: el('textarea', { name: 'redirect_uris', rows: '2' }),
+    domains: text('trusted_email_domains'),
+    entraTenants: text('entra_tenants'),
+    appleTeam: text('apple_team_id', { maxlength: '10' }),
+    appleKey: text('apple_key_id', { maxlength: '10' }),
+    applePrivate: el('textarea', { name: 'apple_private_key', rows: '3' }),
+    role: el('select', { name: 'default_role' }, ...ROLES.map((r) => el('option', { value: r }, r))),
+    requireSso: el('input', { type: 'checkbox', name: 'require_sso', id: id('require-sso'), 'aria-describedby': `${id('require-sso')}-error` }),
+    heading: el('h3', { id: id('form-heading') }, 'New provider'),
+    submit: el('button', { type: 'submit', class: 'primary', id: id('submit') }, submitLabel),
+    cancel: el('button', { type: 'button', id: id('cancel'), hidden: '' }, 'Cancel editing'),
+  };
   const apple = el('fieldset', { class: 'group', id: id('apple'), 'aria-describedby': `${id('apple')}-error` },
     el('legend', {}, 'Apple key (the .p8 file from Apple)'),
-    field(id('apple-team'), 'Team id', appleTeam), field(id('apple-key-id'), 'Key id', appleKey),
-    field(id('apple-private-key'), 'Private key (PEM)', applePrivate, 'Write-only: an edit that leaves it empty keeps the stored key.'));
-  const form = el('form', { class: 'stacked-form', id: id('form'), 'aria-labelledby': id('form-heading') },
-    formHeading,
-    field(id('kind'), 'Provider', kind, 'A preset fills the label, the discovery document and the scopes its kind needs.'),
-    field(id('label'), 'Button label', label),
-    field(id('client-id'), 'Client id (from the provider)', clientId),
-    field(id('secret'), 'Client secret', secret, 'Write-only: it is stored encrypted and never shown; an edit that leaves it empty keeps the stored one.'),
-    field(id('discovery'), 'Discovery URL (empty: the preset\'s)', discovery),
-    field(id('scopes'), 'Scopes (separated by spaces; empty: the preset\'s)', scopes),
-    field(id('redirect-uris'), 'Redirect URIs of your app (one per line)', redirects),
-    options.tenant ? null : field(id('domains'), 'Trusted e-mail domains (separated by spaces)', domains, 'Addresses in these domains join an existing user only when the provider says they are verified.'),
-    field(id('entra-tenants'), 'Entra tenant ids allowed (separated by spaces; empty: any)', entraTenants),
-    apple,
+    field(id('apple-team'), 'Team id', c.appleTeam), field(id('apple-key-id'), 'Key id', c.appleKey),
+    field(id('apple-private-key'), 'Private key (PEM)', c.applePrivate, 'Write-only: an edit that leaves it empty keeps the stored key.'));
+  return { ...c, apple };
+}
+
+function layout(c: Controls, id: (name: string) => string, tenant: boolean): HTMLFormElement {
+  return el('form', { class: 'stacked-form', id: id('form'), 'aria-labelledby': id('form-heading') },
+    c.heading,
+    field(id('kind'), 'Provider', c.kind, 'A preset fills the label, the discovery document and the scopes its kind needs.'),
+    field(id('label'), 'Button label', c.label),
+    field(id('client-id'), 'Client id (from the provider)', c.clientId),
+    field(id('secret'), 'Client secret', c.secret, 'Write-only: it is stored encrypted and never shown; an edit that leaves it empty keeps the stored one.'),
+    field(id('discovery'), 'Discovery URL (empty: the preset\'s)', c.discovery),
+    field(id('scopes'), 'Scopes (separated by spaces; empty: the preset\'s)', c.scopes),
+    field(id('redirect-uris'), 'Redirect URIs of your app (one per line)', c.redirects),
+    tenant ? null : field(id('domains'), 'Trusted e-mail domains (separated by spaces)', c.domains, 'Addresses in these domains join an existing user only when the provider says they are verified.'),
+    field(id('entra-tenants'), 'Entra tenant ids allowed (separated by spaces; empty: any)', c.entraTenants),
+    c.apple,
     el('p', { class: 'field-error', id: `${id('apple')}-error`, hidden: '' }),
-    options.tenant ? field(id('default-role'), 'Role of a person\'s first sign-in', role) : null,
-    options.tenant ? el('label', { class: 'check' }, requireSso, 'Require SSO: code and passkey logins are refused for the tenant\'s verified domains') : null,
-    options.tenant ? el('p', { class: 'field-error', id: `${id('require-sso')}-error`, hidden: '' }) : null,
+    tenant ? field(id('default-role'), 'Role of a person\'s first sign-in', c.role) : null,
+    tenant ? el('label', { class: 'check' }, c.requireSso, 'Require SSO: code and passkey logins are refused for the tenant\'s verified domains') : null,
+    tenant ? el('p', { class: 'field-error', id: `${id('require-sso')}-error`, hidden: '' }) : null,
     el('p', { class: 'form-error', role: 'alert', hidden: '' }),
-    el('div', { class: 'row' }, submit, cancel));
+    el('div', { class: 'row' }, c.submit, c.cancel));
+}
 
-  const show = (): void => {
-    const k = kind.value as UpstreamKind;
-    (form.querySelector(`#${id('discovery')}-field`) as HTMLElement).hidden = k === 'github';
-    (form.querySelector(`#${id('secret')}-field`) as HTMLElement).hidden = k === 'apple';
-    (form.querySelector(`#${id('entra-tenants')}-field`) as HTMLElement).hidden = k !== 'entra';
-    apple.hidden = k !== 'apple';
-    discovery.placeholder = k === 'oidc' ? 'https://idp.example/.well-known/openid-configuration' : '';
+/** Shows the fields the chosen kind takes. */
+function showKind(form: HTMLFormElement, c: Controls, id: (name: string) => string): void {
+  const k = c.kind.value as UpstreamKind;
+  (form.querySelector(`#${id('discovery')}-field`) as HTMLElement).hidden = k === 'github';
+  (form.querySelector(`#${id('secret')}-field`) as HTMLElement).hidden = k === 'apple';
+  (form.querySelector(`#${id('entra-tenants')}-field`) as HTMLElement).hidden = k !== 'entra';
+  c.apple.hidden = k !== 'apple';
+  c.discovery.placeholder = k === 'oidc' ? 'https://idp.example/.well-known/openid-configuration' : '';
+}
+
+function fillControls(c: Controls, provider: UpstreamProvider): void {
+  c.kind.value = provider.kind;
+  c.label.value = provider.label;
+  c.clientId.value = provider.client_id;
+  c.secret.placeholder = provider.has_client_secret ? 'stored; type to replace it' : '';
+  c.discovery.value = provider.discovery_url ?? '';
+  c.scopes.value = provider.scopes.join(' ');
+  c.redirects.value = provider.redirect_uris.join('\n');
+  c.domains.value = provider.trusted_email_domains.join(' ');
+  c.entraTenants.value = provider.entra?.tenants.join(' ') ?? '';
+  c.appleTeam.value = provider.apple?.team_id ?? '';
+  c.appleKey.value = provider.apple?.key_id ?? '';
+  c.role.value = provider.default_role ?? 'viewer';
+  c.requireSso.checked = provider.require_sso;
+}
+
+function readControls(c: Controls, tenant: boolean, current: UpstreamProvider | null): UpstreamProviderFields {
+  const k = c.kind.value as UpstreamKind;
+  const scopes = words(c.scopes.value);
+  const trusted = words(c.domains.value);
+  return {
+    kind: k,
+    label: c.label.value.trim(),
+    client_id: c.clientId.value.trim(),
+    ...(k !== 'apple' && c.secret.value !== '' ? { client_secret: c.secret.value } : {}),
+    ...(k !== 'github' && c.discovery.value.trim() ? { discovery_url: c.discovery.value.trim() } : {}),
+    ...(scopes.length ? { scopes } : {}),
+    redirect_uris: lines(c.redirects.value),
+    ...(!tenant && trusted.length ? { trusted_email_domains: trusted } : {}),
+    ...(k === 'entra' ? { entra: { tenants: words(c.entraTenants.value) } } : {}),
+    ...(k === 'apple' && (c.applePrivate.value.trim() || !current)
+      ? { apple: { team_id: c.appleTeam.value.trim(), key_id: c.appleKey.value.trim(), private_key: c.applePrivate.value.trim() } } : {}),
+    ...(k === 'github' && current?.github ? { github: current.github } : {}),
+    ...(tenant ? { default_role: c.role.value, require_sso: c.requireSso.checked } : {}),
   };
-  kind.addEventListener('change', () => {
-    const preset = PRESETS.find((p) => p.kind === kind.value)!;
-    if (!current && (label.value === '' || PRESETS.some((p) => p.label === label.value))) label.value = preset.label;
-    show();
-  });
+}
 
+export function providerForm(prefix: string, options: { tenant: boolean; submitLabel: string }): ProviderForm {
+  const id = (name: string): string => `${prefix}-${name}`;
+  const c = makeControls(id, options.submitLabel);
+  const form = layout(c, id, options.tenant);
+  let current: UpstreamProvider | null = null;
+  c.kind.addEventListener('change', () => {
+    const preset = PRESETS.find((p) => p.kind === c.kind.value)!;
+    if (!current && (c.label.value === '' || PRESETS.some((p) => p.label === c.label.value))) c.label.value = preset.label;
+    showKind(form, c, id);
+  });
   const fill = (provider: UpstreamProvider | null): void => {
     current = provider;
     form.reset();
     clearFormErrors(form);
-    kind.disabled = provider !== null;
-    formHeading.textContent = provider ? `Edit ${provider.label}` : 'New provider';
-    submit.textContent = provider ? 'Save provider' : options.submitLabel;
-    cancel.hidden = provider === null;
-    if (!provider) {
-      label.value = PRESETS[0]!.label;
-      show();
-      return;
-    }
-    kind.value = provider.kind;
-    label.value = provider.label;
-    clientId.value = provider.client_id;
-    secret.placeholder = provider.has_client_secret ? 'stored; type to replace it' : '';
-    discovery.value = provider.discovery_url ?? '';
-    scopes.value = provider.scopes.join(' ');
-    redirects.value = provider.redirect_uris.join('\n');
-    domains.value = provider.trusted_email_domains.join(' ');
-    entraTenants.value = provider.entra?.tenants.join(' ') ?? '';
-    appleTeam.value = provider.apple?.team_id ?? '';
-    appleKey.value = provider.apple?.key_id ?? '';
-    role.value = provider.default_role ?? 'viewer';
-    requireSso.checked = provider.require_sso;
-    show();
+    c.kind.disabled = provider !== null;
+    c.heading.textContent = provider ? `Edit ${provider.label}` : 'New provider';
+    c.submit.textContent = provider ? 'Save provider' : options.submitLabel;
+    c.cancel.hidden = provider === null;
+    if (provider) fillControls(c, provider);
+    else c.label.value = PRESETS[0]!.label;
+    showKind(form, c, id);
   };
-
-  const values = (): UpstreamProviderFields => {
-    const k = kind.value as UpstreamKind;
-    const list = words(scopes.value);
-    const trusted = words(domains.value);
-    return {
-      kind: k,
-      label: label.value.trim(),
-      client_id: clientId.value.trim(),
-      ...(k !== 'apple' && secret.value !== '' ? { client_secret: secret.value } : {}),
-      ...(k !== 'github' && discovery.value.trim() ? { discovery_url: discovery.value.trim() } : {}),
-      ...(list.length ? { scopes: list } : {}),
-      redirect_uris: lines(redirects.value),
-      ...(!options.tenant && trusted.length ? { trusted_email_domains: trusted } : {}),
-      ...(k === 'entra' ? { entra: { tenants: words(entraTenants.value) } } : {}),
-      ...(k === 'apple' && (applePrivate.value.trim() || !current)
-        ? { apple: { team_id: appleTeam.value.trim(), key_id: appleKey.value.trim(), private_key: applePrivate.value.trim() } } : {}),
-      ...(k === 'github' && current?.github ? { github: current.github } : {}),
-      ...(options.tenant ? { default_role: role.value, require_sso: requireSso.checked } : {}),
-    } as UpstreamProviderFields;
-  };
-
   const fields: Record<string, string> = {
     kind: id('kind'), label: id('label'), client_id: id('client-id'), client_secret: id('secret'), discovery_url: id('discovery'), scopes: id('scopes'),
     redirect_uris: id('redirect-uris'), entra: id('entra-tenants'), apple: id('apple'), default_role: id('default-role'), require_sso: id('require-sso'),
     ...(options.tenant ? {} : { trusted_email_domains: id('domains') }),
   };
-  cancel.addEventListener('click', () => { fill(null); label.focus(); });
+  c.cancel.addEventListener('click', () => { fill(null); c.label.focus(); });
   fill(null);
-  return { form, fields, fill, values, editing: () => current };
+  return { form, fields, fill, values: () => readControls(c, options.tenant, current), editing: () => current };
 }
