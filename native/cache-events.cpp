@@ -10,6 +10,7 @@ namespace addon {
 void CacheEvents::enable(int32_t block_size) {
     std::lock_guard<std::mutex> lock(mutex_);
     block_ = std::max<int32_t>(0, block_size);
+    if (block_ > 0) tracking_ = true;
     reported_.clear();
     reported_lora_.clear();
     pending_.clear();
@@ -65,10 +66,20 @@ void CacheEvents::push_stored(CacheTier tier, uint64_t id, const Entry & e) {
     pending_.push_back(std::move(change));
 }
 
+void CacheEvents::track_tiers() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    tracking_ = true;
+}
+
 void CacheEvents::tier_stored(CacheTier tier, uint64_t id, const std::vector<int32_t> & tokens, const std::vector<float> & lora) {
+    {
+        std::lock_guard<std::mutex> lock(mutex_);
+        if (!tracking_) return;
+    }
     const auto image = std::find(tokens.begin(), tokens.end(), LLAMA_TOKEN_NULL);
     Entry e{std::vector<int32_t>(tokens.begin(), image), lora};
     std::lock_guard<std::mutex> lock(mutex_);
+    if (!tracking_) return;
     push_stored(tier, id, e);
     entries_[{tier, id}] = std::move(e);
 }

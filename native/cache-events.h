@@ -11,9 +11,11 @@
 // The two other tiers hold whole prompt states (entries): PromptCache (engine thread) and
 // DiskCache (its writer thread, and start-up's adoption) call tier_stored when an entry comes in
 // and tier_removed when it goes (evicted, replaced by a longer one, restored out of the host
-// cache, rejected). Their entries are kept here (tokens before any image, adapter scales) whether
-// reporting is on or not, so that enable() reports what each tier holds (a disk tier's files
-// adopted at start-up, before the publisher asked for anything), then each change as it comes.
+// cache, rejected). Once tracking (track_tiers(), which an engine started for KV-cache events
+// calls before its disk tier adopts its files, or the first enable()), their entries are kept
+// here (tokens before any image, adapter scales) so that enable() reports what each tier holds
+// (a disk tier's files adopted at start-up, before the publisher asked for anything), then each
+// change as it comes. Not tracking (events off, the default), nothing is kept.
 #include <cstdint>
 #include <map>
 #include <mutex>
@@ -47,6 +49,8 @@ public:
     void observe(const std::vector<Slot> & slots);
     // Any thread: the changes recorded since the previous call, oldest first.
     std::vector<CacheChange> take();
+    // Any thread: from now on the tiers' entries are kept (see above).
+    void track_tiers();
     // Any thread: an entry `id` of `tier` now holds the state of `tokens` (under adapter scales
     // `lora`), or no longer does.
     void tier_stored(CacheTier tier, uint64_t id, const std::vector<int32_t> & tokens, const std::vector<float> & lora);
@@ -55,6 +59,7 @@ public:
 private:
     std::mutex mutex_;
     int32_t block_ = 0;
+    bool tracking_ = false;
     // Per slot: the tokens of the full blocks last reported, and their adapter scales.
     std::vector<std::vector<int32_t>> reported_;
     std::vector<std::vector<float>> reported_lora_;

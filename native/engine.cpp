@@ -130,6 +130,8 @@ Engine::Engine(EngineParams params, const llama_model * model, EngineContext con
     cpu.cpuparams_batch.n_threads = info_.n_threads_batch;
     threadpools_ = std::make_unique<common_threadpools>();
     threadpools_->init(ctx, cpu);
+    // With --kv-events the tiers' entries are tracked from the start: the disk files adopted below too.
+    if (params_.cache_events) queue_.cache_events().track_tiers();
     disk_ = disk_tier_open(params_, model, ctx, disk_counters_);
     // A task waiting for its state's read is admitted once the read is done.
     if (disk_) disk_->set_on_read([this] { queue_.wake(); });

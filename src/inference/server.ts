@@ -150,7 +150,7 @@ function serviceLoadOptions(options: InferenceServerOptions): ServiceLoadOptions
   return {
     runtime: options.runtime,
     parallel: options.parallel,
-    engine: { promptCacheMib: LLAMA_SERVER_CACHE_RAM_MIB, ...options.engine },
+    engine: { promptCacheMib: LLAMA_SERVER_CACHE_RAM_MIB, ...options.engine, ...(options.kvEvents ? { cacheEvents: true } : {}) },
     alias: options.alias,
     nPredict: options.nPredict,
     embedding: options.embedding ?? false,
