@@ -16,6 +16,7 @@ import { EMBEDDING_PROFILE, RERANK_PROFILE } from './embedding-profiles.js';
 import { MIXED_DEFAULTS_PROFILE, MIXED_PROFILE, MIXED_SERVER_DEFAULTS_PROFILE } from './mixed-profile.js';
 import { TENANTS_PROFILE, TENANTS_SERVER_DEFAULTS_PROFILE } from './tenants-profile.js';
 import { AGENT_PROFILE } from './agent-profile.js';
+import { FLEET_PROFILE } from './fleet-profile.js';
 import { WARM_RESTART_PROFILE } from './warm-restart-profile.js';
 import { ROUTER_PROFILE } from './router-profile.js';
 import { SPEC_DRAFT_PROFILE, SPEC_NGRAM_PROFILE, SPEC_SELF_PROFILE } from './speculative-profiles.js';
@@ -199,7 +200,7 @@ export const GENERATION_DEFAULTS_PROFILE: Profile = {
   scenarios: generationRows('defaults'),
 };
 
-export const PROFILES: Profile[] = [GENERATION_PROFILE, GENERATION_DEFAULTS_PROFILE, AGENT_PROFILE, WARM_RESTART_PROFILE, MIXED_PROFILE, MIXED_DEFAULTS_PROFILE, MIXED_SERVER_DEFAULTS_PROFILE, TENANTS_PROFILE, TENANTS_SERVER_DEFAULTS_PROFILE, EMBEDDING_PROFILE, RERANK_PROFILE, SPEC_DRAFT_PROFILE, SPEC_SELF_PROFILE, SPEC_NGRAM_PROFILE, ROUTER_PROFILE];
+export const PROFILES: Profile[] = [GENERATION_PROFILE, GENERATION_DEFAULTS_PROFILE, AGENT_PROFILE, WARM_RESTART_PROFILE, MIXED_PROFILE, MIXED_DEFAULTS_PROFILE, MIXED_SERVER_DEFAULTS_PROFILE, TENANTS_PROFILE, TENANTS_SERVER_DEFAULTS_PROFILE, EMBEDDING_PROFILE, RERANK_PROFILE, SPEC_DRAFT_PROFILE, SPEC_SELF_PROFILE, SPEC_NGRAM_PROFILE, ROUTER_PROFILE, FLEET_PROFILE];
 
 // ---------------------------------------------------------------------------------------------
 // Build checks
@@ -409,6 +410,13 @@ export async function runInferenceBench(opts: InferenceBenchOptions = {}): Promi
             runs[which]!.startupSeconds.push(server.startupSeconds);
             let log = relative(REPO_ROOT, server.logPath);
             let finished = false;
+            const replicas: RunningServer[] = [];
+            const startReplica = async (flags: string[]): Promise<{ base: string }> => {
+              const replica = await startServer({ ...launchNow, args: [...launchNow.args, ...flags] }, join(RESULTS_DIR, 'logs'), `${logName}-replica${replicas.length + 1}`);
+              replicas.push(replica);
+              if (finished) await replica.stop();
+              return { base: replica.base };
+            };
             const restart = async (): Promise<{ base: string; seconds: number }> => {
               const ts = performance.now();
               // A graceful stop may write state (e.g. --cache-disk at shutdown): a long grace, and a note if it runs out.
@@ -426,10 +434,10 @@ export async function runInferenceBench(opts: InferenceBenchOptions = {}): Promi
               const limit = Math.min(scenario.timeoutSeconds, Math.max(5, (deadline - Date.now()) / 1000));
               const ts = Date.now();
               progress(`${tag}${attempt > 0 ? ' (again)' : ''}`);
-              const meter = cpuMeter(() => [server.pid]);
+              const meter = cpuMeter(() => [server.pid, ...replicas.map((r) => r.pid)]);
               let timer: NodeJS.Timeout | undefined;
               const timeout = new Promise<'timeout'>((r) => (timer = setTimeout(() => r('timeout'), limit * 1000)));
-              const running = scenario.run({ base: server.base, server: launch.id, round, note, progress, restart });
+              const running = scenario.run({ base: server.base, server: launch.id, round, note, progress, restart, startReplica });
               let values: Record<string, number> | 'timeout';
               try {
                 values = await Promise.race([running, timeout]);
@@ -453,6 +461,7 @@ export async function runInferenceBench(opts: InferenceBenchOptions = {}): Promi
             } finally {
               finished = true;
               await server.stop();
+              for (const replica of replicas) await replica.stop();
               own?.cleanup();
             }
           };

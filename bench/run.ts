@@ -8,7 +8,7 @@
 // BENCH_SKIP_INFERENCE=1, BENCH_ONLY=id,... (inference scenarios by id: single, concurrent-8,
 // concurrent-32, prompt, their clients'-defaults variants single-default, concurrent-8-default,
 // concurrent-32-default, prompt-default, then tokenize, agent-fleet, agent-loop, warm-restart, mixed,
-// mixed-default, tenants, embeddings, rerank, spec-draft, spec-self, spec-ngram, router-cold; e.g.
+// mixed-default, tenants, embeddings, rerank, spec-draft, spec-self, spec-ngram, router-cold, fleet; e.g.
 // BENCH_ONLY=mixed npm run bench), BENCH_OURS_EXTRA="--flag value" (appended to ours' command line
 // only, e.g. --prefill-budget 0).
 import { existsSync, mkdirSync, writeFileSync } from 'node:fs';

@@ -39,6 +39,12 @@ export interface ScenarioContext {
    * answers 200. Returns the new base URL and the seconds from SIGTERM to ready.
    */
   restart(): Promise<{ base: string; seconds: number }>;
+  /**
+   * Starts one more server of this measurement's command line with `flags` appended (a replica),
+   * waits until /health answers 200 and returns its base URL. It is stopped with the measurement's
+   * server, and its CPU counts as the server's, not as other load.
+   */
+  startReplica(flags: string[]): Promise<{ base: string }>;
   /** Progress and anomaly notes (printed, and kept in the JSON). */
   note(message: string): void;
   progress(message: string): void;

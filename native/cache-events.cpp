@@ -1,4 +1,5 @@
-// CacheEvents (see the header): the comparison of each slot's cache with its last report.
+// CacheEvents (see the header): the comparison of each slot's cache with its last report, and the
+// tiers' entries as they come and go.
 #include "cache-events.h"
 
 #include <algorithm>
@@ -9,9 +10,11 @@ namespace addon {
 void CacheEvents::enable(int32_t block_size) {
     std::lock_guard<std::mutex> lock(mutex_);
     block_ = std::max<int32_t>(0, block_size);
+    if (block_ > 0) tracking_ = true;
     reported_.clear();
     reported_lora_.clear();
     pending_.clear();
+    for (const auto & [key, e] : entries_) push_stored(key.first, key.second, e);
 }
 
 // The tokens of `cache` that form full blocks before any image placeholder.
@@ -49,6 +52,45 @@ void CacheEvents::observe(const std::vector<Slot> & slots) {
         was.assign(s.cache.begin(), s.cache.begin() + static_cast<std::ptrdiff_t>(full));
         reported_lora_[i] = s.cache_lora;
     }
+}
+
+void CacheEvents::push_stored(CacheTier tier, uint64_t id, const Entry & e) {
+    if (block_ <= 0) return;
+    const size_t full = e.tokens.size() / static_cast<size_t>(block_) * static_cast<size_t>(block_);
+    if (full == 0) return;
+    CacheChange change;
+    change.tier = tier;
+    change.slot = static_cast<int64_t>(id);
+    change.tokens.assign(e.tokens.begin(), e.tokens.begin() + static_cast<std::ptrdiff_t>(full));
+    change.lora = e.lora;
+    pending_.push_back(std::move(change));
+}
+
+void CacheEvents::track_tiers() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    tracking_ = true;
+}
+
+void CacheEvents::tier_stored(CacheTier tier, uint64_t id, const std::vector<int32_t> & tokens, const std::vector<float> & lora) {
+    {
+        std::lock_guard<std::mutex> lock(mutex_);
+        if (!tracking_) return;
+    }
+    const auto image = std::find(tokens.begin(), tokens.end(), LLAMA_TOKEN_NULL);
+    Entry e{std::vector<int32_t>(tokens.begin(), image), lora};
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!tracking_) return;
+    push_stored(tier, id, e);
+    entries_[{tier, id}] = std::move(e);
+}
+
+void CacheEvents::tier_removed(CacheTier tier, uint64_t id) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (entries_.erase({tier, id}) == 0 || block_ <= 0) return;
+    CacheChange change;
+    change.tier = tier;
+    change.slot = static_cast<int64_t>(id);
+    pending_.push_back(std::move(change));
 }
 
 std::vector<CacheChange> CacheEvents::take() {

@@ -110,12 +110,21 @@ void DiskCache::adopt() {
         }
         e.tokens = std::move(header->tokens);
         e.lora = std::move(header->lora);
-        next_id_ = std::max<uint64_t>(next_id_, std::strtoull(name.c_str(), nullptr, 10) + 1);
+        e.id = std::strtoull(name.c_str(), nullptr, 10);
+        next_id_ = std::max<uint64_t>(next_id_, e.id + 1);
         counters_.bytes += e.file_size;
         counters_.adopted++;
         entries_.push_back(std::move(e));
     }
     if (!entries_.empty()) log_debug("disk cache: " + std::to_string(entries_.size()) + " states adopted from " + model_dir_ + "\n");
+}
+
+void DiskCache::report_to(CacheEvents * events) {
+    std::lock_guard<std::mutex> lock(mu_);
+    events_ = events;
+    if (events_) {
+        for (const auto & e : entries_) events_->tier_stored(CacheTier::disk, e.id, e.tokens, e.lora);
+    }
 }
 
 size_t DiskCache::longest_prefix(const std::vector<llama_token> & prompt, const std::vector<float> & lora) const {
@@ -212,6 +221,7 @@ std::optional<DiskCache::State> DiskCache::read_checked(Entry chosen) {
         for (size_t i = 0; i < entries_.size(); i++) {
             if (entries_[i].path == chosen.path) {
                 counters_.bytes -= entries_[i].file_size;
+                if (events_) events_->tier_removed(CacheTier::disk, entries_[i].id);
                 entries_.erase(entries_.begin() + static_cast<std::ptrdiff_t>(i));
                 break;
             }
@@ -357,7 +367,8 @@ void DiskCache::write_file(Write & w) {
         }
     }
     // Copies: run_writer finds the write's entry in writing_ by these tokens once this returns.
-    entries_.push_back(Entry{path, w.tokens, w.lora, file_size});
+    entries_.push_back(Entry{path, w.tokens, w.lora, file_size, id});
+    if (events_) events_->tier_stored(CacheTier::disk, id, w.tokens, w.lora);
 }
 
 void DiskCache::remove_entry_locked(size_t i, bool count_eviction) {
@@ -365,6 +376,7 @@ void DiskCache::remove_entry_locked(size_t i, bool count_eviction) {
     fs::remove(entries_[i].path, ec);
     counters_.bytes -= entries_[i].file_size;
     if (count_eviction) counters_.evictions++;
+    if (events_) events_->tier_removed(CacheTier::disk, entries_[i].id);
     entries_.erase(entries_.begin() + static_cast<std::ptrdiff_t>(i));
 }
 

@@ -42,6 +42,7 @@
 #include <thread>
 #include <vector>
 
+#include "cache-events.h"
 #include "disk-file.h"
 #include "host-buffers.h"
 #include "llama.h"
@@ -134,6 +135,10 @@ public:
     // Any thread: blocks until every write queued so far is on disk (tests, shutdown).
     void flush();
 
+    // Any thread: reports each file as it is written and deleted (CacheEvents' disk tier), starting
+    // with those held now (adopted at start-up, or written since).
+    void report_to(CacheEvents * events);
+
     const DiskCacheCounters & counters() const { return counters_; }
     const std::string & directory() const { return model_dir_; }
 
@@ -143,6 +148,7 @@ private:
         std::vector<llama_token> tokens;
         std::vector<float> lora;
         uint64_t file_size = 0;
+        uint64_t id = 0;  // <id>.kv
     };
     struct Write {
         std::vector<llama_token> tokens;
@@ -172,7 +178,8 @@ private:
     std::string model_dir_;   // DIR/<hash>
     DiskCacheCounters & counters_;
 
-    mutable std::mutex mu_;   // entries_, writes_, pending_bytes_, stop_
+    mutable std::mutex mu_;   // entries_, writes_, pending_bytes_, stop_, events_
+    CacheEvents * events_ = nullptr;
     std::condition_variable wake_;
     std::condition_variable idle_;
     std::vector<Entry> entries_;

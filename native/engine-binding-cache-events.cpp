@@ -2,7 +2,9 @@
 // taking what they recorded. src/inference/kv-events turns the changes into vLLM's events.
 //
 // enableCacheEvents(blockSize): 0 stops; a block size starts (every slot reported anew).
-// cacheChanges() -> Array<{ slot, keep, tokens: Int32Array, lora: number[] }>, oldest first.
+// cacheChanges() -> Array<{ tier, slot, keep, tokens: Int32Array, lora: number[] }>, oldest first;
+// tier 0: a slot's cells (slot: its id), 1: a host-memory cache entry, 2: a disk tier file (slot:
+// the entry's id; stored once with keep 0, removed with keep 0 and no tokens).
 #include <algorithm>
 
 #include "engine-binding.h"
@@ -26,7 +28,8 @@ Napi::Value EngineBinding::js_cache_changes(const Napi::CallbackInfo & info) {
     for (size_t i = 0; i < changes.size(); i++) {
         const CacheChange & c = changes[i];
         Napi::Object o = Napi::Object::New(env);
-        o.Set("slot", c.slot);
+        o.Set("tier", static_cast<int32_t>(c.tier));
+        o.Set("slot", static_cast<double>(c.slot));
         o.Set("keep", c.keep);
         Napi::Int32Array tokens = Napi::Int32Array::New(env, c.tokens.size());
         std::copy(c.tokens.begin(), c.tokens.end(), tokens.Data());

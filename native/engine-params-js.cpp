@@ -48,6 +48,7 @@ EngineParams read_engine_params(Napi::Env env, Napi::Object o) {
         read_bool(o, "contextShift", p.ctx_shift);
         p.prompt_cache_mib = read_i32(o, "promptCacheMib", p.prompt_cache_mib);
         read_bool(o, "cacheIdleSlots", p.cache_idle_slots);
+        read_bool(o, "cacheEvents", p.cache_events);
         p.cache_disk_dir = read_string(o, "cacheDisk", p.cache_disk_dir);
         p.cache_disk_bytes = static_cast<uint64_t>(read_f64(o, "cacheDiskMib", 0) * 1024 * 1024);
         p.cache_disk_identity = read_string(o, "cacheDiskIdentity", p.cache_disk_identity);

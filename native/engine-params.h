@@ -27,6 +27,7 @@ struct EngineParams {
     int32_t pooling = -1;         // llama_pooling_type; -1: the model's own
     bool ctx_shift = false;       // a generating slot whose context is full drops old tokens instead of stopping
     int32_t prompt_cache_mib = 0; // --cache-ram: host-memory prompt cache size (-1 no limit, 0 off)
+    bool cache_events = false;    // --kv-events: CacheEvents tracks the tiers' entries from the start (cache-events.h)
     bool cache_idle_slots = true; // --cache-idle-slots: idle slots go to the prompt cache (see SlotCachePolicy::keep_idle_caches)
     // --cache-disk: the prompt cache's disk tier (DiskCache), off when empty; its budget in bytes
     // (0: no limit); and what identifies the model's files (path, size, time, a hash of their

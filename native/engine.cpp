@@ -130,9 +130,13 @@ Engine::Engine(EngineParams params, const llama_model * model, EngineContext con
     cpu.cpuparams_batch.n_threads = info_.n_threads_batch;
     threadpools_ = std::make_unique<common_threadpools>();
     threadpools_->init(ctx, cpu);
+    // With --kv-events the tiers' entries are tracked from the start: the disk files adopted below too.
+    if (params_.cache_events) queue_.cache_events().track_tiers();
     disk_ = disk_tier_open(params_, model, ctx, disk_counters_);
     // A task waiting for its state's read is admitted once the read is done.
     if (disk_) disk_->set_on_read([this] { queue_.wake(); });
+    // Its files (those adopted at start-up first) for the KV-cache events.
+    if (disk_) disk_->report_to(&queue_.cache_events());
     SchedulerParts parts{ctx, model, vision, std::move(loras), context_.spec.get(), n_ctx_seq, static_cast<enum llama_pooling_type>(info_.pooling), info_.n_embd_out, disk_.get()};
     scheduler_ = std::make_unique<Scheduler>(params_, info_.modes, std::move(parts), queue_, counters_);
 }

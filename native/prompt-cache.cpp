@@ -1,6 +1,7 @@
 #include "prompt-cache.h"
 
 #include <algorithm>
+#include <iterator>
 #include <new>
 
 #include "restore-rule.h"
@@ -43,19 +44,31 @@ void PromptCache::keep_buffer(HostBuffer b) {
     while (buffers_.bytes() > kept_bound() && buffers_.drop_oldest()) {}
 }
 
+void PromptCache::report_to(CacheEvents * events) {
+    events_ = events;
+    if (events_) {
+        for (const auto & e : entries_) events_->tier_stored(CacheTier::host, e.id, e.tokens, e.lora);
+    }
+}
+
+std::list<PromptCache::Entry>::iterator PromptCache::erase(std::list<Entry>::iterator it) {
+    if (events_) events_->tier_removed(CacheTier::host, it->id);
+    return entries_.erase(it);
+}
+
 void PromptCache::evict_oldest() { leave_oldest(); }
 
 void PromptCache::leave_oldest() {
     Entry & e = entries_.front();
     if (!leaving_ || !leaving_(e.tokens, e.lora, e.buffer, e.size)) keep_buffer(std::move(e.buffer));
-    entries_.pop_front();
+    erase(entries_.begin());
 }
 
 void PromptCache::drain() {
     while (!entries_.empty()) {
         Entry & e = entries_.back();
         if (leaving_) leaving_(e.tokens, e.lora, e.buffer, e.size);
-        entries_.pop_back();
+        erase(std::prev(entries_.end()));
     }
     publish();
 }
@@ -128,7 +141,7 @@ bool PromptCache::save(llama_context * ctx, int32_t seq, const std::vector<llama
     for (auto it = entries_.begin(); it != entries_.end();) {
         if (it->lora == lora && common_prefix_length(it->tokens, tokens) == it->tokens.size()) {
             keep_buffer(std::move(it->buffer));
-            it = entries_.erase(it);
+            it = erase(it);
         } else {
             ++it;
         }
@@ -147,7 +160,8 @@ bool PromptCache::save(llama_context * ctx, int32_t seq, const std::vector<llama
         publish();
         return false;
     }
-    entries_.push_back(Entry{tokens, lora, std::move(b), written});
+    entries_.push_back(Entry{tokens, lora, std::move(b), written, next_id_++});
+    if (events_) events_->tier_stored(CacheTier::host, entries_.back().id, tokens, lora);
     saves_since_expect_++;
     publish();
     return true;
@@ -181,7 +195,7 @@ std::optional<std::vector<llama_token>> PromptCache::load(llama_context * ctx, i
     }
     std::vector<llama_token> tokens = std::move(best->tokens);
     keep_buffer(std::move(best->buffer));
-    entries_.erase(best);
+    erase(best);
     publish();
     return tokens;
 }
@@ -199,7 +213,7 @@ void PromptCache::trim() {
     while (limit_bytes_ > 0 && !entries_.empty() && held_bytes() > limit_bytes_) {
         Entry & e = entries_.front();
         if (leaving_) leaving_(e.tokens, e.lora, e.buffer, e.size);
-        entries_.pop_front();
+        erase(entries_.begin());
     }
     if (limit_tokens_ > 0) {
         // As llama-server: the token limit grows to what the size limit would hold at the current

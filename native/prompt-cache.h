@@ -21,6 +21,7 @@
 #include <optional>
 #include <vector>
 
+#include "cache-events.h"
 #include "host-buffers.h"
 #include "llama.h"
 
@@ -66,6 +67,9 @@ public:
     // is not known yet).
     void expect(const std::vector<size_t> & tokens);
 
+    // Reports each entry as it comes and goes (CacheEvents' host tier), starting with those held now.
+    void report_to(CacheEvents * events);
+
     size_t bytes() const;        // the entries' states
     size_t held_bytes() const;   // host memory held: entries' and kept buffers' capacity
     size_t n_entries() const { return entries_.size(); }
@@ -81,7 +85,10 @@ private:
         std::vector<float> lora;
         HostBuffer buffer;
         size_t size = 0;  // bytes of state in `buffer`
+        uint64_t id = 0;  // for the KV-cache events
     };
+    // Every entry leaves through here (the events hear of it); returns the next one.
+    std::list<Entry>::iterator erase(std::list<Entry>::iterator it);
     size_t n_tokens() const;
     // Bytes to allocate for a state of `size` bytes: an eighth more, so that a conversation's next,
     // slightly longer save fits too.
@@ -98,6 +105,8 @@ private:
     // The oldest entry leaves (on_leaving); its buffer is kept for reuse unless the callee took it.
     void leave_oldest();
     std::list<Entry> entries_;  // oldest first
+    uint64_t next_id_ = 0;
+    CacheEvents * events_ = nullptr;
     Leaving leaving_;
     HostBuffers buffers_;
     size_t limit_bytes_ = 0;    // 0: none

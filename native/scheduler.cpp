@@ -24,6 +24,7 @@ Scheduler::Scheduler(const EngineParams & params, const EngineModes & modes, Sch
       policy_(parts_.ctx, slots_, params, modes.sharing, parts_.spec, counters, parts_.disk),
       builder_(slots_, batch_, params, step_cost_, static_cast<int32_t>(llama_n_ubatch(parts_.ctx)), !parts_.loras.empty()) {
     policy_.set_prepare_saves(modes.prepare_saves);
+    if (PromptCache * cache = policy_.prompt_cache()) cache->report_to(&queue_.cache_events());
     for (int32_t i = 0; i < params.n_parallel; i++) {
         slots_[i].id = i;
         slots_[i].n_ctx = parts_.n_ctx_seq;

@@ -45,6 +45,8 @@ export const AUDIT_EVENT_TYPES = [
   'signing_key.rotated',
   'admin.key_rejected',
   'oauth_client.created',
+  'oauth_client.updated',
+  'oauth_client.secret_rotated',
   'oauth_client.deleted',
   'oauth.code_issued',
   'oauth.code_exchanged',

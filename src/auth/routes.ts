@@ -10,6 +10,7 @@ import type { Method, Route } from '../http/router.js';
 import type { AuthContext } from './context.js';
 import * as admin from './handlers/admin.js';
 import * as apiKeys from './handlers/api-keys.js';
+import * as fleet from './handlers/fleet.js';
 import { handleOtpRequest, handleOtpVerify } from './handlers/login.js';
 import { handleMe } from './handlers/me.js';
 import { handleTokenIntrospection, handleTokenRevocation } from './handlers/oauth.js';
@@ -26,11 +27,12 @@ import * as upstream from './handlers/upstream.js';
 import * as webhooks from './handlers/webhooks.js';
 import { handleAuthorizationServerMetadata, handleDiscovery, handleJwks } from './handlers/well-known.js';
 import * as provider from './provider/handlers.js';
+import * as clientChanges from './provider/client-changes.js';
 import { tokenClient } from './provider/token.js';
 import { adminKey, appSecret, appSecretInQuery, authRoute, bearer, limited, oauthClient, perClientIp, publicAccess, type AuthHandler, type Guard } from './respond.js';
 import { perAddress } from './service/login.js';
 import {
-  SsoDiscoverBody, SecondFactorVerifyBody, TotpConfirmBody, TotpEnrollBody, TotpRemoveBody,
+  FleetExchangeBody, SsoDiscoverBody, SecondFactorVerifyBody, TotpConfirmBody, TotpEnrollBody, TotpRemoveBody,
   IdentitiesBody, IdentityRemoveBody, InvitationAcceptBody, InvitationActionBody, InvitationCreateBody, InvitationListBody, UpstreamCallbackBody, UpstreamProvidersBody, UpstreamStartBody,
   OtpRequestBody, OtpVerifyBody, PasskeyLoginOptionsBody, PasskeyLoginVerifyBody, PasskeyRegisterOptionsBody, PasskeyRegisterVerifyBody, PasskeyRemoveBody,
   ConsentRevokeBody, RefreshBody, RevokeBody, RevokeUserBody, RoleAssignBody, RoleRevokeBody, SessionEndBody, SessionsBody,
@@ -76,6 +78,7 @@ export function authRoutes(ctx: AuthContext): Route[] {
     route('POST',   '/auth/roles/revoke',                        appSecret(RoleRevokeBody),       handleRoleRevoke),
     route('GET',    '/auth/me',                                  bearer,                          handleMe),
     route('POST',   '/api-keys/introspect',                      limited(publicAccess, perClientIp('api_key_introspect_ip')), apiKeys.handleIntrospectApiKey),
+    route('POST',   '/fleet/exchange',                           appSecret(FleetExchangeBody),    fleet.handleFleetExchange),
     route('POST',   '/oauth/revoke',                             oauthClient,                     handleTokenRevocation),
     route('POST',   '/oauth/introspect',                         oauthClient,                     handleTokenIntrospection),
     // The provider (src/auth/provider): errors of the page routes are pages in words; the token endpoint's are RFC 6749's.
@@ -85,6 +88,11 @@ export function authRoutes(ctx: AuthContext): Route[] {
     route('POST',   '/oauth/sign-in/second-factor',              publicAccess,                    provider.handleSignInSecondFactor),
     route('POST',   '/oauth/sign-in/second-factor/enroll',       publicAccess,                    provider.handleSignInEnrolTotp),
     route('POST',   '/oauth/sign-in/continue',                   publicAccess,                    provider.handleSignInContinue),
+    route('POST',   '/oauth/sign-in/passkey/options',            limited(publicAccess, perClientIp('passkey_ceremony_ip')), provider.handlePasskeyOptions),
+    route('POST',   '/oauth/sign-in/passkey',                    limited(publicAccess, perClientIp('passkey_ceremony_ip')), provider.handleSignInPasskey),
+    route('POST',   '/oauth/sign-in/upstream',                   limited(publicAccess, perClientIp('oauth_authorize_ip')), provider.handleSignInUpstream),
+    route('GET',    '/oauth/upstream/callback',                  limited(publicAccess, perClientIp('oauth_authorize_ip')), provider.handleUpstreamCallback),
+    route('GET',    '/oauth/sign-in.js',                         publicAccess,                    provider.handleSignInScript),
     route('POST',   '/oauth/consent',                            publicAccess,                    provider.handleConsent),
     route('POST',   '/oauth/tenant',                             publicAccess,                    provider.handlePickTenant),
     route('POST',   '/oauth/token',                              limited(tokenClient, perClientIp('oauth_token_ip')), provider.handleToken),
@@ -132,6 +140,8 @@ export function authRoutes(ctx: AuthContext): Route[] {
     route('GET',    '/admin/apps/:app_id/oauth-clients',         adminKey,                        provider.handleListClients),
     route('GET',    '/admin/apps/:app_id/oauth-clients/:client_id', adminKey,                     provider.handleGetClient),
     route('DELETE', '/admin/apps/:app_id/oauth-clients/:client_id', adminKey,                     provider.handleDeleteClient),
+    route('PUT',    '/admin/apps/:app_id/oauth-clients/:client_id', adminKey,                     clientChanges.handleUpdateClient),
+    route('POST',   '/admin/apps/:app_id/oauth-clients/:client_id/secret', adminKey,              clientChanges.handleRotateClientSecret),
     route('PUT',    '/admin/apps/:app_id/branding',              adminKey,                        provider.handlePutBranding),
     route('PUT',    '/admin/apps/:app_id/oauth-resources',       adminKey,                        provider.handlePutResources),
     route('GET',    '/admin/apps/:app_id/oauth-resources',       adminKey,                        provider.handleGetResources),

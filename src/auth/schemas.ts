@@ -102,8 +102,8 @@ const WebAuthnRegistrationResponse = Type.Object({
   }, strict),
 }, strict);
 
-/** An authentication response as PublicKeyCredential.toJSON() gives it (AuthenticationResponseJSON). */
-const WebAuthnAuthenticationResponse = Type.Object({
+/** An authentication response as PublicKeyCredential.toJSON() gives it (AuthenticationResponseJSON); also the hosted page's passkey form. */
+export const WebAuthnAuthenticationResponse = Type.Object({
   ...credentialFields,
   response: Type.Object({
     clientDataJSON: base64url(8192),
@@ -344,3 +344,35 @@ export const CreateOAuthClientBody = Type.Object({
   first_party: Type.Optional(Type.Boolean()),
 }, strict);
 export type CreateOAuthClientBody = Static<typeof CreateOAuthClientBody>;
+/** The admin's edit of a client: every editable field (an omitted one takes its default, as on creation); type, method and keys stay. */
+export const UpdateOAuthClientBody = Type.Object({
+  name: text(200),
+  logo_uri: Type.Optional(text(2000)),
+  redirect_uris: Type.Optional(Type.Array(text(2000), { maxItems: 20 })),
+  post_logout_redirect_uris: Type.Optional(Type.Array(text(2000), { maxItems: 20 })),
+  grant_types: Type.Optional(Type.Array(text(64), { maxItems: 5 })),
+  scopes: Type.Optional(Type.Array(text(100), { maxItems: 50 })),
+  first_party: Type.Optional(Type.Boolean()),
+}, strict);
+export type UpdateOAuthClientBody = Static<typeof UpdateOAuthClientBody>;
+
+/** A second's count: [UTC second, n]. */
+const SecondCount = Type.Tuple([Type.Integer({ minimum: 0, maximum: 1e12 }), Type.Integer({ minimum: 0, maximum: 1e12 })]);
+/** A tenant's name as an inference server counts it (a tenant id, "key:<id>", a subject). */
+const fleetTenant = text(320);
+
+/** POST /fleet/exchange: an inference-server replica's counts of tenants' limits (src/inference/tenants/fleet-limits.ts). */
+export const FleetExchangeBody = Type.Object({
+  ...appCredentials,
+  replica: text(200),
+  now_ms: Type.Integer({ minimum: 0, maximum: 1e15 }),
+  window_start_second: Type.Integer({ minimum: 0, maximum: 1e12 }),
+  reports: Type.Array(Type.Object({
+    tenant: fleetTenant,
+    requests: Type.Array(SecondCount, { maxItems: 120 }),
+    tokens: Type.Array(SecondCount, { maxItems: 120 }),
+    in_flight: Type.Integer({ minimum: 0, maximum: 1e9 }),
+  }, strict), { maxItems: 500 }),
+  tenants: Type.Array(fleetTenant, { maxItems: 500 }),
+}, strict);
+export type FleetExchangeBody = Static<typeof FleetExchangeBody>;

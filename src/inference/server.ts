@@ -150,7 +150,7 @@ function serviceLoadOptions(options: InferenceServerOptions): ServiceLoadOptions
   return {
     runtime: options.runtime,
     parallel: options.parallel,
-    engine: { promptCacheMib: LLAMA_SERVER_CACHE_RAM_MIB, ...options.engine },
+    engine: { promptCacheMib: LLAMA_SERVER_CACHE_RAM_MIB, ...options.engine, ...(options.kvEvents ? { cacheEvents: true } : {}) },
     alias: options.alias,
     nPredict: options.nPredict,
     embedding: options.embedding ?? false,
@@ -179,7 +179,7 @@ export async function startInferenceServer(options: InferenceServerOptions): Pro
   const log = options.log ?? (() => {});
   let closed = false;
   const loadOptions = serviceLoadOptions(options);
-  const host = new ServiceHost((onProgress) => loadInferenceService(loadOptions, onProgress, () => closed), (options.sleepIdleSeconds ?? -1) * 1000, options.onProgress);
+  const host = new ServiceHost((onProgress) => loadInferenceService(loadOptions, onProgress, () => closed), (options.sleepIdleSeconds ?? -1) * 1000, options.onProgress, options.kvEvents?.rule.blockSize);
   // Before the model loads, so that its first load publishes AllBlocksCleared.
   // zeromq is loaded only when asked for.
   const kvEvents: KvEventsService | null = options.kvEvents ? await (await import('./kv-events/kv-events-service.js')).KvEventsService.start(host, options.kvEvents) : null;

@@ -36,6 +36,12 @@ export interface EngineParams {
   cacheIdleSlots?: boolean;
   /** -sp / --special: generated special tokens keep their text (as llama-server's --special). */
   special?: boolean;
+  /**
+   * --kv-events: the engine keeps a copy of the token ids its host-memory cache and disk tier hold
+   * (the files it adopts at start-up included) for the KV-cache events (enableCacheEvents). Off,
+   * nothing is kept until events are enabled.
+   */
+  cacheEvents?: boolean;
   /** --cache-disk: the prompt cache's disk tier, in this directory (absent: off; never for an embedding engine). */
   cacheDisk?: string;
   /** Its budget in MiB over the whole directory (absent or 0: no limit; the server computes a default, service/disk-cache.ts). */
@@ -281,6 +287,8 @@ export interface SlotSnapshot {
  * blocks) and now also holds `tokens` after them (whole blocks), computed with adapter scales `lora`.
  */
 export interface CacheChange {
+  /** Where: 0 a slot's cells (slot: its id), 1 a host-memory cache entry, 2 a disk tier file (slot: the entry's id). */
+  tier: 0 | 1 | 2;
   slot: number;
   keep: number;
   tokens: Int32Array;

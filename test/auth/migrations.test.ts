@@ -79,16 +79,21 @@ t.test('a function file is applied after the numbered migrations, again when its
   t.same(recorded.map((r) => r.name), ['answer.sql']);
 });
 
-t.test('rotate_refresh_token as defined by its function file is the function 0014 created', async (t) => {
+t.test('rotate_refresh_token: the function file is the function 0014 created plus the amr column, for which 0045 drops the old signature', async (t) => {
   const sql = createDatabaseClient(await freshDatabase());
   t.teardown(() => sql.end());
-  const numberedOnly = await fs.mkdtemp(path.join(root, 'numbered-'));
-  for (const name of MIGRATIONS) await fs.copyFile(path.join(migrationsDirectory(), name), path.join(numberedOnly, name));
-  await applyMigrations(sql, numberedOnly);
-  const definition = async () => (await sql<{ def: string }[]>`select pg_get_functiondef('rotate_refresh_token'::regproc) as def`)[0]!.def;
-  const before = await definition();
-  t.same(await applyMigrations(sql), FUNCTIONS, 'an upgraded database applies the file once');
-  t.equal(await definition(), before, 'and the function is unchanged by it');
+  const before0045 = await fs.mkdtemp(path.join(root, 'numbered-'));
+  for (const name of MIGRATIONS.filter((m) => m < '0045')) await fs.copyFile(path.join(migrationsDirectory(), name), path.join(before0045, name));
+  await applyMigrations(sql, before0045);
+  // The name is resolved when the statement runs (a parameter): a '...'::regproc constant would be
+  // resolved once, when postgres.js prepares the statement, and name the dropped function after.
+  const definition = async () => (await sql<{ def: string }[]>`select pg_get_functiondef(to_regproc(${'rotate_refresh_token'})) as def`)[0]!.def;
+  const of0014 = await definition();
+  t.same(await applyMigrations(sql), [...MIGRATIONS.filter((m) => m >= '0045'), ...FUNCTIONS], 'an upgraded database applies 0045 and then the file');
+  const now = await definition();
+  t.match(now, /retry_at timestamp with time zone, amr text\[\]\)/, 'a rotation answers the session\'s amr');
+  const withoutAmr = now.replace(', amr text[])', ')').replaceAll(', null::text[];', ';').replace('f.amr, u.deleted_at', 'u.deleted_at').replace('null::timestamptz,\n      v.amr;', 'null::timestamptz;');
+  t.equal(withoutAmr, of0014, 'and nothing else changed');
 });
 
 t.test('a failing migration leaves nothing applied', async (t) => {

@@ -24,12 +24,13 @@ export function assertPageBuilt(page: string): void {
   if (stale) throw new Error(`dist/web/${page} is missing or older than src/web/${page}: run "npm run build:web" (npm test does it first)`);
 }
 
-export async function launchBrowser(): Promise<Browser> {
+/** `extraArgs`: more Chromium switches (e.g. `--host-resolver-rules=MAP auth.test 127.0.0.1:<port>` for a test issuer's host). */
+export async function launchBrowser(extraArgs: string[] = []): Promise<Browser> {
   return puppeteer.launch({
     executablePath: CHROME_PATH,
     headless: true,
     // As root Chromium refuses its sandbox; the pages under test are our own.
-    args: ['--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage', '--no-first-run', '--no-default-browser-check'],
+    args: ['--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage', '--no-first-run', '--no-default-browser-check', ...extraArgs],
   });
 }
 

@@ -1,12 +1,16 @@
 // Three inference-server replicas on one auth-server database (--auth with a shared DATABASE_URL):
 // an auth-server API key's requests-per-minute limit holds for the fleet. Requests go round robin;
 // the fleet admits the limit and at most the stated overshoot past it (fleet-limits.ts), and the
-// usage rows the three replicas write add up to exactly the requests they answered.
+// usage rows the three replicas write add up to exactly the requests they answered. The same
+// with three replicas that reach auth-server over HTTP (--auth-issuer, with the app's
+// credentials: its POST /fleet/exchange), and that route's refusals.
 import fs from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import t from 'tap';
 import { createInferenceAuth } from '../../src/inference/access/auth-bridge.js';
+import { FleetLimits } from '../../src/inference/tenants/fleet-limits.js';
+import { remoteFleetStore } from '../../src/inference/tenants/remote-fleet-store.js';
 import { fleetOvershoot } from '../../src/inference/tenants/fleet-limits.js';
 import { ADMIN_KEY, Outbox, startAuthHarness } from '../auth/fixtures/harness.js';
 import { ensureTestModels } from '../fixtures/models.js';
@@ -64,4 +68,62 @@ t.test('a key limited to 40 requests a minute, 3 replicas round robin: the fleet
     select coalesce(sum(requests), 0) as requests from usage_hourly where key_label = ${keyId}
   `;
   t.equal(Number(row!.requests), admitted, 'the three replicas\' usage rows add up to the requests answered');
+});
+
+t.test('replicas through --auth-issuer with the app\'s credentials: the fleet admits 40 to 40 + the bound', async (t) => {
+  const app = await harness.request('POST', '/admin/apps', { json: { slug: 'remote', name: 'Remote' }, headers: { 'x-admin-key': ADMIN_KEY } });
+  t.equal(app.status, 201);
+  const { id: appId, app_secret: appSecret } = app.body as { id: string; app_secret: string };
+  const limit = 40;
+  const created = await harness.request('POST', `/admin/apps/${appId}/api-keys`, { json: { name: 'fleet', limits: { requests_per_minute: limit } }, headers: { 'x-admin-key': ADMIN_KEY } });
+  t.equal(created.status, 201);
+  const { key } = created.body as { key: string };
+
+  const servers: TestServer[] = [];
+  let open = true;
+  const closeAll = async (): Promise<void> => {
+    if (!open) return;
+    open = false;
+    for (const s of servers) await s.close();
+  };
+  t.teardown(closeAll);
+  for (let i = 0; i < 3; i++) {
+    const bridge = await createInferenceAuth({ mount: false, appSlug: 'remote', issuer: harness.base, selfUrl: 'http://127.0.0.1', env: { AUTH_APP_ID: appId, AUTH_APP_SECRET: appSecret } });
+    t.teardown(() => bridge.close());
+    t.ok(bridge.fleetStore, 'the remote auth-server holds the fleet\'s counts');
+    t.equal(bridge.usage, undefined, 'no usage table through HTTP');
+    servers.push(await startTestServer(models.chat, { parallel: 1, ctxSize: 512, acceptBearer: bridge.acceptBearer!, fleetStore: bridge.fleetStore!, replicaName: `remote-${i}` }));
+  }
+  const body = { messages: [{ role: 'user', content: 'Hi' }], max_tokens: 1 };
+  const statuses: number[] = [];
+  for (let i = 0; i < 3 * limit; i++) {
+    const res = await postJson(`${servers[i % 3]!.base}/v1/chat/completions`, body, { authorization: `Bearer ${key}` });
+    statuses.push(res.status);
+  }
+  const admitted = statuses.filter((s) => s === 200).length;
+  t.same([...new Set(statuses)].sort(), [200, 429], 'answered or refused, nothing else');
+  t.comment(`admitted ${admitted} of ${statuses.length} against ${limit} (bound ${limit + fleetOvershoot(limit, 3)})`);
+  t.ok(admitted >= limit && admitted <= limit + fleetOvershoot(limit, 3), `${admitted} admitted`);
+  await closeAll();
+  const [row] = await harness.sql<Array<{ requests: string }>>`
+    select coalesce(sum(requests), 0) as requests from tenant_rate_counts where tenant like ${`app:${appId}/%`}
+  `;
+  t.equal(Number(row!.requests), admitted, 'the counts the service holds for the app are the requests admitted');
+
+  const exchange = (json: Record<string, unknown>) => harness.request('POST', '/fleet/exchange', { json });
+  const valid = { app_id: appId, app_secret: appSecret, replica: 'r', now_ms: Date.now(), window_start_second: Math.floor(Date.now() / 1000) - 60, reports: [], tenants: [] };
+  const other = await harness.request('POST', '/admin/apps', { json: { slug: 'other', name: 'Other' }, headers: { 'x-admin-key': ADMIN_KEY } });
+  const otherApp = other.body as { id: string; app_secret: string };
+  const seen = await exchange({ ...valid, app_id: otherApp.id, app_secret: otherApp.app_secret, replica: 'x', tenants: [`key:${(created.body as { id: string }).id}`] });
+  t.equal(seen.status, 200);
+  t.same((seen.body as { others: unknown[] }).others, [{ tenant: `key:${(created.body as { id: string }).id}`, requests: 0, tokens: 0, in_flight: 0 }], 'another app sees none of this app\'s counts');
+  t.match(await exchange({ ...valid, app_secret: 'as_wrong' }), { status: 401, body: { error: { code: 'TOKEN_INVALID' } } }, 'wrong credentials: 401');
+  t.match(await exchange({ ...valid, reports: [{ tenant: 't', requests: [[1, -1]], tokens: [], in_flight: 0 }] }), { status: 400, body: { error: { code: 'VALIDATION_ERROR' } } }, 'a negative count: 400');
+  t.match(await exchange({ ...valid, extra: 1 }), { status: 400, body: { error: { code: 'VALIDATION_ERROR' } } }, 'an unknown field: 400');
+
+  // A replica whose credentials are refused fails its start instead of holding limits alone.
+  const refused = new FleetLimits(remoteFleetStore(harness.base, { appId, appSecret: 'as_wrong' }), 'refused');
+  await t.rejects(refused.start(), /refused the app's credentials/);
+  await refused.stop();
+  await t.rejects(createInferenceAuth({ mount: false, appSlug: 'remote', issuer: harness.base, selfUrl: 'http://127.0.0.1', env: { AUTH_APP_ID: appId } }), /AUTH_APP_ID and AUTH_APP_SECRET go together/);
 });

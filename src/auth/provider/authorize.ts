@@ -17,7 +17,8 @@ import { insertAuditEvent } from '../queries/audit-events.js';
 import type { OAuthClientRow } from '../queries/oauth-clients.js';
 import {
   deleteSignInRequest, findBrowserSession, findSignInRequest, insertAuthorizationCode, insertSignInRequest, listTenantsOfUser, replaceBrowserSession,
-  setSignInChallenge, setSignInIdentifier, setSignInParameters, type BrowserSessionRow, type SignInRequestRow,
+  findSignInRequestByUpstreamState, setSignInChallenge, setSignInCsrf, setSignInIdentifier, setSignInParameters, setSignInUpstreamState,
+  type BrowserSessionRow, type SignInRequestRow,
 } from '../queries/oauth-grants.js';
 import { listRolesOfUser } from '../queries/roles.js';
 import type { Identifier } from '../queries/users.js';
@@ -34,8 +35,17 @@ import { checkAuthorizationRequest, redirectWith, type AuthorizationParameters }
 import { browserOf, presentedBrowser, sha256, type Browser } from './browser.js';
 import { findClient } from './clients.js';
 import { parseForm } from './form.js';
+import { compileBody } from '../../http/validation.js';
+import { WebAuthnAuthenticationResponse } from '../schemas.js';
+import { findPasskeySettings } from '../queries/passkeys.js';
+import { finishPasskeyLoginThen, startPasskeyLogin } from '../service/passkeys.js';
+import { discoverRealm } from '../service/tenant-sso.js';
+import { finishUpstreamFlowThen, listSignInProviders, startUpstreamFlowForPage } from '../service/upstream-sign-in.js';
 import { needsConsent, recordConsent } from './consents.js';
 import { renderConsentPage, renderErrorPage, renderRecoveryCodes, renderSignInPage, renderTenantPicker, type SignInView } from './sign-in-page.js';
+
+/** The passkey form's assertion, checked field by field by the JSON API's schema before the service sees it. */
+const assertionForm = compileBody(WebAuthnAuthenticationResponse);
 
 /** An authorization code lives 60 seconds (OAuth 2.1 recommends a short life). */
 export const AUTHORIZATION_CODE_TTL_MS = 60 * 1000;
@@ -65,7 +75,7 @@ export async function authorize(ctx: AuthContext, req: HttpRequest): Promise<Htt
     }));
   }
   const { requestId, csrf } = await newSignInRequest(ctx, browser, client, parameters, nowMs);
-  return withCookie(renderSignInPage(viewOf(client, requestId, csrf, 'address', parameters.login_hint ?? '', null)), browser);
+  return withCookie(await addressPage(ctx, client, requestId, csrf, parameters.login_hint ?? '', null), browser);
 }
 
 /** A sign-in request of the page: its id and CSRF token. */
@@ -132,7 +142,7 @@ export async function pickTenant(ctx: AuthContext, req: HttpRequest): Promise<Ht
 
 /** POST /oauth/sign-in/email `request, csrf, email` (or `phone`, a code by SMS): sends a code and asks for it. */
 export async function signInEmail(ctx: AuthContext, req: HttpRequest): Promise<HttpResult> {
-  const form = parseForm(req, ['request', 'csrf', 'email', 'phone']);
+  const form = parseForm(req, ['request', 'csrf', 'email', 'phone', 'code_anyway']);
   const signIn = await checkedSignIn(ctx, req, form);
   if ('refused' in signIn) return signIn.refused;
   const { request, client, csrf } = signIn;
@@ -141,6 +151,14 @@ export async function signInEmail(ctx: AuthContext, req: HttpRequest): Promise<H
   const app = { id: client.app_id, slug: client.app_slug };
   try {
     const identifier = identifierOf(body);
+    // Home-realm discovery: an address in a domain a tenant proved is offered the tenant's
+    // provider first; when the tenant requires it, no code is sent (the service would refuse).
+    if (identifier.channel === 'email') {
+      const realm = await discoverRealm(ctx, app, identifier.value);
+      if (realm.sso && (realm.required || form.get('code_anyway') !== '1')) {
+        return renderSignInPage({ ...viewOf(client, request.id, csrf, 'sso', identifier.value, null), sso: { providerId: realm.provider_id, label: realm.label, required: realm.required } });
+      }
+    }
     await enforceRateLimits(ctx, [
       { rule: 'otp_request_address', subject: perAddress('otp_request_address').subject({ app, body }, origin) },
       { rule: 'otp_request_ip', subject: origin.ip },
@@ -150,7 +168,7 @@ export async function signInEmail(ctx: AuthContext, req: HttpRequest): Promise<H
     return renderSignInPage({ ...viewOf(client, request.id, csrf, 'code', identifier.value, null), channel: identifier.channel });
   } catch (error) {
     const words = inWords(error, 'phone' in body ? 'phone' : 'email');
-    return renderSignInPage(viewOf(client, request.id, csrf, 'address', 'email' in body ? body.email ?? '' : '', words.message), words.status);
+    return addressPage(ctx, client, request.id, csrf, 'email' in body ? body.email ?? '' : '', words.message, words.status);
   }
 }
 
@@ -161,7 +179,7 @@ export async function signInCode(ctx: AuthContext, req: HttpRequest): Promise<Ht
   if ('refused' in signIn) return signIn.refused;
   const { request, client, csrf, browserHash } = signIn;
   const identifier = request.identifier as Identifier | null;
-  if (!identifier) return renderSignInPage(viewOf(client, request.id, csrf, 'address', '', 'Enter your e-mail address first.'), 400);
+  if (!identifier) return addressPage(ctx, client, request.id, csrf, '', 'Enter your e-mail address first.', 400);
   const origin = requestOrigin(ctx, req);
   const app = { id: client.app_id, slug: client.app_slug };
   type Outcome = { session: BrowserSessionRow } | { challengeHash: Buffer; enrolled: boolean };
@@ -203,7 +221,7 @@ export async function signInSecondFactor(ctx: AuthContext, req: HttpRequest): Pr
   const { request, client, csrf, browserHash } = signIn;
   const challengeHash = request.second_factor_challenge_hash;
   const email = (request.identifier as Identifier | null)?.value ?? '';
-  if (!challengeHash) return renderSignInPage(viewOf(client, request.id, csrf, 'address', email, 'Enter your e-mail address first.'), 400);
+  if (!challengeHash) return addressPage(ctx, client, request.id, csrf, email, 'Enter your e-mail address first.', 400);
   const app = { id: client.app_id, slug: client.app_slug };
   const recovery = form.has('recovery_code') && !form.has('code');
   const proof = recovery ? { recoveryCode: form.get('recovery_code')!.trim() } : { code: (form.get('code') ?? '').trim() };
@@ -230,7 +248,7 @@ export async function signInEnrolTotp(ctx: AuthContext, req: HttpRequest): Promi
   const { request, client, csrf, browserHash } = signIn;
   const challengeHash = request.second_factor_challenge_hash;
   const email = (request.identifier as Identifier | null)?.value ?? '';
-  if (!challengeHash) return renderSignInPage(viewOf(client, request.id, csrf, 'address', email, 'Enter your e-mail address first.'), 400);
+  if (!challengeHash) return addressPage(ctx, client, request.id, csrf, email, 'Enter your e-mail address first.', 400);
   const app = { id: client.app_id, slug: client.app_slug };
   let recoveryCodes: string[];
   try {
@@ -276,6 +294,123 @@ function browserSessionAfter(browserHash: Buffer, appId: string): AfterSecondFac
   return async (tx, login) => ({ familyId: null, result: await startBrowserSession(tx, browserHash, appId, login.userId, login.amr, login.nowMs) });
 }
 
+/**
+ * POST /oauth/sign-in/upstream `request, csrf, provider`: sends the browser to one of the app's
+ * identity providers (a button of the address step, or a tenant's found by home-realm
+ * discovery), through the upstream service's flow (state, nonce, PKCE), whose state the sign-in
+ * request keeps (its hash) for the callback.
+ */
+export async function signInUpstream(ctx: AuthContext, req: HttpRequest): Promise<HttpResult> {
+  const form = parseForm(req, ['request', 'csrf', 'provider']);
+  const signIn = await checkedSignIn(ctx, req, form);
+  if ('refused' in signIn) return signIn.refused;
+  const { request, client, csrf } = signIn;
+  const email = (request.identifier as Identifier | null)?.value ?? '';
+  try {
+    const started = await startUpstreamFlowForPage(ctx, { id: client.app_id, slug: client.app_slug }, form.get('provider') ?? '');
+    await setSignInUpstreamState(ctx.sql, request.id, sha256(started.state));
+    return redirect(started.authorization_url);
+  } catch (error) {
+    const words = inWords(error);
+    return addressPage(ctx, client, request.id, csrf, email, words.message, words.status);
+  }
+}
+
+/**
+ * GET /oauth/upstream/callback: where a provider sends the browser back. The state names the
+ * sign-in request, which must be this browser's (a callback URL given to another browser signs
+ * nobody in); the upstream service checks the rest (state once, nonce, PKCE, the id_token) and
+ * signs the browser in (amr `fed`); then the request goes on as after a code: tenant (a
+ * tenant's provider signs in to that tenant), consent, the client's code. The forms that
+ * follow get a new CSRF token (the callback carries none).
+ */
+export async function upstreamCallback(ctx: AuthContext, req: HttpRequest): Promise<HttpResult> {
+  const expired = renderErrorPage(403, 'This sign-in has expired', 'Go back to the application and start signing in again.');
+  const state = req.query.get('state');
+  const browserHash = presentedBrowser(req);
+  if (!state || state.length > 512 || browserHash === null) return expired;
+  const request = await findSignInRequestByUpstreamState(ctx.sql, sha256(state), new Date(ctx.clock.now()));
+  if (!request || !timingSafeEqual(request.browser_hash, browserHash)) return expired;
+  const client = await findClient(ctx, request.client_id);
+  if (!client) return expired;
+  const csrf = randomBytes(32).toString('base64url');
+  await setSignInCsrf(ctx.sql, request.id, sha256(csrf));
+  const app = { id: client.app_id, slug: client.app_slug };
+  const params: Record<string, string> = {};
+  for (const [name, value] of req.query) if (!(name in params)) params[name] = value;
+  let signedIn: { session: BrowserSessionRow; ssoTenant: string | null };
+  try {
+    const outcome = await finishUpstreamFlowThen(ctx, app, { params, origin: requestOrigin(ctx, req) }, async (tx, login) => ({
+      familyId: null, result: { session: await startBrowserSession(tx, browserHash, app.id, login.userId, login.amr, login.nowMs), ssoTenant: login.ssoTenant },
+    }));
+    if (outcome.kind !== 'signed_in') return expired;
+    signedIn = outcome.result;
+  } catch (error) {
+    const words = inWords(error);
+    return addressPage(ctx, client, request.id, csrf, (request.identifier as Identifier | null)?.value ?? '', words.message, words.status);
+  }
+  let parameters = request.parameters as unknown as AuthorizationParameters;
+  if (parameters.tenant === null && signedIn.ssoTenant !== null) {
+    parameters = { ...parameters, tenant: signedIn.ssoTenant };
+    await setSignInParameters(ctx.sql, request.id, { ...parameters });
+  }
+  return finishSignIn(ctx, req, client, { ...request, parameters: { ...parameters } }, csrf, signedIn.session);
+}
+
+/** The address step: the e-mail and SMS code forms, and a passkey when the app has a relying party for passkeys. */
+async function addressPage(ctx: AuthContext, client: OAuthClientRow, requestId: string, csrf: string, email: string, error: string | null, status = 200): Promise<HttpResult> {
+  const passkeys = (await findPasskeySettings(ctx.sql, client.app_id)) !== undefined;
+  // Apple answers with a cross-site form_post, which carries no SameSite=Lax cookie to tie the
+  // callback to this browser: not offered here (apps that draw their own page relay it).
+  const providers = (await listSignInProviders(ctx, { id: client.app_id, slug: client.app_slug })).filter((p) => p.kind !== 'apple');
+  return renderSignInPage({ ...viewOf(client, requestId, csrf, 'address', email, error), passkeys, providers }, status);
+}
+
+/**
+ * POST /oauth/sign-in/passkey/options `request, csrf` (the page's script): 200 `{ceremony_id,
+ * options}` for navigator.credentials.get, from the passkey service the JSON API's
+ * /auth/passkeys/login/options calls; refusals are `{message}` in words.
+ */
+export async function passkeyOptions(ctx: AuthContext, req: HttpRequest): Promise<HttpResult> {
+  const form = parseForm(req, ['request', 'csrf']);
+  const signIn = await checkedSignIn(ctx, req, form);
+  if ('refused' in signIn) return { status: 403, body: { message: 'This sign-in form has expired. Go back to the application and start signing in again.' } };
+  try {
+    return { body: await startPasskeyLogin(ctx, { id: signIn.client.app_id, slug: signIn.client.app_slug }) };
+  } catch (error) {
+    if (error instanceof HttpError && error.code === 'PASSKEYS_NOT_CONFIGURED') return { status: 409, body: { message: 'This application does not offer passkeys. Sign in with a code.' } };
+    throw error;
+  }
+}
+
+/**
+ * POST /oauth/sign-in/passkey `request, csrf, ceremony, response` (the assertion as JSON, put
+ * there by the page's script): verified by the passkey service as on the JSON API; a passkey
+ * with user verification is both factors (amr hwk, mfa), so the browser is signed in at once.
+ */
+export async function signInPasskey(ctx: AuthContext, req: HttpRequest): Promise<HttpResult> {
+  const form = parseForm(req, ['request', 'csrf', 'ceremony', 'response']);
+  const signIn = await checkedSignIn(ctx, req, form);
+  if ('refused' in signIn) return signIn.refused;
+  const { request, client, csrf, browserHash } = signIn;
+  const app = { id: client.app_id, slug: client.app_slug };
+  let session: BrowserSessionRow;
+  try {
+    let response: unknown;
+    try {
+      response = assertionForm.check(JSON.parse(form.get('response') ?? ''));
+    } catch {
+      throw authError('PASSKEY_INVALID', 'The passkey response is not an assertion');
+    }
+    session = await finishPasskeyLoginThen(ctx, app, { ceremonyId: form.get('ceremony') ?? '', response, origin: requestOrigin(ctx, req) },
+      async (tx, login) => ({ familyId: null, result: await startBrowserSession(tx, browserHash, app.id, login.userId, login.amr, login.nowMs) }));
+  } catch (error) {
+    const words = inWords(error);
+    return addressPage(ctx, client, request.id, csrf, '', words.message, words.status);
+  }
+  return finishSignIn(ctx, req, client, request, csrf, session);
+}
+
 /** The enrol step: the key waiting for its first code (the same one when shown again). */
 async function enrolmentPage(ctx: AuthContext, client: OAuthClientRow, requestId: string, csrf: string, email: string, challengeHash: Buffer, error: string | null, status = 200): Promise<HttpResult> {
   const key = await pendingOrNewTotpKey(ctx, { id: client.app_id, slug: client.app_slug }, challengeHash);
@@ -291,8 +426,7 @@ async function restartIfChallengeGone(ctx: AuthContext, client: OAuthClientRow, 
   if (!(error instanceof HttpError) || error.code !== 'SECOND_FACTOR_INVALID') return null;
   if (await challengeUsable(ctx, client.app_id, challengeHash)) return null;
   await setSignInChallenge(ctx.sql, request.id, null);
-  return renderSignInPage(viewOf(client, request.id, csrf, 'address', email,
-    'Too many wrong codes, or this step took too long. Start again: ask for a new code.'));
+  return addressPage(ctx, client, request.id, csrf, email, 'Too many wrong codes, or this step took too long. Start again: ask for a new code.');
 }
 
 /**
@@ -381,6 +515,7 @@ function viewOf(client: OAuthClientRow, requestId: string, csrf: string, step: S
 function inWords(error: unknown, channel: 'email' | 'phone' = 'email', factor: 'totp' | 'recovery_code' = 'totp'): { status: number; message: string } {
   if (!(error instanceof HttpError) || error.status >= 500) {
     if (error instanceof HttpError && error.code === 'OTP_DELIVERY_FAILED') return { status: 502, message: 'We could not send the code. Try again in a minute.' };
+    if (error instanceof HttpError && error.code === 'UPSTREAM_UNAVAILABLE') return { status: 502, message: 'We could not reach the identity provider. Try again in a minute, or sign in another way.' };
     throw error;
   }
   switch (error.code) {
@@ -391,6 +526,10 @@ function inWords(error: unknown, channel: 'email' | 'phone' = 'email', factor: '
     case 'SECOND_FACTOR_INVALID': return { status: 200, message: factor === 'totp'
       ? 'That authenticator code is wrong or was already used. Enter the code your app shows now.'
       : 'That recovery code is wrong or was already used. Check it and try again.' };
+    case 'UPSTREAM_CALLBACK_INVALID': return { status: 200, message: 'The sign-in with the identity provider did not complete: it was cancelled, refused or took too long. Try again, or sign in another way.' };
+    case 'UPSTREAM_PROVIDER_NOT_FOUND': return { status: 200, message: 'That way to sign in is no longer offered. Choose another.' };
+    case 'SSO_REQUIRED': return { status: 200, message: 'Your organisation requires signing in with its own identity provider: we do not send sign-in codes or accept passkeys for its addresses.' };
+    case 'PASSKEY_INVALID': return { status: 200, message: 'That passkey was not accepted. Try again with a passkey of this account, or sign in with a code.' };
     case 'USER_DELETED': return { status: 403, message: 'This account has been deleted.' };
     case 'RATE_LIMITED': return { status: 429, message: 'Too many attempts. Wait a few minutes, then try again.' };
     default: return { status: error.status, message: error.message };

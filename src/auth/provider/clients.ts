@@ -33,7 +33,7 @@ export interface ClientRegistration {
   first_party?: boolean;
 }
 
-const SECRET_METHODS: readonly TokenEndpointAuthMethod[] = ['client_secret_basic', 'client_secret_post'];
+export const SECRET_METHODS: readonly TokenEndpointAuthMethod[] = ['client_secret_basic', 'client_secret_post'];
 const DUMMY_HASH = createHash('sha256').update('no such client').digest();
 
 /**
@@ -51,19 +51,7 @@ export async function createClient(ctx: AuthContext, appId: string, registration
   }
   if (method === 'private_key_jwt' && !registration.jwks) throw metadataError('jwks', 'private_key_jwt needs the client\'s public keys in "jwks"');
   if (registration.jwks) checkJwks(registration.jwks);
-  const grantTypes = [...new Set(registration.grant_types ?? ['authorization_code', 'refresh_token'])];
-  for (const grant of grantTypes) {
-    if (!(GRANT_TYPES as readonly string[]).includes(grant)) throw metadataError('grant_types', `"${grant}" is not one of ${GRANT_TYPES.join(', ')}`);
-  }
-  if (clientType === 'public' && grantTypes.includes('client_credentials')) throw metadataError('grant_types', 'a public client cannot use client_credentials');
-  const redirectUris = [...new Set(registration.redirect_uris ?? [])];
-  if (grantTypes.includes('authorization_code') && redirectUris.length === 0) throw metadataError('redirect_uris', 'authorization_code needs at least one redirect URI');
-  redirectUris.forEach((uri) => checkRedirectUri(uri, 'redirect_uris'));
-  const postLogout = [...new Set(registration.post_logout_redirect_uris ?? [])];
-  postLogout.forEach((uri) => checkRedirectUri(uri, 'post_logout_redirect_uris'));
-  const scopes = [...new Set(registration.scopes ?? STANDARD_SCOPES)];
-  for (const scope of scopes) if (!isScopeToken(scope)) throw metadataError('scopes', `"${scope}" is not a scope token`);
-  if (registration.logo_uri !== undefined && !/^https:\/\/[^\s]+$/.test(registration.logo_uri)) throw metadataError('logo_uri', 'an https URL');
+  const { grantTypes, redirectUris, postLogout, scopes } = checkedClientFields(registration, clientType);
   const secret = SECRET_METHODS.includes(method) ? `cs_${randomBytes(32).toString('base64url')}` : null;
   const now = new Date(ctx.clock.now());
   const client = await ctx.sql.begin(async (tx) => {
@@ -80,6 +68,27 @@ export async function createClient(ctx: AuthContext, appId: string, registration
     return row;
   });
   return { client, secret };
+}
+
+/**
+ * The fields of a registration that hold together for a client of this type (creation and the
+ * admin's edits, client-changes.ts): 400 INVALID_CLIENT_METADATA / INVALID_REDIRECT_URI otherwise.
+ */
+export function checkedClientFields(registration: ClientRegistration, clientType: ClientType): { grantTypes: string[]; redirectUris: string[]; postLogout: string[]; scopes: string[] } {
+  const grantTypes = [...new Set(registration.grant_types ?? ['authorization_code', 'refresh_token'])];
+  for (const grant of grantTypes) {
+    if (!(GRANT_TYPES as readonly string[]).includes(grant)) throw metadataError('grant_types', `"${grant}" is not one of ${GRANT_TYPES.join(', ')}`);
+  }
+  if (clientType === 'public' && grantTypes.includes('client_credentials')) throw metadataError('grant_types', 'a public client cannot use client_credentials');
+  const redirectUris = [...new Set(registration.redirect_uris ?? [])];
+  if (grantTypes.includes('authorization_code') && redirectUris.length === 0) throw metadataError('redirect_uris', 'authorization_code needs at least one redirect URI');
+  redirectUris.forEach((uri) => checkRedirectUri(uri, 'redirect_uris'));
+  const postLogout = [...new Set(registration.post_logout_redirect_uris ?? [])];
+  postLogout.forEach((uri) => checkRedirectUri(uri, 'post_logout_redirect_uris'));
+  const scopes = [...new Set(registration.scopes ?? STANDARD_SCOPES)];
+  for (const scope of scopes) if (!isScopeToken(scope)) throw metadataError('scopes', `"${scope}" is not a scope token`);
+  if (registration.logo_uri !== undefined && !/^https:\/\/[^\s]+$/.test(registration.logo_uri)) throw metadataError('logo_uri', 'an https URL');
+  return { grantTypes, redirectUris, postLogout, scopes };
 }
 
 export async function listClients(ctx: AuthContext, appId: string): Promise<OAuthClientRow[]> {
@@ -224,10 +233,10 @@ function checkJwks(jwks: JSONWebKeySet): void {
   }
 }
 
-function metadataError(field: string, why: string) {
+export function metadataError(field: string, why: string) {
   return authError('INVALID_CLIENT_METADATA', `Invalid field "${field}": ${why}`, { details: { field } });
 }
 
-function sha256(text: string): Buffer {
+export function sha256(text: string): Buffer {
   return createHash('sha256').update(text, 'utf8').digest();
 }

@@ -12,7 +12,8 @@ import { getApp } from '../service/admin.js';
 import { CreateOAuthClientBody } from '../schemas.js';
 import { registerClient } from './registration.js';
 import type { AccessTokenClaims } from '../tokens/access-token.js';
-import { authorize, consent, pickTenant, signInCode, signInContinue, signInEmail, signInEnrolTotp, signInSecondFactor } from './authorize.js';
+import { authorize, consent, passkeyOptions, pickTenant, signInCode, signInContinue, signInEmail, signInEnrolTotp, signInPasskey, signInSecondFactor, signInUpstream, upstreamCallback } from './authorize.js';
+import { SIGN_IN_SCRIPT } from './sign-in-script.js';
 import { listUserConsents, revokeConsent } from './consents.js';
 import type { ConsentRevokeBody, SessionsBody } from '../schemas.js';
 import type { AuthenticatedApp } from '../service/credentials.js';
@@ -86,6 +87,31 @@ export function handleSignInEnrolTotp(ctx: AuthContext, _: NoInput, req: HttpReq
 /** POST /oauth/sign-in/continue (form): after the recovery codes, the tenant or consent page or 303 to the client with a code. */
 export function handleSignInContinue(ctx: AuthContext, _: NoInput, req: HttpRequest): Promise<HttpResult> {
   return signInContinue(ctx, req);
+}
+
+/** POST /oauth/sign-in/passkey/options (form, from the page's script): 200 `{ceremony_id, options}`, or `{message}` in words. */
+export function handlePasskeyOptions(ctx: AuthContext, _: NoInput, req: HttpRequest): Promise<HttpResult> {
+  return passkeyOptions(ctx, req);
+}
+
+/** POST /oauth/sign-in/passkey (form): 303 to the client with a code (or the tenant or consent page), or the address page with an error. */
+export function handleSignInPasskey(ctx: AuthContext, _: NoInput, req: HttpRequest): Promise<HttpResult> {
+  return signInPasskey(ctx, req);
+}
+
+/** POST /oauth/sign-in/upstream (form): 303 to the identity provider, or the address page with an error. */
+export function handleSignInUpstream(ctx: AuthContext, _: NoInput, req: HttpRequest): Promise<HttpResult> {
+  return signInUpstream(ctx, req);
+}
+
+/** GET /oauth/upstream/callback: the provider's redirect back; then as after a code (303 to the client, or the tenant or consent page), or the address page with an error. */
+export function handleUpstreamCallback(ctx: AuthContext, _: NoInput, req: HttpRequest): Promise<HttpResult> {
+  return upstreamCallback(ctx, req);
+}
+
+/** GET /oauth/sign-in.js: the page's script (the passkey ceremony). */
+export async function handleSignInScript(): Promise<HttpResult> {
+  return { contentType: 'text/javascript; charset=utf-8', headers: { 'Cache-Control': 'no-cache', 'X-Content-Type-Options': 'nosniff' }, text: SIGN_IN_SCRIPT };
 }
 
 /** POST /oauth/tenant (form): the tenant picked; then the consent page or 303 to the client with a code. */

@@ -1,5 +1,5 @@
 // The hosted sign-in page, rendered on the server: plain HTML forms that work without
-// JavaScript, one column that fits 360 px, labels on every field, errors in words in a live
+// JavaScript (the passkey button alone needs its script, sign-in-script.ts), one column that fits 360 px, labels on every field, errors in words in a live
 // region that screen readers announce. Every value written into the page goes through `escape`.
 //
 // The ways to sign in are listed in one place, SIGN_IN_METHODS: a new way (a passkey button, an
@@ -18,13 +18,21 @@ export interface SignInView {
   /**
    * `address`: ask for an e-mail address; `code`: ask for the code sent to it; `second-factor`:
    * ask for the code of the user's authenticator app (or a recovery code); `enroll`: the policy
-   * requires a second factor the user lacks: show the new key and ask for its first code.
+   * requires a second factor the user lacks: show the new key and ask for its first code;
+   * `sso`: the address is in a tenant's verified domain: offer (or, required, only offer) the
+   * tenant's identity provider.
    */
-  step: 'address' | 'code' | 'second-factor' | 'enroll';
+  step: 'address' | 'code' | 'second-factor' | 'enroll' | 'sso';
   /** Pre-filled address (login_hint, or the address or number the code went to). */
   email: string;
   /** Where the code went (the code step): an e-mail address or a phone number. */
   channel?: 'email' | 'phone';
+  /** The app's identity providers (not a tenant's), one button each on the address step; the label is the button's text. */
+  providers?: { id: string; label: string }[];
+  /** The sso step: the provider of the address's tenant, and whether the tenant requires it. */
+  sso?: { providerId: string; label: string; required: boolean };
+  /** The app has a relying party for passkeys: the address step offers a passkey. */
+  passkeys?: boolean;
   /** The key to add to an authenticator app (the enroll step). */
   totp?: { secret: string; uri: string };
   /** An error to show, in words. */
@@ -62,6 +70,44 @@ const phoneCode: SignInMethod = (view) => view.step !== 'address' ? '' : `<form 
   <button type="submit" class="secondary">Text me a code</button>
 </form>`;
 
+/**
+ * A passkey (the app's relying party set): a form the page's script shows when the browser has
+ * WebAuthn, and fills with the assertion (sign-in-script.ts). A passkey with user verification is
+ * both factors: no second step follows.
+ */
+const passkey: SignInMethod = (view) => view.step !== 'address' || !view.passkeys ? '' : `<form id="passkey-form" method="post" action="/oauth/sign-in/passkey" hidden>
+  ${hiddenFields(view)}
+  <input type="hidden" name="ceremony" value="">
+  <input type="hidden" name="response" value="">
+  <button type="submit" id="passkey">Sign in with a passkey</button>
+</form>
+<script src="/oauth/sign-in.js" defer></script>`;
+
+/** The app's upstream identity providers: a button each, which sends the browser to the provider. */
+const upstreamProviders: SignInMethod = (view) => view.step !== 'address' || !view.providers?.length ? '' : view.providers.map((provider) => `<form method="post" action="/oauth/sign-in/upstream">
+  ${hiddenFields(view)}
+  <input type="hidden" name="provider" value="${escape(provider.id)}">
+  <button type="submit" class="provider">${escape(provider.label)}</button>
+</form>`).join('\n');
+
+/**
+ * Home-realm discovery: the address is in a domain a tenant of the app proved; its identity
+ * provider is offered. A tenant that requires it gets no code sent to its addresses, and says so.
+ */
+const ssoRedirect: SignInMethod = (view) => view.step !== 'sso' || !view.sso ? '' : `<form method="post" action="/oauth/sign-in/upstream">
+  ${hiddenFields(view)}
+  <p><strong>${escape(view.email)}</strong> signs in with your organisation's identity provider.${view.sso.required
+    ? ' Your organisation requires it: we do not send sign-in codes to its addresses.' : ''}</p>
+  <input type="hidden" name="provider" value="${escape(view.sso.providerId)}">
+  <button type="submit" id="sso">${escape(view.sso.label)}</button>
+</form>${view.sso.required ? '' : `
+<form method="post" action="/oauth/sign-in/email">
+  ${hiddenFields(view)}
+  <input type="hidden" name="email" value="${escape(view.email)}">
+  <input type="hidden" name="code_anyway" value="1">
+  <button type="submit" class="secondary">Send me a code instead</button>
+</form>`}`;
+
 /** The second step of a code sign-in: the authenticator app's code, or one of the recovery codes. */
 const secondFactor: SignInMethod = (view) => view.step !== 'second-factor' ? '' : `<form method="post" action="/oauth/sign-in/second-factor">
   ${hiddenFields(view)}
@@ -95,7 +141,7 @@ const totpEnrollment: SignInMethod = (view) => view.step !== 'enroll' || !view.t
 </form>`;
 
 /** The ways to sign in, in the order the page shows them. */
-export const SIGN_IN_METHODS: readonly SignInMethod[] = [emailCode, phoneCode, secondFactor, totpEnrollment];
+export const SIGN_IN_METHODS: readonly SignInMethod[] = [emailCode, phoneCode, passkey, upstreamProviders, ssoRedirect, secondFactor, totpEnrollment];
 
 export function renderSignInPage(view: SignInView, status = 200): HttpResult {
   const methods = SIGN_IN_METHODS.map((method) => method(view)).filter((part) => part !== '').join('\n');
@@ -244,8 +290,9 @@ function page(status: number, title: string, body: string): HttpResult {
     status,
     contentType: 'text/html; charset=utf-8',
     headers: {
-      // The page is never framed (clickjacking) and loads nothing from elsewhere.
-      'Content-Security-Policy': "default-src 'none'; style-src 'unsafe-inline'; frame-ancestors 'none'; base-uri 'none'",
+      // The page is never framed (clickjacking) and loads nothing from elsewhere; its one script
+      // is a file of its own origin (no inline script), which may call only its own origin.
+      'Content-Security-Policy': "default-src 'none'; script-src 'self'; connect-src 'self'; style-src 'unsafe-inline'; frame-ancestors 'none'; base-uri 'none'",
       'X-Frame-Options': 'DENY',
       'Referrer-Policy': 'no-referrer',
     },

@@ -109,6 +109,34 @@ export async function setSignInIdentifier(sql: Queryable, id: string, identifier
   `;
 }
 
+/** The upstream flow the sign-in sent its browser to (the SHA-256 of its state). */
+export async function setSignInUpstreamState(sql: Queryable, id: string, stateHash: Buffer): Promise<void> {
+  await sql`
+    update oauth_sign_in_requests
+    set upstream_state_hash = ${stateHash}
+    where id = ${id}
+  `;
+}
+
+/** The live sign-in request whose browser went to the upstream flow of this state hash. */
+export async function findSignInRequestByUpstreamState(sql: Queryable, stateHash: Buffer, now: Date): Promise<SignInRequestRow | undefined> {
+  const [row] = await sql<SignInRequestRow[]>`
+    select id, browser_hash, csrf_hash, client_id, parameters, identifier, second_factor_challenge_hash, expires_at
+    from oauth_sign_in_requests
+    where upstream_state_hash = ${stateHash} and expires_at > ${now}
+  `;
+  return row;
+}
+
+/** A new CSRF token for the request's forms (the page shown after an upstream callback, which carries none). */
+export async function setSignInCsrf(sql: Queryable, id: string, csrfHash: Buffer): Promise<void> {
+  await sql`
+    update oauth_sign_in_requests
+    set csrf_hash = ${csrfHash}
+    where id = ${id}
+  `;
+}
+
 /** The second-factor challenge the sign-in now waits on, or null (none, or the page starts over). */
 export async function setSignInChallenge(sql: Queryable, id: string, challengeHash: Buffer | null): Promise<void> {
   await sql`

@@ -75,11 +75,13 @@ export interface RotationResult {
   roles: RoleRow[] | null;
   /** Set when rate_limited: the end of the family's window. */
   retry_at?: Date | null;
+  /** How the user signed in (RFC 8176 values) as the family recorded it; set when rotated (null: none recorded). */
+  amr: string[] | null;
 }
 
 /**
  * Checks the app's credentials, then rotates the presented token or detects its reuse: one call
- * of the rotate_refresh_token function (migrations 0009 and 0012, which records the audit event), i.e. one round trip and one transaction
+ * of the rotate_refresh_token function (migrations/functions/rotate_refresh_token.sql: it records the audit event and answers the session's amr), i.e. one round trip and one transaction
  * holding the family's row lock. On `reuse` the family and its live token are revoked and that
  * is committed; on `rotated` the child token is the family's new live token (expiring after
  * `childLifetimeMs`, capped at the session's end). Nothing is written on `invalid_credentials`.
@@ -93,7 +95,7 @@ export async function rotateRefreshToken(sql: Queryable, rotation: {
   familyLimit: { maxHits: number; windowSeconds: number };
 }): Promise<RotationResult> {
   const [row] = await sql<RotationResult[]>`
-    select outcome, app_slug, user_id, remembered_tenant_id, roles, retry_at
+    select outcome, app_slug, user_id, remembered_tenant_id, roles, retry_at, amr
     from rotate_refresh_token(
       ${rotation.appId}, ${rotation.secretHash}, ${rotation.tokenHash}, ${rotation.requestedTenantId},
       ${rotation.child.id}, ${rotation.child.hash}, ${rotation.now},
@@ -255,15 +257,4 @@ export async function lockFamilyOfUser(sql: Queryable, familyId: string, userId:
     for update
   `;
   return row;
-}
-
-/** The sign-in methods of the session a refresh token belongs to (null: none recorded). */
-export async function findAmrOfRefreshToken(sql: Queryable, tokenId: string): Promise<string[] | null> {
-  const [row] = await sql<{ amr: string[] | null }[]>`
-    select f.amr
-    from refresh_tokens t
-    join refresh_families f on f.id = t.family_id
-    where t.id = ${tokenId}
-  `;
-  return row?.amr ?? null;
 }

@@ -22,6 +22,15 @@ export async function lockTotpFactor(sql: Queryable, userId: string): Promise<To
   return row;
 }
 
+/** The user's factor without a lock (to read it, as the page's enrolment does to show a pending key again). */
+export async function findTotpFactor(sql: Queryable, userId: string): Promise<TotpFactorRow | undefined> {
+  const [row] = await sql<TotpFactorRow[]>`
+    select user_id, secret_sealed, confirmed_at, last_used_step, failed_attempts, locked_until
+    from totp_factors where user_id = ${userId}
+  `;
+  return row;
+}
+
 export async function hasConfirmedTotp(sql: Queryable, userId: string): Promise<boolean> {
   const rows = await sql`select 1 from totp_factors where user_id = ${userId} and confirmed_at is not null`;
   return rows.length > 0;

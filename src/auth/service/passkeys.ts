@@ -20,7 +20,7 @@ import type { AuthenticationResponseJSON, RegistrationResponseJSON, verifyAuthen
 import { HttpError } from '../../http/errors.js';
 import type { RequestOrigin } from '../audit.js';
 import type { AuthContext } from '../context.js';
-import { isUniqueViolation } from '../database/client.js';
+import { isUniqueViolation, type TransactionSql } from '../database/client.js';
 import { authError } from '../errors.js';
 import { PASSKEY_CEREMONY_TTL_MS } from '../limits.js';
 import { MAX_CREDENTIAL_ID_BYTES } from '../schemas.js';
@@ -191,6 +191,24 @@ export async function startPasskeyLogin(ctx: AuthContext, app: AuthenticatedApp)
 export async function finishPasskeyLogin(ctx: AuthContext, app: AuthenticatedApp, input: {
   ceremonyId: string; response: unknown; requestedTenant: string | null | undefined; origin: RequestOrigin;
 }): Promise<SessionTokens> {
+  return finishPasskeyLoginThen(ctx, app, input, async (tx, login) => {
+    const tenant = chooseTenant(await listRolesOfUser(tx, app.id, login.userId), input.requestedTenant, null);
+    const familyId = randomUUID();
+    return { familyId, result: await startSession(tx, ctx, { app, userId: login.userId, familyId, tenant, nowMs: login.nowMs, amr: login.amr }) };
+  });
+}
+
+/**
+ * What a verified passkey leads to, in the transaction holding the credential's lock: a session
+ * of the JSON API, or the hosted sign-in page's browser session. `familyId` is recorded with
+ * login.succeeded.
+ */
+export type AfterPasskeyVerified<T> = (tx: TransactionSql, login: { userId: string; amr: string[]; nowMs: number }) => Promise<{ familyId: string | null; result: T }>;
+
+/** finishPasskeyLogin's checks, refusals and audit trail, followed by `then` (the hosted page's browser session). */
+export async function finishPasskeyLoginThen<T>(ctx: AuthContext, app: AuthenticatedApp, input: {
+  ceremonyId: string; response: unknown; origin: RequestOrigin;
+}, then: AfterPasskeyVerified<T>): Promise<T> {
   const nowMs = ctx.clock.now();
   const now = new Date(nowMs);
   const audit = { actor: 'app' as const, appId: app.id, ip: input.origin.ip, userAgent: input.origin.userAgent, now };
@@ -200,7 +218,7 @@ export async function finishPasskeyLogin(ctx: AuthContext, app: AuthenticatedApp
     if (!ceremony) throw authError('PASSKEY_INVALID', 'The ceremony is unknown, expired or used');
     const response = input.response as AuthenticationResponseJSON;
     const { verifyAuthenticationResponse } = await webauthn();
-    return await ctx.sql.begin(async (tx) => {
+    return await ctx.sql.begin(async (tx): Promise<T> => {
       const passkey = typeof response?.id === 'string' ? await lockPasskeyByCredentialId(tx, app.id, response.id) : undefined;
       if (!passkey) throw authError('PASSKEY_INVALID', 'The passkey is not registered with this app');
       let verified: Awaited<ReturnType<typeof verifyAuthenticationResponse>>;
@@ -227,12 +245,11 @@ export async function finishPasskeyLogin(ctx: AuthContext, app: AuthenticatedApp
       await recordPasskeyUse(tx, { id: passkey.id, signCount: info.newCounter, backedUp: info.credentialBackedUp, now });
       await insertAuditEvent(tx, { ...audit, type: 'passkey.used', userId: user.id, details: { passkey_id: passkey.id, name: passkey.name } });
       await acceptInvitationsOnSignIn(tx, app.id, user, input.origin, now);
-      const tenant = chooseTenant(await listRolesOfUser(tx, app.id, user.id), input.requestedTenant, null);
-      const familyId = randomUUID();
-      await insertAuditEvent(tx, { ...audit, type: 'login.succeeded', userId: user.id, familyId, details: { method: 'passkey', passkey_id: passkey.id } });
       // A hardware-bound key with user verification: two factors in one (RFC 8176 `hwk`, `mfa`).
-      return startSession(tx, ctx, { app, userId: user.id, familyId, tenant, nowMs, amr: ['hwk', 'mfa'] });
-    });
+      const { familyId, result } = await then(tx, { userId: user.id, amr: ['hwk', 'mfa'], nowMs });
+      await insertAuditEvent(tx, { ...audit, type: 'login.succeeded', userId: user.id, familyId, details: { method: 'passkey', passkey_id: passkey.id } });
+      return result;
+    }) as T;
   } catch (error) {
     // The transaction rolled back: the failure is recorded on its own.
     if (error instanceof HttpError && error.status < 500) {

@@ -28,7 +28,7 @@ import { authError } from '../errors.js';
 import { insertAuditEvent } from '../queries/audit-events.js';
 import { listRolesOfUser } from '../queries/roles.js';
 import {
-  deleteSecondFactor, findChallenge, findSecondFactorPolicies, hasConfirmedTotp, insertSecondFactorChallenge, listSecondFactorPolicies, lockTotpFactor,
+  deleteSecondFactor, findChallenge, findSecondFactorPolicies, findTotpFactor, hasConfirmedTotp, insertSecondFactorChallenge, listSecondFactorPolicies, lockTotpFactor,
   recordTotpFailure, recordTotpSuccess, replaceRecoveryCodes, setSecondFactorPolicy, spendChallengeAttempt, takeChallenge, upsertPendingTotp, useRecoveryCode,
   type SecondFactorChallengeRow, type SecondFactorPolicy, type TotpFactorRow,
 } from '../queries/second-factor.js';
@@ -160,7 +160,7 @@ export async function startTotpEnrollment(ctx: AuthContext, app: AuthenticatedAp
  */
 export async function pendingOrNewTotpKey(ctx: AuthContext, app: AuthenticatedApp, challengeHash: Buffer): Promise<{ secret: string; otpauth_uri: string }> {
   const userId = await holderUser(ctx, app, { challengeHash });
-  const factor = await lockTotpFactor(ctx.sql, userId);
+  const factor = await findTotpFactor(ctx.sql, userId);
   if (!factor || factor.confirmed_at) return startTotpEnrollment(ctx, app, { challengeHash });
   const user = (await findUser(ctx.sql, userId))!;
   const secret = Secret.fromBase32(unseal(ctx.secondFactor.secretKey, factor.secret_sealed, userId).toString());

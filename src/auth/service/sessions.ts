@@ -12,7 +12,7 @@ import { ACCESS_TOKEN_TTL_SECONDS, REFRESH_TOKEN_TTL_MS, SESSION_LIFETIME_MS } f
 import { insertAuditEvent } from '../queries/audit-events.js';
 import { takeAppRefreshRate } from '../queries/rate-limit-counters.js';
 import { findMember } from '../queries/users.js';
-import { findAmrOfRefreshToken, insertRefreshFamily, lockLiveFamiliesOfUser, lockRefreshSession, revokeRefreshFamilies, revokeRefreshFamily, rotateRefreshToken, type RotationOutcome } from '../queries/refresh-tokens.js';
+import { insertRefreshFamily, lockLiveFamiliesOfUser, lockRefreshSession, revokeRefreshFamilies, revokeRefreshFamily, rotateRefreshToken, type RotationOutcome } from '../queries/refresh-tokens.js';
 import type { RoleRow } from '../queries/roles.js';
 import type { RoleName } from '../roles.js';
 import { signAccessToken } from '../tokens/access-token.js';
@@ -145,8 +145,8 @@ export async function refreshSession(ctx: AuthContext, credentials: PresentedCre
   // token is then chosen as if no tenant had been asked for, from the roles that were read.
   const stillHeld = requested !== null && result.roles!.some((role) => role.tenant_id === requested);
   const tenant = chooseTenant(result.roles!, stillHeld ? requested : null, result.remembered_tenant_id);
-  // The session's sign-in methods stay in every token of the family (a read after the commit; they never change).
-  const amr = await findAmrOfRefreshToken(ctx.sql, childId);
+  // The session's sign-in methods stay in every token of the family (rotate_refresh_token read them under the lock).
+  const amr = result.amr;
   return issueTokens(ctx, app, result.user_id!, tenant, child.token, nowMs, { ...claims, ...(amr?.length ? { amr } : {}) });
 }
 

@@ -65,8 +65,29 @@ export async function listSignInProviders(ctx: AuthContext, app: AuthenticatedAp
 export async function startUpstreamFlow(ctx: AuthContext, app: AuthenticatedApp, input: {
   providerId: string; redirectUri: string; refreshToken: string | undefined;
 }): Promise<{ authorization_url: string; state: string; expires_in: number }> {
+  return startFlow(ctx, app, input, false);
+}
+
+/**
+ * The hosted sign-in page's start of a flow: its redirect URI is the issuer's own
+ * /oauth/upstream/callback (HOSTED_PAGE_CALLBACK), which every provider of the app may use
+ * without listing it (the provider's redirect_uris are the app backends' own callbacks); the
+ * provider must know it, as it knows theirs.
+ */
+export async function startUpstreamFlowForPage(ctx: AuthContext, app: AuthenticatedApp, providerId: string): Promise<{ authorization_url: string; state: string; provider: UpstreamProviderRow }> {
+  const provider = await getUpstreamProviderRow(ctx, app.id, providerId);
+  const started = await startFlow(ctx, app, { providerId: provider.id, redirectUri: `${ctx.issuer}${HOSTED_PAGE_CALLBACK}`, refreshToken: undefined }, true);
+  return { ...started, provider };
+}
+
+/** The path of the hosted page's upstream callback, on the issuer. */
+export const HOSTED_PAGE_CALLBACK = '/oauth/upstream/callback';
+
+async function startFlow(ctx: AuthContext, app: AuthenticatedApp, input: {
+  providerId: string; redirectUri: string; refreshToken: string | undefined;
+}, hostedPage: boolean): Promise<{ authorization_url: string; state: string; expires_in: number }> {
   const provider = await getUpstreamProviderRow(ctx, app.id, input.providerId);
-  if (!provider.redirect_uris.includes(input.redirectUri)) {
+  if (!hostedPage && !provider.redirect_uris.includes(input.redirectUri)) {
     throw authError('VALIDATION_ERROR', 'Invalid field "redirect_uri": not one of the provider\'s redirect_uris', { details: { field: 'redirect_uri' } });
   }
   const linkUserId = input.refreshToken === undefined ? null : (await presentedSession(ctx, app, input.refreshToken)).userId;
@@ -92,6 +113,27 @@ export type UpstreamCallbackResult = { kind: 'signed_in'; tokens: SessionTokens 
 export async function finishUpstreamFlow(ctx: AuthContext, app: AuthenticatedApp, input: {
   params: Record<string, string>; requestedTenant: string | null | undefined; origin: RequestOrigin;
 }): Promise<UpstreamCallbackResult> {
+  const result = await finishUpstreamFlowThen(ctx, app, input, async (tx, login) => {
+    const tenant = chooseTenant(login.roles, input.requestedTenant ?? login.ssoTenant, null);
+    const familyId = randomUUID();
+    return { familyId, result: await startSession(tx, ctx, { app, userId: login.userId, familyId, tenant, nowMs: login.nowMs, amr: login.amr }) };
+  });
+  return result.kind === 'linked' ? result : { kind: 'signed_in', tokens: result.result };
+}
+
+/**
+ * What an upstream sign-in leads to, in its transaction: a session of the JSON API, or the hosted
+ * page's browser session. `ssoTenant`: the tenant of the provider when the user has a role in it
+ * (a sign-in through a tenant's provider is for that tenant unless another was asked for).
+ */
+export type AfterUpstreamSignIn<T> = (tx: TransactionSql, login: {
+  userId: string; roles: Awaited<ReturnType<typeof listRolesOfUser>>; ssoTenant: string | null; amr: string[]; nowMs: number;
+}) => Promise<{ familyId: string | null; result: T }>;
+
+/** finishUpstreamFlow's checks, refusals and audit trail, with `then` ending a sign-in (a link ends as before). */
+export async function finishUpstreamFlowThen<T>(ctx: AuthContext, app: AuthenticatedApp, input: {
+  params: Record<string, string>; origin: RequestOrigin;
+}, then: AfterUpstreamSignIn<T>): Promise<{ kind: 'linked'; identity: IdentityJson } | { kind: 'signed_in'; result: T }> {
   const audit = { actor: 'app' as const, appId: app.id, ip: input.origin.ip, userAgent: input.origin.userAgent };
   let providerId: string | null = null;
   try {
@@ -113,7 +155,7 @@ export async function finishUpstreamFlow(ctx: AuthContext, app: AuthenticatedApp
       const identity = await ctx.sql.begin((tx) => linkToUser(tx, provider, profile, flow.link_user_id!, { ...audit, now }));
       return { kind: 'linked', identity: identityJson(identity) };
     }
-    const tokens = await ctx.sql.begin(async (tx) => {
+    const signedIn = await ctx.sql.begin(async (tx): Promise<T> => {
       const { user, identity } = await userOfIdentity(tx, { ...provider, trusted_email_domains: trustedDomains }, profile, { ...audit, now });
       if (user.deleted_at) throw authError('USER_DELETED');
       await upsertMembership(tx, app.id, user.id, now);
@@ -123,16 +165,15 @@ export async function finishUpstreamFlow(ctx: AuthContext, app: AuthenticatedApp
       // Through a tenant's provider the token is for that tenant, unless the login asked for another.
       const roles = await listRolesOfUser(tx, app.id, user.id);
       const ssoTenant = roles.some((r) => r.tenant_id === provider.tenant_id) ? provider.tenant_id : null;
-      const tenant = chooseTenant(roles, input.requestedTenant ?? ssoTenant, null);
-      const familyId = randomUUID();
+      // `fed`: signed in at another provider (this service's value; RFC 8176 names none for federation).
+      const { familyId, result } = await then(tx, { userId: user.id, roles, ssoTenant, amr: ['fed'], nowMs });
       await insertAuditEvent(tx, {
         ...audit, now, type: 'login.succeeded', userId: user.id, familyId,
         details: { method: 'upstream', provider_id: provider.id, identity_id: identity.id },
       });
-      // `fed`: signed in at another provider (this service's value; RFC 8176 names none for federation).
-      return startSession(tx, ctx, { app, userId: user.id, familyId, tenant, nowMs, amr: ['fed'] });
-    });
-    return { kind: 'signed_in', tokens };
+      return result;
+    }) as T;
+    return { kind: 'signed_in', result: signedIn };
   } catch (error) {
     // The transaction rolled back: the failure is recorded on its own.
     if (error instanceof HttpError) {

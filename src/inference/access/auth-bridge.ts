@@ -3,7 +3,8 @@
 // app_id equal to SLUG, at least ROLE in their tenant) and its API keys (AUTH_API_KEY_PREFIX, of
 // that app, at least ROLE) wherever an API key is accepted, each as its tenant (docs/tenants.md).
 // With --auth, the service's usage table takes the hourly usage (tenants/usage-flush.ts), and its
-// database holds tenants' limits for every replica that shares it (tenants/fleet-limits.ts).
+// database holds tenants' limits for every replica that shares it (tenants/fleet-limits.ts); with
+// --auth-issuer, the remote auth-server holds them when AUTH_APP_ID and AUTH_APP_SECRET are given.
 // With --auth-app the server is also an OAuth protected resource (RFC 9728): it publishes
 // /.well-known/oauth-protected-resource naming the issuer, a 401 carries
 // `WWW-Authenticate: Bearer resource_metadata="..."`, and access tokens whose audience is its
@@ -20,6 +21,7 @@ import { ErrorType, inferenceError } from '../errors.js';
 import type { UsageHourRow } from '../tenants/usage-meter.js';
 import { checkTenantSettings, type TenantSettings } from '../tenants/tenant.js';
 import { postgresFleetStore, type FleetStore } from '../tenants/fleet-store.js';
+import { remoteFleetStore } from '../tenants/remote-fleet-store.js';
 
 export interface InferenceAuthOptions {
   /** Mount the auth routes (configured from the AUTH_* environment, as auth-server). */
@@ -60,7 +62,11 @@ export interface InferenceAuth {
   acceptBearer?: AcceptBearer;
   /** The auth service mounted in this process (--auth): its usage table takes hourly usage rows. */
   usage?: UsageRecorder;
-  /** The same service's database, where replicas sharing it hold tenants' limits together (tenants/fleet-limits.ts). */
+  /**
+   * Where replicas hold tenants' limits together (tenants/fleet-limits.ts): the mounted service's
+   * database, or a remote auth-server's POST /fleet/exchange (--auth-issuer with AUTH_APP_ID and
+   * AUTH_APP_SECRET).
+   */
   fleetStore?: FleetStore;
   close(): Promise<void>;
 }
@@ -139,13 +145,20 @@ export async function createInferenceAuth(options: InferenceAuthOptions): Promis
     };
   }
   const usage: UsageRecorder | undefined = service ? { record: (rows) => service!.usage.record(rows) } : undefined;
+  let fleetStore: FleetStore | undefined;
+  try {
+    fleetStore = chooseFleetStore(service, issuerUrl, options.env);
+  } catch (err) {
+    apiKeys?.close();
+    throw err;
+  }
   const metadata = resource !== null && issuerUrl !== null ? protectedResourceMetadata(resource, issuerUrl) : null;
   if (metadata && acceptBearer) acceptBearer.challenge = `Bearer resource_metadata="${metadata.url}"`;
   return {
     routes: [...(service?.routes ?? []), ...(metadata ? [metadata.route] : [])],
     ...(acceptBearer ? { acceptBearer } : {}),
     ...(usage ? { usage } : {}),
-    ...(service ? { fleetStore: postgresFleetStore(service.sql) } : {}),
+    ...(fleetStore ? { fleetStore } : {}),
     close: async () => {
       apiKeys?.close();
       await service?.close();
@@ -153,6 +166,22 @@ export async function createInferenceAuth(options: InferenceAuthOptions): Promis
   };
 }
 
+
+/**
+ * Where the fleet's counts of tenants' limits are held: the mounted service's database; else a
+ * remote auth-server (--auth-issuer) when the replica presents the app's credentials
+ * (AUTH_APP_ID, AUTH_APP_SECRET); else nowhere (each replica holds its tenants' limits alone).
+ */
+function chooseFleetStore(service: AuthService | null, issuer: string | null, env: Record<string, string | undefined>): FleetStore | undefined {
+  if (service) return postgresFleetStore(service.sql);
+  if (issuer === null) return undefined;
+  const appId = env.AUTH_APP_ID || undefined;
+  const appSecret = env.AUTH_APP_SECRET || undefined;
+  if ((appId === undefined) !== (appSecret === undefined)) {
+    throw new Error('AUTH_APP_ID and AUTH_APP_SECRET go together: set both (the app\'s id and secret, for tenants\' limits held across replicas through --auth-issuer) or neither');
+  }
+  return appId !== undefined && appSecret !== undefined ? remoteFleetStore(issuer, { appId, appSecret }) : undefined;
+}
 
 /**
  * RFC 9728: the metadata of the protected resource `resource`, served at

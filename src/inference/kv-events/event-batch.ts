@@ -11,8 +11,12 @@
 // writes a Python int; ts is always a float64, as msgspec writes a Python float.
 import { Encoder } from '@msgpack/msgpack';
 
-/** Where a block is held, in vLLM's words: 'GPU' is the engine's own KV cells, 'CPU' an offload tier. */
-export type Medium = 'GPU' | 'CPU' | 'DISK';
+/**
+ * Where a block is held: 'GPU' the engine's own KV cells (vLLM's name for its pool, whatever the
+ * device), 'CPU' host memory (vLLM's CPU offload medium), 'STORAGE' local disk (the name llm-d's
+ * scorer weighs offloaded storage by).
+ */
+export type Medium = 'GPU' | 'CPU' | 'STORAGE';
 
 export interface BlockStored {
   type: 'BlockStored';

@@ -1,6 +1,7 @@
 // KvEventsService: the loaded model's KV-cache events, published as vLLM publishes them
 // (--kv-events ENDPOINT; docs/scaling.md). While a model is loaded, its engine reports its slots'
-// cache changes (native/cache-events.h) and this service takes them every `pollMs` on the event
+// cache changes (native/cache-events.h: its slots' cells, its host-memory cache's entries, its disk
+// tier's files, the files adopted at start-up first) and this service takes them every `pollMs` on the event
 // loop, off the engine's thread (the step loop never waits for it), turns them into events
 // (slot-ledger.ts) and publishes them under the model's name as routers use it (an adapter's
 // blocks under the adapter's name). A load (the first, or a wake after sleep) starts with
@@ -8,7 +9,7 @@
 import type { ServiceHost } from '../service/host.js';
 import type { InferenceService } from '../service/service.js';
 import type { BlockKeyRule } from './block-keys.js';
-import { SlotLedger, type LedgerModel } from './slot-ledger.js';
+import { TierLedgers, type LedgerModel } from './slot-ledger.js';
 import { eventTopic, KvEventPublisher, type PublisherOptions } from './zmq-publisher.js';
 
 export interface KvEventsOptions {
@@ -30,7 +31,7 @@ export function modelOfScales(service: InferenceService, lora: readonly number[]
 }
 
 export class KvEventsService {
-  private attached: { service: InferenceService; ledger: SlotLedger } | null = null;
+  private attached: { service: InferenceService; ledger: TierLedgers } | null = null;
   private readonly timer: NodeJS.Timeout;
 
   private constructor(private readonly publisher: KvEventPublisher, private readonly host: ServiceHost, private readonly options: KvEventsOptions) {
@@ -54,7 +55,7 @@ export class KvEventsService {
       return;
     }
     service.engine.native.enableCacheEvents(this.options.rule.blockSize);
-    this.attached = { service, ledger: new SlotLedger(this.options.rule, (lora) => modelOfScales(service, lora)) };
+    this.attached = { service, ledger: new TierLedgers(this.options.rule, (lora) => modelOfScales(service, lora)) };
     this.clearAll(service);
   };
 

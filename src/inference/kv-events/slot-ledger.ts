@@ -4,6 +4,8 @@
 // same slot and so published before), one that no slot holds any more is removed (BlockRemoved).
 // Slots sharing a prefix hold the same keys: a key counts its holders. A slot's cache computed
 // with adapters that name no model (several, or a scale other than 1) is not published.
+// The host-memory cache's entries and the disk tier's files are holders too, each in a ledger of
+// its own medium (TierLedgers): an entry is stored whole and removed whole.
 import type { CacheChange } from '../../native/binding.js';
 import { extraKeysFor, rootChain, sequenceBlocks, type Block, type BlockKeyRule } from './block-keys.js';
 import type { KvCacheEvent, Medium } from './event-batch.js';
@@ -63,6 +65,10 @@ export class SlotLedger {
       }
     }
     if (removed.length > 0 && slot.model) emit(slot.model.name, { type: 'BlockRemoved', blockHashes: removed, medium: this.medium });
+    if (keep === 0 && change.tokens.length === 0) {
+      this.slots.delete(change.slot); // an entry gone, or a slot emptied: nothing to remember
+      return;
+    }
     const model = keep > 0 ? slot.model : this.modelOf(change.lora);
     slot.model = model;
     if (!model || change.tokens.length === 0) return;
@@ -94,5 +100,33 @@ export class SlotLedger {
       slot.blocks.push(block);
     }
     flush();
+  }
+}
+
+/** The medium of each tier of native/cache-events.h: a slot's cells, a host-memory entry, a disk file. */
+export const TIER_MEDIUMS: readonly Medium[] = ['GPU', 'CPU', 'STORAGE'];
+
+/** One ledger per tier, each publishing under its medium; changes are applied in order. */
+export class TierLedgers {
+  private readonly ledgers: SlotLedger[];
+
+  constructor(rule: BlockKeyRule, modelOf: (lora: readonly number[]) => LedgerModel | null) {
+    this.ledgers = TIER_MEDIUMS.map((medium) => new SlotLedger(rule, modelOf, medium));
+  }
+
+  apply(changes: readonly CacheChange[]): ModelEvents[] {
+    const out: ModelEvents[] = [];
+    for (let at = 0; at < changes.length;) {
+      const tier = changes[at]!.tier;
+      let end = at + 1;
+      while (end < changes.length && changes[end]!.tier === tier) end++;
+      for (const batch of this.ledgers[tier]!.apply(changes.slice(at, end))) {
+        const last = out[out.length - 1];
+        if (last && last.model === batch.model) last.events.push(...batch.events);
+        else out.push(batch);
+      }
+      at = end;
+    }
+    return out;
   }
 }

@@ -51,8 +51,12 @@ export class ServiceHost extends EventEmitter {
    */
   private modelServerText: string | null = null;
 
-  /** `sleepIdleMs` <= 0: never sleep. */
-  constructor(private readonly loader: ServiceLoader, private readonly sleepIdleMs: number, private readonly onProgress?: (progress: number) => void) {
+  /**
+   * `sleepIdleMs` <= 0: never sleep. `kvBlockSize`: the KV-cache events' block size
+   * (--kv-events-block-size), which cache_config_info tells the picker.
+   */
+  constructor(private readonly loader: ServiceLoader, private readonly sleepIdleMs: number, private readonly onProgress?: (progress: number) => void,
+    private readonly kvBlockSize = DEFAULT_BLOCK_KEY_RULE.blockSize) {
     super();
   }
 
@@ -111,7 +115,7 @@ export class ServiceHost extends EventEmitter {
   /** /metrics: the counters since start-up (across sleeps), the gauges over the window since the last scrape. */
   metrics(view: ServiceView): string {
     const text = metricsText(this.ledger.scrape(view.asleep ? null : view.service.engine.native.metrics()), this.counters);
-    if (!view.asleep) this.modelServerText = modelServerMetricsText(modelServerGauges(view.service));
+    if (!view.asleep) this.modelServerText = modelServerMetricsText(modelServerGauges(view.service, this.kvBlockSize));
     return text + (this.modelServerText ?? '');
   }
 
@@ -174,7 +178,7 @@ export class ServiceHost extends EventEmitter {
       models: modelsBody(service),
       slots: slotsBody(service),
     };
-    this.modelServerText ??= modelServerMetricsText(modelServerGauges(service));
+    this.modelServerText ??= modelServerMetricsText(modelServerGauges(service, this.kvBlockSize));
     this.ledger.retire(service.engine.native.metrics());
     this.service = null;
     this.disposing = service.dispose();
@@ -184,7 +188,7 @@ export class ServiceHost extends EventEmitter {
 }
 
 /** The model-server protocol's gauges of a loaded service (GIE's endpoint picker reads them). */
-function modelServerGauges(service: InferenceService): Parameters<typeof modelServerMetricsText>[0] {
+function modelServerGauges(service: InferenceService, blockSize: number): Parameters<typeof modelServerMetricsText>[0] {
   const names = service.lora.names();
   const activity = service.engine.loraActivity();
   const named = (ids: Set<number>): string[] => [...ids].sort((a, b) => a - b).map((id) => names[id]!);
@@ -194,7 +198,7 @@ function modelServerGauges(service: InferenceService): Parameters<typeof modelSe
     adapters: names,
     runningAdapters: named(activity.running),
     waitingAdapters: named(activity.waiting),
-    blockSize: DEFAULT_BLOCK_KEY_RULE.blockSize,
+    blockSize,
     now: Date.now() / 1000,
   };
 }

@@ -73,14 +73,22 @@ export class FleetLimits implements FleetCounts {
   /** Exchanges that failed (their counts are kept for the next one). */
   failures = 0;
 
+  /** The last failure the store marked as fatal (a configuration error), if any. */
+  private fatal: Error | null = null;
+
   constructor(private readonly store: FleetStore, readonly replica: string, private readonly options: FleetOptions = {}) {
     this.now = options.now ?? Date.now;
     this.slack = options.slack ?? FLEET_SLACK;
   }
 
-  /** Registers this replica and learns the fleet (one exchange), then exchanges every interval. */
+  /**
+   * Registers this replica and learns the fleet (one exchange), then exchanges every interval.
+   * Rejects when that first exchange fails for good (an error marked `fatal` by the store, such
+   * as credentials refused); a passing failure is logged and the next exchange tries again.
+   */
   async start(): Promise<void> {
     await this.exchange();
+    if (this.fatal) throw this.fatal;
     this.timer = setInterval(() => void this.exchange(), this.options.intervalMs ?? FLEET_SYNC_MS);
     this.timer.unref();
   }
@@ -194,6 +202,7 @@ export class FleetLimits implements FleetCounts {
         if (s.inFlight === 0 && s.requests.size === 0 && s.tokens.size === 0 && now - s.lastActiveMs > 60_000) this.tenants.delete(id);
       }
     } catch (err) {
+      if ((err as { fatal?: unknown }).fatal === true) this.fatal = err as Error;
       this.failures++;
       this.options.log?.(`tenants: exchanging counts with the fleet failed (kept for the next exchange): ${(err as Error).message}`);
     }

@@ -59,7 +59,11 @@ function rows(reports: Map<string, TenantReport>): { tenant: string[]; second: s
   };
 }
 
-export function postgresFleetStore(sql: Sql): FleetStore {
+/**
+ * `replicaScope`: the prefix of the replica names counted as this fleet's (auth-server's
+ * /fleet/exchange stores each app's replicas under its own; '' counts every replica).
+ */
+export function postgresFleetStore(sql: Sql, replicaScope = ''): FleetStore {
   return {
     async exchange(replica, nowMs, windowStartSecond, reports, tenants) {
       const batch = rows(reports);
@@ -90,7 +94,7 @@ export function postgresFleetStore(sql: Sql): FleetStore {
         await tx`delete from tenant_rate_counts where second < ${windowStartSecond - 1}`;
         const live = new Date(nowMs - REPLICA_TIMEOUT_MS);
         const [{ replicas }] = await tx<Array<{ replicas: number }>>`
-          select count(*)::int as replicas from tenant_replicas where seen_at > ${live}
+          select count(*)::int as replicas from tenant_replicas where seen_at > ${live} and starts_with(replica, ${replicaScope})
         `;
         const counted = tenants.length === 0 ? [] : await tx<Array<{ tenant: string; requests: string; tokens: string; in_flight: number }>>`
           select t.tenant,

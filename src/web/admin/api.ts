@@ -48,8 +48,45 @@ export interface UsageRow extends UsageCounters { app_id: string | null; app_slu
 export interface UsageReport { from: string; to: string; rows: UsageRow[]; totals: UsageCounters; truncated: boolean }
 export interface UsageQuery { app?: string; tenant?: string; key?: string; from?: string; to?: string }
 
+export type GrantType = 'authorization_code' | 'refresh_token' | 'client_credentials';
+export interface OAuthClient {
+  client_id: string; app_id: string; origin: 'admin' | 'dynamic' | 'metadata_document'; first_party: boolean; name: string; logo_uri: string | null;
+  client_type: 'confidential' | 'public'; token_endpoint_auth_method: string; redirect_uris: string[]; post_logout_redirect_uris: string[];
+  grant_types: string[]; scopes: string[]; created_at: string; updated_at: string;
+}
+/** What the console's client form sends; client_type and the method only on creation. */
+export interface OAuthClientFields {
+  name: string; logo_uri?: string; client_type?: 'confidential' | 'public'; token_endpoint_auth_method?: string; redirect_uris: string[];
+  post_logout_redirect_uris: string[]; grant_types: string[]; scopes: string[]; first_party: boolean;
+}
+export interface Consent { client_id: string; client_name: string; scopes: string[]; granted_at: string }
+export type UpstreamKind = 'oidc' | 'google' | 'entra' | 'apple' | 'github';
+export interface UpstreamProvider {
+  id: string; app_id: string; kind: UpstreamKind; label: string; client_id: string; has_client_secret: boolean; discovery_url: string | null;
+  scopes: string[]; redirect_uris: string[]; trusted_email_domains: string[]; tenant_id: string | null; default_role: string | null; require_sso: boolean;
+  apple?: { team_id: string; key_id: string }; entra?: { tenants: string[] }; github?: { web_base_url: string; api_base_url: string };
+  created_at: string; updated_at: string;
+}
+/** The body of a provider's create or replace; client_secret left out keeps the stored one. */
+export interface UpstreamProviderFields {
+  kind: UpstreamKind; label: string; client_id: string; client_secret?: string; discovery_url?: string; scopes?: string[]; redirect_uris: string[];
+  trusted_email_domains?: string[]; apple?: { team_id: string; key_id: string; private_key: string }; entra?: { tenants: string[] };
+  github?: { web_base_url: string; api_base_url: string };
+  tenant_id?: string; default_role?: string; require_sso?: boolean;
+}
+export type InvitationState = 'pending' | 'accepted' | 'revoked' | 'expired';
+export interface Invitation {
+  id: string; tenant_id: string; email: string | null; phone: string | null; role: string; state: InvitationState; invited_by: 'admin' | 'app';
+  created_at: string; expires_at: string; last_sent_at: string; send_count: number; accepted_at: string | null; accepted_user_id: string | null;
+}
+export type SecondFactorPolicy = 'off' | 'optional' | 'required';
+export interface SecondFactorPolicies { policy: SecondFactorPolicy; tenants: Array<{ tenant_id: string; policy: SecondFactorPolicy }> }
+export interface TenantDomain {
+  id: string; tenant_id: string; domain: string; verified_at: string | null; verification: { type: 'TXT'; name: string; value: string }; created_at: string;
+}
+
 /** The audit event types (src/auth/audit.ts); an app's webhooks may subscribe to all but the last three. */
-export const AUDIT_EVENT_TYPES = ['login.succeeded', 'login.failed', 'otp.sent', 'otp.delivery_failed', 'token.refreshed', 'token.reuse_detected', 'session.revoked', 'user.sessions_revoked', 'passkey.registered', 'passkey.used', 'passkey.removed', 'login.second_factor_required', 'second_factor.enrolled', 'second_factor.removed', 'second_factor.reset', 'invitation.created', 'invitation.accepted', 'invitation.revoked', 'invitation.expired', 'sso.domain_verified', 'identity.linked', 'identity.unlinked', 'upstream_provider.created', 'upstream_provider.updated', 'upstream_provider.deleted', 'sms.defence_tripped', 'api_key.created', 'api_key.rotated', 'api_key.revoked', 'usage.hourly', 'role.assigned', 'role.revoked', 'user.deleted', 'user.restored', 'app.secret_rotated', 'app.created', 'signing_key.rotated', 'admin.key_rejected'];
+export const AUDIT_EVENT_TYPES = ['login.succeeded', 'login.failed', 'otp.sent', 'otp.delivery_failed', 'token.refreshed', 'token.reuse_detected', 'session.revoked', 'user.sessions_revoked', 'passkey.registered', 'passkey.used', 'passkey.removed', 'login.second_factor_required', 'second_factor.enrolled', 'second_factor.removed', 'second_factor.reset', 'invitation.created', 'invitation.accepted', 'invitation.revoked', 'invitation.expired', 'sso.domain_verified', 'identity.linked', 'identity.unlinked', 'upstream_provider.created', 'upstream_provider.updated', 'upstream_provider.deleted', 'sms.defence_tripped', 'api_key.created', 'api_key.rotated', 'api_key.revoked', 'usage.hourly', 'role.assigned', 'role.revoked', 'user.deleted', 'user.restored', 'app.secret_rotated', 'oauth_client.created', 'oauth_client.updated', 'oauth_client.secret_rotated', 'oauth_client.deleted', 'oauth.code_issued', 'oauth.code_exchanged', 'oauth.code_replayed', 'oauth.logout', 'oauth.consent_granted', 'oauth.consent_revoked', 'app.created', 'signing_key.rotated', 'admin.key_rejected'];
 export const WEBHOOK_EVENT_TYPES = AUDIT_EVENT_TYPES.slice(0, -3);
 
 /** An error answer of the admin API, with its catalog code. */
@@ -118,5 +155,38 @@ export const adminApi = {
     const params = new URLSearchParams(Object.entries(query).filter(([, v]) => v !== undefined && v !== '').map(([k, v]) => [k, String(v)]));
     return call<UsageReport>('GET', `/admin/usage?${params}`);
   },
+  listOAuthClients: (appId: string) => call<{ clients: OAuthClient[] }>('GET', `/admin/apps/${id(appId)}/oauth-clients`).then((r) => r.clients),
+  createOAuthClient: (appId: string, fields: OAuthClientFields) => call<OAuthClient & { client_secret?: string }>('POST', `/admin/apps/${id(appId)}/oauth-clients`, fields),
+  updateOAuthClient: (appId: string, clientId: string, fields: OAuthClientFields) => call<OAuthClient>('PUT', `/admin/apps/${id(appId)}/oauth-clients/${id(clientId)}`, fields),
+  rotateOAuthClientSecret: (appId: string, clientId: string) => call<OAuthClient & { client_secret: string }>('POST', `/admin/apps/${id(appId)}/oauth-clients/${id(clientId)}/secret`),
+  deleteOAuthClient: (appId: string, clientId: string) => call<{ deleted: boolean }>('DELETE', `/admin/apps/${id(appId)}/oauth-clients/${id(clientId)}`),
+  listConsents: (userId: string) => call<{ consents: Consent[] }>('GET', `/admin/users/${id(userId)}/consents`).then((r) => r.consents),
+  revokeConsent: (userId: string, clientId: string) => call<{ sessions_revoked: number }>('DELETE', `/admin/users/${id(userId)}/consents?client_id=${id(clientId)}`),
+  resetSecondFactor: (userId: string) => call<{ reset: boolean }>('DELETE', `/admin/users/${id(userId)}/second-factor`),
+  listUpstreamProviders: (appId: string) => call<{ providers: UpstreamProvider[] }>('GET', `/admin/apps/${id(appId)}/upstream-providers`).then((r) => r.providers),
+  createUpstreamProvider: (appId: string, fields: UpstreamProviderFields) => call<UpstreamProvider>('POST', `/admin/apps/${id(appId)}/upstream-providers`, fields),
+  replaceUpstreamProvider: (appId: string, providerId: string, fields: UpstreamProviderFields) =>
+    call<UpstreamProvider>('PUT', `/admin/apps/${id(appId)}/upstream-providers/${id(providerId)}`, fields),
+  deleteUpstreamProvider: (appId: string, providerId: string) => call<{ deleted: boolean }>('DELETE', `/admin/apps/${id(appId)}/upstream-providers/${id(providerId)}`),
+  testUpstreamProvider: (appId: string, providerId: string) =>
+    call<{ ok: true; issuer: string; authorization_endpoint: string | null }>('POST', `/admin/apps/${id(appId)}/upstream-providers/${id(providerId)}/test`),
+  listInvitations: (appId: string, tenantId: string, state: string) =>
+    call<{ invitations: Invitation[] }>('GET', `/admin/apps/${id(appId)}/tenants/${id(tenantId)}/invitations${state ? `?state=${id(state)}` : ''}`).then((r) => r.invitations),
+  createInvitation: (appId: string, tenantId: string, invitation: { email?: string; phone?: string; role: string }) =>
+    call<Invitation>('POST', `/admin/apps/${id(appId)}/tenants/${id(tenantId)}/invitations`, invitation),
+  resendInvitation: (appId: string, tenantId: string, invitationId: string) =>
+    call<Invitation>('POST', `/admin/apps/${id(appId)}/tenants/${id(tenantId)}/invitations/${id(invitationId)}/resend`),
+  revokeInvitation: (appId: string, tenantId: string, invitationId: string) =>
+    call<Invitation>('DELETE', `/admin/apps/${id(appId)}/tenants/${id(tenantId)}/invitations/${id(invitationId)}`),
+  getSecondFactorPolicies: (appId: string) => call<SecondFactorPolicies>('GET', `/admin/apps/${id(appId)}/second-factor-policy`),
+  setAppSecondFactorPolicy: (appId: string, policy: SecondFactorPolicy) => call<SecondFactorPolicies>('PUT', `/admin/apps/${id(appId)}/second-factor-policy`, { policy }),
+  setTenantSecondFactorPolicy: (appId: string, tenantId: string, policy: SecondFactorPolicy | null) =>
+    call<SecondFactorPolicies>('PUT', `/admin/apps/${id(appId)}/tenants/${id(tenantId)}/second-factor-policy`, { policy }),
+  listDomains: (appId: string, tenantId: string) => call<{ domains: TenantDomain[] }>('GET', `/admin/apps/${id(appId)}/tenants/${id(tenantId)}/domains`).then((r) => r.domains),
+  claimDomain: (appId: string, tenantId: string, domain: string) => call<TenantDomain>('POST', `/admin/apps/${id(appId)}/tenants/${id(tenantId)}/domains`, { domain }),
+  verifyDomain: (appId: string, tenantId: string, domainId: string) =>
+    call<TenantDomain>('POST', `/admin/apps/${id(appId)}/tenants/${id(tenantId)}/domains/${id(domainId)}/verify`),
+  removeDomain: (appId: string, tenantId: string, domainId: string) =>
+    call<{ deleted: boolean }>('DELETE', `/admin/apps/${id(appId)}/tenants/${id(tenantId)}/domains/${id(domainId)}`),
   redeliver: (appId: string, deliveryId: string) => call<WebhookDelivery>('POST', `/admin/apps/${id(appId)}/webhook-deliveries/${id(deliveryId)}/redeliver`),
 };

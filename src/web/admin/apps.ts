@@ -4,6 +4,11 @@ import { button, byId, el, facts, when } from './dom.js';
 import { notify, notifyError } from './notice.js';
 import { selectApiKeysApp } from './api-keys.js';
 import { selectMessagesApp } from './messages.js';
+import { selectClientsApp } from './oauth-clients.js';
+import { selectInvitationsTenant } from './invitations.js';
+import { selectSecondFactorApp } from './second-factor.js';
+import { selectSsoTenant } from './sso.js';
+import { selectUpstreamApp } from './upstream.js';
 import { selectSmsApp } from './sms.js';
 import { selectWebhookApp } from './webhooks.js';
 
@@ -24,6 +29,9 @@ function appItem(app: App): HTMLLIElement {
       button('Tenants', () => void selectApp(app), { 'aria-label': `Tenants of ${app.slug}` }),
       button('API keys', () => void selectApiKeysApp(app), { 'aria-label': `API keys of ${app.slug}` }),
       button('Webhooks', () => void selectWebhookApp(app), { 'aria-label': `Webhooks of ${app.slug}` }),
+      button('OAuth clients', () => void selectClientsApp(app), { 'aria-label': `OAuth clients of ${app.slug}` }),
+      button('Sign-in providers', () => void selectUpstreamApp(app), { 'aria-label': `Sign-in providers of ${app.slug}` }),
+      button('Second factor', () => void selectSecondFactorApp(app), { 'aria-label': `Second factor of ${app.slug}` }),
       button('Messages', () => void selectMessagesApp(app), { 'aria-label': `Login code messages of ${app.slug}` }),
       button('SMS', () => void selectSmsApp(app), { 'aria-label': `SMS defences of ${app.slug}` }),
       button('Rotate secret', () => void rotateSecret(app), { 'aria-label': `Rotate the secret of ${app.slug}` })));
@@ -73,9 +81,13 @@ async function loadTenants(): Promise<void> {
 }
 
 function tenantItem(tenant: Tenant): HTMLLIElement {
+  const app = selected!;
   return el('li', { 'data-tenant-id': tenant.id },
     el('div', { class: 'item-head' }, el('strong', {}, tenant.name)),
-    facts([['Id', el('code', {}, tenant.id)], ['Created', when(tenant.created_at)]]));
+    facts([['Id', el('code', {}, tenant.id)], ['Created', when(tenant.created_at)]]),
+    el('div', { class: 'row' },
+      button('Invitations', () => void selectInvitationsTenant(app, tenant), { 'aria-label': `Invitations to ${tenant.name}` }),
+      button('SSO', () => void selectSsoTenant(app, tenant), { 'aria-label': `SSO of ${tenant.name}` })));
 }
 
 export function wireApps(): void {

@@ -1,5 +1,5 @@
 // The admin console: sign in with the admin key (checked with GET /admin/apps), then apps with
-// their tenants, API keys, webhooks and login code messages, the inference usage, users, signing keys, the audit trail and the rate-limit blocks. Every action is one call of the admin API; a 401 at any
+// their tenants (invitations, SSO), API keys, webhooks, OAuth clients, sign-in providers, second-factor policy and login code messages, the inference usage, users, signing keys, the audit trail and the rate-limit blocks. Every action is one call of the admin API; a 401 at any
 // point signs the console out.
 import { AdminError, setAdminKey } from './api.js';
 import { clearApiKeys, wireApiKeys } from './api-keys.js';
@@ -9,6 +9,11 @@ import { byId } from './dom.js';
 import { loadKeys, wireKeys } from './keys.js';
 import { clearLimits, loadLimits, wireLimits } from './limits.js';
 import { clearMessages, wireMessages } from './messages.js';
+import { clearClients, wireClients } from './oauth-clients.js';
+import { clearInvitations, wireInvitations } from './invitations.js';
+import { clearSecondFactor, wireSecondFactor } from './second-factor.js';
+import { clearSso, wireSso } from './sso.js';
+import { clearUpstream, wireUpstream } from './upstream.js';
 import { clearSms, wireSms } from './sms.js';
 import { notifyError, UNAUTHORIZED_EVENT } from './notice.js';
 import { clearUsage, loadUsage, wireUsage } from './usage.js';
@@ -30,6 +35,11 @@ function signOut(message?: string): void {
   clearApiKeys();
   clearUsage();
   clearMessages();
+  clearClients();
+  clearUpstream();
+  clearSecondFactor();
+  clearInvitations();
+  clearSso();
   clearSms();
   clearAudit();
   clearLimits();
@@ -75,6 +85,11 @@ wireWebhooks();
 wireApiKeys();
 wireUsage();
 wireMessages();
+wireClients();
+wireUpstream();
+wireSecondFactor();
+wireInvitations();
+wireSso();
 wireSms();
 wireAudit();
 wireLimits();

@@ -8,6 +8,7 @@ import t from 'tap';
 import { startAuthHarness, type TestApp } from '../fixtures/harness.js';
 import { harnessFetch, OAuthBrowser } from '../fixtures/oauth-browser.js';
 import { enrolTotp, totpCode } from '../fixtures/totp.js';
+import { authorize, startCertifiedProvider } from '../fixtures/upstream-providers.js';
 
 const h = await startAuthHarness();
 t.teardown(() => h.close());
@@ -336,4 +337,118 @@ t.test('the page\'s second step refuses a wrong code in words, a time step used 
   t.equal(await codesIssued(), 2);
   const failures = await h.sql<{ n: number }[]>`select count(*)::int as n from audit_events where type = 'login.failed' and details->>'method' = 'second_factor'`;
   t.equal(failures[0]!.n, 7, 'each refused answer is recorded');
+});
+
+t.test('the page\'s passkey forms refuse what is not an assertion, an app without passkeys, and another browser, in words; nothing is issued', async (t) => {
+  const browser = new OAuthBrowser(h);
+  const page = await browser.get(authorizeUrl({
+    client_id: web.client_id, redirect_uri: REDIRECT, response_type: 'code', scope: 'openid', state: 'st', code_challenge: s256(oauth.generateRandomCodeVerifier()), code_challenge_method: 'S256',
+  }));
+  t.notMatch(page.html, /passkey-form/, 'no passkey button for an app without a relying party');
+  const fields = OAuthBrowser.formFields(page.html);
+  const unconfigured = await browser.post('/oauth/sign-in/passkey/options', fields);
+  t.equal(unconfigured.status, 409);
+  t.same(JSON.parse(unconfigured.html), { message: 'This application does not offer passkeys. Sign in with a code.' });
+
+  t.equal((await h.admin('PUT', `/admin/apps/${app.id}/passkeys`, { rp_id: 'localhost', rp_name: 'App A', origins: ['http://localhost:3000'] })).status, 200);
+  const stranger = await new OAuthBrowser(h).post('/oauth/sign-in/passkey/options', fields);
+  t.equal(stranger.status, 403, 'another browser (no cookie) gets no ceremony');
+  t.match(JSON.parse(stranger.html).message, /This sign-in form has expired/);
+  const options = await browser.post('/oauth/sign-in/passkey/options', fields);
+  t.equal(options.status, 200);
+  const { ceremony_id: ceremony, options: request } = JSON.parse(options.html);
+  t.match(request, { rpId: 'localhost', userVerification: 'required' });
+  for (const response of ['not json', JSON.stringify({ id: 'x' }), JSON.stringify({ id: 'AAAA', rawId: 'AAAA', type: 'public-key', clientExtensionResults: {}, response: { clientDataJSON: 'e30', authenticatorData: 'A'.repeat(50), signature: 'AAAA' } })]) {
+    const refused = await browser.post('/oauth/sign-in/passkey', { ...fields, ceremony, response });
+    t.equal(refused.status, 200, response);
+    t.equal(refused.location, null);
+    t.match(refused.html, /That passkey was not accepted\. Try again with a passkey of this account, or sign in with a code\./);
+    t.match(refused.html, /id="passkey-form"/, 'the address page again, passkey included');
+  }
+  const browserSessions = await h.sql<{ n: number }[]>`select count(*)::int as n from oauth_browser_sessions`;
+  t.equal(browserSessions[0]!.n, 0, 'the browser is not signed in');
+  const script = await browser.get('/oauth/sign-in.js');
+  t.equal(script.status, 200);
+  t.equal(script.headers.get('content-type'), 'text/javascript; charset=utf-8');
+  t.match(page.headers.get('content-security-policy'), /script-src 'self'; connect-src 'self'/);
+  t.notMatch(page.html, /<script>/, 'no inline script');
+});
+
+t.test('the page\'s upstream sign-in: a callback taken to another browser, replayed, refused by the provider, or a provider down, signs nobody in, in words; a tenant that requires SSO gets no code', async (t) => {
+  const PAGE_CALLBACK = 'http://auth.test/oauth/upstream/callback';
+  const google = await startCertifiedProvider([{ client_id: 'web-google', client_secret: 'google-secret', redirect_uris: [PAGE_CALLBACK] }]);
+  t.teardown(() => google.close());
+  google.signInAs = { sub: 'g-1', email: 'gina@gmail.com', email_verified: true };
+  const provider = async (body: Record<string, unknown>) => (await h.admin('POST', `/admin/apps/${app.id}/upstream-providers`, {
+    kind: 'oidc', client_id: 'web-google', client_secret: 'google-secret', redirect_uris: ['http://localhost:5173/cb'], ...body,
+  })).body;
+  const up = await provider({ label: 'Sign in with Google', discovery_url: google.discoveryUrl });
+  const down = await provider({ label: 'Sign in with Nowhere', discovery_url: 'http://127.0.0.1:9/.well-known/openid-configuration' });
+  const made = async () => (await h.sql<{ n: number }[]>`select (select count(*) from users) + (select count(*) from oauth_browser_sessions) + (select count(*) from oauth_authorization_codes) as n`)[0]!.n;
+  const startAt = async (providerId: string) => {
+    const browser = new OAuthBrowser(h);
+    const page = await browser.get(authorizeUrl({
+      client_id: web.client_id, redirect_uri: REDIRECT, response_type: 'code', scope: 'openid', state: 'st', code_challenge: s256(oauth.generateRandomCodeVerifier()), code_challenge_method: 'S256',
+    }));
+    const fields = OAuthBrowser.formFields(page.html);
+    return { browser, page, fields, started: await browser.post('/oauth/sign-in/upstream', { ...fields, provider: providerId }) };
+  };
+
+  const a = await startAt(up.id);
+  t.match(a.page.html, /<button type="submit" class="provider">Sign in with Google<\/button>/);
+  t.equal(a.started.status, 303);
+  t.ok(a.started.location!.startsWith(`${google.issuer}/`), 'to the provider');
+  const callback = `/oauth/upstream/callback?${new URLSearchParams(await authorize(a.started.location!, PAGE_CALLBACK))}`;
+  const before = await made();
+  const noCookie = await new OAuthBrowser(h).get(callback);
+  t.equal(noCookie.status, 403, 'a callback URL opened in another browser signs nobody in');
+  t.match(noCookie.html, /This sign-in has expired/);
+  const other = await startAt(up.id);
+  t.equal((await other.browser.get(callback)).status, 403, 'nor in another browser that is signing in too');
+  t.equal(await made(), before, 'nothing was made');
+  const back = await a.browser.get(callback);
+  t.equal(back.status, 303);
+  t.match(new URL(back.location!).searchParams.get('code'), /^[A-Za-z0-9_-]{43}$/);
+  t.equal((await a.browser.get(callback)).status, 403, 'the callback replayed is refused');
+
+  const c = await startAt(up.id);
+  const cancelled = await c.browser.get(`/oauth/upstream/callback?${new URLSearchParams({ state: new URL(c.started.location!).searchParams.get('state')!, error: 'access_denied' })}`);
+  t.equal(cancelled.status, 200);
+  t.equal(cancelled.location, null);
+  t.match(cancelled.html, /The sign-in with the identity provider did not complete: it was cancelled, refused or took too long/);
+  t.match(cancelled.html, /action="\/oauth\/sign-in\/email"/, 'the address page again, with a new CSRF token that works');
+  const again = await c.browser.post('/oauth/sign-in/upstream', { ...OAuthBrowser.formFields(cancelled.html), provider: up.id });
+  t.equal(again.status, 303);
+
+  const d = await startAt(down.id);
+  t.equal(d.started.status, 502);
+  t.match(d.started.html, /We could not reach the identity provider\. Try again in a minute, or sign in another way\./);
+  const unknown = await d.browser.post('/oauth/sign-in/upstream', { ...d.fields, provider: '00000000-0000-4000-8000-000000000000' });
+  t.equal(unknown.status, 200);
+  t.match(unknown.html, /That way to sign in is no longer offered/);
+
+  // Home-realm discovery: a tenant's proven domain offers its provider; required, no code is sent even when asked.
+  const acme = await h.createTenant(app, 'Acme');
+  const claimed = await h.admin('POST', `/admin/apps/${app.id}/tenants/${acme}/domains`, { domain: 'acme.example' });
+  await h.sql`update tenant_domains set verified_at = now() where id = ${claimed.body.id}`;
+  const sso = await provider({ label: 'Acme SSO', discovery_url: google.discoveryUrl, tenant_id: acme });
+  const e = await startAt(up.id);
+  t.notMatch(e.page.html, /Acme SSO/, 'a tenant\'s provider is not offered to everyone');
+  const offered = await e.browser.post('/oauth/sign-in/email', { ...e.fields, email: 'bob@acme.example' });
+  t.equal(offered.status, 200);
+  t.match(offered.html, new RegExp(`name="provider" value="${sso.id}"`));
+  t.match(offered.html, /Send me a code instead/, 'optional: a code may still be asked for');
+  const coded = await e.browser.post('/oauth/sign-in/email', { ...e.fields, email: 'bob@acme.example', code_anyway: '1' });
+  t.match(coded.html, /We sent a code to <strong>bob@acme\.example<\/strong>/);
+  const sent = h.outbox.messages.length;
+  t.equal((await h.admin('PUT', `/admin/apps/${app.id}/upstream-providers/${sso.id}`, {
+    kind: 'oidc', label: 'Acme SSO', client_id: 'web-google', client_secret: 'google-secret', redirect_uris: ['http://localhost:5173/cb'], discovery_url: google.discoveryUrl, tenant_id: acme, require_sso: true,
+  })).status, 200);
+  const refusedCode = await e.browser.post('/oauth/sign-in/code', { ...e.fields, code: h.outbox.codeFor('bob@acme.example') });
+  t.equal(refusedCode.status, 200);
+  t.match(refusedCode.html, /Your organisation requires signing in with its own identity provider: we do not send sign-in codes or accept passkeys for its addresses\./);
+  const required = await e.browser.post('/oauth/sign-in/email', { ...e.fields, email: 'bob@acme.example', code_anyway: '1' });
+  t.match(required.html, /Your organisation requires it: we do not send sign-in codes to its addresses\./);
+  t.notMatch(required.html, /Send me a code instead/);
+  t.equal(h.outbox.messages.length, sent, 'no code was sent');
 });

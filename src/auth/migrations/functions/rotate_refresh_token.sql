@@ -10,7 +10,10 @@
 -- rotated token as a replay (revokes the family and its live token, token.reuse_detected);
 -- refuses a revoked family, an expired token or session, a deleted user, a requested tenant
 -- without a role; counts the family's refresh rate (take_rate_limit, rule refresh_family) after
--- every other check and answers `rate_limited` with retry_at instead of rotating.
+-- every other check and answers `rate_limited` with retry_at instead of rotating. A rotation
+-- also answers the session's `amr` (how the user signed in, read from the locked family), which
+-- every access token of the family carries, so a refresh needs no second statement to find it
+-- (the result column came with migration 0045, which dropped the old signature).
 create or replace function rotate_refresh_token(
   p_app_id uuid,
   p_secret_hash bytea,
@@ -25,7 +28,7 @@ create or replace function rotate_refresh_token(
   p_family_max_hits integer default null,
   p_family_window interval default null
 )
-returns table (outcome text, app_slug text, user_id uuid, remembered_tenant_id uuid, roles json, retry_at timestamptz)
+returns table (outcome text, app_slug text, user_id uuid, remembered_tenant_id uuid, roles json, retry_at timestamptz, amr text[])
 language plpgsql
 as $$
 declare
@@ -37,7 +40,7 @@ begin
   from apps a
   where a.id = p_app_id and a.secret_hash = p_secret_hash;
   if not found then
-    return query select 'invalid_credentials', null::text, null::uuid, null::uuid, null::json, null::timestamptz;
+    return query select 'invalid_credentials', null::text, null::uuid, null::uuid, null::json, null::timestamptz, null::text[];
     return;
   end if;
 
@@ -47,7 +50,7 @@ begin
   select
     t.id as token_id, t.expires_at as token_expires_at,
     f.id as family_id, f.user_id, f.tenant_id, f.current_token_id, f.expires_at as family_expires_at, f.revoked_at,
-    u.deleted_at as user_deleted_at
+    f.amr, u.deleted_at as user_deleted_at
   into v
   from refresh_tokens t
   join refresh_families f on f.id = t.family_id
@@ -56,9 +59,9 @@ begin
   for update of f;
 
   if not found then
-    return query select 'not_found', null::text, null::uuid, null::uuid, null::json, null::timestamptz;
+    return query select 'not_found', null::text, null::uuid, null::uuid, null::json, null::timestamptz, null::text[];
   elsif v.user_deleted_at is not null then
-    return query select 'user_deleted', null::text, null::uuid, null::uuid, null::json, null::timestamptz;
+    return query select 'user_deleted', null::text, null::uuid, null::uuid, null::json, null::timestamptz, null::text[];
   elsif v.token_id <> v.current_token_id then
     -- Replay of a rotated token. A new statement sees the live token committed by the rotation
     -- that held the lock before us.
@@ -74,23 +77,23 @@ begin
       insert into audit_events (occurred_at, type, actor, app_id, user_id, family_id, ip, user_agent)
       values (p_now, 'token.reuse_detected', 'app', p_app_id, v.user_id, v.family_id, p_ip, p_user_agent);
     end if;
-    return query select 'reuse', null::text, null::uuid, null::uuid, null::json, null::timestamptz;
+    return query select 'reuse', null::text, null::uuid, null::uuid, null::json, null::timestamptz, null::text[];
   elsif v.revoked_at is not null then
-    return query select 'revoked', null::text, null::uuid, null::uuid, null::json, null::timestamptz;
+    return query select 'revoked', null::text, null::uuid, null::uuid, null::json, null::timestamptz, null::text[];
   elsif v.token_expires_at <= p_now or v.family_expires_at <= p_now then
-    return query select 'expired', null::text, null::uuid, null::uuid, null::json, null::timestamptz;
+    return query select 'expired', null::text, null::uuid, null::uuid, null::json, null::timestamptz, null::text[];
   elsif p_requested_tenant is not null and not exists (
     select 1
     from roles r
     where r.user_id = v.user_id and r.tenant_id = p_requested_tenant and r.app_id = p_app_id
   ) then
-    return query select 'tenant_not_found', null::text, null::uuid, null::uuid, null::json, null::timestamptz;
+    return query select 'tenant_not_found', null::text, null::uuid, null::uuid, null::json, null::timestamptz, null::text[];
   else
     -- The family's refresh rate, counted under the family lock (so without contention of its own).
     if p_family_max_hits is not null then
       v_blocked_until := take_rate_limit('refresh_family', v.family_id::text, p_family_max_hits, p_family_window, p_now);
       if v_blocked_until is not null then
-        return query select 'rate_limited', null::text, null::uuid, null::uuid, null::json, v_blocked_until;
+        return query select 'rate_limited', null::text, null::uuid, null::uuid, null::json, v_blocked_until, null::text[];
         return;
       end if;
     end if;
@@ -123,7 +126,8 @@ begin
         ),
         '[]'::json
       ),
-      null::timestamptz;
+      null::timestamptz,
+      v.amr;
   end if;
 end;
 $$;
