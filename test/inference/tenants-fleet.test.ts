@@ -121,6 +121,16 @@ t.test('replicas through --auth-issuer with the app\'s credentials: the fleet ad
   t.match(await exchange({ ...valid, reports: [{ tenant: 't', requests: [[1, -1]], tokens: [], in_flight: 0 }] }), { status: 400, body: { error: { code: 'VALIDATION_ERROR' } } }, 'a negative count: 400');
   t.match(await exchange({ ...valid, extra: 1 }), { status: 400, body: { error: { code: 'VALIDATION_ERROR' } } }, 'an unknown field: 400');
 
+  // A batch past the service's 16 KiB body limit goes as several requests, and every count arrives.
+  const tenants = Array.from({ length: 300 }, (_, i) => `key:00000000-0000-4000-8000-${String(i).padStart(12, '0')}`);
+  const second = Math.floor(Date.now() / 1000);
+  const store = remoteFleetStore(harness.base, { appId, appSecret });
+  const reports = new Map(tenants.map((tenant, i) => [tenant, { requests: [[second, i + 1]] as Array<[number, number]>, tokens: [[second, 10 * (i + 1)]] as Array<[number, number]>, inFlight: 1 }]));
+  t.ok(JSON.stringify([...reports]).length > 16 * 1024, 'the batch is larger than one request body may be');
+  await store.exchange('big', Date.now(), second - 60, reports, tenants);
+  const view = await store.exchange('reader', Date.now(), second - 60, new Map(), tenants);
+  t.same(tenants.map((tenant) => view.others.get(tenant)), tenants.map((_, i) => ({ requests: i + 1, tokens: 10 * (i + 1), inFlight: 1 })), 'another replica reads every tenant\'s counts');
+
   // A replica whose credentials are refused fails its start instead of holding limits alone.
   const refused = new FleetLimits(remoteFleetStore(harness.base, { appId, appSecret: 'as_wrong' }), 'refused');
   await t.rejects(refused.start(), /refused the app's credentials/);
