@@ -13,8 +13,8 @@ import { ratioTarget, unifiedPoolArgs, type Profile, type Row, type Scenario, ty
 import { startServer, type RunningServer, type ServerLaunch } from './servers.js';
 import { cpuMeter, waitForQuiet, type CpuUsage } from './cpu.js';
 import { EMBEDDING_PROFILE, RERANK_PROFILE } from './embedding-profiles.js';
-import { MIXED_DEFAULTS_PROFILE, MIXED_PROFILE } from './mixed-profile.js';
-import { TENANTS_PROFILE } from './tenants-profile.js';
+import { MIXED_DEFAULTS_PROFILE, MIXED_PROFILE, MIXED_SERVER_DEFAULTS_PROFILE } from './mixed-profile.js';
+import { TENANTS_PROFILE, TENANTS_SERVER_DEFAULTS_PROFILE } from './tenants-profile.js';
 import { AGENT_PROFILE } from './agent-profile.js';
 import { FLEET_PROFILE } from './fleet-profile.js';
 import { WARM_RESTART_PROFILE } from './warm-restart-profile.js';
@@ -200,7 +200,7 @@ export const GENERATION_DEFAULTS_PROFILE: Profile = {
   scenarios: generationRows('defaults'),
 };
 
-export const PROFILES: Profile[] = [GENERATION_PROFILE, GENERATION_DEFAULTS_PROFILE, AGENT_PROFILE, WARM_RESTART_PROFILE, MIXED_PROFILE, MIXED_DEFAULTS_PROFILE, TENANTS_PROFILE, EMBEDDING_PROFILE, RERANK_PROFILE, SPEC_DRAFT_PROFILE, SPEC_SELF_PROFILE, SPEC_NGRAM_PROFILE, ROUTER_PROFILE, FLEET_PROFILE];
+export const PROFILES: Profile[] = [GENERATION_PROFILE, GENERATION_DEFAULTS_PROFILE, AGENT_PROFILE, WARM_RESTART_PROFILE, MIXED_PROFILE, MIXED_DEFAULTS_PROFILE, MIXED_SERVER_DEFAULTS_PROFILE, TENANTS_PROFILE, TENANTS_SERVER_DEFAULTS_PROFILE, EMBEDDING_PROFILE, RERANK_PROFILE, SPEC_DRAFT_PROFILE, SPEC_SELF_PROFILE, SPEC_NGRAM_PROFILE, ROUTER_PROFILE, FLEET_PROFILE];
 
 // ---------------------------------------------------------------------------------------------
 // Build checks

@@ -83,11 +83,12 @@ async function streamLoop(ctx: ScenarioContext, mode: CacheMode, index: number, 
   }
 }
 
-const mixed = (mode: CacheMode): Scenario => ({
-  id: `mixed${CACHE_MODE[mode].id}`,
-  title: `mixed load${CACHE_MODE[mode].title}`,
+/** `servers`: what the description says of the servers' flags (the profile's), and an id suffix for a second set. */
+const mixed = (mode: CacheMode, servers = { id: '', title: '', words: `-np ${MIXED.parallel} -c ${MIXED.ctx}` }): Scenario => ({
+  id: `mixed${CACHE_MODE[mode].id}${servers.id}`,
+  title: `mixed load${CACHE_MODE[mode].title}${servers.title}`,
   timeoutSeconds: 120 + 2 * 24 * SCALE,
-  description: `-np ${MIXED.parallel} -c ${MIXED.ctx}: ${MIXED.streams} streams each generating ${MIXED.streamPredict}-token answers (${MIXED.streamPrompt}-token prompts) back to back (${CACHE_MODE[mode].words}); once all stream, a ${MIXED.newcomerPrompt}-token prompt (${MIXED.newcomerPredict} generated) arrives every ${MIXED.everyMs / 1000} s for ${MIXED.windowMs / 1000} s (the window; streams are cut at its end)${SCALE !== 1 ? ` (BENCH_MIXED_SCALE=${SCALE})` : ''}. Gaps = client-side time between two consecutive token events of one stream answer, inside the window; time in gaps > ${MIXED.longGapMs} ms = the sum of those gaps per stream; TTFT = a newcomer's request start -> its first token event; aggregate = all tokens whose event arrived inside the window / the window.`,
+  description: `${servers.words}: ${MIXED.streams} streams each generating ${MIXED.streamPredict}-token answers (${MIXED.streamPrompt}-token prompts) back to back (${CACHE_MODE[mode].words}); once all stream, a ${MIXED.newcomerPrompt}-token prompt (${MIXED.newcomerPredict} generated) arrives every ${MIXED.everyMs / 1000} s for ${MIXED.windowMs / 1000} s (the window; streams are cut at its end)${SCALE !== 1 ? ` (BENCH_MIXED_SCALE=${SCALE})` : ''}. Gaps = client-side time between two consecutive token events of one stream answer, inside the window; time in gaps > ${MIXED.longGapMs} ms = the sum of those gaps per stream; TTFT = a newcomer's request start -> its first token event; aggregate = all tokens whose event arrived inside the window / the window.`,
   metrics: [
     { key: 'gapMax', label: 'streams: worst inter-token gap', unit: 'ms', kind: 'latency', targetRatio: 0.3 },
     { key: 'gapP99', label: 'streams: inter-token gap p99', unit: 'ms', kind: 'info' },
@@ -124,7 +125,9 @@ const mixed = (mode: CacheMode): Scenario => ({
       if (r.promptN !== MIXED.newcomerPrompt) ctx.note(`${ctx.server}: mixed: newcomer prompt_n ${r.promptN}, expected ${MIXED.newcomerPrompt}`);
       trace.ttft.push(r.firstTokenMs);
     });
-    await Promise.race([new Promise((r) => setTimeout(r, MIXED.windowMs)), failed]);
+    // A newcomer refused ends the scenario with its error, as a failed stream does.
+    const newcomerFailed = Promise.race(newcomers.map((n) => n.then(() => new Promise<never>(() => undefined))));
+    await Promise.race([new Promise((r) => setTimeout(r, MIXED.windowMs)), failed, newcomerFailed]);
     stop.abort(new Error('window over'));
     await Promise.all([...loops, ...newcomers]);
 
@@ -163,4 +166,17 @@ export const MIXED_DEFAULTS_PROFILE: Profile = {
   oursExtra: [],
   referenceExtra: [],
   scenarios: [mixed('defaults')],
+};
+
+export const MIXED_SERVER_DEFAULTS_PROFILE: Profile = {
+  id: 'mixed-server-defaults',
+  model: () => ensureBenchModel(),
+  // As a new user runs both servers: the pool the load needs said in the three flags that say it
+  // (with the model's own 4,096-token context two newcomers overflow the pool on both servers)
+  // and every other setting at its default (threads = cores, batch sizes, flash attention, the
+  // host-memory prompt cache), with clients that send no cache_prompt field.
+  commonArgs: () => ['-c', String(MIXED.ctx), '-np', String(MIXED.parallel), '--kv-unified'],
+  oursExtra: [],
+  referenceExtra: [],
+  scenarios: [mixed('defaults', { id: '-new-user', title: ", both servers' defaults", words: `both servers with -c ${MIXED.ctx} -np ${MIXED.parallel} --kv-unified and nothing else` })],
 };

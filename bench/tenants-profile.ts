@@ -26,11 +26,12 @@ const TENANTS = {
 
 const auth = (key: string): Record<string, string> => ({ authorization: `Bearer ${key}` });
 
-const tenants: Scenario = {
-  id: 'tenants',
-  title: 'two tenants: a batch backlog and a chat',
+/** `servers`: the servers' flags in words, and an id suffix for a second set of them. */
+const tenants = (servers = { id: '', title: '', words: `-np ${TENANTS.parallel} -c ${TENANTS.ctx} --api-key A,B` }): Scenario => ({
+  id: `tenants${servers.id}`,
+  title: `two tenants: a batch backlog and a chat${servers.title}`,
   timeoutSeconds: 180 + (TENANTS.windowMs / 1000) * 2,
-  description: `-np ${TENANTS.parallel} -c ${TENANTS.ctx} --api-key A,B: key A sends a ${TENANTS.batchPrompt}-token prompt for ${TENANTS.batchPredict} tokens every ${TENANTS.batchEveryMs} ms (at most ${TENANTS.batchOutstanding} outstanding), key B a short chat (${TENANTS.chatPredict} tokens) every ${TENANTS.chatEveryMs / 1000} s, for ${TENANTS.windowMs / 1000} s${SCALE !== 1 ? ` (BENCH_TENANTS_SCALE=${SCALE})` : ''}. B's TTFT = its request start -> first content chunk (chats still waiting at the end of the window are awaited); A's tokens/s = A's generated tokens whose event arrived inside the window / the window.`,
+  description: `${servers.words}: key A sends a ${TENANTS.batchPrompt}-token prompt for ${TENANTS.batchPredict} tokens every ${TENANTS.batchEveryMs} ms (at most ${TENANTS.batchOutstanding} outstanding), key B a short chat (${TENANTS.chatPredict} tokens) every ${TENANTS.chatEveryMs / 1000} s, for ${TENANTS.windowMs / 1000} s${SCALE !== 1 ? ` (BENCH_TENANTS_SCALE=${SCALE})` : ''}. B's TTFT = its request start -> first content chunk (chats still waiting at the end of the window are awaited); A's tokens/s = A's generated tokens whose event arrived inside the window / the window.`,
   metrics: [
     { key: 'chatTtftP50', label: 'B (chat): TTFT p50', unit: 'ms', kind: 'latency', targetRatio: 0.3 },
     { key: 'chatTtftMax', label: 'B (chat): worst TTFT', unit: 'ms', kind: 'latency', targetRatio: 0.3 },
@@ -101,7 +102,7 @@ const tenants: Scenario = {
       batchDone,
     };
   },
-};
+});
 
 export const TENANTS_PROFILE: Profile = {
   id: 'tenants',
@@ -110,5 +111,17 @@ export const TENANTS_PROFILE: Profile = {
   commonArgs: (t) => ['-c', String(TENANTS.ctx), '-np', String(TENANTS.parallel), '-t', String(t), '-tb', String(t), '--api-key', TENANTS.keys.join(','), '--no-webui', '--cache-ram', '0'],
   oursExtra: [],
   referenceExtra: [],
-  scenarios: [tenants],
+  scenarios: [tenants()],
+};
+
+export const TENANTS_SERVER_DEFAULTS_PROFILE: Profile = {
+  id: 'tenants-server-defaults',
+  model: () => ensureBenchModel(),
+  // As a new user runs both servers: the model and the two keys, nothing else (4 slots, one
+  // unified pool of the model's 4,096-token training context, threads = cores, the host-memory
+  // prompt cache on).
+  commonArgs: () => ['--api-key', TENANTS.keys.join(',')],
+  oursExtra: [],
+  referenceExtra: [],
+  scenarios: [tenants({ id: '-new-user', title: ", both servers' defaults", words: 'both servers with the model and --api-key A,B only' })],
 };

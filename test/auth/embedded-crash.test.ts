@@ -90,6 +90,11 @@ function launch(command: Command): { child: ChildProcessWithoutNullStreams; outp
     // Every round logs in new users from this one address, and its sessions rotate as fast as they
     // can (an answer other than 200 before the kill fails the test, so no 429 may come).
     AUTH_RATE_LIMITS: 'otp_request_ip=100000/3600,otp_verify_ip=100000/3600,refresh_family=100000/60',
+    // One HTTP worker: what is killed and recovered (the embedded PostgreSQL and its watchdog) and
+    // the outbox's one dispatcher are the same whatever the number of workers, and each of the ~25
+    // starts then loads the service once less. Races between workers are the worker-thread files'
+    // (test/auth/fixtures/on-workers.ts).
+    AUTH_WORKERS: '1',
   };
   delete env.DATABASE_URL;
   delete env.NODE_ENV;

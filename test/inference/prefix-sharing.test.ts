@@ -8,6 +8,7 @@ import { InferenceEngine } from '../../src/inference/engine/engine.js';
 import { ensureTestModels } from '../fixtures/models.js';
 import { dataUrl, encodePng } from '../helpers/png.js';
 import { parseSse, postJson, startTestServer, type TestServer } from '../helpers/inference-server.js';
+import { TEST_THREADS } from '../helpers/test-threads.js';
 
 const models = await ensureTestModels();
 
@@ -291,7 +292,7 @@ t.test('a task waiting for a prefix whose computing task is cancelled takes what
   const server = await startTestServer(models.chat, { parallel: 1, ctxSize: 1024 });
   t.teardown(server.close);
   const { model } = await server.server.ready;
-  const e = await InferenceEngine.create(model, { nCtx: 8192, nParallel: 2, nBatch: 64, nUbatch: 64 });
+  const e = await InferenceEngine.create(model, { nThreads: TEST_THREADS, nCtx: 8192, nParallel: 2, nBatch: 64, nUbatch: 64 });
   t.teardown(() => e.dispose());
   const long = `${PREFIX} ${PREFIX} ${PREFIX} ${PREFIX}`;
   const [a, b] = [`${long}\nQuestion A?`, `${long}\nQuestion B?`].map((text) => model.tokenize(text, true, true));
@@ -322,7 +323,7 @@ t.test('a prompt sharing a few more tokens with a waiting prompt than with the c
   const server = await startTestServer(models.chat, { parallel: 1, ctxSize: 1024 });
   t.teardown(server.close);
   const { model } = await server.server.ready;
-  const e = await InferenceEngine.create(model, { nCtx: 4096, nParallel: 3 });
+  const e = await InferenceEngine.create(model, { nThreads: TEST_THREADS, nCtx: 4096, nParallel: 3 });
   t.teardown(() => e.dispose());
   const p = [...model.tokenize(PREFIX, true, true)];
   const words = (text: string): number[] => [...model.tokenize(text, false, false)];

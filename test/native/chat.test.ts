@@ -5,6 +5,7 @@ import {
 import { InferenceEngine } from '../../src/inference/engine/engine.js';
 import { ensureTemplateModels } from '../fixtures/models.js';
 import type { ChatTemplateModelName } from '../fixtures/chat-templates.js';
+import { TEST_THREADS } from '../helpers/test-threads.js';
 
 native.setLogLevel('error');
 const paths = await ensureTemplateModels();
@@ -274,7 +275,7 @@ async function favour(name: ChatTemplateModelName, text: string, bias = 50): Pro
 
 async function generate(name: ChatTemplateModelName, toolChoice: 'auto' | 'required', extra: SamplingParams = {}) {
   const m = await model(name);
-  const engine = await InferenceEngine.create(m, { nCtx: 4096, nParallel: 1 });
+  const engine = await InferenceEngine.create(m, { nThreads: TEST_THREADS, nCtx: 4096, nParallel: 1 });
   try {
     const p = m.applyChat({ messages: [{ role: 'user', content: 'Weather?' }], tools, toolChoice });
     const out = await engine.run({ prompt: m.tokenize(p.prompt, true, true), nPredict: 120, stop: p.additionalStops, sampling: chatSampling(p, extra) });
@@ -318,7 +319,7 @@ t.test('a preserved trigger token starts the lazy grammar, and its text reaches 
 
 t.test('a trigger word that is one token must be a preserved token (as llama-server refuses it)', async (t) => {
   const m = await model('qwen25');
-  const engine = await InferenceEngine.create(m, { nCtx: 512, nParallel: 1 });
+  const engine = await InferenceEngine.create(m, { nThreads: TEST_THREADS, nCtx: 512, nParallel: 1 });
   t.teardown(() => engine.dispose());
   const spec = (sampling: SamplingParams) => ({ prompt: m.tokenize('Hi', false, true), nPredict: 4, sampling });
   // Refused at submission (synchronously or through `queued`): the adapter treats both alike.
@@ -329,7 +330,7 @@ t.test('a trigger word that is one token must be a preserved token (as llama-ser
 
 t.test('a reasoning budget forces the end of thinking after that many tokens (DeepSeek R1, --reasoning-budget)', async (t) => {
   const m = await model('deepseekR1');
-  const engine = await InferenceEngine.create(m, { nCtx: 1024, nParallel: 1 });
+  const engine = await InferenceEngine.create(m, { nThreads: TEST_THREADS, nCtx: 1024, nParallel: 1 });
   t.teardown(() => engine.dispose());
   const p = m.applyChat({ messages: [{ role: 'user', content: 'Hi' }], reasoningFormat: 'auto' });
   const out = await engine.run({ prompt: m.tokenize(p.prompt, true, true), nPredict: 12, sampling: chatSampling(p, { reasoningBudgetTokens: 4 }) });

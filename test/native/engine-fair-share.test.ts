@@ -7,6 +7,7 @@ import t, { type Test } from 'tap';
 import { native, type CompletionTaskSpec, type NativeModel } from '../../src/native/binding.js';
 import { InferenceEngine } from '../../src/inference/engine/engine.js';
 import { ensureTestModels } from '../fixtures/models.js';
+import { TEST_THREADS } from '../helpers/test-threads.js';
 
 const models = await ensureTestModels();
 const model: NativeModel = await native.Model.load(models.chat, {}).promise;
@@ -20,7 +21,7 @@ interface Queued { name: string; spec: CompletionTaskSpec }
 
 /** The names of `queued` in the order their first tokens came, each submitted on its own while A's blocker holds the only slot. */
 async function admissionOrder(t: Test, fairShare: boolean | undefined, queued: Queued[]): Promise<string[]> {
-  const e = await InferenceEngine.create(model, { nCtx: 2048, nParallel: 1, overloadLifoMs: 0, ...(fairShare === undefined ? {} : { fairShare }) });
+  const e = await InferenceEngine.create(model, { nThreads: TEST_THREADS, nCtx: 2048, nParallel: 1, overloadLifoMs: 0, ...(fairShare === undefined ? {} : { fairShare }) });
   try {
     t.equal(e.native.info().fairShare, fairShare ?? true, 'info reports the setting');
     let release!: () => void;
@@ -78,7 +79,7 @@ t.test('within a tenant: lower priority first, then arrival order; the batch cla
 });
 
 t.test('a task\'s tenant fields are checked', async (t) => {
-  const e = await InferenceEngine.create(model, { nCtx: 1024, nParallel: 1 });
+  const e = await InferenceEngine.create(model, { nThreads: TEST_THREADS, nCtx: 1024, nParallel: 1 });
   t.teardown(() => e.dispose());
   // The tenant settings' bounds (the TypeScript validator's): a weight above 0 and at most 100, a known class.
   const weight = { code: 'INVALID_ARGUMENT', message: 'task.tenantWeight must be a number above 0 and at most 100' };

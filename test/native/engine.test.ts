@@ -3,10 +3,11 @@ import { availableParallelism } from 'node:os';
 import { native, type CompletionTaskSpec, type NativeModel } from '../../src/native/binding.js';
 import { InferenceEngine } from '../../src/inference/engine/engine.js';
 import { CHAT_TOKENS, ensureTestModels } from '../fixtures/models.js';
+import { TEST_THREADS } from '../helpers/test-threads.js';
 
 const models = await ensureTestModels();
 const model: NativeModel = await native.Model.load(models.chat, {}).promise;
-const engine = await InferenceEngine.create(model, { nCtx: 1024, nParallel: 2 });
+const engine = await InferenceEngine.create(model, { nThreads: TEST_THREADS, nCtx: 1024, nParallel: 2 });
 t.teardown(async () => {
   await engine.dispose();
   model.dispose();
@@ -116,7 +117,7 @@ t.test('a task with cache_prompt false frees its KV cells when it ends; one with
 // of either prompt), then A's prompt continued arrives while slot 2 has never been used.
 async function slotChoices(t: Test, slotPromptSimilarity?: number): Promise<{ continued: number; freedSlot: number; slots: number[] }> {
   // llama-server's choice: without prefix sharing (with it and idle slots kept in the pool, the choice is the next test's).
-  const e = await InferenceEngine.create(model, { nCtx: 1024, nParallel: 3, prefixSharing: false, ...(slotPromptSimilarity === undefined ? {} : { slotPromptSimilarity }) });
+  const e = await InferenceEngine.create(model, { nThreads: TEST_THREADS, nCtx: 1024, nParallel: 3, prefixSharing: false, ...(slotPromptSimilarity === undefined ? {} : { slotPromptSimilarity }) });
   t.teardown(() => e.dispose());
   const a = 'Alpha is the first prompt of this test and it is long enough for a share';
   const b = 'Bravo comes second and has nothing in common with the first one at all';
@@ -144,7 +145,7 @@ t.test('slot choice with slotPromptSimilarity 0: always the least recently used 
 });
 
 t.test('slot choice with prefix sharing: the conversation continued, else an empty slot, else the least recently used', async (t) => {
-  const e = await InferenceEngine.create(model, { nCtx: 1024, nParallel: 3 });
+  const e = await InferenceEngine.create(model, { nThreads: TEST_THREADS, nCtx: 1024, nParallel: 3 });
   t.teardown(() => e.dispose());
   t.equal(e.native.info().prefixSharing, true, 'on with the (default) unified pool');
   const a = 'Alpha is the first prompt of this test and it is long enough for a share';
@@ -170,7 +171,7 @@ t.test('slot choice with prefix sharing: the conversation continued, else an emp
 // goes to the prompt cache, and with a unified KV pool its cells are freed; the prompt comes back
 // from the cache when it is sent again.
 async function idleSlotAfterAnotherStarts(t: Test, params: { cacheIdleSlots: boolean; kvUnified: boolean; prefixSharing?: boolean }, other = 'Another prompt entirely', own = LONG_PROMPT.slice(0, 300)) {
-  const e = await InferenceEngine.create(model, { nCtx: 1024, nParallel: 2, promptCacheMib: 64, ...params });
+  const e = await InferenceEngine.create(model, { nThreads: TEST_THREADS, nCtx: 1024, nParallel: 2, promptCacheMib: 64, ...params });
   try {
     const first = await e.run(greedy(own, 4, { idSlot: 0 }));
     await e.run(greedy(other, 4, { idSlot: 1 }));
@@ -205,7 +206,7 @@ t.test('a task that starts sends idle slots to the prompt cache; with a unified 
 });
 
 t.test('tasks admitted together: an idle cache that one of them continues is not freed under another', async (t) => {
-  const e = await InferenceEngine.create(model, { nCtx: 1024, nParallel: 3, promptCacheMib: 64, cacheIdleSlots: true, kvUnified: true });
+  const e = await InferenceEngine.create(model, { nThreads: TEST_THREADS, nCtx: 1024, nParallel: 3, promptCacheMib: 64, cacheIdleSlots: true, kvUnified: true });
   t.teardown(() => e.dispose());
   const own = LONG_PROMPT.slice(0, 300);
   const first = await e.run(greedy(own, 4, { idSlot: 0 }));
@@ -217,7 +218,7 @@ t.test('tasks admitted together: an idle cache that one of them continues is not
 });
 
 t.test('an idle cache kept in the pool is copied to host memory only when its cells go', async (t) => {
-  const e = await InferenceEngine.create(model, { nCtx: 1024, nParallel: 2, promptCacheMib: 64, cacheIdleSlots: true, kvUnified: true });
+  const e = await InferenceEngine.create(model, { nThreads: TEST_THREADS, nCtx: 1024, nParallel: 2, promptCacheMib: 64, cacheIdleSlots: true, kvUnified: true });
   t.teardown(() => e.dispose());
   const saves = () => e.native.metrics().promptCacheSaves;
   const own = LONG_PROMPT.slice(0, 300);
@@ -235,7 +236,7 @@ t.test('an idle cache kept in the pool is copied to host memory only when its ce
 });
 
 t.test('with a prompt cache, a task that does not use it still sends the cache it overwrites there (as llama-server)', async (t) => {
-  const e = await InferenceEngine.create(model, { nCtx: 1024, nParallel: 1, promptCacheMib: 64, cacheIdleSlots: false });
+  const e = await InferenceEngine.create(model, { nThreads: TEST_THREADS, nCtx: 1024, nParallel: 1, promptCacheMib: 64, cacheIdleSlots: false });
   t.teardown(() => e.dispose());
   const own = LONG_PROMPT.slice(0, 300);
   const first = await e.run(greedy(own, 4));
@@ -304,7 +305,7 @@ t.test('the prompt cache copies into buffers written ahead (for the tasks starte
   t.equal(unprepared.native.metrics().promptCacheReuses, 1, "as when decoding takes every thread: only A's second save reused a buffer");
 
   // A limit smaller than two entries: the buffers kept for reuse count against it too.
-  const small = await InferenceEngine.create(model, { nCtx: 1024, nParallel: 1, promptCacheMib: 1, cacheIdleSlots: false });
+  const small = await InferenceEngine.create(model, { nThreads: TEST_THREADS, nCtx: 1024, nParallel: 1, promptCacheMib: 1, cacheIdleSlots: false });
   t.teardown(() => small.dispose());
   const prompts = [a, b, `${LONG_PROMPT.slice(600, 900)} again`, a, b];
   for (const p of prompts) await small.run(greedy(p.slice(0, 120), 4));
@@ -314,10 +315,10 @@ t.test('the prompt cache copies into buffers written ahead (for the tasks starte
 
 t.test('slotPromptSimilarity is validated; 0.1 by default', async (t) => {
   for (const bad of [-0.1, 1.5, Number.NaN, 'half']) {
-    await t.rejects(InferenceEngine.create(model, { nCtx: 1024, nParallel: 1, slotPromptSimilarity: bad as number }),
+    await t.rejects(InferenceEngine.create(model, { nThreads: TEST_THREADS, nCtx: 1024, nParallel: 1, slotPromptSimilarity: bad as number }),
       { code: 'INVALID_ARGUMENT', message: 'params.slotPromptSimilarity must be a number from 0 (always the least recently used slot) to 1' }, `slotPromptSimilarity ${String(bad)}`);
   }
-  const defaults = await InferenceEngine.create(model, { nCtx: 1024, nParallel: 1 });
+  const defaults = await InferenceEngine.create(model, { nThreads: TEST_THREADS, nCtx: 1024, nParallel: 1 });
   t.teardown(() => defaults.dispose());
   t.ok(Math.abs(defaults.native.info().slotPromptSimilarity - 0.1) < 1e-9);
 });
@@ -470,7 +471,7 @@ async function streamsThenLongPrompt(e: InferenceEngine, streamPredict: number):
 }
 
 t.test('chunked prefill: greedy output with a small budget and a prompt arriving mid-stream equals each task alone', async (t) => {
-  const chunked = await InferenceEngine.create(model, { nCtx: 2048, nParallel: 3, prefillBudget: 8 });
+  const chunked = await InferenceEngine.create(model, { nThreads: TEST_THREADS, nCtx: 2048, nParallel: 3, prefillBudget: 8 });
   t.teardown(() => chunked.dispose());
   t.equal(chunked.native.info().prefillBudget, 8);
   const alone = await eachAloneUpToNearTie(t, chunked, 40);
@@ -490,9 +491,9 @@ t.test('chunked prefill: greedy output with a small budget and a prompt arriving
 // streams have their first token is still held back (the tests above).
 t.test('chunked prefill: prompts admitted with the generating slots are not held back for them; the batches and tokens are those of no budget', async (t) => {
   const params = { nCtx: 2048, nParallel: 3, nBatch: 64, nUbatch: 64, prefillBudgetMs: 0 };
-  const budgeted = await InferenceEngine.create(model, { ...params, prefillBudget: 8 });
+  const budgeted = await InferenceEngine.create(model, { nThreads: TEST_THREADS, ...params, prefillBudget: 8 });
   t.teardown(() => budgeted.dispose());
-  const unbudgeted = await InferenceEngine.create(model, { ...params, prefillBudget: 0 });
+  const unbudgeted = await InferenceEngine.create(model, { nThreads: TEST_THREADS, ...params, prefillBudget: 0 });
   t.teardown(() => unbudgeted.dispose());
   const tokens = model.tokenize(LONG_PROMPT, true, true);
   t.ok(tokens.length >= 120, 'three 40-token prompts');
@@ -515,7 +516,7 @@ t.test('chunked prefill: prompts admitted with the generating slots are not held
 // carries exactly that quarter: 16 tokens with nUbatch 64. The streams outlast the prompt, so every
 // chunk has the same shape (two stream tokens, 16 prompt tokens) whenever the prompt arrives.
 t.test('chunked prefill by time: with a target nothing fits in, a prompt arriving mid-stream goes in quarter-ubatch chunks; greedy output equals each task alone', async (t) => {
-  const timed = await InferenceEngine.create(model, { nCtx: 2048, nParallel: 3, nUbatch: 64, prefillBudget: 0, prefillBudgetMs: 0.001 });
+  const timed = await InferenceEngine.create(model, { nThreads: TEST_THREADS, nCtx: 2048, nParallel: 3, nUbatch: 64, prefillBudget: 0, prefillBudgetMs: 0.001 });
   t.teardown(() => timed.dispose());
   t.equal(timed.native.info().prefillBudgetMs, 0.001);
   t.equal(timed.native.info().prefillBudget, 0, 'no token budget: the time target alone splits the prompt');
@@ -536,7 +537,7 @@ t.test('chunked prefill by time: with a target nothing fits in, a prompt arrivin
 // the prompt rows. Budget 80 with two streams: chunks of 78 prompt tokens, so every chunk but a
 // short last one (under 62 tokens) is such a step.
 t.test('a step with generating slots and 64+ rows is decoded in two calls when splitSteps is on; greedy output equals each task alone', async (t) => {
-  const split = await InferenceEngine.create(model, { nCtx: 2048, nParallel: 3, prefillBudget: 80, prefillBudgetMs: 0 });
+  const split = await InferenceEngine.create(model, { nThreads: TEST_THREADS, nCtx: 2048, nParallel: 3, prefillBudget: 80, prefillBudgetMs: 0 });
   t.teardown(() => split.dispose());
   const on = split.native.info().splitSteps;
   const alone = await eachAloneUpToNearTie(t, split, 40);
@@ -553,7 +554,7 @@ t.test('a step with generating slots and 64+ rows is decoded in two calls when s
 // splitSteps: false (for comparisons): the engine decodes every step in one call; the same
 // streams and prompt give the same tokens.
 t.test('with splitSteps: false, no step is split; greedy output equals each task alone', async (t) => {
-  const whole = await InferenceEngine.create(model, { nCtx: 2048, nParallel: 3, prefillBudget: 80, prefillBudgetMs: 0, splitSteps: false });
+  const whole = await InferenceEngine.create(model, { nThreads: TEST_THREADS, nCtx: 2048, nParallel: 3, prefillBudget: 80, prefillBudgetMs: 0, splitSteps: false });
   t.teardown(() => whole.dispose());
   t.equal(whole.native.info().splitSteps, false);
   const alone = await eachAloneUpToNearTie(t, whole, 40);
@@ -569,7 +570,7 @@ t.test('with splitSteps: false, no step is split; greedy output equals each task
 // prompt of 510 fed 128 tokens a step (nBatch 130), so its fourth chunk (126 rows beside the two
 // streams' tokens) finds 120 free cells.
 t.test('a full pool during split steps: the long prompt fails with "Context size has been exceeded.", the streams get every token', async (t) => {
-  const small = await InferenceEngine.create(model, { nCtx: 512, nParallel: 3, kvUnified: true, nBatch: 130, prefillBudget: 130, prefillBudgetMs: 0 });
+  const small = await InferenceEngine.create(model, { nThreads: TEST_THREADS, nCtx: 512, nParallel: 3, kvUnified: true, nBatch: 130, prefillBudget: 130, prefillBudgetMs: 0 });
   t.teardown(() => small.dispose());
   const longPrompt = model.tokenize(LONG_PROMPT.repeat(2), true, true).slice(0, 510);
   t.equal(longPrompt.length, 510);
@@ -613,7 +614,7 @@ async function shortsBesideLong(e: InferenceEngine) {
 }
 
 t.test('prompts admitted together: those ending in the first ubatch of a long batch get their first token before the rest is decoded, with the same tokens and probabilities', async (t) => {
-  const params = { nCtx: 4096, nParallel: 3, nUbatch: 64, nBatch: 4096 };
+  const params = { nThreads: TEST_THREADS, nCtx: 4096, nParallel: 3, nUbatch: 64, nBatch: 4096 };
   const early = await InferenceEngine.create(model, params);
   t.teardown(() => early.dispose());
   const on = early.native.info().earlyOutputs;
@@ -627,7 +628,7 @@ t.test('prompts admitted together: those ending in the first ubatch of a long ba
     t.ok(got.deliveredApart, 'the short prompt\'s first token reached the caller before the long prompt\'s was sampled');
   }
 
-  const whole = await InferenceEngine.create(model, { ...params, earlyOutputs: false });
+  const whole = await InferenceEngine.create(model, { nThreads: TEST_THREADS, ...params, earlyOutputs: false });
   t.teardown(() => whole.dispose());
   t.equal(whole.native.info().earlyOutputs, false, 'earlyOutputs: false turns it off');
   const ref = await shortsBesideLong(whole);
@@ -643,7 +644,7 @@ t.test('prompts admitted together: those ending in the first ubatch of a long ba
 // first 64-row ubatch; a third of 250 tokens needs 246 more cells than the 192 left, so it fails
 // with llama-server's error and the two others get every token.
 t.test('a later call of an early-output batch without room: its rows are taken back, the long prompt fails with "Context size has been exceeded.", the others get every token', async (t) => {
-  const small = await InferenceEngine.create(model, { nCtx: 256, nParallel: 3, kvUnified: true, nUbatch: 64, nBatch: 512, prefillBudget: 0, prefillBudgetMs: 0 });
+  const small = await InferenceEngine.create(model, { nThreads: TEST_THREADS, nCtx: 256, nParallel: 3, kvUnified: true, nUbatch: 64, nBatch: 512, prefillBudget: 0, prefillBudgetMs: 0 });
   t.teardown(() => small.dispose());
   const long = model.tokenize(LONG_PROMPT, true, true).slice(0, 250);
   const a = model.tokenize(LONG_PROMPT.slice(400), true, true).slice(0, 20);
@@ -661,14 +662,14 @@ t.test('a later call of an early-output batch without room: its rows are taken b
 });
 
 t.test('without a budget (0) a prompt arriving mid-stream goes in one n_batch step, stalling the streams', async (t) => {
-  const whole = await InferenceEngine.create(model, { nCtx: 2048, nParallel: 3, prefillBudget: 0, prefillBudgetMs: 0 });
+  const whole = await InferenceEngine.create(model, { nThreads: TEST_THREADS, nCtx: 2048, nParallel: 3, prefillBudget: 0, prefillBudgetMs: 0 });
   t.teardown(() => whole.dispose());
   const together = await streamsThenLongPrompt(whole, 40);
   t.ok(together.streamTokensAfterLongFirst > 40, `${together.streamTokensAfterLongFirst} stream tokens came after the long prompt's first token`);
 });
 
 t.test('alone, a prompt fills n_batch whatever the budget or time target (no slowdown of prompt processing)', async (t) => {
-  const chunked = await InferenceEngine.create(model, { nCtx: 2048, nParallel: 3, prefillBudget: 8, prefillBudgetMs: 0.001 });
+  const chunked = await InferenceEngine.create(model, { nThreads: TEST_THREADS, nCtx: 2048, nParallel: 3, prefillBudget: 8, prefillBudgetMs: 0.001 });
   t.teardown(() => chunked.dispose());
   const before = chunked.native.metrics().decodeCalls;
   const out = await chunked.run(greedy(LONG_PROMPT, 1, { cachePrompt: false }));
@@ -683,7 +684,7 @@ t.test('alone, a prompt fills n_batch whatever the budget or time target (no slo
 // steps, one prompt after the other, so the order of their first tokens is the order they were
 // fed in; the third waits for one of the first two to end.
 async function firstTokenOrder(t: Test, overloadLifoMs: number): Promise<string[]> {
-  const e = await InferenceEngine.create(model, { nCtx: 2048, nParallel: 2, nBatch: 32, nUbatch: 32, overloadLifoMs });
+  const e = await InferenceEngine.create(model, { nThreads: TEST_THREADS, nCtx: 2048, nParallel: 2, nBatch: 32, nUbatch: 32, overloadLifoMs });
   try {
     t.equal(e.native.info().overloadLifoMs, overloadLifoMs);
     let release!: () => void;
@@ -720,10 +721,10 @@ t.test('adaptive LIFO off (0), or a threshold not reached: waiting tasks get slo
 
 t.test('the adaptive LIFO threshold is validated; 1000 ms by default', async (t) => {
   for (const bad of [-1, 3_600_001, Number.NaN, Number.POSITIVE_INFINITY, 'soon']) {
-    await t.rejects(InferenceEngine.create(model, { nCtx: 1024, nParallel: 1, overloadLifoMs: bad as number }),
+    await t.rejects(InferenceEngine.create(model, { nThreads: TEST_THREADS, nCtx: 1024, nParallel: 1, overloadLifoMs: bad as number }),
       { code: 'INVALID_ARGUMENT', message: 'params.overloadLifoMs must be a number of milliseconds from 0 (always oldest first) to 3600000' }, `overloadLifoMs ${String(bad)}`);
   }
-  const defaults = await InferenceEngine.create(model, { nCtx: 1024, nParallel: 1 });
+  const defaults = await InferenceEngine.create(model, { nThreads: TEST_THREADS, nCtx: 1024, nParallel: 1 });
   t.teardown(() => defaults.dispose());
   t.equal(defaults.native.info().overloadLifoMs, 1000);
 });
@@ -733,7 +734,7 @@ t.test('the adaptive LIFO threshold is validated; 1000 ms by default', async (t)
 // one-token tasks submitted 50 ms apart to an idle engine: with a 500 ms wait (room for a slow
 // timer) they are decoded by one call; without one the first is decoded alone as it arrives.
 async function decodeCallsForTwoArrivals(burstWaitMs: number): Promise<{ calls: number; info: number }> {
-  const e = await InferenceEngine.create(model, { nCtx: 1024, nParallel: 2, burstWaitMs });
+  const e = await InferenceEngine.create(model, { nThreads: TEST_THREADS, nCtx: 1024, nParallel: 2, burstWaitMs });
   try {
     const before = e.native.metrics().decodeCalls;
     const first = e.run(greedy('First arrival', 1, { cachePrompt: false }));
@@ -755,7 +756,7 @@ t.test('burst wait: an idle engine takes tasks arriving within the wait into its
 // (Engine::gather_burst takes cancels as they come): it is never admitted nor decoded, and the
 // task that arrives after it is decoded alone.
 t.test('burst wait: a task cancelled during the wait is never decoded', async (t) => {
-  const e = await InferenceEngine.create(model, { nCtx: 1024, nParallel: 2, burstWaitMs: 1000 });
+  const e = await InferenceEngine.create(model, { nThreads: TEST_THREADS, nCtx: 1024, nParallel: 2, burstWaitMs: 1000 });
   t.teardown(() => e.dispose());
   const before = e.native.metrics();
   const stop = new AbortController();
@@ -780,7 +781,7 @@ t.test('burst wait: a task cancelled during the wait is never decoded', async (t
 // holds nothing: with a 400 ms wait the engine would wait for it 10 s, and it starts as soon as
 // the burst's quiet time has passed.
 async function twoArrivals(prepared: boolean): Promise<{ calls: number; preparingAfter: number }> {
-  const e = await InferenceEngine.create(model, { nCtx: 1024, nParallel: 2, burstWaitMs: 40 });
+  const e = await InferenceEngine.create(model, { nThreads: TEST_THREADS, nCtx: 1024, nParallel: 2, burstWaitMs: 40 });
   try {
     const before = e.native.metrics().decodeCalls;
     if (prepared) {
@@ -801,7 +802,7 @@ t.test('burst wait: an idle engine waits for requests being prepared to submit t
   t.same(await twoArrivals(true), { calls: 1, preparingAfter: 0 }, 'counted as being prepared: both in one call');
   t.same(await twoArrivals(false), { calls: 2, preparingAfter: 0 }, 'not counted: the first decoded alone once the burst was over');
 
-  const e = await InferenceEngine.create(model, { nCtx: 1024, nParallel: 2, burstWaitMs: 400 });
+  const e = await InferenceEngine.create(model, { nThreads: TEST_THREADS, nCtx: 1024, nParallel: 2, burstWaitMs: 400 });
   t.teardown(() => e.dispose());
   e.beginPreparing();
   const startedAt = performance.now();
@@ -816,24 +817,24 @@ t.test('burst wait: an idle engine waits for requests being prepared to submit t
 
 t.test('the burst wait is validated; 4 ms by default where the build has no GPU backend, 0 where it has one', async (t) => {
   for (const bad of [-1, 1001, Number.NaN, Number.POSITIVE_INFINITY, 'soon']) {
-    await t.rejects(InferenceEngine.create(model, { nCtx: 1024, nParallel: 1, burstWaitMs: bad as number }),
+    await t.rejects(InferenceEngine.create(model, { nThreads: TEST_THREADS, nCtx: 1024, nParallel: 1, burstWaitMs: bad as number }),
       { code: 'INVALID_ARGUMENT', message: 'params.burstWaitMs must be a number of milliseconds from 0 (no wait) to 1000' }, `burstWaitMs ${String(bad)}`);
   }
-  const defaults = await InferenceEngine.create(model, { nCtx: 1024, nParallel: 1 });
+  const defaults = await InferenceEngine.create(model, { nThreads: TEST_THREADS, nCtx: 1024, nParallel: 1 });
   t.teardown(() => defaults.dispose());
   t.equal(defaults.native.info().burstWaitMs, native.systemInfo().backend === 'CPU' ? 4 : 0);
 });
 
 t.test('the prefill budget is validated', async (t) => {
   for (const bad of [-1, 1.5, Number.NaN, 'many', 2 ** 31]) {
-    await t.rejects(InferenceEngine.create(model, { nCtx: 1024, nParallel: 1, prefillBudget: bad as number }),
+    await t.rejects(InferenceEngine.create(model, { nThreads: TEST_THREADS, nCtx: 1024, nParallel: 1, prefillBudget: bad as number }),
       { code: 'INVALID_ARGUMENT', message: 'params.prefillBudget must be an integer >= 0 (0: no budget)' }, `prefillBudget ${String(bad)}`);
   }
   for (const bad of [-1, 3_600_001, Number.NaN, Number.POSITIVE_INFINITY, 'soon']) {
-    await t.rejects(InferenceEngine.create(model, { nCtx: 1024, nParallel: 1, prefillBudgetMs: bad as number }),
+    await t.rejects(InferenceEngine.create(model, { nThreads: TEST_THREADS, nCtx: 1024, nParallel: 1, prefillBudgetMs: bad as number }),
       { code: 'INVALID_ARGUMENT', message: 'params.prefillBudgetMs must be a number of milliseconds from 0 (no time target) to 3600000' }, `prefillBudgetMs ${String(bad)}`);
   }
-  const defaults = await InferenceEngine.create(model, { nCtx: 1024, nParallel: 1 });
+  const defaults = await InferenceEngine.create(model, { nThreads: TEST_THREADS, nCtx: 1024, nParallel: 1 });
   t.teardown(() => defaults.dispose());
   // Both follow whether the build has a GPU device (splitSteps: on without one, for a plain engine).
   const gpu = !defaults.native.info().splitSteps;

@@ -4,10 +4,11 @@ import { native } from '../../src/native/binding.js';
 import { InferenceEngine } from '../../src/inference/engine/engine.js';
 import { ensureTestModels } from '../fixtures/models.js';
 import { llamaSimpleGreedy } from '../helpers/reference.js';
+import { TEST_THREADS } from '../helpers/test-threads.js';
 
 const models = await ensureTestModels();
 const model = await native.Model.load(models.chat, {}).promise;
-const engine = await InferenceEngine.create(model, { nCtx: 2048, nParallel: 1 });
+const engine = await InferenceEngine.create(model, { nThreads: TEST_THREADS, nCtx: 2048, nParallel: 1 });
 t.teardown(async () => {
   await engine.dispose();
   model.dispose();

@@ -1,10 +1,11 @@
 // The KV-cache events of the two tiers past the slots, as a router reads them (replay from 0,
 // decoded with msgpack, keys recomputed by vLLM's rule and mapped by llm-d's): a prompt a slot
 // gives up is stored in host memory (--cache-ram, medium CPU) as its cells are removed (GPU);
-// host-memory eviction removes it there; a --cache-disk write is stored on disk (STORAGE); and a
-// restart on the same directory publishes the files it adopts, one of which then serves its
-// prompt from disk. Blocks of 32 tokens (--kv-events-block-size 32), which /metrics'
-// cache_config_info tells the endpoint picker. One server of one slot, then its restart.
+// host-memory eviction removes it there, and so does a restore out of it; a --cache-disk write
+// is stored on disk (STORAGE); and a restart on the same directory publishes the files it
+// adopts, one of which then serves its prompt from disk. Blocks of 32 tokens
+// (--kv-events-block-size 32), which /metrics' cache_config_info tells the endpoint picker. One
+// server of one slot, then its restart.
 import t from 'tap';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
@@ -129,6 +130,15 @@ t.test('host-memory eviction publishes the removal there', async (t) => {
   t.ok(holdsAll(s.removed.CPU, blockKeys(1)), 'a BlockRemoved (CPU) names each of the oldest entry\'s blocks');
   t.ok(holdsNone(s.held.CPU, blockKeys(4)), 'the prompt in the slot is not in host memory');
   t.ok(holdsAll(s.held.GPU, blockKeys(4)), 'it is in the slot');
+});
+
+t.test('a prompt restored from host memory leaves it (removed there) and fills the slot (stored there)', async (t) => {
+  const before = await stream();
+  t.ok(holdsAll(before.held.CPU, blockKeys(3)), 'the third prompt is in host memory');
+  const again = await complete(server, 3);
+  t.ok(again.cached >= blockKeys(3).length * BLOCK, `restored: ${again.cached} tokens cached`);
+  const s = await until((s) => holdsNone(s.held.CPU, blockKeys(3)) && holdsAll(s.held.GPU, blockKeys(3)) && holdsAll(s.held.CPU, blockKeys(4)));
+  t.ok(holdsNone(s.held.GPU, blockKeys(4)), 'the prompt it replaced left the slot for host memory');
 });
 
 t.test('the disk tier\'s writes are stored there (STORAGE)', async (t) => {
