@@ -92,6 +92,8 @@ export function authRoutes(ctx: AuthContext): Route[] {
     route('POST',   '/oauth/sign-in/passkey',                    limited(publicAccess, perClientIp('passkey_ceremony_ip')), provider.handleSignInPasskey),
     route('POST',   '/oauth/sign-in/upstream',                   limited(publicAccess, perClientIp('oauth_authorize_ip')), provider.handleSignInUpstream),
     route('GET',    '/oauth/upstream/callback',                  limited(publicAccess, perClientIp('oauth_authorize_ip')), provider.handleUpstreamCallback),
+    route('POST',   '/oauth/upstream/callback',                  limited(publicAccess, perClientIp('oauth_authorize_ip')), provider.handleUpstreamFormPost),
+    route('POST',   '/oauth/upstream/callback/continue',         limited(publicAccess, perClientIp('oauth_authorize_ip')), provider.handleUpstreamFormPostContinue),
     route('GET',    '/oauth/sign-in.js',                         publicAccess,                    provider.handleSignInScript),
     route('POST',   '/oauth/consent',                            publicAccess,                    provider.handleConsent),
     route('POST',   '/oauth/tenant',                             publicAccess,                    provider.handlePickTenant),

@@ -6,6 +6,7 @@ import { generateKeyPairSync } from 'node:crypto';
 import { decodeJwt, decodeProtectedHeader, importSPKI, jwtVerify } from 'jose';
 import t from 'tap';
 import { startAuthHarness, type TestApp, type Tokens } from './fixtures/harness.js';
+import { OAuthBrowser } from './fixtures/oauth-browser.js';
 import {
   authorize, startCertifiedProvider, startGitHubShaped, startHandWrittenIssuer, type CertifiedProvider, type GitHubShaped, type HandWrittenIssuer,
 } from './fixtures/upstream-providers.js';
@@ -403,6 +404,42 @@ t.test('Apple: form_post, and a client secret that is an ES256 JWT the provider 
   t.equal(user!.email, 'x7@privaterelay.appleid.com', 'Apple\'s "true" as a string counts, and Apple is the authority for its relay addresses');
 });
 
+
+t.test('Apple on the hosted sign-in page: its cross-site form_post is handed back to the browser as a form of the page\'s site, whose post carries the cookie; the client gets its code', async (t) => {
+  const { privateKey } = generateKeyPairSync('ec', { namedCurve: 'P-256' });
+  const provider = await addProvider({
+    kind: 'apple', label: 'Sign in with Apple', client_id: 'hand-client', discovery_url: hand.discoveryUrl,
+    apple: { team_id: 'TEAM123456', key_id: 'KEY1234567', private_key: privateKey.export({ type: 'pkcs8', format: 'pem' }).toString() },
+  });
+  hand.checkClientSecret = async () => true;
+  hand.person = { sub: 'apple-2', email: 'y8@privaterelay.appleid.com', email_verified: true };
+  const client = (await h.admin('POST', `/admin/apps/${app.id}/oauth-clients`, { name: 'Web', redirect_uris: ['https://app.example/callback'] })).body;
+  const browser = new OAuthBrowser(h);
+  const page = await browser.get(`${h.issuer}/oauth/authorize?${new URLSearchParams({
+    client_id: client.client_id, redirect_uri: 'https://app.example/callback', response_type: 'code', scope: 'openid', state: 'st',
+    code_challenge: 'E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGcSTeRgcM', code_challenge_method: 'S256',
+  })}`);
+  t.match(page.html, /<button type="submit" class="provider">Sign in with Apple<\/button>/);
+  const started = await browser.post('/oauth/sign-in/upstream', { ...OAuthBrowser.formFields(page.html), provider: provider.id });
+  t.equal(started.status, 303);
+  t.equal(new URL(started.location!).searchParams.get('response_mode'), 'form_post');
+  const answer = await authorize(started.location!, 'http://auth.test/oauth/upstream/callback');
+
+  // Apple's page posts the answer from its own site: the browser's SameSite=Lax cookie is not sent.
+  const posted = await new OAuthBrowser(h).post('/oauth/upstream/callback', answer);
+  t.equal(posted.status, 200);
+  t.match(posted.html, /<form method="post" action="\/oauth\/upstream\/callback\/continue">/);
+  const fields = Object.fromEntries([...posted.html.matchAll(/<input type="hidden" name="([^"]+)" value="([^"]*)">/g)].map((m) => [m[1]!, m[2]!.replace(/&amp;/g, '&')]));
+  t.same(fields, answer, 'the answer, unchanged, in a form of this site');
+  const elsewhere = await new OAuthBrowser(h).post('/oauth/upstream/callback/continue', fields);
+  t.equal(elsewhere.status, 403, 'posted without the browser\'s cookie, it signs nobody in');
+  const back = await browser.post('/oauth/upstream/callback/continue', fields);
+  t.equal(back.status, 303, back.html);
+  t.equal(new URL(back.location!).origin, 'https://app.example');
+  t.match(new URL(back.location!).searchParams.get('code'), /^[A-Za-z0-9_-]{43}$/);
+  const [user] = await h.sql<{ email: string }[]>`select u.email from users u join oauth_browser_sessions b on b.user_id = u.id`;
+  t.equal(user!.email, 'y8@privaterelay.appleid.com');
+});
 t.test('bad input to the flow routes is a 4xx with a stable code', async (t) => {
   const provider = await addGoogle();
   const other = await h.createApp('app-b');

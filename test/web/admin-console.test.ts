@@ -834,3 +834,51 @@ t.test('SSO of a tenant: its provider added and tested; a domain claimed with it
   t.match(discovered.body, { sso: true, provider_id: provider.id, tenant_id: acme, required: true }, 'home-realm discovery sends the domain to the provider, SSO required');
   t.same(problems.filter((p) => !/status of 409/.test(p)), []);
 });
+
+t.test('keyboard only: invite into a tenant, set the app\'s second factor, claim and verify a domain of the tenant', async (t) => {
+  const app = await h.createApp('shop');
+  const acme = await h.createTenant(app, 'Acme');
+  dns.txt.clear();
+  const { page, problems } = await openConsole();
+  await signIn(page);
+  await tabTo(page, 'button[aria-label="Tenants of shop"]');
+  await page.keyboard.press('Enter');
+  await page.waitForFunction(() => document.activeElement?.id === 'tenants-heading');
+  await tabTo(page, 'button[aria-label="Invitations to Acme"]');
+  await page.keyboard.press('Enter');
+  await page.waitForFunction(() => document.activeElement?.id === 'invitations-heading');
+  await tabTo(page, '#invite-to');
+  await page.keyboard.type('+14155550100');
+  await page.keyboard.press('Tab');
+  await page.keyboard.press('ArrowDown');
+  await page.keyboard.press('Tab');
+  await page.keyboard.press('Enter');
+  await page.waitForSelector('#invitation-list li[data-invitation-id]');
+  t.match((await h.admin('GET', `/admin/apps/${app.id}/tenants/${acme}/invitations`)).body.invitations, [{ phone: '+14155550100', role: 'staff', state: 'pending' }]);
+
+  await tabTo(page, 'button[aria-label="Second factor of shop"]', 400);
+  await page.keyboard.press('Enter');
+  await page.waitForFunction(() => document.activeElement?.id === 'second-factor-heading');
+  await tabTo(page, '#second-factor-app');
+  await page.keyboard.press('ArrowDown');
+  await page.keyboard.press('ArrowDown');
+  await page.keyboard.press('Tab');
+  await page.keyboard.press('Enter');
+  await notice(page, 'The second factor is required');
+  t.equal((await h.admin('GET', `/admin/apps/${app.id}/second-factor-policy`)).body.policy, 'required');
+
+  await tabTo(page, 'button[aria-label="SSO of Acme"]', 400);
+  await page.keyboard.press('Enter');
+  await page.waitForFunction(() => document.activeElement?.id === 'sso-heading');
+  await tabTo(page, '#domain-name');
+  await page.keyboard.type('acme.example');
+  await page.keyboard.press('Enter');
+  await page.waitForSelector('#domain-list li[data-domain-id]');
+  const [claim] = (await h.admin('GET', `/admin/apps/${app.id}/tenants/${acme}/domains`)).body.domains;
+  dns.txt.set(claim.verification.name, [claim.verification.value]);
+  await tabTo(page, 'button[aria-label="Verify acme.example"]');
+  await page.keyboard.press('Enter');
+  await page.waitForSelector('#domain-list li[data-verified="true"]');
+  t.match((await h.admin('GET', `/admin/apps/${app.id}/tenants/${acme}/domains`)).body.domains, [{ domain: 'acme.example', verified_at: /Z$/ }]);
+  t.same(problems, []);
+});

@@ -35,6 +35,7 @@ import { checkAuthorizationRequest, redirectWith, type AuthorizationParameters }
 import { browserOf, presentedBrowser, sha256, type Browser } from './browser.js';
 import { findClient } from './clients.js';
 import { parseForm } from './form.js';
+import { formParameters, PLAIN } from '../oauth-request.js';
 import { compileBody } from '../../http/validation.js';
 import { WebAuthnAuthenticationResponse } from '../schemas.js';
 import { findPasskeySettings } from '../queries/passkeys.js';
@@ -42,7 +43,9 @@ import { finishPasskeyLoginThen, startPasskeyLogin } from '../service/passkeys.j
 import { discoverRealm } from '../service/tenant-sso.js';
 import { finishUpstreamFlowThen, listSignInProviders, startUpstreamFlowForPage } from '../service/upstream-sign-in.js';
 import { needsConsent, recordConsent } from './consents.js';
-import { renderConsentPage, renderErrorPage, renderRecoveryCodes, renderSignInPage, renderTenantPicker, type SignInView } from './sign-in-page.js';
+import {
+  renderConsentPage, renderErrorPage, renderRecoveryCodes, renderSignInPage, renderTenantPicker, renderUpstreamContinue, type SignInView,
+} from './sign-in-page.js';
 
 /** The passkey form's assertion, checked field by field by the JSON API's schema before the service sees it. */
 const assertionForm = compileBody(WebAuthnAuthenticationResponse);
@@ -325,8 +328,42 @@ export async function signInUpstream(ctx: AuthContext, req: HttpRequest): Promis
  * follow get a new CSRF token (the callback carries none).
  */
 export async function upstreamCallback(ctx: AuthContext, req: HttpRequest): Promise<HttpResult> {
+  return finishUpstreamOnPage(ctx, req, req.query);
+}
+
+/**
+ * POST /oauth/upstream/callback: a provider's `form_post` answer (Apple). The browser posts it
+ * across sites, so its SameSite=Lax cookie stays home and the browser cannot be checked: the page
+ * hands the parameters back to the browser in a form of this site, whose post
+ * (/oauth/upstream/callback/continue) carries the cookie. Nothing is checked or used up here.
+ */
+export function upstreamFormPost(req: HttpRequest): HttpResult {
+  const fields = [...callbackParameters(formParameters(req))];
+  return renderUpstreamContinue(fields);
+}
+
+/** POST /oauth/upstream/callback/continue: the form_post answer again, from this site, with the cookie; then as the GET callback. */
+export async function upstreamFormPostContinue(ctx: AuthContext, req: HttpRequest): Promise<HttpResult> {
+  return finishUpstreamOnPage(ctx, req, formParameters(req));
+}
+
+/** A callback's parameters: each name once (the first), at most 20, each value within the form limit. */
+function callbackParameters(source: URLSearchParams): Map<string, string> {
+  const params = new Map<string, string>();
+  for (const [name, value] of source) {
+    if (params.has(name)) continue;
+    if (params.size === 20 || name.length > 64 || value.length > 8192 || !PLAIN.test(name) || !PLAIN.test(value)) {
+      throw authError('VALIDATION_ERROR', 'The identity provider\'s answer has too many or too long parameters');
+    }
+    params.set(name, value);
+  }
+  return params;
+}
+
+async function finishUpstreamOnPage(ctx: AuthContext, req: HttpRequest, source: URLSearchParams): Promise<HttpResult> {
   const expired = renderErrorPage(403, 'This sign-in has expired', 'Go back to the application and start signing in again.');
-  const state = req.query.get('state');
+  const params = Object.fromEntries(callbackParameters(source));
+  const state = params.state;
   const browserHash = presentedBrowser(req);
   if (!state || state.length > 512 || browserHash === null) return expired;
   const request = await findSignInRequestByUpstreamState(ctx.sql, sha256(state), new Date(ctx.clock.now()));
@@ -336,8 +373,6 @@ export async function upstreamCallback(ctx: AuthContext, req: HttpRequest): Prom
   const csrf = randomBytes(32).toString('base64url');
   await setSignInCsrf(ctx.sql, request.id, sha256(csrf));
   const app = { id: client.app_id, slug: client.app_slug };
-  const params: Record<string, string> = {};
-  for (const [name, value] of req.query) if (!(name in params)) params[name] = value;
   let signedIn: { session: BrowserSessionRow; ssoTenant: string | null };
   try {
     const outcome = await finishUpstreamFlowThen(ctx, app, { params, origin: requestOrigin(ctx, req) }, async (tx, login) => ({
@@ -360,9 +395,7 @@ export async function upstreamCallback(ctx: AuthContext, req: HttpRequest): Prom
 /** The address step: the e-mail and SMS code forms, and a passkey when the app has a relying party for passkeys. */
 async function addressPage(ctx: AuthContext, client: OAuthClientRow, requestId: string, csrf: string, email: string, error: string | null, status = 200): Promise<HttpResult> {
   const passkeys = (await findPasskeySettings(ctx.sql, client.app_id)) !== undefined;
-  // Apple answers with a cross-site form_post, which carries no SameSite=Lax cookie to tie the
-  // callback to this browser: not offered here (apps that draw their own page relay it).
-  const providers = (await listSignInProviders(ctx, { id: client.app_id, slug: client.app_slug })).filter((p) => p.kind !== 'apple');
+  const providers = await listSignInProviders(ctx, { id: client.app_id, slug: client.app_slug });
   return renderSignInPage({ ...viewOf(client, requestId, csrf, 'address', email, error), passkeys, providers }, status);
 }
 

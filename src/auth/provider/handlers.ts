@@ -12,7 +12,7 @@ import { getApp } from '../service/admin.js';
 import { CreateOAuthClientBody } from '../schemas.js';
 import { registerClient } from './registration.js';
 import type { AccessTokenClaims } from '../tokens/access-token.js';
-import { authorize, consent, passkeyOptions, pickTenant, signInCode, signInContinue, signInEmail, signInEnrolTotp, signInPasskey, signInSecondFactor, signInUpstream, upstreamCallback } from './authorize.js';
+import { authorize, consent, passkeyOptions, pickTenant, signInCode, signInContinue, signInEmail, signInEnrolTotp, signInPasskey, signInSecondFactor, signInUpstream, upstreamCallback, upstreamFormPost, upstreamFormPostContinue } from './authorize.js';
 import { SIGN_IN_SCRIPT } from './sign-in-script.js';
 import { listUserConsents, revokeConsent } from './consents.js';
 import type { ConsentRevokeBody, SessionsBody } from '../schemas.js';
@@ -107,6 +107,16 @@ export function handleSignInUpstream(ctx: AuthContext, _: NoInput, req: HttpRequ
 /** GET /oauth/upstream/callback: the provider's redirect back; then as after a code (303 to the client, or the tenant or consent page), or the address page with an error. */
 export function handleUpstreamCallback(ctx: AuthContext, _: NoInput, req: HttpRequest): Promise<HttpResult> {
   return upstreamCallback(ctx, req);
+}
+
+/** POST /oauth/upstream/callback (a provider's form_post): a page that hands the answer back to the browser as a form of this site. */
+export async function handleUpstreamFormPost(_ctx: AuthContext, _: NoInput, req: HttpRequest): Promise<HttpResult> {
+  return upstreamFormPost(req);
+}
+
+/** POST /oauth/upstream/callback/continue (form): as GET /oauth/upstream/callback, with the answer in the form. */
+export function handleUpstreamFormPostContinue(ctx: AuthContext, _: NoInput, req: HttpRequest): Promise<HttpResult> {
+  return upstreamFormPostContinue(ctx, req);
 }
 
 /** GET /oauth/sign-in.js: the page's script (the passkey ceremony). */

@@ -176,6 +176,21 @@ ${items}
 </form>`);
 }
 
+/**
+ * A provider's form_post answer handed back to the browser as a form of this site (so its post
+ * carries the browser's cookie): one button, Continue.
+ */
+export function renderUpstreamContinue(fields: [string, string][]): HttpResult {
+  const hidden = fields.map(([name, value]) => `<input type="hidden" name="${escape(name)}" value="${escape(value)}">`).join('\n  ');
+  return page(200, 'Finish signing in', `<h1>Finish signing in</h1>
+${errorBlock(null)}
+<p>The identity provider has answered. Continue to finish signing in.</p>
+<form method="post" action="/oauth/upstream/callback/continue">
+  ${hidden}
+  <button type="submit" id="continue">Continue</button>
+</form>`);
+}
+
 export interface ConsentView {
   appName: string;
   color: string | null;
