@@ -59,6 +59,7 @@ const emailCode: SignInMethod = (view) => view.step !== 'address' && view.step !
 <form method="post" action="/oauth/sign-in/email">
   ${hiddenFields(view)}
   <input type="hidden" name="${view.channel === 'phone' ? 'phone' : 'email'}" value="${escape(view.email)}">
+  <input type="hidden" name="code_anyway" value="1">
   <button type="submit" class="secondary">Send a new code</button>
 </form>`;
 

@@ -440,6 +440,7 @@ t.test('the page\'s upstream sign-in: a callback taken to another browser, repla
   t.match(offered.html, /Send me a code instead/, 'optional: a code may still be asked for');
   const coded = await e.browser.post('/oauth/sign-in/email', { ...e.fields, email: 'bob@acme.example', code_anyway: '1' });
   t.match(coded.html, /We sent a code to <strong>bob@acme\.example<\/strong>/);
+  t.match(coded.html, /<input type="hidden" name="email" value="bob@acme\.example">\n  <input type="hidden" name="code_anyway" value="1">/, 'a new code is asked for as the first was');
   const sent = h.outbox.messages.length;
   t.equal((await h.admin('PUT', `/admin/apps/${app.id}/upstream-providers/${sso.id}`, {
     kind: 'oidc', label: 'Acme SSO', client_id: 'web-google', client_secret: 'google-secret', redirect_uris: ['http://localhost:5173/cb'], discovery_url: google.discoveryUrl, tenant_id: acme, require_sso: true,
