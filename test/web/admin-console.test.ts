@@ -605,6 +605,8 @@ t.test('a user\'s OAuth consents are listed under the user and revoked there, en
   t.match(await notice(page, 'Revoked the consent'), 'Revoked the consent to Third Party Notes; 1 session(s) ended.');
   t.match(confirms, [/Revoke the consent to Third Party Notes\?/]);
   await page.waitForFunction(() => document.querySelector('article.user .consents h3')?.textContent === 'OAuth consents (0)');
+  await page.waitForFunction(() => document.querySelector('article.user .sessions h3')?.textContent === 'Live sessions (0)');
+  t.same(await page.$$eval('article.user section', (sections) => sections.map((s) => s.className)), ['sessions', 'consents'], 'the sessions, then the consents');
   t.same((await h.admin('GET', `/admin/users/${userId}/consents`)).body.consents, [], 'the API has no consent left');
   const refreshed = await clientToken(third.client_id, third.client_secret, { grant_type: 'refresh_token', refresh_token: tokens.body.refresh_token });
   t.equal(refreshed.body.error, 'invalid_grant', 'the client\'s refresh token stopped working');

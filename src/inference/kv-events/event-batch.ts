@@ -1,10 +1,13 @@
 // vLLM's KV-cache event batch as its ZmqEventPublisher sends it (vllm/distributed/kv_events.py):
 // msgspec structs encoded as msgpack arrays (array_like), events tagged by their class name as the
-// array's first element, fields in vLLM's order, trailing fields that hold their default omitted
-// (omit_defaults):
-//   EventBatch       [ts: float64, events, data_parallel_rank?]
+// array's first element, fields in vLLM's order, with the element counts vLLM's releases of this
+// layout write and llm-d's fixed structs decode (its msgpack library refuses an array-encoded
+// struct whose element count differs from its field count; docs/scaling.md says why this layout):
+//   EventBatch       [ts: float64, events, data_parallel_rank]   (vLLM's publisher always sets
+//                     the rank: 0 without data parallelism)
 //   BlockStored      ['BlockStored', block_hashes, parent_block_hash | nil, token_ids, block_size,
-//                     lora_id | nil, medium | nil, lora_name | nil, extra_keys?]
+//                     lora_id | nil, medium | nil, lora_name | nil, extra_keys]   (vLLM writes one
+//                     extra_keys entry per block, nil for a block without any)
 //   BlockRemoved     ['BlockRemoved', block_hashes, medium | nil]
 //   AllBlocksCleared ['AllBlocksCleared']
 // Hashes are unsigned 64-bit integers and every integer takes msgpack's shortest form, as msgspec
@@ -30,8 +33,8 @@ export interface BlockStored {
   loraId: number | null;
   medium: Medium | null;
   loraName: string | null;
-  /** One entry per block: the extra keys its hash took (null for none); omitted when no block has any. */
-  extraKeys?: (unknown[] | null)[] | null;
+  /** One entry per block: the extra keys its hash took (null for none). */
+  extraKeys: (unknown[] | null)[];
 }
 
 export interface BlockRemoved {
@@ -55,10 +58,8 @@ function int64(key: bigint): number | bigint {
 export function eventArray(event: KvCacheEvent): unknown[] {
   switch (event.type) {
     case 'BlockStored': {
-      const fields: unknown[] = ['BlockStored', event.blockHashes.map(int64), event.parentBlockHash === null ? null : int64(event.parentBlockHash),
-        event.tokenIds, event.blockSize, event.loraId, event.medium, event.loraName];
-      if (event.extraKeys !== undefined && event.extraKeys !== null) fields.push(event.extraKeys);
-      return fields;
+      return ['BlockStored', event.blockHashes.map(int64), event.parentBlockHash === null ? null : int64(event.parentBlockHash),
+        event.tokenIds, event.blockSize, event.loraId, event.medium, event.loraName, event.extraKeys];
     }
     case 'BlockRemoved':
       return ['BlockRemoved', event.blockHashes.map(int64), event.medium];
@@ -69,16 +70,16 @@ export function eventArray(event: KvCacheEvent): unknown[] {
 
 const encoder = new Encoder({ useBigInt64: true, ignoreUndefined: true });
 
-/** The msgpack EventBatch payload. `ts` is seconds since the epoch; a rank is written only when given. */
-export function encodeEventBatch(ts: number, events: readonly KvCacheEvent[], dataParallelRank?: number): Uint8Array {
+/** The msgpack EventBatch payload. `ts` is seconds since the epoch; the data-parallel rank is 0 unless given. */
+export function encodeEventBatch(ts: number, events: readonly KvCacheEvent[], dataParallelRank = 0): Uint8Array {
   const rest = encoder.encode(events.map(eventArray));
-  const rank = dataParallelRank === undefined ? null : encoder.encode(dataParallelRank);
-  const out = new Uint8Array(1 + 9 + rest.byteLength + (rank?.byteLength ?? 0));
+  const rank = encoder.encode(dataParallelRank);
+  const out = new Uint8Array(1 + 9 + rest.byteLength + rank.byteLength);
   const view = new DataView(out.buffer);
-  out[0] = rank === null ? 0x92 : 0x93; // fixarray of 2 or 3
+  out[0] = 0x93; // fixarray of 3
   out[1] = 0xcb; // float64, even for a whole number of seconds
   view.setFloat64(2, ts);
   out.set(rest, 10);
-  if (rank !== null) out.set(rank, 10 + rest.byteLength);
+  out.set(rank, 10 + rest.byteLength);
   return out;
 }

@@ -82,7 +82,7 @@ export class SlotLedger {
       emit(model.name, {
         type: 'BlockStored', blockHashes: run.map((b) => b.key), parentBlockHash: runParent, tokenIds: run.flatMap((b) => b.tokens),
         blockSize: this.rule.blockSize, loraId: model.adapter ? model.adapter.id : null, medium: this.medium, loraName: model.adapter?.name ?? null,
-        ...(extra ? { extraKeys: run.map(() => extra) } : {}),
+        extraKeys: run.map(() => extra),
       });
       run = [];
     };

@@ -39,14 +39,16 @@ async function showSessions(user: User): Promise<void> {
   const card = document.querySelector(`article.user[data-user-id="${user.id}"]`);
   if (!card) return; // another search replaced it meanwhile
   const who = user.email ?? user.phone ?? user.id;
-  const section = (el('section', { class: 'sessions', 'aria-label': `Sessions of ${who}` },
+  const section = el('section', { class: 'sessions', 'aria-label': `Sessions of ${who}` },
     el('h3', {}, `Live sessions (${sessions.length})`),
     sessions.length === 0 ? el('p', { class: 'empty' }, 'None.') : el('ul', {}, ...sessions.map((session) => el('li', { 'data-session-id': session.id },
       facts([['App', session.app_slug], ['Started', when(session.created_at)], ['Last used', when(session.last_used_at)], ['IP', session.ip], ['Client', session.user_agent]]),
-      button('End session', () => void endSession(user, session), { 'aria-label': `End the ${session.app_slug} session started ${when(session.created_at)}` }))))));
+      button('End session', () => void endSession(user, session), { 'aria-label': `End the ${session.app_slug} session started ${when(session.created_at)}` })))));
   const old = card.querySelector('.sessions');
+  const consents = card.querySelector('.consents');
   if (old) old.replaceWith(section);
-  else card.querySelector('.consents')?.before(section) ?? card.append(section);
+  else if (consents) consents.before(section);
+  else card.append(section);
 }
 
 /** The OAuth clients the user consented to (every app), under the sessions; each consent can be revoked. */

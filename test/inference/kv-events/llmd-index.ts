@@ -1,8 +1,10 @@
 // What llm-d (since v0.5) does with a pod's BlockStored events: it recomputes its own request key
 // for each block from the block's token ids, chained from the request key of the event's parent
 // (the root when the parent is nil), and maps the engine's key to it; an event whose parent it has
-// not seen is dropped. Removals name engine keys. A test drives this with decoded events and asks
-// which of a prompt's request keys the pod holds.
+// not seen is dropped. It decodes each event into a fixed struct whose field count the array's
+// element count must equal (its msgpack library refuses any other): an event of another length is
+// dropped too. Removals name engine keys. A test drives this with decoded events and asks which
+// of a prompt's request keys the pod holds.
 import { createHash } from 'node:crypto';
 import { cbor } from './reference-keys.js';
 import { keys } from './subscriber.js';
@@ -23,6 +25,11 @@ export class LlmdIndex {
 
   apply(event: unknown[]): void {
     const [tag] = event;
+    const fields = { BlockStored: 9, BlockRemoved: 3 }[tag as string];
+    if (fields !== undefined && event.length !== fields) {
+      this.dropped++;
+      return;
+    }
     if (tag === 'AllBlocksCleared') {
       this.engineToRequest.clear();
       this.held.clear();

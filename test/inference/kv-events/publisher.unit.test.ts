@@ -3,7 +3,7 @@
 // own sockets see it.
 import t from 'tap';
 import { createServer } from 'node:net';
-import { encode as msgpackEncode } from '@msgpack/msgpack';
+import { decode as msgpackDecode, encode as msgpackEncode } from '@msgpack/msgpack';
 import { DEFAULT_BLOCK_KEY_RULE, extraKeysFor, rootChain, sequenceBlocks, type BlockKeyRule } from '../../../src/inference/kv-events/block-keys.js';
 import { encodeEventBatch, type BlockStored } from '../../../src/inference/kv-events/event-batch.js';
 import { endpointMode, isEndpoint } from '../../../src/inference/kv-events/endpoint.js';
@@ -28,7 +28,7 @@ function stored(rule: BlockKeyRule, tokens: number[], adapter: string | null = n
   return {
     type: 'BlockStored', blockHashes: blocks.map((b) => b.key), parentBlockHash: null, tokenIds: blocks.flatMap((b) => b.tokens),
     blockSize: rule.blockSize, loraId: adapter === null ? null : 1, medium: 'GPU', loraName: adapter,
-    ...(adapter === null ? {} : { extraKeys: blocks.map(() => [adapter]) }),
+    extraKeys: blocks.map(() => (adapter === null ? null : [adapter])),
   };
 }
 
@@ -72,24 +72,30 @@ t.test('the 64-bit rule publishes llm-d\'s own request keys', async (t) => {
   t.notSame(sequenceBlocks(DEFAULT_BLOCK_KEY_RULE, tokens, null).map((b) => b.key), llmdKeys(tokens, 16, ''), 'the current rule chains on full digests');
 });
 
-t.test('an EventBatch is vLLM\'s array encoding: float64 ts, tagged event arrays, shortest ints', async (t) => {
+t.test('an EventBatch is vLLM\'s array encoding: float64 ts, tagged event arrays, shortest ints, the rank', async (t) => {
   const event: BlockStored = {
     type: 'BlockStored', blockHashes: [5n, 0xffff_ffff_ffff_fff0n], parentBlockHash: 300n, tokenIds: [1, 200, 70000], blockSize: 16,
-    loraId: null, medium: 'GPU', loraName: null,
+    loraId: null, medium: 'GPU', loraName: null, extraKeys: [null, null],
   };
   const bytes = Buffer.from(encodeEventBatch(1700000000, [event, { type: 'BlockRemoved', blockHashes: [5n], medium: 'CPU' }, { type: 'AllBlocksCleared' }]));
   const ts = Buffer.alloc(9);
   ts[0] = 0xcb;
   ts.writeDoubleBE(1700000000, 1);
   const expected = Buffer.concat([
-    Buffer.from([0x92]), ts, Buffer.from([0x93]),
-    Buffer.from([0x98]), Buffer.from(msgpackEncode('BlockStored')), Buffer.from([0x92, 0x05, 0xcf, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xf0]),
+    Buffer.from([0x93]), ts, Buffer.from([0x93]),
+    Buffer.from([0x99]), Buffer.from(msgpackEncode('BlockStored')), Buffer.from([0x92, 0x05, 0xcf, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xf0]),
     Buffer.from([0xcd, 0x01, 0x2c]), Buffer.from([0x93, 0x01, 0xcc, 0xc8, 0xce, 0x00, 0x01, 0x11, 0x70]), Buffer.from([0x10, 0xc0, 0xa3]), Buffer.from('GPU'), Buffer.from([0xc0]),
+    Buffer.from([0x92, 0xc0, 0xc0]),
     Buffer.from([0x93]), Buffer.from(msgpackEncode('BlockRemoved')), Buffer.from([0x91, 0x05, 0xa3]), Buffer.from('CPU'),
     Buffer.from([0x91]), Buffer.from(msgpackEncode('AllBlocksCleared')),
+    Buffer.from([0x00]),
   ]);
   t.equal(bytes.toString('hex'), expected.toString('hex'));
-  t.equal(Buffer.from(encodeEventBatch(1.5, [], 2)).toString('hex'), '93' + 'cb3ff8000000000000' + '90' + '02', 'a data-parallel rank is a third element');
+  t.equal(Buffer.from(encodeEventBatch(1.5, [], 2)).toString('hex'), '93' + 'cb3ff8000000000000' + '90' + '02', 'a data-parallel rank given is the third element');
+  // llm-d decodes these arrays into fixed structs whose field count the element count must equal
+  // (its msgpack library refuses any other): a batch of 3, a BlockStored of 9, a BlockRemoved of 3.
+  const decoded = msgpackDecode(bytes) as unknown[][];
+  t.same([decoded.length, ...(decoded[1] as unknown[][]).map((e) => e.length)], [3, 9, 3, 1], 'element counts: batch, BlockStored, BlockRemoved, AllBlocksCleared');
 });
 
 t.test('endpoints: bound when they name no host, connected to when they do', async (t) => {
@@ -139,7 +145,7 @@ t.test('a subscriber that binds gets three frames per batch from a publisher tha
   while (live.seq < seq) live = await sub.next();
   t.equal(live.seq, seq);
   const [tag, hashes, parent, tokenIds, blockSize, loraId, medium, loraName, ...rest] = live.events[0]!;
-  t.same([tag, parent, blockSize, loraId, medium, loraName, rest], ['BlockStored', null, 16, null, 'GPU', null, []]);
+  t.same([tag, parent, blockSize, loraId, medium, loraName, rest], ['BlockStored', null, 16, null, 'GPU', null, [[null, null]]], 'extra_keys: one nil per block');
   t.same(tokenIds, prompt.slice(0, 32), 'full blocks only');
   t.same(keys(hashes), vllmKeys(prompt, 16, ''));
   const adapter = await sub.next();
