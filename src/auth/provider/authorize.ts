@@ -18,7 +18,7 @@ import type { Identifier } from '../queries/users.js';
 import { identifierOf } from '../service/identity.js';
 import { perAddress, requestOtp, verifyOtpThen } from '../service/login.js';
 import { enforceRateLimits } from '../service/rate-limit-enforcement.js';
-import { pageSecondFactorChallenge } from '../service/second-factor.js';
+import { pageSecondFactorChallenge, secondFactorOwed } from '../service/second-factor.js';
 import { discoverRealm } from '../service/tenant-sso.js';
 import { checkAuthorizationRequest, redirectWith, type AuthorizationParameters } from './authorization-request.js';
 import { browserOf, sha256, type Browser } from './browser.js';
@@ -43,7 +43,8 @@ export async function authorize(ctx: AuthContext, req: HttpRequest): Promise<Htt
   const nowMs = ctx.clock.now();
   const session = browser.setCookie === null ? await findBrowserSession(ctx.sql, browser.hash, client.app_id, new Date(nowMs)) : undefined;
   const fresh = session !== undefined && !parameters.prompt.includes('login')
-    && (parameters.max_age === null || nowMs - session.auth_time.getTime() <= parameters.max_age * 1000);
+    && (parameters.max_age === null || nowMs - session.auth_time.getTime() <= parameters.max_age * 1000)
+    && !(await owesSecondFactor(ctx, client, session));
   if (fresh) {
     const pending = async (): Promise<PendingRequest> => newSignInRequest(ctx, browser, client, parameters, nowMs);
     return withCookie(await proceed(ctx, req, client, parameters, session, pending, { consented: false }), browser);
@@ -55,6 +56,16 @@ export async function authorize(ctx: AuthContext, req: HttpRequest): Promise<Htt
   }
   const { requestId, csrf } = await newSignInRequest(ctx, browser, client, parameters, nowMs);
   return withCookie(await addressPage(ctx, client, requestId, csrf, parameters.login_hint ?? '', null), browser);
+}
+
+/**
+ * A session signed in with a code alone, of a user whom a second-factor policy now asks for one
+ * (set or tightened since): the browser signs in again, second step included, rather than get a
+ * code on the old session. A passkey (`mfa`) or an upstream provider (`fed`) needs no step.
+ */
+async function owesSecondFactor(ctx: AuthContext, client: OAuthClientRow, session: BrowserSessionRow): Promise<boolean> {
+  if (session.amr.includes('mfa') || session.amr.includes('fed')) return false;
+  return (await secondFactorOwed(ctx.sql, client.app_id, session.user_id)) !== null;
 }
 
 async function newSignInRequest(ctx: AuthContext, browser: Browser, client: OAuthClientRow, parameters: AuthorizationParameters, nowMs: number): Promise<PendingRequest> {

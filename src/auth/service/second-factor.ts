@@ -23,7 +23,7 @@ import { createHash, createHmac, randomBytes, randomUUID } from 'node:crypto';
 import { Secret, TOTP } from 'otpauth';
 import type { RequestOrigin } from '../audit.js';
 import type { AuthContext } from '../context.js';
-import type { TransactionSql } from '../database/client.js';
+import type { Queryable, TransactionSql } from '../database/client.js';
 import { authError } from '../errors.js';
 import { insertAuditEvent } from '../queries/audit-events.js';
 import { listRolesOfUser } from '../queries/roles.js';
@@ -82,27 +82,36 @@ export async function secondFactorChallengeIfDue(tx: TransactionSql, ctx: AuthCo
 
 /**
  * Inside the hosted sign-in page's first factor: the page's challenge when a second factor is
- * due, or null. The page asks before the tenant is chosen, so the strictest policy of the app
- * and of every tenant the user has a role in applies. `enrolled` false: the policy requires a
- * factor the user lacks, to be enrolled before the sign-in completes (as on the JSON API). The
- * page keeps only the challenge's hash, on its sign-in request (bound to the browser's cookie
- * and the form's CSRF token); no token leaves the server.
+ * due (secondFactorOwed), or null. `enrolled` false: the policy requires a factor the user lacks,
+ * to be enrolled before the sign-in completes (as on the JSON API). The page keeps only the
+ * challenge's hash, on its sign-in request (bound to the browser's cookie and the form's CSRF
+ * token); no token leaves the server.
  */
 export async function pageSecondFactorChallenge(tx: TransactionSql, login: {
   appId: string; userId: string; amr: string[]; nowMs: number;
 }): Promise<{ challengeHash: Buffer; enrolled: boolean } | null> {
-  const tenants = [null, ...(await listRolesOfUser(tx, login.appId, login.userId)).map((role) => role.tenant_id)];
-  const policies = await Promise.all(tenants.map((tenant) => findSecondFactorPolicies(tx, login.appId, tenant)));
-  const policy = policies.reduce<SecondFactorPolicy>((strictest, p) => stricter(strictest, stricter(p.app ?? 'off', p.tenant ?? 'off')), 'off');
-  if (policy === 'off') return null;
-  const enrolled = await hasConfirmedTotp(tx, login.userId);
-  if (policy === 'optional' && !enrolled) return null;
+  const owed = await secondFactorOwed(tx, login.appId, login.userId);
+  if (!owed) return null;
   const challengeHash = sha256(randomBytes(32).toString('base64url'));
   await insertSecondFactorChallenge(tx, {
     tokenHash: challengeHash, appId: login.appId, userId: login.userId, amr: login.amr, requestedTenantId: null,
     now: new Date(login.nowMs), expiresAt: new Date(login.nowMs + CHALLENGE_TTL_MS),
   });
-  return { challengeHash, enrolled };
+  return { challengeHash, enrolled: owed.enrolled };
+}
+
+/**
+ * Whether a sign-in of this user on the hosted page owes a second factor, and whether the user
+ * has one: the page asks before the tenant is chosen, so the strictest policy of the app and of
+ * every tenant the user has a role in applies (required; or optional, for a user who enrolled).
+ */
+export async function secondFactorOwed(sql: Queryable, appId: string, userId: string): Promise<{ enrolled: boolean } | null> {
+  const tenants = [null, ...(await listRolesOfUser(sql, appId, userId)).map((role) => role.tenant_id)];
+  const policies = await Promise.all(tenants.map((tenant) => findSecondFactorPolicies(sql, appId, tenant)));
+  const policy = policies.reduce<SecondFactorPolicy>((strictest, p) => stricter(strictest, stricter(p.app ?? 'off', p.tenant ?? 'off')), 'off');
+  if (policy === 'off') return null;
+  const enrolled = await hasConfirmedTotp(sql, userId);
+  return policy === 'optional' && !enrolled ? null : { enrolled };
 }
 
 /** True while the challenge of `challengeHash` is live and has attempts left (the page asks again, or starts over). */

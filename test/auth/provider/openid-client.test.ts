@@ -125,6 +125,26 @@ t.test('under a second-factor policy the page asks for the authenticator code af
   t.match(events.at(-1)!.details, { method: 'code', second_factor: 'totp' });
 });
 
+t.test('a browser signed in with a code alone signs in again, second step included, once a policy asks its user for a second factor; prompt=none then gets login_required', async (t) => {
+  const { secret } = await enrolTotp(h, app, 'ann@example.com');
+  const browser = new OAuthBrowser(h);
+  await signIn(browser);
+  const silently = async () => browser.get((await authorizationRequest('openid', { prompt: 'none' })).url);
+  t.equal(new URL((await silently()).location!).searchParams.has('code'), true, 'no policy: the session gives a code');
+  t.equal((await h.admin('PUT', `/admin/apps/${app.id}/second-factor-policy`, { policy: 'optional' })).status, 200);
+  t.equal(new URL((await silently()).location!).searchParams.get('error'), 'login_required', 'the code-only session gives no code now');
+  h.clock.advance(61_000);
+  const { url, verifier, state, nonce } = await authorizationRequest();
+  const page = await browser.get(url);
+  t.equal(page.status, 200, 'the sign-in page');
+  const asked = await browser.signInWithCode(page.html, 'ann@example.com');
+  const back = await browser.post('/oauth/sign-in/second-factor', { ...OAuthBrowser.formFields(asked.html), code: totpCode(h, secret) });
+  t.equal(back.status, 303);
+  const tokens = await client.authorizationCodeGrant(config, new URL(back.location!), { pkceCodeVerifier: verifier, expectedState: state, expectedNonce: nonce });
+  t.same(tokens.claims()!.amr, ['otp', 'mfa']);
+  t.equal(new URL((await silently()).location!).searchParams.has('code'), true, 'the session with both factors gives codes again');
+});
+
 t.test('a policy that requires a second factor the user lacks: the page shows a new key, its first code turns it on, the recovery codes are shown once, then the client gets its code', async (t) => {
   t.equal((await h.admin('PUT', `/admin/apps/${app.id}/second-factor-policy`, { policy: 'required' })).status, 200);
   const browser = new OAuthBrowser(h);
