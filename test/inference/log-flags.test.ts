@@ -34,7 +34,8 @@ async function runUntil(args: string[], until: RegExp): Promise<{ code: number |
   };
   child.stdout.on('data', (d) => { stdout += d; check(); });
   child.stderr.on('data', (d) => { stderr += d; check(); });
-  const [code] = await once(child, 'exit');
+  // 'close', not 'exit': the pipes may still hold the child's last lines when it has exited.
+  const [code] = await once(child, 'close');
   return { code: code as number | null, stdout, stderr };
 }
 
