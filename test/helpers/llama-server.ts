@@ -1,19 +1,8 @@
 // A llama-server built from the vendored source, started on a free port for comparisons.
 import { spawn, type ChildProcess } from 'node:child_process';
-import { createServer } from 'node:net';
 import { referenceTool } from './reference.js';
 import { TEST_THREADS } from './test-threads.js';
-
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = createServer();
-    srv.listen(0, '127.0.0.1', () => {
-      const port = (srv.address() as { port: number }).port;
-      srv.close(() => resolve(port));
-    });
-    srv.on('error', reject);
-  });
-}
+import { freePort } from './ports.js';
 
 export interface ReferenceServer {
   base: string;

@@ -13,6 +13,7 @@ import type { ErrorFormatter } from '../../src/http/errors.js';
 import type { Route } from '../../src/http/router.js';
 import { startHttpServer, type HttpServerOptions } from '../../src/http/server.js';
 import { wholeChunks } from '../helpers/chunked.js';
+import { freePort } from '../helpers/ports.js';
 
 const formatError: ErrorFormatter = (e) => ({ status: e.status, body: { error: { code: e.code, message: e.message } } });
 const hello: Route = { method: 'GET', path: '/hello', handler: () => ({ body: { hello: 'world' } }) };
@@ -57,13 +58,6 @@ t.test('HTTPS with a missing or unusable key or certificate fails at start, nami
   });
 });
 
-/** A port that was free a moment ago. */
-async function freePort(): Promise<number> {
-  const probe = await start();
-  const port = probe.port;
-  probe.close();
-  return port;
-}
 
 t.test('without --reuse-port the port is exclusive: a second server on it fails, as llama-server\'s', async (t) => {
   const port = await freePort();

@@ -5,7 +5,6 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import t from 'tap';
@@ -15,6 +14,7 @@ import { resolveModels } from '../../src/inference/download/resolve-models.js';
 import { ensureTestModels } from '../fixtures/models.js';
 import { startMockHub } from '../fixtures/mock-hub.js';
 import { referenceTool, REPO_ROOT } from '../helpers/reference.js';
+import { freePort } from '../helpers/ports.js';
 
 const models = await ensureTestModels();
 const chat = readFileSync(models.chat);
@@ -36,15 +36,6 @@ function freshCache(): string {
   const dir = mkdtempSync(join(tmpdir(), 'hub-cli-'));
   caches.push(dir);
   return dir;
-}
-
-async function freePort(): Promise<number> {
-  const server = createServer();
-  server.listen(0, '127.0.0.1');
-  await once(server, 'listening');
-  const { port } = server.address() as { port: number };
-  server.close();
-  return port;
 }
 
 interface Started {

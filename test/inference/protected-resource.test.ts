@@ -11,18 +11,11 @@ import { harnessFetch, OAuthBrowser } from '../auth/fixtures/oauth-browser.js';
 import { MemoryProvider } from '../auth/fixtures/mcp-client-provider.js';
 import { ensureTestModels } from '../fixtures/models.js';
 import { postJson, startTestServer } from '../helpers/inference-server.js';
+import { freePort } from '../helpers/ports.js';
 
 const models = await ensureTestModels();
 const prompt = { prompt: 'Hello', n_predict: 2 };
 
-/** A port free now, for a server whose own URL must be known before it starts (its resource identifier). */
-async function freePort(): Promise<number> {
-  const server = net.createServer().listen(0, '127.0.0.1');
-  await new Promise((resolve) => server.once('listening', resolve));
-  const { port } = server.address() as AddressInfo;
-  await new Promise((resolve) => server.close(resolve));
-  return port;
-}
 
 
 t.test('an OAuth client gets a token for inference-server by itself, from the 401 to a completion', async (t) => {

@@ -2,7 +2,7 @@
 // server and the CLI. Each run is its own process: --rpc registers devices for the whole process.
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
-import { connect, createServer } from 'node:net';
+import { connect } from 'node:net';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import t, { type Test } from 'tap';
@@ -12,19 +12,12 @@ import { splitCommandLine } from '../../src/inference/server-config.js';
 import { ensureTestModels } from '../fixtures/models.js';
 import { postJson, startTestServer } from '../helpers/inference-server.js';
 import { REPO_ROOT, referenceTool } from '../helpers/reference.js';
+import { freePort } from '../helpers/ports.js';
 
 const models = await ensureTestModels();
 const rpcServerBin = await referenceTool('ggml-rpc-server');
 const LOADER = join(REPO_ROOT, 'scripts', 'ts-loader.mjs');
 const PROMPT = 'Once upon a time';
-
-async function freePort(): Promise<number> {
-  const srv = createServer().listen(0, '127.0.0.1');
-  await once(srv, 'listening');
-  const port = (srv.address() as { port: number }).port;
-  await new Promise((r) => srv.close(r));
-  return port;
-}
 
 function accepts(port: number): Promise<boolean> {
   return new Promise((resolve) => {

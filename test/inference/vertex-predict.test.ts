@@ -4,7 +4,6 @@
 // answers as /health.
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
-import { createServer } from 'node:net';
 import { join } from 'node:path';
 import t from 'tap';
 import type { Route } from '../../src/http/router.js';
@@ -16,6 +15,7 @@ import { tmpdir } from 'node:os';
 import { ensureTestModels } from '../fixtures/models.js';
 import { postJson, startTestServer } from '../helpers/inference-server.js';
 import { REPO_ROOT } from '../helpers/reference.js';
+import { freePort } from '../helpers/ports.js';
 
 const models = await ensureTestModels();
 const vertex = { port: 0, healthRoute: '/ping', predictRoute: '/predict' };
@@ -118,15 +118,6 @@ t.test('a predict route that is already a route refuses to start, as llama-serve
   t.throws(() => vertexRoutes(routes, { port: 0, healthRoute: '', predictRoute: '/health' }, '', (method, path, handler) => ({ method, path, handler })), /AIP_PREDICT_ROUTE=\/health conflicts with an existing route/);
 });
 
-/** A port nothing listens on now. */
-async function freePort(): Promise<number> {
-  const probe = createServer().listen(0, '127.0.0.1');
-  await once(probe, 'listening');
-  const port = (probe.address() as { port: number }).port;
-  probe.close();
-  await once(probe, 'close');
-  return port;
-}
 
 t.test('inference-server with AIP_MODE=PREDICTION listens on AIP_HTTP_PORT in place of --port', async (t) => {
   const port = await freePort();

@@ -2,7 +2,6 @@
 // and the ZMQ publisher (three frames, sequence numbers, replay, bind or connect) as a router's
 // own sockets see it.
 import t from 'tap';
-import { createServer } from 'node:net';
 import { decode as msgpackDecode, encode as msgpackEncode } from '@msgpack/msgpack';
 import { DEFAULT_BLOCK_KEY_RULE, extraKeysFor, rootChain, sequenceBlocks, type BlockKeyRule } from '../../../src/inference/kv-events/block-keys.js';
 import { encodeEventBatch, type BlockStored } from '../../../src/inference/kv-events/event-batch.js';
@@ -12,14 +11,7 @@ import { cbor, llmdKeys, vllmKeys } from './reference-keys.js';
 import { LlmdIndex } from './llmd-index.js';
 import { keys, replay, TestSubscriber, type DecodedBatch } from './subscriber.js';
 import { createHash } from 'node:crypto';
-
-async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const port = (server.address() as { port: number }).port;
-  await new Promise((resolve) => server.close(resolve));
-  return port;
-}
+import { freePort } from '../../helpers/ports.js';
 
 const range = (from: number, n: number): number[] => Array.from({ length: n }, (_, i) => from + i);
 

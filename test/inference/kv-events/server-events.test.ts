@@ -5,7 +5,6 @@
 // adapter's blocks, removed when a slot's cells are erased, a batch missed by the subscriber
 // filled by replay, and a restart announced by AllBlocksCleared.
 import t from 'tap';
-import { createServer } from 'node:net';
 import { ensureTestModels } from '../../fixtures/models.js';
 import { postJson, startTestServer, type TestServer } from '../../helpers/inference-server.js';
 import { DEFAULT_BLOCK_KEY_RULE } from '../../../src/inference/kv-events/block-keys.js';
@@ -13,14 +12,7 @@ import { DEFAULT_PUBLISHER_OPTIONS } from '../../../src/inference/kv-events/publ
 import { LlmdIndex } from './llmd-index.js';
 import { vllmKeys } from './reference-keys.js';
 import { keys, replay, TestSubscriber, type DecodedBatch } from './subscriber.js';
-
-async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const port = (server.address() as { port: number }).port;
-  await new Promise((resolve) => server.close(resolve));
-  return port;
-}
+import { freePort } from '../../helpers/ports.js';
 
 const models = await ensureTestModels();
 const [subPort, replayPort] = [await freePort(), await freePort()];

@@ -8,7 +8,6 @@
 // server of one slot, then its restart.
 import t from 'tap';
 import { mkdtempSync, rmSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ensureTestModels } from '../../fixtures/models.js';
@@ -19,14 +18,7 @@ import { LlmdIndex } from './llmd-index.js';
 import { vllmKeys } from './reference-keys.js';
 import { keys, replay, type DecodedBatch } from './subscriber.js';
 import { parseMetrics } from '../../helpers/prometheus.js';
-
-async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const port = (server.address() as { port: number }).port;
-  await new Promise((resolve) => server.close(resolve));
-  return port;
-}
+import { freePort } from '../../helpers/ports.js';
 
 const models = await ensureTestModels();
 const dir = mkdtempSync(join(tmpdir(), 'kv-tier-events-'));
