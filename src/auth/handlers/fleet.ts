@@ -1,45 +1,15 @@
-// POST /fleet/exchange: the fleet counts of tenants' limits for inference-server replicas that
-// reach this service over HTTP (--auth-issuer) instead of sharing its database (--auth): each
-// replica's batch (src/inference/tenants/fleet-limits.ts) is applied here exactly as a replica on
-// the database applies it (tenants/fleet-store.ts, one transaction), under the app whose
-// credentials it presents. An app's replicas count only among themselves: their replica and
-// tenant names are stored under the app's id, so one app's credentials can neither read nor
-// inflate another app's counts.
+// POST /fleet/exchange: inference-server replicas that reach this service over HTTP exchange the
+// fleet counts of tenants' limits (service/fleet-exchange.ts says how and under which names).
 import type { HttpRequest, HttpResult } from '../../http/request.js';
 import type { AuthenticatedApp } from '../service/credentials.js';
 import type { AuthContext } from '../context.js';
 import type { FleetExchangeBody } from '../schemas.js';
-import { postgresFleetStore, type TenantReport } from '../../inference/tenants/fleet-store.js';
-
-/** The names an app's replicas and tenants are stored under. */
-export function fleetScope(appId: string): string {
-  return `app:${appId}/`;
-}
+import { exchangeFleetCounts } from '../service/fleet-exchange.js';
 
 /**
  * 200 `{ replicas, others: [{ tenant, requests, tokens, in_flight }] }`: the app's live replicas
  * (this one included) and the other replicas' counts of each tenant asked for.
  */
 export async function handleFleetExchange(ctx: AuthContext, input: { app: AuthenticatedApp; body: FleetExchangeBody }, _req: HttpRequest): Promise<HttpResult> {
-  const { app, body } = input;
-  const scope = fleetScope(app.id);
-  const reports = new Map<string, TenantReport>();
-  for (const r of body.reports) {
-    const report = reports.get(scope + r.tenant) ?? { requests: [], tokens: [], inFlight: 0 };
-    report.requests.push(...r.requests);
-    report.tokens.push(...r.tokens);
-    report.inFlight = r.in_flight;
-    reports.set(scope + r.tenant, report);
-  }
-  const tenants = [...new Set(body.tenants)];
-  const view = await postgresFleetStore(ctx.sql, scope).exchange(scope + body.replica, body.now_ms, body.window_start_second, reports, tenants.map((t) => scope + t));
-  return {
-    body: {
-      replicas: view.replicas,
-      others: tenants.map((tenant) => {
-        const counts = view.others.get(scope + tenant) ?? { requests: 0, tokens: 0, inFlight: 0 };
-        return { tenant, requests: counts.requests, tokens: counts.tokens, in_flight: counts.inFlight };
-      }),
-    },
-  };
+  return { body: await exchangeFleetCounts(ctx, input.app.id, input.body) };
 }
