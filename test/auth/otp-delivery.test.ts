@@ -29,7 +29,7 @@ async function startBridge(t: { teardown(fn: () => unknown): void }, status = 20
 
 const message = { channel: 'phone' as const, to: '+14155550123', code: '012345', appId: '6f1c2d3e-4b5a-4c6d-8e7f-9a0b1c2d3e4f' };
 
-t.test('the webhook POSTs {channel, to, code, app_id} as JSON with the bearer secret', async (t) => {
+t.test('the webhook POSTs {purpose, channel, to, code, app_id} as JSON with the bearer secret', async (t) => {
   const bridge = await startBridge(t);
   await webhookOtpDelivery({ url: bridge.url, secret: 'bridge-secret' }).send(message);
   t.equal(bridge.received.length, 1);
@@ -37,7 +37,14 @@ t.test('the webhook POSTs {channel, to, code, app_id} as JSON with the bearer se
   t.equal(request!.method, 'POST');
   t.equal(request!.headers['content-type'], 'application/json');
   t.equal(request!.headers.authorization, 'Bearer bridge-secret');
-  t.same(JSON.parse(request!.body), { channel: 'phone', to: '+14155550123', code: '012345', app_id: message.appId });
+  t.same(JSON.parse(request!.body), { purpose: 'sign_in', channel: 'phone', to: '+14155550123', code: '012345', app_id: message.appId });
+});
+
+t.test('an invitation reaches the webhook as one: purpose "invitation" and its accept link, no code', async (t) => {
+  const bridge = await startBridge(t);
+  const link = 'https://app.example/accept?invitation=inv_abc';
+  await webhookOtpDelivery({ url: bridge.url }).send({ ...message, purpose: 'invitation', code: link });
+  t.same(JSON.parse(bridge.received[0]!.body), { purpose: 'invitation', channel: 'phone', to: '+14155550123', link, app_id: message.appId });
 });
 
 t.test('the webhook sends no Authorization header without a secret', async (t) => {

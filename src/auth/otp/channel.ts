@@ -8,7 +8,14 @@ export interface OtpMessage {
   channel: 'email' | 'phone';
   /** Normalised destination: lower-case e-mail address or E.164 phone number. */
   to: string;
-  /** Six digits, leading zeros kept. */
+  /**
+   * What the message carries: a one-time sign-in code (absent: this), or an invitation into a
+   * tenant, whose `code` is then the link that accepts it. A webhook bridge is told which
+   * (`purpose`, and `link` instead of `code` for an invitation); e-mail and SMS render the
+   * template they were given either way.
+   */
+  purpose?: 'sign_in' | 'invitation';
+  /** Six digits, leading zeros kept; an invitation's accept link when `purpose` is 'invitation'. */
   code: string;
   /** The app UUID (the app_id of request bodies). */
   appId: string;

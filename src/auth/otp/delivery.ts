@@ -60,7 +60,9 @@ export function webhookOtpDelivery(options: { url: string; secret?: string; time
       const response = await fetch(url, {
         method: 'POST',
         headers,
-        body: JSON.stringify({ channel: message.channel, to: message.to, code: message.code, app_id: message.appId }),
+        body: JSON.stringify(message.purpose === 'invitation'
+          ? { purpose: 'invitation', channel: message.channel, to: message.to, link: message.code, app_id: message.appId }
+          : { purpose: 'sign_in', channel: message.channel, to: message.to, code: message.code, app_id: message.appId }),
         signal: AbortSignal.timeout(options.timeoutMs ?? 5000),
       });
       await response.body?.cancel();

@@ -206,7 +206,7 @@ async function sendInvitation(ctx: AuthContext, appId: string, tenant: TenantRow
   const own = await findAppInvitationTemplate(ctx.sql, appId);
   const template = invitationMessageTemplate(own, { appName: own.name, tenantName: tenant.name, role: to.role, days: Math.round(INVITATION_TTL_MS / 86_400_000) });
   try {
-    await ctx.otp.delivery.send({ channel: to.channel, to: to.destination, code: invitationLink(own.accept_url, token), appId, template });
+    await ctx.otp.delivery.send({ purpose: 'invitation', channel: to.channel, to: to.destination, code: invitationLink(own.accept_url, token), appId, template });
   } catch (error) {
     throw authError('INVITATION_DELIVERY_FAILED', undefined, { cause: error });
   }
