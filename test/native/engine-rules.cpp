@@ -1,6 +1,7 @@
 // The engine's scheduling and cache rules, tested on the engine core without a server:
 // SlotCachePolicy (slot choice, joins and the chained-join rule, eviction under pressure,
-// unsharing before cells move), BatchBuilder (step composition), admission (fair share across
+// unsharing before cells move), BatchBuilder (step composition), StepCost (pricing the next
+// step's prompt tokens for the time target, a rising cost one rise ahead), admission (fair share across
 // tenants, order within a tenant, the one queue without fair share: admission.h), the disk tier's
 // bound on reads held and its rule for writing again (disk-cache.h), its state file (disk-file.h),
 // and the one rule for restoring a saved state in both tiers (restore-rule.h). Run by
@@ -35,7 +36,7 @@ using namespace addon;
 
 // The plan: how many checks a full run makes, printed first ("1..N"). A run that makes another
 // number of checks (a section returned early, a check dropped or added without the plan) fails.
-static constexpr int kPlannedChecks = 117;
+static constexpr int kPlannedChecks = 122;
 static int failures = 0;
 static int checks_run = 0;
 
@@ -307,6 +308,21 @@ struct AdmissionQueue {
         return order;
     }
 };
+
+// StepCost (step-cost.h): the time target's prices. Nothing to go by before a prompt step; a
+// prompt's rising cost per token is priced one rise ahead; a falling one at the average.
+static void step_cost(void) {
+    StepCost cost;
+    check_eq(cost.prompt_tokens_within(1e6, 10), -1, "step cost: no prompt step seen yet, no price");
+    cost.observe(10, 0, 1000);    // 10 generating tokens: 100 us each
+    cost.observe(0, 100, 10000);  // 100 prompt tokens: 100 us each
+    check_eq(cost.prompt_tokens_within(1e6, 10), 9990, "step cost: one prompt step: (1 s - 10 x 100 us) / 100 us");
+    cost.observe(0, 100, 12000);  // 120 us each: rising by 20
+    check_eq(cost.prompt_tokens_within(1e6, 10), 7135, "step cost: a rising cost is priced one rise ahead (140 us)");
+    cost.observe(0, 100, 8000);   // 80 us each: falling; the average is 95
+    check_eq(cost.prompt_tokens_within(1e6, 10), 10515, "step cost: a falling one at the average (95 us)");
+    check_eq(cost.prompt_tokens_within(500, 10), 0, "step cost: a target the generating tokens use up leaves no prompt tokens");
+}
 
 static void admission(void) {
     check_eq(admission_cost(100, 28, 2048), 128, "cost: prompt + n_predict");
@@ -623,6 +639,7 @@ int main(int argc, char ** argv) {
     sharing_and_unsharing(model);
     eviction(model);
     step_composition(model);
+    step_cost();
     admission();
     admission_over_time();
     disk_read_bound();
