@@ -28,6 +28,8 @@ const MUTATIONS = [
     fails: 'restore rule: disk: 99 of 400 tokens kept, not read' },
   { name: 'restore-ram', file: 'native/prompt-cache.cpp', from: 'if (!restore_keeps_enough(n, it->tokens.size())) continue;', to: '',
     fails: 'restore rule: host memory: 99 of 400 tokens kept, not restored' },
+  { name: 'step-cost-rise', file: 'native/step-cost.h', from: 'prompt_ahead_us_ = std::max(prompt_us_, sample + rise);', to: 'prompt_ahead_us_ = prompt_us_;',
+    fails: 'step cost: a rising cost is priced one rise ahead (140 us)' },
   { name: 'admission-priority', file: 'native/admission.cpp', from: 'return a.share->priority < b.share->priority;', to: 'return a.share->priority > b.share->priority;',
     fails: 'priority within a tenant: lower first, then arrival order' },
   { name: 'admission-one-tenant', file: 'native/admission.cpp', from: 'fair_share ? waiting[i].share->tenant : one_tenant', to: 'waiting[i].share->tenant',
