@@ -162,6 +162,8 @@ interface FleetRun {
   ttftP90: number;
   requestsPerSecond: number;
   tokensPerSecond: number;
+  /** First request sent -> last stream ended. */
+  wallMs: number;
 }
 
 /** The whole workload against `bases` through `picker`; `seed` makes its prompts its own. */
@@ -192,7 +194,7 @@ async function runWorkload(bases: readonly string[], picker: Picker, seed: numbe
   for (let g = 0; g < W.groups; g++) for (let a = 0; a < W.agentsPerGroup; a++) agents.push(agent(g, a));
   await Promise.all(agents);
   const seconds = (lastEnd - t0) / 1000;
-  return { ttftP50: percentile(ttft, 50), ttftP90: percentile(ttft, 90), requestsPerSecond: ttft.length / seconds, tokensPerSecond: generated / seconds };
+  return { ttftP50: percentile(ttft, 50), ttftP90: percentile(ttft, 90), requestsPerSecond: ttft.length / seconds, tokensPerSecond: generated / seconds, wallMs: seconds * 1000 };
 }
 
 /** Until every replica's events arrive: each replica gets a short prompt of its own (two blocks). */
@@ -209,23 +211,25 @@ const fleet: Scenario = {
   id: 'fleet',
   title: `agent fleet over ${REPLICAS} replicas`,
   timeoutSeconds: TINY ? 300 : 1800,
-  description: `${W.groups} groups x ${W.agentsPerGroup} agents at once, each group sharing a ${W.systemTokens}-token system prompt, each agent ${W.turns} turns (+${W.userTokens} user tokens, ${W.answerTokens} generated, its history kept), streamed /completion with token-id prompts. Ours: ${REPLICAS} replicas (-t 1, -np ${PER_REPLICA.parallel}, -c ${PER_REPLICA.ctx} each) behind a prefix-aware picker fed only by their --kv-events (llm-d's prefix and queue weights), then the same replicas round robin, each with prompts of its own (the order alternates by round); llama-server: one server with -t ${REPLICAS}, -np ${REPLICAS * PER_REPLICA.parallel}, -c ${REPLICAS * PER_REPLICA.ctx}, the same workload once (its figures stand in both rows). TTFT = request start -> first token event; throughput = requests (generated tokens) / (first request sent -> last stream ended).`,
+  description: `${W.groups} groups x ${W.agentsPerGroup} agents at once, each group sharing a ${W.systemTokens}-token system prompt, each agent ${W.turns} turns (+${W.userTokens} user tokens, ${W.answerTokens} generated, its history kept), streamed /completion with token-id prompts. Ours: ${REPLICAS} replicas (-t 1, -np ${PER_REPLICA.parallel}, -c ${PER_REPLICA.ctx} each) behind a prefix-aware picker fed only by their --kv-events (llm-d's prefix and queue weights), then the same replicas round robin, each with prompts of its own (the order alternates by round); llama-server: one server with -t ${REPLICAS}, -np ${REPLICAS * PER_REPLICA.parallel}, -c ${REPLICAS * PER_REPLICA.ctx}, the same workload once (its figures stand in both rows). TTFT = request start -> first token event; throughput = requests (generated tokens) / wall time (first request sent -> last stream ended).`,
   metrics: [
     { key: 'prefixTtftP50', label: 'prefix-aware: TTFT p50', unit: 'ms', kind: 'latency' },
     { key: 'prefixTtftP90', label: 'prefix-aware: TTFT p90', unit: 'ms', kind: 'latency' },
+    { key: 'prefixWallMs', label: 'prefix-aware: wall time', unit: 'ms', kind: 'latency' },
     { key: 'prefixRequestsPerSecond', label: 'prefix-aware: requests/s', unit: 'req/s', kind: 'throughput' },
     { key: 'prefixTokensPerSecond', label: 'prefix-aware: generated tokens/s', unit: 'tok/s', kind: 'info' },
     { key: 'prefixHitShare', label: 'prefix-aware: requests sent where their first block was', unit: 'share', kind: 'info' },
     { key: 'rrTtftP50', label: 'round robin: TTFT p50', unit: 'ms', kind: 'info' },
     { key: 'rrTtftP90', label: 'round robin: TTFT p90', unit: 'ms', kind: 'info' },
     { key: 'rrRequestsPerSecond', label: 'round robin: requests/s', unit: 'req/s', kind: 'info' },
+    { key: 'rrWallMs', label: 'round robin: wall time', unit: 'ms', kind: 'info' },
   ],
   async run(ctx: ScenarioContext) {
     if (ctx.server !== 'ours') {
       const single = await runWorkload([ctx.base], new RoundRobin(1), 10_000);
       return {
         prefixTtftP50: single.ttftP50, prefixTtftP90: single.ttftP90, prefixRequestsPerSecond: single.requestsPerSecond, prefixTokensPerSecond: single.tokensPerSecond, prefixHitShare: NaN,
-        rrTtftP50: single.ttftP50, rrTtftP90: single.ttftP90, rrRequestsPerSecond: single.requestsPerSecond,
+        prefixWallMs: single.wallMs, rrTtftP50: single.ttftP50, rrTtftP90: single.ttftP90, rrRequestsPerSecond: single.requestsPerSecond, rrWallMs: single.wallMs,
       };
     }
     const bases = [ctx.base];
@@ -240,6 +244,7 @@ const fleet: Scenario = {
         out[`${which}TtftP50`] = run.ttftP50;
         out[`${which}TtftP90`] = run.ttftP90;
         out[`${which}RequestsPerSecond`] = run.requestsPerSecond;
+        out[`${which}WallMs`] = run.wallMs;
         if (which === 'prefix') out.prefixTokensPerSecond = run.tokensPerSecond;
       }
       out.prefixHitShare = picker.hits / Math.max(1, picker.picks);
