@@ -1,5 +1,5 @@
 // The provider's hosted sign-in page in headless Chromium: an authorization request to a code
-// in the browser (e-mail, code, consent for a third-party client; the second factor; a passkey with Chromium's
+// in the browser (e-mail, code, consent for a third-party client; the tenant picker; the second factor; a passkey with Chromium's
 // virtual authenticator; the app's upstream provider and a tenant's, oidc-provider as "Google"
 // and "Okta", with the issuer's host http://auth.test mapped to the harness), the keyboard alone, every field labelled, an error in words announced
 // in an alert region, no console errors or CSP violations, and no horizontal scrolling at 360 px.
@@ -97,6 +97,43 @@ t.test('sign in with an e-mail code and allow a third-party client, by keyboard,
   t.equal(back.searchParams.get('state'), 'st');
   t.equal(back.searchParams.get('iss'), 'http://auth.test');
   t.match(back.searchParams.get('code'), /^[A-Za-z0-9_-]{43}$/);
+  t.same(problems, [], 'no console errors or CSP violations');
+});
+
+t.test('a user in two tenants picks one on the page by keyboard (arrow keys between the choices); the token is for that tenant', async (t) => {
+  const { app } = await h.startFresh();
+  const client = (await h.admin('POST', `/admin/apps/${app.id}/oauth-clients`, { name: 'Notes', redirect_uris: [REDIRECT] })).body;
+  const acme = await h.createTenant(app, 'Acme');
+  const globex = await h.createTenant(app, 'Globex');
+  const first = await h.login(app, 'ann@example.com');
+  await h.assignRole(app, first.user_id, acme, 'staff');
+  await h.assignRole(app, first.user_id, globex, 'admin');
+  h.clock.advance(61_000); // past the code resend interval
+  const { page, problems, callbacks } = await openPage();
+  await page.goto(`${h.base}/oauth/authorize?${new URLSearchParams({
+    client_id: client.client_id, redirect_uri: REDIRECT, response_type: 'code', scope: 'openid', state: 'st', code_challenge: challenge, code_challenge_method: 'S256',
+  })}`);
+  await page.focus('#email');
+  await page.keyboard.type('ann@example.com');
+  await Promise.all([page.waitForNavigation(), page.keyboard.press('Enter')]);
+  await page.focus('#code');
+  await page.keyboard.type(h.outbox.codeFor('ann@example.com'));
+  await Promise.all([page.waitForNavigation(), page.keyboard.press('Enter')]);
+  t.equal(await page.$eval('h1', (e) => e.textContent), 'Which App app-a organisation?');
+  await checkPage(t, page, 'tenant');
+  await page.focus('#tenant-0');
+  await page.keyboard.press('ArrowDown');
+  t.equal(await page.evaluate(() => document.activeElement?.id), 'tenant-1', 'the arrow key moves to the second choice');
+  t.equal(await page.$eval('#tenant-1', (e) => (e as HTMLInputElement).checked), true, 'and chooses it');
+  await Promise.all([page.waitForNavigation(), page.keyboard.press('Enter')]);
+  t.equal(callbacks.length, 1, 'Enter sent the choice, and the browser went back to the client');
+  const code = new URL(callbacks[0]!).searchParams.get('code')!;
+  const tokens = await h.request('POST', '/oauth/token', {
+    raw: new URLSearchParams({ grant_type: 'authorization_code', code, redirect_uri: REDIRECT, code_verifier: 'v'.repeat(43), client_id: client.client_id, client_secret: client.client_secret }).toString(),
+    headers: { 'content-type': 'application/x-www-form-urlencoded' },
+  });
+  t.equal(tokens.status, 200);
+  t.match(JSON.parse(Buffer.from(tokens.body.access_token.split('.')[1], 'base64url').toString()), { tenant_id: globex, roles: ['admin'] });
   t.same(problems, [], 'no console errors or CSP violations');
 });
 
