@@ -52,12 +52,12 @@ async function heldNow(): Promise<{ batches: DecodedBatch[]; held: Map<bigint, s
 }
 
 /** Waits until the stream shows `ready` (the service takes the engine's changes every 10 ms); fails after 30 s. */
-async function until<T>(probe: () => Promise<T>, ready: (v: T) => boolean): Promise<T> {
+async function until<T>(probe: () => Promise<T>, ready: (v: T) => boolean, describe: (v: T) => string = () => ''): Promise<T> {
   const deadline = Date.now() + 30_000;
   for (;;) {
     const v = await probe();
     if (ready(v)) return v;
-    if (Date.now() > deadline) throw new Error('the events never showed the state awaited');
+    if (Date.now() > deadline) throw new Error(`the events never showed the state awaited${describe(v) ? ` (last seen: ${describe(v)})` : ''}`);
     await new Promise((resolve) => setTimeout(resolve, 20));
   }
 }
@@ -118,13 +118,16 @@ t.test('new prompts take both slots: the blocks they replace are removed, the he
   const after = await until(heldNow, (s) => adapterKeys.every((k) => !s.held.has(k)));
   const removed = after.batches.flatMap((b) => b.events.filter((e) => e[0] === 'BlockRemoved').flatMap((e) => keys(e[1])));
   t.ok(adapterKeys.every((k) => removed.includes(k)), 'a BlockRemoved names each of the adapter\'s blocks');
-  const slots = (await (await fetch(`${server.base}/slots`)).json()) as Array<{ n_cached_tokens: number }>;
-  const slotBlocks = slots.reduce((n, x) => n + Math.floor(x.n_cached_tokens / 16), 0);
   const newKeys = vllmKeys(range(5000, 48), 16, '').slice(0, 3);
-  // Both at once: the count alone can match while a batch is still on its way (the publisher
-  // collects every 50 ms).
-  const settled = await until(heldNow, (s) => s.held.size === slotBlocks && newKeys.every((k) => s.held.has(k)));
-  t.equal(settled.held.size, slotBlocks, 'one block per 16 cached tokens of each slot');
+  // The slots are read again with each look at the stream: after the answers an idle slot may
+  // still move to host memory (its cells removed), so a count taken once can go stale. Both at
+  // once: the count alone can match while a batch is on its way (the publisher collects every 50 ms).
+  const slotBlocks = async (): Promise<number> => ((await (await fetch(`${server.base}/slots`)).json()) as Array<{ n_cached_tokens: number }>)
+    .reduce((n, x) => n + Math.floor(x.n_cached_tokens / 16), 0);
+  const settled = await until(async () => ({ ...(await heldNow()), blocks: await slotBlocks() }),
+    (s) => s.held.size === s.blocks && newKeys.every((k) => s.held.has(k)),
+    (s) => `${s.held.size} blocks held, the slots' ${s.blocks}; the new prompt's held: ${newKeys.map((k) => s.held.has(k)).join(', ')}`);
+  t.equal(settled.held.size, settled.blocks, 'one block per 16 cached tokens of each slot');
   t.ok(newKeys.every((k) => settled.held.has(k)), 'the new prompt\'s blocks are held');
 });
 
