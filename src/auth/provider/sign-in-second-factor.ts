@@ -22,13 +22,9 @@ import { addressPage, checkedSignIn, finishSignIn, inWords, startBrowserSession,
  */
 export async function signInSecondFactor(ctx: AuthContext, req: HttpRequest): Promise<HttpResult> {
   const form = parseForm(req, ['request', 'csrf', 'code', 'recovery_code']);
-  const signIn = await checkedSignIn(ctx, req, form);
-  if ('refused' in signIn) return signIn.refused;
-  const { request, client, csrf, browserHash } = signIn;
-  const challengeHash = request.second_factor_challenge_hash;
-  const email = (request.identifier as Identifier | null)?.value ?? '';
-  if (!challengeHash) return addressPage(ctx, client, request.id, csrf, email, 'Enter your e-mail address first.', 400);
-  const app = { id: client.app_id, slug: client.app_slug };
+  const step = await challengedSignIn(ctx, req, form);
+  if ('refused' in step) return step.refused;
+  const { request, client, csrf, browserHash, challengeHash, email, app } = step;
   const recovery = form.has('recovery_code') && !form.has('code');
   const proof = recovery ? { recoveryCode: form.get('recovery_code')!.trim() } : { code: (form.get('code') ?? '').trim() };
   let session: BrowserSessionRow;
@@ -49,13 +45,9 @@ export async function signInSecondFactor(ctx: AuthContext, req: HttpRequest): Pr
  */
 export async function signInEnrolTotp(ctx: AuthContext, req: HttpRequest): Promise<HttpResult> {
   const form = parseForm(req, ['request', 'csrf', 'code']);
-  const signIn = await checkedSignIn(ctx, req, form);
-  if ('refused' in signIn) return signIn.refused;
-  const { request, client, csrf, browserHash } = signIn;
-  const challengeHash = request.second_factor_challenge_hash;
-  const email = (request.identifier as Identifier | null)?.value ?? '';
-  if (!challengeHash) return addressPage(ctx, client, request.id, csrf, email, 'Enter your e-mail address first.', 400);
-  const app = { id: client.app_id, slug: client.app_slug };
+  const step = await challengedSignIn(ctx, req, form);
+  if ('refused' in step) return step.refused;
+  const { request, client, csrf, browserHash, challengeHash, email, app } = step;
   let recoveryCodes: string[];
   try {
     ({ recoveryCodes } = await confirmTotpEnrollmentThen(ctx, app, { challengeHash }, (form.get('code') ?? '').trim(), requestOrigin(ctx, req), browserSessionAfter(browserHash, app.id)));
@@ -78,6 +70,23 @@ export async function signInContinue(ctx: AuthContext, req: HttpRequest): Promis
   const session = await findBrowserSession(ctx.sql, browserHash, client.app_id, new Date(ctx.clock.now()));
   if (!session) return renderErrorPage(403, 'You are signed out', 'Go back to the application and sign in again.');
   return finishSignIn(ctx, req, client, request, csrf, session);
+}
+
+type CheckedSignIn = Exclude<Awaited<ReturnType<typeof checkedSignIn>>, { refused: HttpResult }>;
+
+/**
+ * A form of the second step checked as every step's is (the request, its CSRF token, the browser),
+ * with the challenge the request holds, its address and its app; without a challenge (no code
+ * step passed yet), the address page instead.
+ */
+async function challengedSignIn(ctx: AuthContext, req: HttpRequest, form: Map<string, string>): Promise<{ refused: HttpResult } | CheckedSignIn & { challengeHash: Buffer; email: string; app: { id: string; slug: string } }> {
+  const signIn = await checkedSignIn(ctx, req, form);
+  if ('refused' in signIn) return signIn;
+  const { request, client, csrf } = signIn;
+  const email = (request.identifier as Identifier | null)?.value ?? '';
+  const challengeHash = request.second_factor_challenge_hash;
+  if (!challengeHash) return { refused: await addressPage(ctx, client, request.id, csrf, email, 'Enter your e-mail address first.', 400) };
+  return { ...signIn, challengeHash, email, app: { id: client.app_id, slug: client.app_slug } };
 }
 
 function browserSessionAfter(browserHash: Buffer, appId: string): AfterSecondFactor<BrowserSessionRow> {
