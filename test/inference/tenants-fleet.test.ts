@@ -20,6 +20,24 @@ const models = await ensureTestModels();
 const harness = await startAuthHarness();
 t.teardown(() => harness.close());
 
+/**
+ * Sends 3 x limit one-token chats with `key` round robin over the three replicas; checks each was
+ * answered or refused (nothing else) and that the admitted count is within the fleet's bound.
+ */
+async function roundRobinAtLimit(t: Tap.Test, servers: Array<{ base: string }>, key: string, limit: number): Promise<number> {
+  const body = { messages: [{ role: 'user', content: 'Hi' }], max_tokens: 1 };
+  const statuses: number[] = [];
+  for (let i = 0; i < 3 * limit; i++) {
+    const res = await postJson(`${servers[i % 3]!.base}/v1/chat/completions`, body, { authorization: `Bearer ${key}` });
+    statuses.push(res.status);
+  }
+  const admitted = statuses.filter((s) => s === 200).length;
+  t.same([...new Set(statuses)].sort(), [200, 429], 'answered or refused, nothing else');
+  t.comment(`admitted ${admitted} of ${statuses.length} against ${limit} (bound ${limit + fleetOvershoot(limit, 3)})`);
+  t.ok(admitted >= limit && admitted <= limit + fleetOvershoot(limit, 3), `${admitted} admitted`);
+  return admitted;
+}
+
 t.test('a key limited to 40 requests a minute, 3 replicas round robin: the fleet admits 40 to 40 + the bound, and the usage rows add up', async (t) => {
   const app = await harness.request('POST', '/admin/apps', { json: { slug: 'chat', name: 'Chat' }, headers: { 'x-admin-key': ADMIN_KEY } });
   t.equal(app.status, 201);
@@ -52,16 +70,7 @@ t.test('a key limited to 40 requests a minute, 3 replicas round robin: the fleet
   };
   t.teardown(closeAll);
 
-  const body = { messages: [{ role: 'user', content: 'Hi' }], max_tokens: 1 };
-  const statuses: number[] = [];
-  for (let i = 0; i < 3 * limit; i++) {
-    const res = await postJson(`${servers[i % 3]!.base}/v1/chat/completions`, body, { authorization: `Bearer ${key}` });
-    statuses.push(res.status);
-  }
-  const admitted = statuses.filter((s) => s === 200).length;
-  t.same([...new Set(statuses)].sort(), [200, 429], 'answered or refused, nothing else');
-  t.comment(`admitted ${admitted} of ${statuses.length} against ${limit} (bound ${limit + fleetOvershoot(limit, 3)})`);
-  t.ok(admitted >= limit && admitted <= limit + fleetOvershoot(limit, 3), `${admitted} admitted`);
+  const admitted = await roundRobinAtLimit(t, servers, key, limit);
 
   await closeAll();
   const [row] = await harness.sql<Array<{ requests: string }>>`
@@ -94,16 +103,7 @@ t.test('replicas through --auth-issuer with the app\'s credentials: the fleet ad
     t.equal(bridge.usage, undefined, 'no usage table through HTTP');
     servers.push(await startTestServer(models.chat, { parallel: 1, ctxSize: 512, acceptBearer: bridge.acceptBearer!, fleetStore: bridge.fleetStore!, replicaName: `remote-${i}` }));
   }
-  const body = { messages: [{ role: 'user', content: 'Hi' }], max_tokens: 1 };
-  const statuses: number[] = [];
-  for (let i = 0; i < 3 * limit; i++) {
-    const res = await postJson(`${servers[i % 3]!.base}/v1/chat/completions`, body, { authorization: `Bearer ${key}` });
-    statuses.push(res.status);
-  }
-  const admitted = statuses.filter((s) => s === 200).length;
-  t.same([...new Set(statuses)].sort(), [200, 429], 'answered or refused, nothing else');
-  t.comment(`admitted ${admitted} of ${statuses.length} against ${limit} (bound ${limit + fleetOvershoot(limit, 3)})`);
-  t.ok(admitted >= limit && admitted <= limit + fleetOvershoot(limit, 3), `${admitted} admitted`);
+  const admitted = await roundRobinAtLimit(t, servers, key, limit);
   await closeAll();
   const [row] = await harness.sql<Array<{ requests: string }>>`
     select coalesce(sum(requests), 0) as requests from tenant_rate_counts where tenant like ${`app:${appId}/%`}
