@@ -93,3 +93,14 @@ export const USAGE_EMIT_LOOKBACK_MS = 7 * 24 * 3600 * 1000;
 export const USAGE_QUERY_MAX_DAYS = 93;
 /** Rows GET /admin/usage lists at most (the totals count every row). */
 export const USAGE_QUERY_MAX_ROWS = 5000;
+/**
+ * How long a usage batch's id sent to POST /fleet/usage is remembered (a batch sent again within
+ * it adds nothing): a replica retries a batch every minute until it is answered, so a day is far
+ * past any retry of a replica that is still running.
+ */
+export const USAGE_BATCH_KEEP_MS = 24 * 3600 * 1000;
+/**
+ * Rows one POST /fleet/usage body carries at most: a bound of its own where a host mounts the
+ * routes with a body limit above MAX_BODY_BYTES (replicas split their batches below 16 KiB).
+ */
+export const USAGE_BATCH_MAX_ROWS = 500;

@@ -2,7 +2,7 @@
 // typos and smuggled fields are 400), and every string refuses control characters (NUL bytes
 // never reach PostgreSQL) and lone UTF-16 surrogates, and has a length cap.
 import { Type, type Static, type TString } from '@sinclair/typebox';
-import { MAX_TOKEN_CHARS } from './limits.js';
+import { MAX_TOKEN_CHARS, USAGE_BATCH_MAX_ROWS } from './limits.js';
 import { TENANT_WEIGHT_MAX } from '../inference/tenants/tenant.js';
 
 /**
@@ -376,3 +376,33 @@ export const FleetExchangeBody = Type.Object({
   tenants: Type.Array(fleetTenant, { maxItems: 500 }),
 }, strict);
 export type FleetExchangeBody = Static<typeof FleetExchangeBody>;
+
+/** A usage row's label (tenant, key, model): as the usage table takes it, '' allowed (no tenant). */
+const usageLabel = Type.String({ maxLength: 200, pattern: NO_CONTROL_CHARACTERS });
+const usageCounter = Type.Integer({ minimum: 0, maximum: Number.MAX_SAFE_INTEGER });
+
+/**
+ * POST /fleet/usage: a batch of hourly usage rows metered by an inference-server replica
+ * (src/inference/tenants/usage-meter.ts), with the id the replica made once for it (the same
+ * when it sends the batch again).
+ */
+export const FleetUsageBody = Type.Object({
+  ...appCredentials,
+  batch_id: Uuid,
+  rows: Type.Array(Type.Object({
+    /** The app of the key; null for a key of no app. Either way the row is stored under the app of the credentials. */
+    app_slug: Type.Union([Type.String({ pattern: APP_SLUG_PATTERN }), Type.Null()]),
+    tenant: usageLabel,
+    key: usageLabel,
+    model: usageLabel,
+    /** Any instant of the UTC hour (ISO 8601 with its offset). */
+    hour: Type.String({ minLength: 20, maxLength: 40, pattern: '^\\d{4}-\\d{2}-\\d{2}T\\d{2}:\\d{2}:\\d{2}(\\.\\d{1,9})?(Z|[+-]\\d{2}:\\d{2})$' }),
+    requests: usageCounter,
+    prompt_tokens: usageCounter,
+    cached_prompt_tokens: usageCounter,
+    completion_tokens: usageCounter,
+    queue_ms: usageCounter,
+    compute_ms: usageCounter,
+  }, strict), { maxItems: USAGE_BATCH_MAX_ROWS }),
+}, strict);
+export type FleetUsageBody = Static<typeof FleetUsageBody>;

@@ -106,7 +106,7 @@ export interface InferenceServerOptions extends TransportOptions {
   acceptBearer?: AcceptBearer;
   /** --tenants FILE and --tenant-rpm/-tpm/-concurrency: the tenants' settings (docs/tenants.md). */
   tenants?: TenantOptions;
-  /** The auth service's usage table (--auth): hourly usage written there (tenants/usage-flush.ts). */
+  /** Where hourly usage goes (tenants/usage-flush.ts): the mounted auth service's usage table (--auth), or auth-server over HTTP. */
   usageRecorder?: UsageRecorder;
   /** The auth service's database (--auth): tenants' limits held with every replica that shares it (tenants/fleet-limits.ts). */
   fleetStore?: FleetStore;

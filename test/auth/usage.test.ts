@@ -68,6 +68,71 @@ t.test('a malformed row is a RangeError and nothing of its batch is stored', asy
   await h.service.usage.record([]);
 });
 
+/** A row as POST /fleet/usage takes it. */
+function wire(fields: Record<string, unknown> = {}): Record<string, unknown> {
+  return {
+    app_slug: 'app-a', tenant: 't1', key: 'k1', model: 'tiny', hour: hourAt(0),
+    requests: 1, prompt_tokens: 10, cached_prompt_tokens: 4, completion_tokens: 20, queue_ms: 3, compute_ms: 50, ...fields,
+  };
+}
+const BATCH = '6f1c2a52-8a0e-4c1e-9a43-0d6c1f0e2b11';
+const sendUsage = (json: Record<string, unknown>) => h.request('POST', '/fleet/usage', { json: { app_id: app.id, app_secret: app.secret, batch_id: BATCH, rows: [wire()], ...json } });
+
+t.test('POST /fleet/usage stores a replica\'s batch under its app; the same batch id again adds nothing and is answered the same', async (t) => {
+  const first = await sendUsage({ rows: [wire(), wire({ app_slug: null, key: 'plain', requests: 2 })] });
+  t.same([first.status, first.body], [200, { batch_id: BATCH, rows: 2 }]);
+  const again = await sendUsage({ rows: [wire(), wire({ app_slug: null, key: 'plain', requests: 2 })] });
+  t.same([again.status, again.body], [200, { batch_id: BATCH, rows: 2 }], 'a retried batch (its answer lost) is answered as the first time');
+  // Four sends of one new batch at once (each on its own connection): one adds it.
+  const racing = '0b7d0f7e-3f5c-4d2b-8d8e-7a9a3e1c5d20';
+  const replies = await Promise.all(Array.from({ length: 4 }, () => sendUsage({ batch_id: racing, rows: [wire({ requests: 5 })] })));
+  t.same(replies.map((r) => r.status), [200, 200, 200, 200]);
+  t.same((await stored()).map((r) => [r.app_id, r.key_label, r.requests, r.prompt_tokens]), [
+    [app.id, 'k1', 6, 20],
+    [app.id, 'plain', 2, 10],
+  ], 'each batch counted once; a row of no app is the app\'s (its replica served it)');
+  // Batch ids are the app's own: another app's batch with the same id is its own batch.
+  const other = await h.createApp('app-b');
+  const theirs = await h.request('POST', '/fleet/usage', { json: { app_id: other.id, app_secret: other.secret, batch_id: BATCH, rows: [wire({ app_slug: 'app-b', requests: 7 })] } });
+  t.equal(theirs.status, 200);
+  t.equal((await h.admin('GET', '/admin/usage?app=app-b')).body.totals.requests, 7);
+  // Ids are remembered for a day: each batch forgets the older ones.
+  h.clock.advance(24 * HOUR + 1);
+  await sendUsage({ batch_id: '11111111-2222-4333-8444-555555555555', rows: [wire({ hour: hourAt(0) })] });
+  t.same((await h.sql<any[]>`select batch_id from usage_batches where app_id = ${app.id}`).map((r) => r.batch_id), ['11111111-2222-4333-8444-555555555555']);
+});
+
+t.test('POST /fleet/usage refuses a malformed batch with 400 VALIDATION_ERROR (nothing stored) and wrong credentials with 401', async (t) => {
+  await h.createApp('app-b');
+  const refused: Array<[string, Record<string, unknown>]> = [
+    ['a row of another app', { rows: [wire(), wire({ app_slug: 'app-b' })] }],
+    ['a negative counter', { rows: [wire({ requests: -1 })] }],
+    ['a fractional counter', { rows: [wire({ completion_tokens: 1.5 })] }],
+    ['a counter past the safe integers', { rows: [wire({ queue_ms: 2 ** 53 })] }],
+    ['an hour that is not an instant', { rows: [wire({ hour: 'yesterday' })] }],
+    ['an hour that does not exist', { rows: [wire({ hour: '2026-13-45T00:00:00Z' })] }],
+    ['a label over 200 characters', { rows: [wire({ model: 'm'.repeat(201) })] }],
+    ['a control character', { rows: [wire({ tenant: 'a\u0000b' })] }],
+    ['a batch id that is not a UUID', { batch_id: 'batch-1' }],
+    ['an unknown field', { rows: [wire({ extra: 1 })] }],
+    ['a missing field', { rows: [{ ...wire(), compute_ms: undefined }] }],
+  ];
+  for (const [what, json] of refused) {
+    const reply = await sendUsage(json);
+    t.same([reply.status, reply.body.error?.code], [400, 'VALIDATION_ERROR'], what);
+  }
+  const foreign = await sendUsage({ rows: [wire(), wire({ app_slug: 'app-b' })] });
+  t.equal(foreign.body.error.message, 'Invalid usage batch: usage row 1 names the app "app-b", not the app of these credentials ("app-a")');
+  const impossible = await sendUsage({ rows: [wire({ hour: '2026-13-45T00:00:00Z' })] });
+  t.equal(impossible.body.error.message, 'Invalid usage batch: usage row 0: hour must be an ISO 8601 instant, got 2026-13-45T00:00:00Z');
+  t.same(await stored(), []);
+  t.same(await h.sql`select * from usage_batches`, [], 'a refused batch is not claimed: sent again mended, it counts');
+  t.match(await sendUsage({ app_secret: 'as_wrong' }), { status: 401, body: { error: { code: 'TOKEN_INVALID' } } });
+  const big = await sendUsage({ rows: Array.from({ length: 100 }, (_, i) => wire({ key: `k${i}` })) });
+  t.same([big.status, big.body.error.code], [413, 'BODY_TOO_LARGE'], 'past the 16 KiB body limit (a replica splits its batches below it)');
+  t.same(await stored(), []);
+});
+
 t.test('GET /admin/usage names the tenant of a row whose label is the id of a tenant of its app', async (t) => {
   await h.createApp('app-b');
   const acme = await h.admin('POST', `/admin/apps/${app.id}/tenants`, { name: 'Acme Corp' });

@@ -1,9 +1,9 @@
 // Three inference-server replicas on one auth-server database (--auth with a shared DATABASE_URL):
 // an auth-server API key's requests-per-minute limit holds for the fleet. Requests go round robin;
 // the fleet admits the limit and at most the stated overshoot past it (fleet-limits.ts), and the
-// usage rows the three replicas write add up to exactly the requests they answered. The same
-// with three replicas that reach auth-server over HTTP (--auth-issuer, with the app's
-// credentials: its POST /fleet/exchange), and that route's refusals.
+// usage rows the three replicas write add up to exactly what their answers said was used. The
+// same with three replicas that reach auth-server over HTTP (--auth-issuer, with the app's
+// credentials: its POST /fleet/exchange and POST /fleet/usage), and that route's refusals.
 import fs from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
@@ -20,22 +20,44 @@ const models = await ensureTestModels();
 const harness = await startAuthHarness();
 t.teardown(() => harness.close());
 
+interface Used {
+  requests: number;
+  prompt_tokens: number;
+  completion_tokens: number;
+}
+
 /**
- * Sends 3 x limit one-token chats with `key` round robin over the three replicas; checks each was
+ * Sends 3 x limit two-token chats with `key` round robin over the three replicas; checks each was
  * answered or refused (nothing else) and that the admitted count is within the fleet's bound.
+ * Returns what the answers' `usage` said, summed.
  */
-async function roundRobinAtLimit(t: Tap.Test, servers: Array<{ base: string }>, key: string, limit: number): Promise<number> {
-  const body = { messages: [{ role: 'user', content: 'Hi' }], max_tokens: 1 };
+async function roundRobinAtLimit(t: Tap.Test, servers: Array<{ base: string }>, key: string, limit: number): Promise<Used> {
   const statuses: number[] = [];
+  const used: Used = { requests: 0, prompt_tokens: 0, completion_tokens: 0 };
   for (let i = 0; i < 3 * limit; i++) {
+    const body = { messages: [{ role: 'user', content: `Hi ${'there '.repeat(i % 4)}` }], max_tokens: 2 };
     const res = await postJson(`${servers[i % 3]!.base}/v1/chat/completions`, body, { authorization: `Bearer ${key}` });
     statuses.push(res.status);
+    if (res.status !== 200) continue;
+    used.requests++;
+    used.prompt_tokens += res.body.usage.prompt_tokens;
+    used.completion_tokens += res.body.usage.completion_tokens;
   }
-  const admitted = statuses.filter((s) => s === 200).length;
+  const admitted = used.requests;
   t.same([...new Set(statuses)].sort(), [200, 429], 'answered or refused, nothing else');
   t.comment(`admitted ${admitted} of ${statuses.length} against ${limit} (bound ${limit + fleetOvershoot(limit, 3)})`);
   t.ok(admitted >= limit && admitted <= limit + fleetOvershoot(limit, 3), `${admitted} admitted`);
-  return admitted;
+  return used;
+}
+
+/** GET /admin/usage's totals of a key (the rows the replicas wrote), over the hours around now (`app`: of that app only). */
+async function usageOf(keyId: string, app?: string): Promise<Used> {
+  const hour = 3_600_000;
+  const around = (offset: number): string => new Date((Math.floor(Date.now() / hour) + offset) * hour).toISOString();
+  const reply = await harness.request('GET', `/admin/usage?key=${keyId}&from=${around(-2)}&to=${around(2)}${app ? `&app=${app}` : ''}`, { headers: { 'x-admin-key': ADMIN_KEY } });
+  t.equal(reply.status, 200);
+  const { requests, prompt_tokens, completion_tokens } = (reply.body as { totals: Used }).totals;
+  return { requests, prompt_tokens, completion_tokens };
 }
 
 t.test('a key limited to 40 requests a minute, 3 replicas round robin: the fleet admits 40 to 40 + the bound, and the usage rows add up', async (t) => {
@@ -70,13 +92,10 @@ t.test('a key limited to 40 requests a minute, 3 replicas round robin: the fleet
   };
   t.teardown(closeAll);
 
-  const admitted = await roundRobinAtLimit(t, servers, key, limit);
+  const used = await roundRobinAtLimit(t, servers, key, limit);
 
   await closeAll();
-  const [row] = await harness.sql<Array<{ requests: string }>>`
-    select coalesce(sum(requests), 0) as requests from usage_hourly where key_label = ${keyId}
-  `;
-  t.equal(Number(row!.requests), admitted, 'the three replicas\' usage rows add up to the requests answered');
+  t.same(await usageOf(keyId), used, 'the three replicas\' usage rows add up to what the answers said they used');
 });
 
 t.test('replicas through --auth-issuer with the app\'s credentials: the fleet admits 40 to 40 + the bound', async (t) => {
@@ -86,7 +105,7 @@ t.test('replicas through --auth-issuer with the app\'s credentials: the fleet ad
   const limit = 40;
   const created = await harness.request('POST', `/admin/apps/${appId}/api-keys`, { json: { name: 'fleet', limits: { requests_per_minute: limit } }, headers: { 'x-admin-key': ADMIN_KEY } });
   t.equal(created.status, 201);
-  const { key } = created.body as { key: string };
+  const { key, id: keyId } = created.body as { key: string; id: string };
 
   const servers: TestServer[] = [];
   let open = true;
@@ -100,11 +119,15 @@ t.test('replicas through --auth-issuer with the app\'s credentials: the fleet ad
     const bridge = await createInferenceAuth({ mount: false, appSlug: 'remote', issuer: harness.base, selfUrl: 'http://127.0.0.1', env: { AUTH_APP_ID: appId, AUTH_APP_SECRET: appSecret } });
     t.teardown(() => bridge.close());
     t.ok(bridge.fleetStore, 'the remote auth-server holds the fleet\'s counts');
-    t.equal(bridge.usage, undefined, 'no usage table through HTTP');
-    servers.push(await startTestServer(models.chat, { parallel: 1, ctxSize: 512, acceptBearer: bridge.acceptBearer!, fleetStore: bridge.fleetStore!, replicaName: `remote-${i}` }));
+    t.ok(bridge.usage, 'usage rows go to the remote auth-server too');
+    servers.push(await startTestServer(models.chat, {
+      parallel: 1, ctxSize: 512, acceptBearer: bridge.acceptBearer!, fleetStore: bridge.fleetStore!, usageRecorder: bridge.usage!, replicaName: `remote-${i}`,
+    }));
   }
-  const admitted = await roundRobinAtLimit(t, servers, key, limit);
+  const used = await roundRobinAtLimit(t, servers, key, limit);
+  const admitted = used.requests;
   await closeAll();
+  t.same(await usageOf(keyId, 'remote'), used, 'the rows the replicas sent at shutdown add up to what the answers said they used, stored under the app');
   const [row] = await harness.sql<Array<{ requests: string }>>`
     select coalesce(sum(requests), 0) as requests from tenant_rate_counts where tenant like ${`app:${appId}/%`}
   `;

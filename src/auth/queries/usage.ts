@@ -74,6 +74,25 @@ export async function addUsageHours(sql: Queryable, rows: readonly UsageHourInpu
   `;
 }
 
+/**
+ * Claims a usage batch of an app (migration 0046): true when this transaction inserted it, false
+ * when it was there already. A second transaction claiming the same batch waits for the first:
+ * after its commit it claims nothing, after its rollback it claims the batch itself.
+ */
+export async function claimUsageBatch(sql: Queryable, appId: string, batchId: string, now: Date): Promise<boolean> {
+  const claimed = await sql`
+    insert into usage_batches (app_id, batch_id, received_at) values (${appId}, ${batchId}, ${now})
+    on conflict (app_id, batch_id) do nothing
+    returning batch_id
+  `;
+  return claimed.length === 1;
+}
+
+/** Forgets the usage batches received before `before`. */
+export async function deleteUsageBatchesBefore(sql: Queryable, before: Date): Promise<void> {
+  await sql`delete from usage_batches where received_at < ${before}`;
+}
+
 export interface UsageFilter {
   /** An app id; undefined: every app and the rows of no app. */
   appId?: string;

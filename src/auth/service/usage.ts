@@ -1,11 +1,13 @@
-// Usage metered by the inference server: batches of hourly rows added up (AuthService.usage),
+// Usage metered by the inference server: batches of hourly rows added up (AuthService.usage, and
+// POST /fleet/usage for replicas over HTTP, exactly once per batch),
 // the admin query, and the usage.hourly event of each app and closed hour.
 import type { AuthContext } from '../context.js';
+import type { AuthenticatedApp } from './credentials.js';
 import { authError } from '../errors.js';
-import { USAGE_EMIT_GRACE_MS, USAGE_EMIT_LOOKBACK_MS, USAGE_QUERY_MAX_DAYS, USAGE_QUERY_MAX_ROWS } from '../limits.js';
+import { USAGE_BATCH_KEEP_MS, USAGE_EMIT_GRACE_MS, USAGE_EMIT_LOOKBACK_MS, USAGE_QUERY_MAX_DAYS, USAGE_QUERY_MAX_ROWS } from '../limits.js';
 import { insertAuditEvent } from '../queries/audit-events.js';
 import {
-  addUsageHours, claimUsageHours, listUsageHours, sumUsageHours, type UsageFilter, type UsageHourInput, type StoredUsageHour, type UsageTotals,
+  addUsageHours, claimUsageBatch, claimUsageHours, deleteUsageBatchesBefore, listUsageHours, sumUsageHours, type UsageFilter, type UsageHourInput, type StoredUsageHour, type UsageTotals,
 } from '../queries/usage.js';
 
 const HOUR_MS = 3600 * 1000;
@@ -39,7 +41,12 @@ const COUNTERS = ['requests', 'promptTokens', 'cachedPromptTokens', 'completionT
  * RangeError, and nothing of the batch is stored.
  */
 export async function recordUsage(ctx: AuthContext, rows: readonly UsageHourRow[]): Promise<void> {
-  const inputs: UsageHourInput[] = rows.map((row, index) => {
+  await addUsageHours(ctx.sql, usageInputs(rows));
+}
+
+/** The rows as addUsageHours takes them; RangeError naming the first malformed row (recordUsage's rules). */
+function usageInputs(rows: readonly UsageHourRow[]): UsageHourInput[] {
+  return rows.map((row, index) => {
     for (const name of COUNTERS) {
       if (!Number.isSafeInteger(row[name]) || row[name] < 0) throw new RangeError(`usage row ${index}: ${name} must be a non-negative integer, got ${row[name]}`);
     }
@@ -50,7 +57,38 @@ export async function recordUsage(ctx: AuthContext, rows: readonly UsageHourRow[
     if (Number.isNaN(hour.getTime())) throw new RangeError(`usage row ${index}: hour must be an ISO 8601 instant, got ${row.hour}`);
     return { ...row, hour };
   });
-  await addUsageHours(ctx.sql, inputs);
+}
+
+/**
+ * Adds a batch that an inference-server replica of `app` sent over HTTP (POST /fleet/usage),
+ * exactly once per `batchId`: the batch is claimed (queries/usage.ts claimUsageBatch) in the
+ * transaction that adds its rows, so a batch sent again, because its answer was lost after the
+ * commit, adds nothing and is answered as the first time. Batch ids are remembered for
+ * USAGE_BATCH_KEEP_MS (each batch forgets the older ones).
+ *
+ * Every row is stored under `app`: its replicas meter usage of its keys (`app_slug` its slug) and
+ * of keys of no app (null, a plain --api-key beside --auth-app); a row naming another app is a
+ * replica given the wrong app's credentials, refused (400 VALIDATION_ERROR) rather than billed to
+ * this app. A malformed row (recordUsage's rules) is 400 VALIDATION_ERROR too; nothing of a
+ * refused batch is stored.
+ */
+export async function recordAppUsageBatch(ctx: AuthContext, app: AuthenticatedApp, batchId: string, rows: readonly UsageHourRow[]): Promise<void> {
+  let inputs: UsageHourInput[];
+  try {
+    inputs = usageInputs(rows);
+  } catch (err) {
+    throw authError('VALIDATION_ERROR', `Invalid usage batch: ${(err as Error).message}`);
+  }
+  const foreign = inputs.findIndex((row) => row.appSlug !== null && row.appSlug !== app.slug);
+  if (foreign >= 0) {
+    throw authError('VALIDATION_ERROR', `Invalid usage batch: usage row ${foreign} names the app "${inputs[foreign]!.appSlug}", not the app of these credentials ("${app.slug}")`);
+  }
+  const mine = inputs.map((row) => ({ ...row, appSlug: app.slug }));
+  const nowMs = ctx.clock.now();
+  await ctx.sql.begin(async (tx) => {
+    if (await claimUsageBatch(tx, app.id, batchId, new Date(nowMs))) await addUsageHours(tx, mine);
+    await deleteUsageBatchesBefore(tx, new Date(nowMs - USAGE_BATCH_KEEP_MS));
+  });
 }
 
 export interface UsageQuery {

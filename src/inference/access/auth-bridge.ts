@@ -4,7 +4,8 @@
 // that app, at least ROLE) wherever an API key is accepted, each as its tenant (docs/tenants.md).
 // With --auth, the service's usage table takes the hourly usage (tenants/usage-flush.ts), and its
 // database holds tenants' limits for every replica that shares it (tenants/fleet-limits.ts); with
-// --auth-issuer, the remote auth-server holds them when AUTH_APP_ID and AUTH_APP_SECRET are given.
+// --auth-issuer, the remote auth-server holds them, and takes the usage rows (POST /fleet/usage),
+// when AUTH_APP_ID and AUTH_APP_SECRET are given.
 // With --auth-app the server is also an OAuth protected resource (RFC 9728): it publishes
 // /.well-known/oauth-protected-resource naming the issuer, a 401 carries
 // `WWW-Authenticate: Bearer resource_metadata="..."`, and access tokens whose audience is its
@@ -18,10 +19,11 @@ import type { Route } from '../../http/router.js';
 import type { ApiKeyIdentity, ApiKeyVerifier, AuthService, AuthServiceConfig } from '../../auth/mount.js';
 import { ROLE_RANK, type RoleName } from '../../auth/roles.js';
 import { ErrorType, inferenceError } from '../errors.js';
-import type { UsageHourRow } from '../tenants/usage-meter.js';
+import type { UsageRecorder } from '../tenants/usage-flush.js';
+import { remoteUsageRecorder } from '../tenants/remote-usage-recorder.js';
 import { checkTenantSettings, type TenantSettings } from '../tenants/tenant.js';
 import { postgresFleetStore, type FleetStore } from '../tenants/fleet-store.js';
-import { remoteFleetStore } from '../tenants/remote-fleet-store.js';
+import { remoteFleetStore, type AppCredentials } from '../tenants/remote-fleet-store.js';
 
 export interface InferenceAuthOptions {
   /** Mount the auth routes (configured from the AUTH_* environment, as auth-server). */
@@ -60,7 +62,10 @@ export type AcceptBearer = ((authorization: string | undefined) => Promise<Beare
 export interface InferenceAuth {
   routes: Route[];
   acceptBearer?: AcceptBearer;
-  /** The auth service mounted in this process (--auth): its usage table takes hourly usage rows. */
+  /**
+   * Where hourly usage rows go: the auth service mounted in this process (--auth), or a remote
+   * auth-server's POST /fleet/usage (--auth-issuer with AUTH_APP_ID and AUTH_APP_SECRET).
+   */
   usage?: UsageRecorder;
   /**
    * Where replicas hold tenants' limits together (tenants/fleet-limits.ts): the mounted service's
@@ -71,10 +76,7 @@ export interface InferenceAuth {
   close(): Promise<void>;
 }
 
-/** The auth service's usage table (service.usage.record), as tenants/usage-flush.ts writes to it. */
-export interface UsageRecorder {
-  record(rows: UsageHourRow[]): Promise<void>;
-}
+export type { UsageRecorder };
 
 /** A key's settings, checked as every tenant's are (an identity out of bounds is the auth service's fault: a 500). */
 function issuedSettings(identity: ApiKeyIdentity): IssuedKeySettings {
@@ -144,14 +146,21 @@ export async function createInferenceAuth(options: InferenceAuthOptions): Promis
       }
     };
   }
-  const usage: UsageRecorder | undefined = service ? { record: (rows) => service!.usage.record(rows) } : undefined;
-  let fleetStore: FleetStore | undefined;
+  let remote: AppCredentials | null;
   try {
-    fleetStore = chooseFleetStore(service, issuerUrl, options.env);
+    remote = service ? null : remoteAppCredentials(issuerUrl, options.env);
   } catch (err) {
     apiKeys?.close();
     throw err;
   }
+  // The mounted service writes each batch in one statement (the batch id is for writes over HTTP,
+  // whose answer can be lost after the service applied them).
+  const usage: UsageRecorder | undefined = service
+    ? { record: (rows) => service!.usage.record(rows) }
+    : remote && issuerUrl !== null ? remoteUsageRecorder(issuerUrl, remote) : undefined;
+  const fleetStore: FleetStore | undefined = service
+    ? postgresFleetStore(service.sql)
+    : remote && issuerUrl !== null ? remoteFleetStore(issuerUrl, remote) : undefined;
   const metadata = resource !== null && issuerUrl !== null ? protectedResourceMetadata(resource, issuerUrl) : null;
   if (metadata && acceptBearer) acceptBearer.challenge = `Bearer resource_metadata="${metadata.url}"`;
   return {
@@ -168,19 +177,18 @@ export async function createInferenceAuth(options: InferenceAuthOptions): Promis
 
 
 /**
- * Where the fleet's counts of tenants' limits are held: the mounted service's database; else a
- * remote auth-server (--auth-issuer) when the replica presents the app's credentials
- * (AUTH_APP_ID, AUTH_APP_SECRET); else nowhere (each replica holds its tenants' limits alone).
+ * The app's credentials for a remote auth-server (--auth-issuer), AUTH_APP_ID and
+ * AUTH_APP_SECRET: with them the fleet's counts of tenants' limits and the usage rows go to it;
+ * without (null), each replica holds its tenants' limits alone and writes no usage rows.
  */
-function chooseFleetStore(service: AuthService | null, issuer: string | null, env: Record<string, string | undefined>): FleetStore | undefined {
-  if (service) return postgresFleetStore(service.sql);
-  if (issuer === null) return undefined;
+function remoteAppCredentials(issuer: string | null, env: Record<string, string | undefined>): AppCredentials | null {
+  if (issuer === null) return null;
   const appId = env.AUTH_APP_ID || undefined;
   const appSecret = env.AUTH_APP_SECRET || undefined;
   if ((appId === undefined) !== (appSecret === undefined)) {
-    throw new Error('AUTH_APP_ID and AUTH_APP_SECRET go together: set both (the app\'s id and secret, for tenants\' limits held across replicas through --auth-issuer) or neither');
+    throw new Error('AUTH_APP_ID and AUTH_APP_SECRET go together: set both (the app\'s id and secret, for tenants\' limits held across replicas and usage rows through --auth-issuer) or neither');
   }
-  return appId !== undefined && appSecret !== undefined ? remoteFleetStore(issuer, { appId, appSecret }) : undefined;
+  return appId !== undefined && appSecret !== undefined ? { appId, appSecret } : null;
 }
 
 /**

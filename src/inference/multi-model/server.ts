@@ -33,7 +33,7 @@ export interface RouterServerOptions extends Omit<RegistryOptions, 'loadTimeoutM
   acceptBearer?: AcceptBearer;
   /** --tenants FILE and the --tenant-* limits (docs/tenants.md): held by the router across its model processes. */
   tenants?: TenantOptions;
-  /** The auth service's usage table (--auth): the model processes' usage written there hourly. */
+  /** Where the model processes' hourly usage goes (--auth: the mounted service; --auth-issuer: auth-server over HTTP). */
   usageRecorder?: UsageRecorder;
   /** The auth service's database (--auth): tenants' limits held with every replica that shares it (tenants/fleet-limits.ts). */
   fleetStore?: FleetStore;

@@ -2,16 +2,16 @@
 // that reach the auth service over HTTP (--auth-issuer) rather than through its database: the
 // same exchange as fleet-store.ts's, authenticated as the app (AUTH_APP_ID and AUTH_APP_SECRET),
 // whose replicas count among themselves. A batch too large for one request body (the service
-// takes at most 16 KiB) is sent as several, each applied on its own: counts add up the same.
+// takes at most 16 KiB) is sent as several (request-chunks.ts), each applied on its own: counts
+// add up the same.
 import type { FleetStore, FleetView, OthersCounts, TenantReport } from './fleet-store.js';
+import { chunkByJsonSize } from './request-chunks.js';
 
 export interface AppCredentials {
   appId: string;
   appSecret: string;
 }
 
-/** The bytes of JSON one request carries at most, under the service's 16 KiB body limit. */
-const MAX_REQUEST_CHARS = 12_000;
 const EXCHANGE_TIMEOUT_MS = 5_000;
 
 /** Thrown when the service refuses the app's credentials (401): a configuration error (fatal), not a passing failure. */
@@ -26,22 +26,15 @@ interface Chunk {
 
 /** Splits a batch into requests that fit the body limit; always at least one (the heartbeat). */
 function chunks(reports: Map<string, TenantReport>, tenants: readonly string[]): Chunk[] {
-  const out: Chunk[] = [{ reports: [], tenants: [] }];
-  let size = 0;
-  const add = (chars: number): Chunk => {
-    if (size + chars > MAX_REQUEST_CHARS && (out[out.length - 1]!.reports.length > 0 || out[out.length - 1]!.tenants.length > 0)) {
-      out.push({ reports: [], tenants: [] });
-      size = 0;
-    }
-    size += chars;
-    return out[out.length - 1]!;
-  };
-  for (const [tenant, r] of reports) {
-    const entry = { tenant, requests: r.requests, tokens: r.tokens, in_flight: r.inFlight };
-    add(JSON.stringify(entry).length + 1).reports.push(entry);
-  }
-  for (const tenant of tenants) add(JSON.stringify(tenant).length + 1).tenants.push(tenant);
-  return out;
+  type Item = { report: Chunk['reports'][number] } | { tenant: string };
+  const items: Item[] = [
+    ...[...reports].map(([tenant, r]) => ({ report: { tenant, requests: r.requests, tokens: r.tokens, in_flight: r.inFlight } })),
+    ...tenants.map((tenant) => ({ tenant })),
+  ];
+  return chunkByJsonSize(items, (item) => ('report' in item ? item.report : item.tenant)).map((run) => ({
+    reports: run.flatMap((item) => ('report' in item ? [item.report] : [])),
+    tenants: run.flatMap((item) => ('tenant' in item ? [item.tenant] : [])),
+  }));
 }
 
 export function remoteFleetStore(issuer: string, credentials: AppCredentials): FleetStore {

@@ -3,7 +3,8 @@
 // queue and in compute. Tokens are exactly those of the `usage` the answers carried (each task's
 // final counts); a request is counted once, when it ends. Two readers:
 //  - drain(): the rows accumulated since the previous drain, as the auth service's usage table
-//    takes them (UsageHourRow; inference-server --auth writes them every minute and at shutdown);
+//    takes them (UsageHourRow; usage-flush.ts writes them every minute and at shutdown, to the
+//    mounted service or over HTTP);
 //  - metricsText(): cumulative per-tenant series for /metrics, the 20 tenants that used the most
 //    tokens by name and the rest summed as tenant="other" (bounded label cardinality).
 
@@ -97,19 +98,6 @@ export class UsageMeter {
     const rows = [...this.pending.values()];
     this.pending = new Map();
     return rows;
-  }
-
-  /** Puts rows back (a write that failed), to go with the next drain. */
-  restore(rows: readonly UsageHourRow[]): void {
-    for (const row of rows) {
-      const id = rowId(row.hour, row.appSlug, row.tenant, row.key, row.model);
-      const into = this.pending.get(id);
-      if (!into) {
-        this.pending.set(id, { ...row });
-        continue;
-      }
-      for (const field of AMOUNT_FIELDS) into[field] += row[field];
-    }
   }
 
   /** The per-tenant series of /metrics (Prometheus text; empty before any use). */

@@ -1,7 +1,7 @@
 // UsageMeter (hourly rows and /metrics' per-tenant series) and the usage flush to the auth service.
 import t from 'tap';
 import { METRICS_TENANTS, UsageMeter, type UsageHourRow } from '../../../src/inference/tenants/usage-meter.js';
-import { startUsageFlush } from '../../../src/inference/tenants/usage-flush.js';
+import { startUsageFlush, UsageBatchRefused } from '../../../src/inference/tenants/usage-flush.js';
 
 const HOUR = 3_600_000;
 const T0 = Date.UTC(2026, 10, 27, 10, 0, 0);
@@ -26,9 +26,6 @@ t.test('rows by tenant, key, model and UTC hour, summed; drain starts anew', asy
     row(T0 + HOUR, 'key-1', { requests: 1, promptTokens: 7 }),
   ]);
   t.same(meter.drain(), [], 'nothing since');
-  meter.restore(rows.slice(0, 1));
-  meter.add({ ...who, requests: 1 });
-  t.same(meter.drain().map((r) => [r.hour, r.requests]), [[new Date(T0).toISOString(), 2], [new Date(T0 + HOUR).toISOString(), 1]], 'restored rows go with the next drain');
 });
 
 t.test('/metrics: cumulative per tenant; the 20 that used the most tokens by name, the rest as tenant="other"', async (t) => {
@@ -44,21 +41,53 @@ t.test('/metrics: cumulative per tenant; the 20 that used the most tokens by nam
   t.match(text, /llamacpp:tenant_requests_total\{tenant="other"\} 2\n/);
 });
 
-t.test('the flush writes pending rows on its timer and at stop, keeps them when a write fails', async (t) => {
+t.test('the flush writes pending rows at stop; a failed batch is written again first, with its id, and new rows wait in the meter', async (t) => {
   const meter = new UsageMeter(() => T0);
-  const written: UsageHourRow[][] = [];
+  const written: Array<{ id: string; rows: Array<[number, number]> }> = [];
+  const tried: string[] = [];
   let fail = true;
-  const flush = startUsageFlush(meter, { record: async (rows) => { if (fail) throw new Error('database down'); written.push(rows); } }, { intervalMs: 3_600_000 });
+  const flush = startUsageFlush(meter, {
+    record: async (rows, id) => {
+      tried.push(id);
+      if (fail) throw new Error('timeout (the service may have applied it)');
+      written.push({ id, rows: rows.map((r) => [r.requests, r.promptTokens]) });
+    },
+  }, { intervalMs: 3_600_000 });
   meter.add({ appSlug: 'app', tenant: 'acme', key: 'key:1', model: 'm', requests: 1, promptTokens: 3 });
   await flush.flush();
   t.same(written, [], 'the failed write wrote nothing');
+  meter.add({ appSlug: 'app', tenant: 'acme', key: 'key:1', model: 'm', requests: 1 });
+  await flush.flush();
+  t.equal(tried.length, 2, 'only the failed batch was tried again: the new rows stayed in the meter');
+  t.equal(tried[1], tried[0], 'with the same id');
   fail = false;
   meter.add({ appSlug: 'app', tenant: 'acme', key: 'key:1', model: 'm', requests: 1 });
   await flush.stop();
-  t.equal(written.length, 1, 'one write at stop');
-  t.same(written[0]!.map((r) => [r.requests, r.promptTokens]), [[2, 3]], 'with the rows kept from the failed one');
+  t.same(written, [{ id: tried[0], rows: [[1, 3]] }, { id: written[1]?.id, rows: [[2, 0]] }], 'at stop: the kept batch unchanged under its id, then the meter\'s rows as a new batch');
+  t.not(written[1]!.id, tried[0]);
   await flush.flush();
-  t.equal(written.length, 1, 'nothing left: no empty write');
+  t.equal(written.length, 2, 'nothing left: no empty write');
+});
+
+t.test('the flush drops a batch its service refuses for good, and goes on with the next', async (t) => {
+  const meter = new UsageMeter(() => T0);
+  const lines: string[] = [];
+  const written: number[][] = [];
+  const flush = startUsageFlush(meter, {
+    split: (rows) => rows.map((row) => [row]),
+    record: async (rows, id) => {
+      if (rows[0]!.requests === 1) throw new UsageBatchRefused(`400 malformed ${id}`);
+      written.push(rows.map((r) => r.requests));
+    },
+  }, { intervalMs: 3_600_000, log: (line) => lines.push(line) });
+  meter.add({ appSlug: null, tenant: 'a', key: 'k', model: 'm', requests: 1 });
+  meter.add({ appSlug: null, tenant: 'b', key: 'k', model: 'm', requests: 2 });
+  await flush.stop();
+  t.same(written, [[2]], 'each part a batch of its own: the refused one dropped, the other written');
+  t.equal(lines.length, 1);
+  t.match(lines[0], /^usage: the auth service refused batch [0-9a-f-]{36} of 1 rows for good, dropped: 400 malformed/);
+  await flush.flush();
+  t.same(written, [[2]], 'the refused batch is not tried again');
 });
 
 t.test('rows stay apart whatever their names hold: no two (app, tenant, key, model) share one', async (t) => {
