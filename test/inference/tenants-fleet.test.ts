@@ -11,6 +11,9 @@ import t from 'tap';
 import { createInferenceAuth } from '../../src/inference/access/auth-bridge.js';
 import { FleetLimits } from '../../src/inference/tenants/fleet-limits.js';
 import { remoteFleetStore } from '../../src/inference/tenants/remote-fleet-store.js';
+import { remoteUsageRecorder } from '../../src/inference/tenants/remote-usage-recorder.js';
+import { startUsageFlush } from '../../src/inference/tenants/usage-flush.js';
+import { UsageMeter } from '../../src/inference/tenants/usage-meter.js';
 import { fleetOvershoot } from '../../src/inference/tenants/fleet-limits.js';
 import { ADMIN_KEY, Outbox, startAuthHarness } from '../auth/fixtures/harness.js';
 import { ensureTestModels } from '../fixtures/models.js';
@@ -98,7 +101,7 @@ t.test('a key limited to 40 requests a minute, 3 replicas round robin: the fleet
   t.same(await usageOf(keyId), used, 'the three replicas\' usage rows add up to what the answers said they used');
 });
 
-t.test('replicas through --auth-issuer with the app\'s credentials: the fleet admits 40 to 40 + the bound', async (t) => {
+t.test('replicas through --auth-issuer with the app\'s credentials: the fleet admits 40 to 40 + the bound, and their usage rows add up', async (t) => {
   const app = await harness.request('POST', '/admin/apps', { json: { slug: 'remote', name: 'Remote' }, headers: { 'x-admin-key': ADMIN_KEY } });
   t.equal(app.status, 201);
   const { id: appId, app_secret: appSecret } = app.body as { id: string; app_secret: string };
@@ -153,6 +156,23 @@ t.test('replicas through --auth-issuer with the app\'s credentials: the fleet ad
   await store.exchange('big', Date.now(), second - 60, reports, tenants);
   const view = await store.exchange('reader', Date.now(), second - 60, new Map(), tenants);
   t.same(tenants.map((tenant) => view.others.get(tenant)), tenants.map((_, i) => ({ requests: i + 1, tokens: 10 * (i + 1), inFlight: 1 })), 'another replica reads every tenant\'s counts');
+
+  // Usage rows past one body go as several batches, each with its id; credentials refused at a
+  // flush (401) are logged and the batch kept, and written (all of it, once) when they are right.
+  const meter = new UsageMeter();
+  for (let i = 0; i < 150; i++) meter.add({ appSlug: 'remote', tenant: `tenant-${i}`, key: 'big-usage', model: 'm', requests: 1, promptTokens: i });
+  const right = remoteUsageRecorder(harness.base, { appId, appSecret });
+  let recorder = remoteUsageRecorder(harness.base, { appId, appSecret: 'as_wrong' });
+  const ids = new Set<string>();
+  const lines: string[] = [];
+  const flush = startUsageFlush(meter, { split: right.split, record: (rows, id) => { ids.add(id); return recorder.record(rows, id); } }, { intervalMs: 3_600_000, log: (l) => lines.push(l) });
+  await flush.flush();
+  t.equal(lines.length, 1);
+  t.match(lines[0], /^usage: writing \d+ rows \(batch [0-9a-f-]{36}\) failed, kept for the next write: .*refused the app's credentials.*401$/);
+  recorder = right;
+  await flush.stop();
+  t.ok(ids.size > 1, `split into ${ids.size} batches`);
+  t.match(await usageOf('big-usage', 'remote'), { requests: 150, prompt_tokens: (149 * 150) / 2 }, 'every row arrived, once');
 
   // A replica whose credentials are refused fails its start instead of holding limits alone.
   const refused = new FleetLimits(remoteFleetStore(harness.base, { appId, appSecret: 'as_wrong' }), 'refused');
