@@ -8,7 +8,7 @@ import fs from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import t from 'tap';
-import { createInferenceAuth } from '../../src/inference/access/auth-bridge.js';
+import { createInferenceAuth, type InferenceAuth } from '../../src/inference/access/auth-bridge.js';
 import { FleetLimits } from '../../src/inference/tenants/fleet-limits.js';
 import { remoteFleetStore } from '../../src/inference/tenants/remote-fleet-store.js';
 import { remoteUsageRecorder } from '../../src/inference/tenants/remote-usage-recorder.js';
@@ -30,7 +30,7 @@ interface Used {
 }
 
 /**
- * Sends 3 x limit two-token chats with `key` round robin over the three replicas; checks each was
+ * Sends 3 x limit two-token chats with `key` round robin over the replicas; checks each was
  * answered or refused (nothing else) and that the admitted count is within the fleet's bound.
  * Returns what the answers' `usage` said, summed.
  */
@@ -39,7 +39,7 @@ async function roundRobinAtLimit(t: Tap.Test, servers: Array<{ base: string }>, 
   const used: Used = { requests: 0, prompt_tokens: 0, completion_tokens: 0 };
   for (let i = 0; i < 3 * limit; i++) {
     const body = { messages: [{ role: 'user', content: `Hi ${'there '.repeat(i % 4)}` }], max_tokens: 2 };
-    const res = await postJson(`${servers[i % 3]!.base}/v1/chat/completions`, body, { authorization: `Bearer ${key}` });
+    const res = await postJson(`${servers[i % servers.length]!.base}/v1/chat/completions`, body, { authorization: `Bearer ${key}` });
     statuses.push(res.status);
     if (res.status !== 200) continue;
     used.requests++;
@@ -48,8 +48,9 @@ async function roundRobinAtLimit(t: Tap.Test, servers: Array<{ base: string }>, 
   }
   const admitted = used.requests;
   t.same([...new Set(statuses)].sort(), [200, 429], 'answered or refused, nothing else');
-  t.comment(`admitted ${admitted} of ${statuses.length} against ${limit} (bound ${limit + fleetOvershoot(limit, 3)})`);
-  t.ok(admitted >= limit && admitted <= limit + fleetOvershoot(limit, 3), `${admitted} admitted`);
+  const bound = limit + fleetOvershoot(limit, servers.length);
+  t.comment(`admitted ${admitted} of ${statuses.length} against ${limit} over ${servers.length} replicas (bound ${bound})`);
+  t.ok(admitted >= limit && admitted <= bound, `${admitted} admitted`);
   return used;
 }
 
@@ -63,6 +64,20 @@ async function usageOf(keyId: string, app?: string): Promise<Used> {
   return { requests, prompt_tokens, completion_tokens };
 }
 
+/** A replica's auth bridge on the harness's database (--auth --auth-app `appSlug`). */
+async function mountedBridge(t: Tap.Test, appSlug: string, name: string): Promise<InferenceAuth> {
+  const dataDir = await fs.mkdtemp(path.join(os.tmpdir(), `fleet-${name}-`));
+  await fs.chmod(dataDir, 0o711);
+  t.teardown(() => fs.rm(dataDir, { recursive: true, force: true }));
+  const bridge = await createInferenceAuth({
+    mount: true, appSlug, selfUrl: harness.issuer, env: {},
+    config: { dataDir, keyDir: path.join(harness.dataDir, 'keys'), issuer: harness.issuer, adminKey: ADMIN_KEY, otpDelivery: new Outbox(), databaseUrl: harness.service.databaseUrl, log: () => {} },
+  });
+  t.teardown(() => bridge.close());
+  t.ok(bridge.fleetStore, 'a mounted service offers its database to the fleet');
+  return bridge;
+}
+
 t.test('a key limited to 40 requests a minute, 3 replicas round robin: the fleet admits 40 to 40 + the bound, and the usage rows add up', async (t) => {
   const app = await harness.request('POST', '/admin/apps', { json: { slug: 'chat', name: 'Chat' }, headers: { 'x-admin-key': ADMIN_KEY } });
   t.equal(app.status, 201);
@@ -74,15 +89,7 @@ t.test('a key limited to 40 requests a minute, 3 replicas round robin: the fleet
 
   const servers: TestServer[] = [];
   for (let i = 0; i < 3; i++) {
-    const dataDir = await fs.mkdtemp(path.join(os.tmpdir(), `fleet-replica-${i}-`));
-    await fs.chmod(dataDir, 0o711);
-    t.teardown(() => fs.rm(dataDir, { recursive: true, force: true }));
-    const bridge = await createInferenceAuth({
-      mount: true, appSlug: 'chat', selfUrl: harness.issuer, env: {},
-      config: { dataDir, keyDir: path.join(harness.dataDir, 'keys'), issuer: harness.issuer, adminKey: ADMIN_KEY, otpDelivery: new Outbox(), databaseUrl: harness.service.databaseUrl, log: () => {} },
-    });
-    t.teardown(() => bridge.close());
-    t.ok(bridge.fleetStore, 'a mounted service offers its database to the fleet');
+    const bridge = await mountedBridge(t, 'chat', `replica-${i}`);
     servers.push(await startTestServer(models.chat, {
       parallel: 1, ctxSize: 512, acceptBearer: bridge.acceptBearer!, usageRecorder: bridge.usage!, fleetStore: bridge.fleetStore!, replicaName: `replica-${i}`,
     }));
@@ -101,7 +108,7 @@ t.test('a key limited to 40 requests a minute, 3 replicas round robin: the fleet
   t.same(await usageOf(keyId), used, 'the three replicas\' usage rows add up to what the answers said they used');
 });
 
-t.test('replicas through --auth-issuer with the app\'s credentials: the fleet admits 40 to 40 + the bound, and their usage rows add up', async (t) => {
+t.test('3 replicas through --auth-issuer with the app\'s credentials and 1 on the database count as one fleet: it admits 40 to 40 + the bound, and their usage rows add up', async (t) => {
   const app = await harness.request('POST', '/admin/apps', { json: { slug: 'remote', name: 'Remote' }, headers: { 'x-admin-key': ADMIN_KEY } });
   t.equal(app.status, 201);
   const { id: appId, app_secret: appSecret } = app.body as { id: string; app_secret: string };
@@ -127,12 +134,17 @@ t.test('replicas through --auth-issuer with the app\'s credentials: the fleet ad
       parallel: 1, ctxSize: 512, acceptBearer: bridge.acceptBearer!, fleetStore: bridge.fleetStore!, usageRecorder: bridge.usage!, replicaName: `remote-${i}`,
     }));
   }
+  // One replica of the same app on the database (--auth --auth-app remote): the same fleet.
+  const onDatabase = await mountedBridge(t, 'remote', 'database-replica');
+  servers.push(await startTestServer(models.chat, {
+    parallel: 1, ctxSize: 512, acceptBearer: onDatabase.acceptBearer!, usageRecorder: onDatabase.usage!, fleetStore: onDatabase.fleetStore!, replicaName: 'database-0',
+  }));
   const used = await roundRobinAtLimit(t, servers, key, limit);
   const admitted = used.requests;
   await closeAll();
-  t.same(await usageOf(keyId, 'remote'), used, 'the rows the replicas sent at shutdown add up to what the answers said they used, stored under the app');
+  t.same(await usageOf(keyId, 'remote'), used, 'the rows the replicas sent (or wrote) at shutdown add up to what the answers said they used, stored under the app');
   const [row] = await harness.sql<Array<{ requests: string }>>`
-    select coalesce(sum(requests), 0) as requests from tenant_rate_counts where tenant like ${`app:${appId}/%`}
+    select coalesce(sum(requests), 0) as requests from tenant_rate_counts where tenant like ${'app:remote/%'}
   `;
   t.equal(Number(row!.requests), admitted, 'the counts the service holds for the app are the requests admitted');
 

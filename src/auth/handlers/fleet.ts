@@ -14,7 +14,7 @@ import { recordAppUsageBatch } from '../service/usage.js';
  * (this one included) and the other replicas' counts of each tenant asked for.
  */
 export async function handleFleetExchange(ctx: AuthContext, input: { app: AuthenticatedApp; body: FleetExchangeBody }, _req: HttpRequest): Promise<HttpResult> {
-  return { body: await exchangeFleetCounts(ctx, input.app.id, input.body) };
+  return { body: await exchangeFleetCounts(ctx, input.app, input.body) };
 }
 
 /** 200 `{ batch_id, rows }`, the same for a batch sent again (whose rows were added the first time only). */

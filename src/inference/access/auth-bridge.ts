@@ -22,7 +22,7 @@ import { ErrorType, inferenceError } from '../errors.js';
 import type { UsageRecorder } from '../tenants/usage-flush.js';
 import { remoteUsageRecorder } from '../tenants/remote-usage-recorder.js';
 import { checkTenantSettings, type TenantSettings } from '../tenants/tenant.js';
-import { postgresFleetStore, type FleetStore } from '../tenants/fleet-store.js';
+import { appFleetStore, postgresFleetStore, type FleetStore } from '../tenants/fleet-store.js';
 import { remoteFleetStore, type AppCredentials } from '../tenants/remote-fleet-store.js';
 
 export interface InferenceAuthOptions {
@@ -158,8 +158,10 @@ export async function createInferenceAuth(options: InferenceAuthOptions): Promis
   const usage: UsageRecorder | undefined = service
     ? { record: (rows) => service!.usage.record(rows) }
     : remote && issuerUrl !== null ? remoteUsageRecorder(issuerUrl, remote) : undefined;
+  // A replica on the database that serves an app counts in that app's fleet, with its replicas
+  // through HTTP (POST /fleet/exchange stores those the same way).
   const fleetStore: FleetStore | undefined = service
-    ? postgresFleetStore(service.sql)
+    ? (options.appSlug ? appFleetStore(service.sql, options.appSlug) : postgresFleetStore(service.sql))
     : remote && issuerUrl !== null ? remoteFleetStore(issuerUrl, remote) : undefined;
   const metadata = resource !== null && issuerUrl !== null ? protectedResourceMetadata(resource, issuerUrl) : null;
   if (metadata && acceptBearer) acceptBearer.challenge = `Bearer resource_metadata="${metadata.url}"`;

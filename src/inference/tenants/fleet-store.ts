@@ -2,7 +2,8 @@
 // per batch, in one transaction: this replica's counts since the previous exchange are added (by
 // tenant and second), its requests in progress and its heartbeat set, and the other live
 // replicas' counts over the window read back for the tenants it has seen. Rows older than the
-// window are deleted by whichever replica exchanges.
+// window are deleted by whichever replica exchanges. An app's replicas (on the database or
+// through auth-server's POST /fleet/exchange) count among themselves: appFleetStore.
 import type { Sql } from '../../auth/database/client.js';
 
 /** A replica that has not exchanged for this long is not counted (its requests in progress neither). */
@@ -60,8 +61,8 @@ function rows(reports: Map<string, TenantReport>): { tenant: string[]; second: s
 }
 
 /**
- * `replicaScope`: the prefix of the replica names counted as this fleet's (auth-server's
- * /fleet/exchange stores each app's replicas under its own; '' counts every replica).
+ * `replicaScope`: the prefix of the replica names counted as this fleet's (appFleetStore's, for
+ * the replicas of one app; '' counts every replica).
  */
 export function postgresFleetStore(sql: Sql, replicaScope = ''): FleetStore {
   return {
@@ -111,6 +112,31 @@ export function postgresFleetStore(sql: Sql, replicaScope = ''): FleetStore {
           others: new Map(counted.map((r) => [r.tenant, { requests: Number(r.requests), tokens: Number(r.tokens), inFlight: r.in_flight }])),
         };
       });
+    },
+  };
+}
+
+/** The prefix an app's replicas and tenants are stored under (a slug holds no '/', so no app's prefix starts another's). */
+export function fleetScope(appSlug: string): string {
+  return `app:${appSlug}/`;
+}
+
+const NO_COUNTS: OthersCounts = { requests: 0, tokens: 0, inFlight: 0 };
+
+/**
+ * The fleet of one app's replicas: its replica and tenant names stored under fleetScope(slug),
+ * and only its replicas counted. Used alike by the replicas on the database that serve the app
+ * (--auth with --auth-app SLUG) and by auth-server's POST /fleet/exchange for its replicas over
+ * HTTP, so both kinds count together; one app's replicas never see or change another app's counts.
+ */
+export function appFleetStore(sql: Sql, appSlug: string): FleetStore {
+  const scope = fleetScope(appSlug);
+  const store = postgresFleetStore(sql, scope);
+  return {
+    async exchange(replica, nowMs, windowStartSecond, reports, tenants) {
+      const scoped = new Map([...reports].map(([tenant, report]) => [scope + tenant, report]));
+      const view = await store.exchange(scope + replica, nowMs, windowStartSecond, scoped, tenants.map((tenant) => scope + tenant));
+      return { replicas: view.replicas, others: new Map(tenants.map((tenant) => [tenant, view.others.get(scope + tenant) ?? NO_COUNTS])) };
     },
   };
 }
