@@ -13,6 +13,8 @@
 // (1 - its requests in flight / the most any replica has), llm-d's default weights for its prefix
 // and queue scorers, and the best takes the request (ties: fewest in flight, then the lowest index).
 //
+// Then the tenants' limits across replicas, on the database and over HTTP (fleet-limits.ts).
+//
 // Environment: BENCH_FLEET_REPLICAS (2 or 3, default 3), BENCH_FLEET_SIZE=tiny (a smoke run:
 // 2 groups of 2 agents, 2 turns, 256-token system prompts).
 import { Subscriber } from 'zeromq';
@@ -21,6 +23,9 @@ import { ensureBenchModel } from '../test/fixtures/models.js';
 import { DEFAULT_BLOCK_KEY_RULE, sequenceBlocks } from '../src/inference/kv-events/block-keys.js';
 import { BenchError, percentile, promptTokens, streamCompletion } from './load.js';
 import { unifiedPoolArgs, type Profile, type Scenario, type ScenarioContext } from './scenario.js';
+import { FLEET_LIMIT_METRICS, FLEET_LIMITS_DESCRIPTION, measureFleetLimits } from './fleet-limits.js';
+import { join } from 'node:path';
+import { REPO_ROOT } from '../test/helpers/reference.js';
 
 const REPLICAS = Math.min(3, Math.max(2, Number(process.env.BENCH_FLEET_REPLICAS) || 3));
 const TINY = process.env.BENCH_FLEET_SIZE === 'tiny';
@@ -210,8 +215,8 @@ async function warmUp(bases: readonly string[], picker: PrefixPicker): Promise<v
 const fleet: Scenario = {
   id: 'fleet',
   title: `agent fleet over ${REPLICAS} replicas`,
-  timeoutSeconds: TINY ? 300 : 1800,
-  description: `${W.groups} groups x ${W.agentsPerGroup} agents at once, each group sharing a ${W.systemTokens}-token system prompt, each agent ${W.turns} turns (+${W.userTokens} user tokens, ${W.answerTokens} generated, its history kept), streamed /completion with token-id prompts. Ours: ${REPLICAS} replicas (-t 1, -np ${PER_REPLICA.parallel}, -c ${PER_REPLICA.ctx} each) behind a prefix-aware picker fed only by their --kv-events (llm-d's prefix and queue weights), then the same replicas round robin, each with prompts of its own (the order alternates by round); llama-server: one server with -t ${REPLICAS}, -np ${REPLICAS * PER_REPLICA.parallel}, -c ${REPLICAS * PER_REPLICA.ctx}, the same workload once (its figures stand in both rows). TTFT = request start -> first token event; throughput = requests (generated tokens) / wall time (first request sent -> last stream ended).`,
+  timeoutSeconds: TINY ? 420 : 1920,
+  description: `${W.groups} groups x ${W.agentsPerGroup} agents at once, each group sharing a ${W.systemTokens}-token system prompt, each agent ${W.turns} turns (+${W.userTokens} user tokens, ${W.answerTokens} generated, its history kept), streamed /completion with token-id prompts. Ours: ${REPLICAS} replicas (-t 1, -np ${PER_REPLICA.parallel}, -c ${PER_REPLICA.ctx} each) behind a prefix-aware picker fed only by their --kv-events (llm-d's prefix and queue weights), then the same replicas round robin, each with prompts of its own (the order alternates by round); llama-server: one server with -t ${REPLICAS}, -np ${REPLICAS * PER_REPLICA.parallel}, -c ${REPLICAS * PER_REPLICA.ctx}, the same workload once (its figures stand in both rows). TTFT = request start -> first token event; throughput = requests (generated tokens) / wall time (first request sent -> last stream ended). ${FLEET_LIMITS_DESCRIPTION} (ours only: llama-server has no tenants.)`,
   metrics: [
     { key: 'prefixTtftP50', label: 'prefix-aware: TTFT p50', unit: 'ms', kind: 'latency' },
     { key: 'prefixTtftP90', label: 'prefix-aware: TTFT p90', unit: 'ms', kind: 'latency' },
@@ -223,6 +228,7 @@ const fleet: Scenario = {
     { key: 'rrTtftP90', label: 'round robin: TTFT p90', unit: 'ms', kind: 'info' },
     { key: 'rrRequestsPerSecond', label: 'round robin: requests/s', unit: 'req/s', kind: 'info' },
     { key: 'rrWallMs', label: 'round robin: wall time', unit: 'ms', kind: 'info' },
+    ...FLEET_LIMIT_METRICS,
   ],
   async run(ctx: ScenarioContext) {
     if (ctx.server !== 'ours') {
@@ -230,6 +236,7 @@ const fleet: Scenario = {
       return {
         prefixTtftP50: single.ttftP50, prefixTtftP90: single.ttftP90, prefixRequestsPerSecond: single.requestsPerSecond, prefixTokensPerSecond: single.tokensPerSecond, prefixHitShare: NaN,
         prefixWallMs: single.wallMs, rrTtftP50: single.ttftP50, rrTtftP90: single.ttftP90, rrRequestsPerSecond: single.requestsPerSecond, rrWallMs: single.wallMs,
+        ...Object.fromEntries(FLEET_LIMIT_METRICS.map((m) => [m.key, NaN])),
       };
     }
     const bases = [ctx.base];
@@ -249,6 +256,8 @@ const fleet: Scenario = {
       }
       out.prefixHitShare = picker.hits / Math.max(1, picker.picks);
       ctx.progress(`ours: fleet: prefix-aware TTFT p50 ${out.prefixTtftP50!.toFixed(0)} ms vs round robin ${out.rrTtftP50!.toFixed(0)} ms; ${(100 * out.prefixHitShare).toFixed(0)}% of requests went where their first block was`);
+      // The limits across replicas: replicas of their own (with the auth service), started after the workload.
+      Object.assign(out, await measureFleetLimits(join(REPO_ROOT, 'dist/inference/inference-server.cjs'), join(REPO_ROOT, 'bench/results/logs'), ctx.progress));
       return out;
     } finally {
       picker.close();

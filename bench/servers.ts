@@ -56,6 +56,8 @@ export interface ServerLaunch {
   command: string;
   /** Arguments before the port (the port is appended as --port N). */
   args: string[];
+  /** Environment variables set for this server on top of the bench's own. */
+  env?: Record<string, string>;
 }
 
 export interface RunningServer {
@@ -84,7 +86,7 @@ export async function startServer(launch: ServerLaunch, logDir: string, logName:
   const log = createWriteStream(logPath);
   const args = [...launch.args, '--host', '127.0.0.1', '--port', String(port)];
   log.write(`$ ${launch.command} ${args.join(' ')}\n`);
-  const child = spawn(launch.command, args, { stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(launch.command, args, { stdio: ['ignore', 'pipe', 'pipe'], ...(launch.env ? { env: { ...process.env, ...launch.env } } : {}) });
   children.add(child);
   child.stdout!.pipe(log, { end: false });
   child.stderr!.pipe(log, { end: false });
