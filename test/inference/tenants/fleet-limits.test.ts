@@ -22,9 +22,14 @@ interface Replica {
   fleet: FleetLimits;
 }
 
-async function fleetOf(n: number, name: string): Promise<{ replicas: Replica[]; exchanges: () => number }> {
+/**
+ * `n` replicas of a fleet of their own: their names start with `name-` and only those are counted
+ * (the fleets of other tests on this database, alive or gone less than 10 s ago, would count as
+ * live replicas and shrink each replica's budget); stopped when test `t` ends.
+ */
+async function fleetOf(t: Tap.Test, n: number, name: string): Promise<{ replicas: Replica[]; exchanges: () => number }> {
   let exchanges = 0;
-  const store = postgresFleetStore(harness.sql);
+  const store = postgresFleetStore(harness.sql, `${name}-`);
   const counting: FleetStore = { exchange: (...args) => { exchanges++; return store.exchange(...args); } };
   const replicas = Array.from({ length: n }, (_, i) => {
     const fleet = new FleetLimits(counting, `${name}-${i}`, { intervalMs: 20 });
@@ -34,26 +39,43 @@ async function fleetOf(n: number, name: string): Promise<{ replicas: Replica[]; 
   // Every replica has now heard of the others.
   for (const r of replicas) await r.fleet.exchange();
   t.teardown(async () => { for (const r of replicas) await r.fleet.stop(); });
+  t.same(replicas.map((r) => r.fleet.fleetSize), Array(n).fill(n), `each replica counts the ${n} of its fleet`);
   return { replicas, exchanges: () => exchanges };
+}
+
+/**
+ * Requests of `who` round robin over the replicas (1 ms apart) until each replica in turn refuses
+ * one for the limit itself (`limitRefusal`), not while it waits for the others' counts: the fleet
+ * then knows it has reached the limit; and at least `minAttempts` requests. `admitted` runs for
+ * each admitted request. Returns the attempts made.
+ */
+async function untilFleetRefuses(replicas: Replica[], who: Tenant, limitRefusal: RegExp, admitted: (r: Replica) => void, minAttempts = 0): Promise<number> {
+  const deadline = Date.now() + 30_000;
+  let refusedInARow = 0;
+  let attempts = 0;
+  for (let i = 0; refusedInARow < replicas.length || attempts < minAttempts; i++) {
+    if (Date.now() > deadline) throw new Error(`the fleet never refused ${who.id} for its limit on every replica (${attempts} attempts)`);
+    const r = replicas[i % replicas.length]!;
+    const decision = r.limiter.admit(who);
+    attempts++;
+    if (decision.ok) admitted(r);
+    refusedInARow = !decision.ok && limitRefusal.test(decision.message) ? refusedInARow + 1 : 0;
+    await delay(1);
+  }
+  return attempts;
 }
 
 const bound = (limit: number, replicas: number): number => limit + fleetOvershoot(limit, replicas);
 
 t.test('requests per minute: 3 replicas round robin admit the limit, and past it at most limit x 1.1', async (t) => {
-  const { replicas, exchanges } = await fleetOf(3, 'rpm');
-  t.same(replicas.map((r) => r.fleet.fleetSize), [3, 3, 3]);
+  const { replicas, exchanges } = await fleetOf(t, 3, 'rpm');
   const limit = 100;
   const who = tenant('rpm-tenant', { requestsPerMinute: limit });
   let admitted = 0;
-  const attempts = 600;
-  for (let i = 0; i < attempts; i++) {
-    const r = replicas[i % 3]!;
-    if (r.limiter.admit(who).ok) {
-      admitted++;
-      r.limiter.end(who);
-    }
-    await delay(1);
-  }
+  const attempts = await untilFleetRefuses(replicas, who, /^Rate limit reached for requests per minute/, (r) => {
+    admitted++;
+    r.limiter.end(who);
+  }, 600);
   t.comment(`admitted ${admitted} of ${attempts} against a limit of ${limit} (overshoot ${((admitted / limit - 1) * 100).toFixed(1)}%), ${exchanges()} exchanges`);
   t.ok(admitted >= limit, `the fleet admits its limit (${admitted})`);
   t.ok(admitted <= bound(limit, 3), `and at most ${bound(limit, 3)} (${admitted})`);
@@ -65,15 +87,11 @@ t.test('requests per minute: 3 replicas round robin admit the limit, and past it
 });
 
 t.test('requests in progress: held requests stay within limit + max(10%, 2 x (replicas - 1)) across the fleet', async (t) => {
-  const { replicas } = await fleetOf(3, 'conc');
+  const { replicas } = await fleetOf(t, 3, 'conc');
   const limit = 6;
   const who = tenant('conc-tenant', { concurrentRequests: limit });
   const held: Replica[] = [];
-  for (let i = 0; i < 90; i++) {
-    const r = replicas[i % 3]!;
-    if (r.limiter.admit(who).ok) held.push(r);
-    await delay(1);
-  }
+  await untilFleetRefuses(replicas, who, /^Concurrent request limit reached/, (r) => held.push(r));
   t.ok(held.length >= limit && held.length <= bound(limit, 3), `${held.length} in progress at once, limit ${limit}, bound ${bound(limit, 3)}`);
   for (const r of held) r.limiter.end(who);
   for (const r of replicas) await r.fleet.exchange();
@@ -82,20 +100,16 @@ t.test('requests in progress: held requests stay within limit + max(10%, 2 x (re
 });
 
 t.test('tokens per minute: admissions stop once the fleet\'s tokens reach the limit, within the bound', async (t) => {
-  const { replicas } = await fleetOf(3, 'tpm');
+  const { replicas } = await fleetOf(t, 3, 'tpm');
   const limit = 1000;
   const perRequest = 10;
   const who = tenant('tpm-tenant', { tokensPerMinute: limit });
   let tokens = 0;
-  for (let i = 0; i < 600; i++) {
-    const r = replicas[i % 3]!;
-    if (r.limiter.admit(who).ok) {
-      r.limiter.addTokens(who, perRequest);
-      tokens += perRequest;
-      r.limiter.end(who);
-    }
-    await delay(1);
-  }
+  await untilFleetRefuses(replicas, who, /^Rate limit reached for tokens per minute/, (r) => {
+    r.limiter.addTokens(who, perRequest);
+    tokens += perRequest;
+    r.limiter.end(who);
+  });
   // A request admitted below the limit counts its tokens after: one request's worth past the bound.
   t.ok(tokens >= limit && tokens <= bound(limit, 3) + perRequest, `${tokens} tokens admitted, limit ${limit}`);
 });
