@@ -10,6 +10,7 @@
 // seeing the 413). So the close waits until nothing more is arriving: the client sent its whole
 // body, or it went on past a bounded amount (DRAIN_MAX_BYTES beyond the cap, or DRAIN_MAX_MS),
 // where the close is deliberate and a reset acceptable.
+import type { IdleWatch, Watched } from './idle-watch.js';
 
 /** The part of a uWS HttpResponse that body reading needs. */
 export interface BodySource {
@@ -18,9 +19,9 @@ export interface BodySource {
 
 export type BodyOutcome = { kind: 'body'; body: Buffer } | { kind: 'too-large' };
 
-/** llama-server's read timeout (-to): `onTimeout` runs when no byte of the body came for `ms`. */
+/** llama-server's read timeout (-to): `onTimeout` runs when no byte of the body came for the watch's time. */
 export interface IdleTimeout {
-  ms: number;
+  watch: IdleWatch;
   onTimeout: () => void;
 }
 
@@ -53,28 +54,27 @@ export function readBody(
   let received = 0;
   let settled = false;
   let draining = false;
-  let idleTimer: NodeJS.Timeout | null = null;
+  // Not idle while draining: the drain has its own bound.
+  let watched: Watched | null = idle ? idle.watch.watch(() => {
+    watched = null;
+    if (!settled && !isClosed()) idle.onTimeout();
+  }) : null;
   let drainTimer: NodeJS.Timeout | null = null;
   const stopTimers = (): void => {
-    if (idleTimer) clearTimeout(idleTimer);
+    watched?.stop();
     if (drainTimer) clearTimeout(drainTimer);
-    idleTimer = drainTimer = null;
+    watched = drainTimer = null;
   };
   const finish = (outcome: BodyOutcome): void => {
     settled = true;
     stopTimers();
     done(outcome);
   };
-  const rearm = (): void => {
-    if (idleTimer) clearTimeout(idleTimer);
-    idleTimer = idle && idle.ms > 0 && !settled && !draining ? setTimeout(() => {
-      if (!settled && !isClosed()) idle.onTimeout();
-    }, idle.ms) : null;
-  };
   const startDraining = (): void => {
     draining = true;
     chunks.length = 0;
-    rearm();
+    watched?.stop();
+    watched = null;
     drainTimer = setTimeout(() => {
       if (settled) return;
       if (isClosed()) { settled = true; stopTimers(); return; }
@@ -83,7 +83,6 @@ export function readBody(
     drainTimer.unref();
   };
   if (declaredLength > maxBytes) startDraining();
-  else rearm();
   source.onData((chunk, isLast) => {
     if (settled) return;
     if (isClosed()) { settled = true; stopTimers(); return; }
@@ -93,7 +92,7 @@ export function readBody(
       if (isLast || received > maxBytes + drain.bytes) finish({ kind: 'too-large' });
       return;
     }
-    rearm();
+    watched?.touch();
     // The ArrayBuffer is only valid during this callback: copy it.
     chunks.push(Buffer.copyBytesFrom(new Uint8Array(chunk)));
     if (isLast) finish({ kind: 'body', body: chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, received) });

@@ -14,6 +14,7 @@ export interface HttpRequest {
   readonly body: Buffer;
   /** Aborted when the client disconnects; long work must stop and free its resources. */
   readonly signal: AbortSignal;
+  /** The client's address: read it while answering (it is '' once the response ended or the client left). */
   readonly remoteAddress: string;
   /**
    * Switches the response to a `text/event-stream`, or returns the stream already opened. After

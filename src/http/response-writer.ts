@@ -13,6 +13,8 @@ export interface ResponseSink {
   onAborted(handler: () => void): unknown;
   onWritable(handler: (offset: number) => boolean): unknown;
   cork(cb: () => void): unknown;
+  /** The peer's address as text; only while the response is open. */
+  getRemoteAddressAsText(): ArrayBuffer;
   writeStatus(status: string): unknown;
   writeHeader(key: string, value: string): unknown;
   write(chunk: string | Uint8Array): boolean;
@@ -63,8 +65,10 @@ export class ResponseWriter {
   private stream: EventStream | null = null;
   /** An event stream's status line and headers, until its first write sends them. */
   private streamHead: (() => void) | null = null;
-  /** Headers set by setHeader, for whatever answer goes out. */
-  private readonly extraHeaders = new Map<string, string>();
+  /** Headers set by setHeader, for whatever answer goes out (made by the first). */
+  private extraHeaders: Map<string, string> | null = null;
+  /** The peer's address, read from the socket the first time it is asked for. */
+  private address: string | null = null;
 
   /**
    * Must be constructed synchronously inside the uWS request callback: onAborted has to be
@@ -89,7 +93,20 @@ export class ResponseWriter {
 
   /** Sets a header of the answer to come (a later value of the same name replaces it). */
   setHeader(name: string, value: string): void {
-    this.extraHeaders.set(name, value);
+    (this.extraHeaders ??= new Map()).set(name, value);
+  }
+
+  /**
+   * The client's address. Read from the socket when first asked (most requests never ask), so it
+   * must be asked while the request is answered: '' once the response ended or the client left
+   * without it having been read.
+   */
+  get remoteAddress(): string {
+    if (this.address === null) {
+      if (this.finished) return '';
+      this.address = Buffer.from(this.res.getRemoteAddressAsText()).toString();
+    }
+    return this.address;
   }
 
   /** True until the response ended or the client went away. */
@@ -234,7 +251,7 @@ export class ResponseWriter {
   private writeHead(status: number, headers: Record<string, string> = {}): void {
     this.res.writeStatus(statusLine(status));
     for (const [k, v] of this.headers) this.res.writeHeader(k, v);
-    for (const [k, v] of this.extraHeaders) this.res.writeHeader(k, v);
+    if (this.extraHeaders) for (const [k, v] of this.extraHeaders) this.res.writeHeader(k, v);
     for (const [k, v] of Object.entries(headers)) this.res.writeHeader(k, v);
   }
 

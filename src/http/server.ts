@@ -5,6 +5,7 @@
 import { accessSync, constants } from 'node:fs';
 import uWS from 'uWebSockets.js';
 import { readBody } from './body-reader.js';
+import { IdleWatch } from './idle-watch.js';
 import { corsHeaders, preflightHeaders, type CorsPolicy } from './cors.js';
 import { HttpError, HttpLayerCode, type ErrorFormatter } from './errors.js';
 import type { HttpRequest } from './request.js';
@@ -83,10 +84,9 @@ interface RequestHead {
   path: string;
   queryString: string;
   headers: Record<string, string>;
-  remoteAddress: string;
 }
 
-function copyRequestHead(res: uWS.HttpResponse, req: uWS.HttpRequest): RequestHead {
+function copyRequestHead(req: uWS.HttpRequest): RequestHead {
   const headers: Record<string, string> = Object.create(null);
   req.forEach((key, value) => {
     headers[key] = key in headers ? `${headers[key]}, ${value}` : value;
@@ -96,32 +96,50 @@ function copyRequestHead(res: uWS.HttpResponse, req: uWS.HttpRequest): RequestHe
     path: req.getUrl(),
     queryString: req.getQuery() ?? '',
     headers,
-    // The socket address is gone once the response has ended.
-    remoteAddress: Buffer.from(res.getRemoteAddressAsText()).toString(),
   };
 }
 
-function handlerRequest(head: RequestHead, params: Record<string, string>, body: Buffer, writer: ResponseWriter): HttpRequest {
-  let query: URLSearchParams | null = null;
-  return {
-    method: head.method,
-    path: head.path,
-    get query() {
-      return (query ??= new URLSearchParams(head.queryString));
-    },
-    params,
-    headers: head.headers,
-    body,
-    get signal() {
-      return writer.signal;
-    },
-    remoteAddress: head.remoteAddress,
-    openEventStream: (init) => writer.openEventStream(init),
-    get streamStarted() {
-      return writer.streamStarted;
-    },
-    setResponseHeader: (name, value) => writer.setHeader(name, value),
-  };
+/** A handler's request: a class, so that a request costs one object and no closures or accessors of its own. */
+class HandlerRequest implements HttpRequest {
+  private parsedQuery: URLSearchParams | null = null;
+
+  constructor(private readonly head: RequestHead, readonly params: Record<string, string>, readonly body: Buffer, private readonly writer: ResponseWriter) {}
+
+  get method(): string {
+    return this.head.method;
+  }
+
+  get path(): string {
+    return this.head.path;
+  }
+
+  get headers(): Record<string, string> {
+    return this.head.headers;
+  }
+
+  get query(): URLSearchParams {
+    return (this.parsedQuery ??= new URLSearchParams(this.head.queryString));
+  }
+
+  get signal(): AbortSignal {
+    return this.writer.signal;
+  }
+
+  get remoteAddress(): string {
+    return this.writer.remoteAddress;
+  }
+
+  get streamStarted(): boolean {
+    return this.writer.streamStarted;
+  }
+
+  openEventStream(init?: Parameters<HttpRequest['openEventStream']>[0]): ReturnType<HttpRequest['openEventStream']> {
+    return this.writer.openEventStream(init);
+  }
+
+  setResponseHeader(name: string, value: string): void {
+    this.writer.setHeader(name, value);
+  }
 }
 
 /** Runs a handler and writes its outcome; never throws. */
@@ -186,11 +204,12 @@ export async function startHttpServer(options: HttpServerOptions): Promise<HttpS
   };
   const cors = options.cors;
   const preflight = cors ? preflightHeaders(cors) : null;
+  const idle = timeoutMs > 0 ? new IdleWatch(timeoutMs) : null;
   const tooLarge = (): HttpError => new HttpError(413, HttpLayerCode.BODY_TOO_LARGE, `Request body exceeds ${options.maxBodyBytes} bytes`);
   const app = createApp(options.tls);
 
   app.any('/*', (res, req) => {
-    const head = copyRequestHead(res, req);
+    const head = copyRequestHead(req);
     const { method, path } = head;
     const headers = cors ? corsHeaders(cors, head.headers['origin']) : [];
     // HEAD is routed as GET; the writer leaves the body out. Routed before the writer is made (both
@@ -207,13 +226,13 @@ export async function startHttpServer(options: HttpServerOptions): Promise<HttpS
       return;
     }
     if (!METHODS_WITH_BODY.has(method)) {
-      void dispatchTraced(trace, match.handler, handlerRequest(head, match.params, EMPTY_BODY, writer), writer);
+      void dispatchTraced(trace, match.handler, new HandlerRequest(head, match.params, EMPTY_BODY, writer), writer);
       return;
     }
     readBody(res, Number(head.headers['content-length'] ?? '0'), options.maxBodyBytes, () => !writer.isOpen, (outcome) => {
       if (outcome.kind === 'too-large') writer.writeError(tooLarge());
-      else void dispatchTraced(trace, match.handler, handlerRequest(head, match.params, outcome.body, writer), writer);
-    }, { ms: timeoutMs, onTimeout: () => writer.closeConnection() });
+      else void dispatchTraced(trace, match.handler, new HandlerRequest(head, match.params, outcome.body, writer), writer);
+    }, idle ? { watch: idle, onTimeout: () => writer.closeConnection() } : undefined);
   });
 
   const listen = (host: string, port: number): Promise<uWS.us_listen_socket> => new Promise((resolve, reject) => {
@@ -238,6 +257,7 @@ export async function startHttpServer(options: HttpServerOptions): Promise<HttpS
     close() {
       for (const socket of sockets) uWS.us_listen_socket_close(socket);
       (app as unknown as { close?: () => void }).close?.();
+      idle?.close();
     },
   };
 }
