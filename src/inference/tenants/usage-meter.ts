@@ -59,6 +59,12 @@ export class UsageMeter {
   /** The hour in progress: its start (ms) and ISO form, made again only when the hour changes. */
   private hourStart = -1;
   private hourIso = '';
+  /**
+   * The row and total each key used last, so that a key's next request in the same hour (the
+   * common case) finds them without building its row's identity: by key label, checked against
+   * the entry's other fields; dropped by drain().
+   */
+  private lastByKey = new Map<string, { entry: UsageEntry; hour: string; row: UsageHourRow; total: Amounts }>();
 
   constructor(private readonly now: () => number = Date.now) {}
 
@@ -75,28 +81,37 @@ export class UsageMeter {
 
   add(entry: UsageEntry): void {
     const hour = this.currentHour();
-    const id = rowId(hour, entry.appSlug, entry.tenant, entry.key, entry.model);
-    let row = this.pending.get(id);
-    if (!row) {
-      row = { appSlug: entry.appSlug, tenant: entry.tenant, key: entry.key, model: entry.model, hour, ...zero() };
-      this.pending.set(id, row);
+    const last = this.lastByKey.get(entry.key);
+    let row: UsageHourRow;
+    let total: Amounts;
+    if (last && last.hour === hour && last.entry.model === entry.model && last.entry.tenant === entry.tenant && last.entry.appSlug === entry.appSlug) {
+      row = last.row;
+      total = last.total;
+    } else {
+      const id = rowId(hour, entry.appSlug, entry.tenant, entry.key, entry.model);
+      let found = this.pending.get(id);
+      if (!found) {
+        found = { appSlug: entry.appSlug, tenant: entry.tenant, key: entry.key, model: entry.model, hour, ...zero() };
+        this.pending.set(id, found);
+      }
+      row = found;
+      let tenantTotal = this.totals.get(entry.tenant);
+      if (!tenantTotal) {
+        tenantTotal = zero();
+        this.totals.set(entry.tenant, tenantTotal);
+      }
+      total = tenantTotal;
+      this.lastByKey.set(entry.key, { entry: { appSlug: entry.appSlug, tenant: entry.tenant, key: entry.key, model: entry.model }, hour, row, total });
     }
-    let total = this.totals.get(entry.tenant);
-    if (!total) {
-      total = zero();
-      this.totals.set(entry.tenant, total);
-    }
-    for (const field of AMOUNT_FIELDS) {
-      const n = entry[field] ?? 0;
-      row[field] += n;
-      total[field] += n;
-    }
+    addAmounts(row, entry);
+    addAmounts(total, entry);
   }
 
   /** The rows accumulated since the previous drain (the hour in progress included); starts anew. */
   drain(): UsageHourRow[] {
     const rows = [...this.pending.values()];
     this.pending = new Map();
+    this.lastByKey = new Map();
     return rows;
   }
 
@@ -124,6 +139,16 @@ export class UsageMeter {
     series('tenant_compute_seconds_total', 'Time the tenant\'s tasks spent in prompt processing and generation', (a) => a.computeMs / 1000);
     return lines.join('\n') + '\n';
   }
+}
+
+/** Adds an entry's amounts (absent: 0), written out: a loop over the field names cost more per request. */
+function addAmounts(to: Amounts, entry: UsageEntry): void {
+  if (entry.requests !== undefined) to.requests += entry.requests;
+  if (entry.promptTokens !== undefined) to.promptTokens += entry.promptTokens;
+  if (entry.cachedPromptTokens !== undefined) to.cachedPromptTokens += entry.cachedPromptTokens;
+  if (entry.completionTokens !== undefined) to.completionTokens += entry.completionTokens;
+  if (entry.queueMs !== undefined) to.queueMs += entry.queueMs;
+  if (entry.computeMs !== undefined) to.computeMs += entry.computeMs;
 }
 
 function escapeLabel(value: string): string {

@@ -28,6 +28,21 @@ t.test('rows by tenant, key, model and UTC hour, summed; drain starts anew', asy
   t.same(meter.drain(), [], 'nothing since');
 });
 
+t.test('a key that alternates models or tenants, and a drain between two uses, keep their rows apart (the meter remembers each key\'s last row)', async (t) => {
+  const meter = new UsageMeter(() => T0);
+  const who = { appSlug: 'app', tenant: 'acme', key: 'key-1' };
+  meter.add({ ...who, model: 'a', requests: 1, promptTokens: 1 });
+  meter.add({ ...who, model: 'b', requests: 1, promptTokens: 2 });
+  meter.add({ ...who, model: 'a', requests: 1, promptTokens: 4 });
+  meter.add({ ...who, tenant: 'other', model: 'a', requests: 1, promptTokens: 8 });
+  meter.add({ ...who, appSlug: null, model: 'a', requests: 1, promptTokens: 16 });
+  const summary = (rows: UsageHourRow[]): string[] => rows.map((r) => `${r.appSlug}/${r.tenant}/${r.model}: ${r.requests} ${r.promptTokens}`);
+  t.same(summary(meter.drain()), ['app/acme/a: 2 5', 'app/acme/b: 1 2', 'app/other/a: 1 8', 'null/acme/a: 1 16']);
+  meter.add({ ...who, model: 'a', requests: 1, promptTokens: 32 });
+  t.same(summary(meter.drain()), ['app/acme/a: 1 32'], 'a use after a drain is in the next batch only');
+  t.match(meter.metricsText(), /llamacpp:tenant_prompt_tokens_total\{tenant="acme"\} 55\n/, 'the tenant\'s total counts every use once');
+});
+
 t.test('/metrics: cumulative per tenant; the 20 that used the most tokens by name, the rest as tenant="other"', async (t) => {
   const meter = new UsageMeter(() => T0);
   t.equal(meter.metricsText(), '', 'nothing before any use');
