@@ -59,6 +59,8 @@ export function compileBody<S extends TSchema>(schema: S, options: BodyOptions =
 
 const utf8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
 const LONE_SURROGATE = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/;
+/** Any surrogate: a cheap first test (most strings hold none) before LONE_SURROGATE's look-arounds. */
+const SURROGATE = /[\ud800-\udfff]/;
 
 /** Parses the body as JSON. With `strictContentType`, a body sent with a non-JSON content type is 415. */
 export function parseJson(req: HttpRequest, strictContentType = true): unknown {
@@ -89,30 +91,62 @@ export function parseJson(req: HttpRequest, strictContentType = true): unknown {
  */
 function findFlaw(root: unknown, wellFormed: boolean, maxDepth: number): { pointer: string; what: string } | null {
   const lone = (pointer: string) => ({ pointer, what: 'a string holds a lone UTF-16 surrogate (\\ud800-\\udfff not in a pair)' });
-  // [value, its parent's pointer, its key, its depth]: pointers are built only for containers and hits.
-  const pending: Array<[unknown, string, string, number]> = [[root, '', '', 1]];
-  while (pending.length > 0) {
-    const [value, parent, key, depth] = pending.pop()!;
-    if (typeof value === 'string') {
-      if (wellFormed && LONE_SURROGATE.test(value)) return lone(`${parent}${key}`);
+  const isLone = (text: string): boolean => wellFormed && SURROGATE.test(text) && LONE_SURROGATE.test(text);
+  if (typeof root === 'string') return isLone(root) ? lone('') : null;
+  if (typeof root !== 'object' || root === null) return null;
+  if (maxDepth < 1) return { pointer: '', what: `nested more than ${maxDepth} levels deep` };
+  // Depth first, in document order: a frame per open container (the body's is level 1), its keys
+  // (null for an array) and the next one to visit. Pointers are built only for a flaw found, from
+  // the frames' names: checking a well-formed body builds no string.
+  const frames: FlawFrame[] = [frameOf(root, '')];
+  const pointer = (upTo: number, last?: string): string => {
+    let out = '';
+    for (let i = 1; i <= upTo; i++) out += `/${escapePointer(frames[i]!.name)}`;
+    return last === undefined ? out : `${out}/${escapePointer(last)}`;
+  };
+  if (frames[0]!.keys) for (const name of frames[0]!.keys) if (isLone(name)) return lone('');
+  while (frames.length > 0) {
+    const top = frames[frames.length - 1]!;
+    const count = top.keys ? top.keys.length : (top.value as unknown[]).length;
+    if (top.next >= count) {
+      frames.pop();
       continue;
     }
-    if (typeof value !== 'object' || value === null) continue;
-    const pointer = `${parent}${key}`;
-    if (depth > maxDepth) return { pointer: pointer.slice(0, (pointer + '/').indexOf('/', 1)), what: `nested more than ${maxDepth} levels deep` };
-    if (Array.isArray(value)) {
-      for (let i = value.length - 1; i >= 0; i--) {
-        const item: unknown = value[i];
-        if (typeof item === 'string' || (typeof item === 'object' && item !== null)) pending.push([item, pointer, `/${i}`, depth + 1]);
-      }
+    const index = top.next++;
+    const name = top.keys ? top.keys[index]! : String(index);
+    const item: unknown = top.keys ? (top.value as Record<string, unknown>)[name] : (top.value as unknown[])[index];
+    if (typeof item === 'string') {
+      if (isLone(item)) return lone(pointer(frames.length - 1, name));
       continue;
     }
-    for (const [name, item] of Object.entries(value).reverse()) {
-      if (wellFormed && LONE_SURROGATE.test(name)) return lone(pointer);
-      pending.push([item, pointer, `/${name.replace(/~/g, '~0').replace(/\//g, '~1')}`, depth + 1]);
+    if (typeof item !== 'object' || item === null) continue;
+    if (frames.length + 1 > maxDepth) {
+      const field = frames.length > 1 ? frames[1]!.name : name;
+      return { pointer: `/${escapePointer(field)}`, what: `nested more than ${maxDepth} levels deep` };
     }
+    const frame = frameOf(item, name);
+    if (frame.keys) for (const key of frame.keys) if (isLone(key)) return lone(pointer(frames.length - 1, name));
+    frames.push(frame);
   }
   return null;
+}
+
+interface FlawFrame {
+  value: object;
+  /** An object's own keys; null for an array. */
+  keys: string[] | null;
+  next: number;
+  /** The key (or index) the container sits under in its parent. */
+  name: string;
+}
+
+function frameOf(value: object, name: string): FlawFrame {
+  return { value, keys: Array.isArray(value) ? null : Object.keys(value), next: 0, name };
+}
+
+/** A JSON Pointer's escaping of one reference token (RFC 6901). */
+function escapePointer(token: string): string {
+  return token.replace(/~/g, '~0').replace(/\//g, '~1');
 }
 
 /**

@@ -163,6 +163,25 @@ t.test('with maxDepth, nesting deeper is 400 VALIDATION_ERROR naming the top-lev
   }
 });
 
+t.test('the first flaw in document order is named by its field, through arrays and keys holding / and ~', async (t) => {
+  const any = compileBody(Type.Unknown(), { wellFormedStrings: true, maxDepth: 4 });
+  const refusal = (value: unknown): string => {
+    try {
+      any.check(value);
+      return 'accepted';
+    } catch (err) {
+      return `${(err as HttpError).message} ${JSON.stringify((err as HttpError).details)}`;
+    }
+  };
+  const lone = 'a string holds a lone UTF-16 surrogate (\\ud800-\\udfff not in a pair)';
+  t.equal(refusal({ a: [1, { 'b/c~d': ['ok', 'x\ud800'] }], z: '\udc00' }), `Invalid field "a[1].b/c~d[1]": ${lone} {"field":"a[1].b/c~d[1]"}`);
+  t.equal(refusal({ a: 'fine', b: { ['k\ud800']: 1 } }), `Invalid field "b": ${lone} {"field":"b"}`, 'a key is reported at its object');
+  t.equal(refusal('\ud800'), `Invalid request body: ${lone} {}`);
+  t.equal(refusal({ ['\udfff']: 1 }), `Invalid request body: ${lone} {}`, 'a key of the body itself');
+  t.equal(refusal({ a: 1, deep: [[[{}]]] }), 'Invalid field "deep": nested more than 4 levels deep {"field":"deep"}');
+  t.equal(refusal({ a: [[[1]]], b: 'x\ud83e\udd99', c: [] }), 'accepted', 'four levels, a pair');
+});
+
 t.test('a wrong type is 400 VALIDATION_ERROR naming the field', async (t) => {
   const res = await fetch(`${base}/echo`, { method: 'POST', body: JSON.stringify({ name: 'x', tags: ['a', 3] }) });
   t.equal(res.status, 400);
