@@ -19,7 +19,8 @@ import type { Route } from '../../http/router.js';
 import type { ApiKeyIdentity, ApiKeyVerifier, AuthService, AuthServiceConfig } from '../../auth/mount.js';
 import { ROLE_RANK, type RoleName } from '../../auth/roles.js';
 import { ErrorType, inferenceError } from '../errors.js';
-import type { UsageRecorder } from '../tenants/usage-flush.js';
+import { UsageBatchRefused, type UsageRecorder } from '../tenants/usage-flush.js';
+import type { UsageHourRow } from '../tenants/usage-meter.js';
 import { remoteUsageRecorder } from '../tenants/remote-usage-recorder.js';
 import { checkTenantSettings, type TenantSettings } from '../tenants/tenant.js';
 import { appFleetStore, postgresFleetStore, type FleetStore } from '../tenants/fleet-store.js';
@@ -77,6 +78,20 @@ export interface InferenceAuth {
 }
 
 export type { UsageRecorder };
+
+/**
+ * A batch written to the mounted service; a row it refuses as malformed (RangeError) would be
+ * refused every time, so the batch is refused for good (logged and dropped) rather than kept and
+ * retried ahead of every later batch.
+ */
+export async function mountedUsageRecord(service: Pick<AuthService, 'usage'>, rows: UsageHourRow[]): Promise<void> {
+  try {
+    await service.usage.record(rows);
+  } catch (err) {
+    if (err instanceof RangeError) throw new UsageBatchRefused(err.message);
+    throw err;
+  }
+}
 
 /** A key's settings, checked as every tenant's are (an identity out of bounds is the auth service's fault: a 500). */
 function issuedSettings(identity: ApiKeyIdentity): IssuedKeySettings {
@@ -156,7 +171,7 @@ export async function createInferenceAuth(options: InferenceAuthOptions): Promis
   // The mounted service writes each batch in one statement (the batch id is for writes over HTTP,
   // whose answer can be lost after the service applied them).
   const usage: UsageRecorder | undefined = service
-    ? { record: (rows) => service!.usage.record(rows) }
+    ? { record: (rows) => mountedUsageRecord(service!, rows) }
     : remote && issuerUrl !== null ? remoteUsageRecorder(issuerUrl, remote) : undefined;
   // A replica on the database that serves an app counts in that app's fleet, with its replicas
   // through HTTP (POST /fleet/exchange stores those the same way).

@@ -2,6 +2,7 @@
 import t from 'tap';
 import { METRICS_TENANTS, UsageMeter, type UsageHourRow } from '../../../src/inference/tenants/usage-meter.js';
 import { startUsageFlush, UsageBatchRefused } from '../../../src/inference/tenants/usage-flush.js';
+import { mountedUsageRecord } from '../../../src/inference/access/auth-bridge.js';
 
 const HOUR = 3_600_000;
 const T0 = Date.UTC(2026, 10, 27, 10, 0, 0);
@@ -112,4 +113,13 @@ t.test('rows stay apart whatever their names hold: no two (app, tenant, key, mod
   meter.add({ appSlug: '-', tenant: 'a', key: 'b|c', model: 'm', requests: 4 });
   meter.add({ appSlug: null, tenant: 'a', key: 'b|c', model: 'm', requests: 8 });
   t.same(meter.drain().map((r) => [r.appSlug, r.tenant, r.key, r.requests]), [[null, 'a', 'b|c', 9], [null, 'a|b', 'c', 2], ['-', 'a', 'b|c', 4]]);
+});
+
+t.test('the mounted service\'s refusal of a malformed row drops its batch for good; any other failure keeps it', async (t) => {
+  const failing = (err: Error) => ({ usage: { record: async () => { throw err; } } }) as unknown as Parameters<typeof mountedUsageRecord>[0];
+  const refused = await mountedUsageRecord(failing(new RangeError('usage row 0: requests must be a non-negative integer, got -1')), []).then(() => null, (err: unknown) => err);
+  t.ok(refused instanceof UsageBatchRefused, 'refused for good');
+  t.equal((refused as Error).message, 'usage row 0: requests must be a non-negative integer, got -1');
+  const down = new Error('connection refused');
+  await t.rejects(mountedUsageRecord(failing(down), []), down, 'a passing failure is not a refusal');
 });
