@@ -1,8 +1,14 @@
 // FleetLimits: tenants' limits held across replicas on one database, without a write per request.
 // Each replica counts what it admits locally (TenantLimiter's window) and, in batches (every
-// `intervalMs`, 200 ms by default, or at once when a budget below is used up), adds its counts to
-// the database and reads back what the other replicas counted (fleet-store.ts). A request is
+// `intervalMs`, 200 ms by default, or at once when a budget below is used up), writes its counts
+// to the database and reads back what the other replicas counted (fleet-store.ts). A request is
 // admitted when this replica's count plus the others' last known counts are below the limit.
+//
+// A replica writes its totals of each second (what it counted in that second so far), not what it
+// counted since the last exchange: writing a total again changes nothing, so an exchange whose
+// answer was lost after the store applied it (an HTTP timeout), or that was applied in part, is
+// simply sent again with the totals of then, and nothing is counted twice. What the store has
+// confirmed of each second is kept; the difference is this replica's unsynced count.
 //
 // The bound: what a replica admitted and has not yet written (its unsynced admissions, those of a
 // batch being written included) is what the others cannot see; and a batch written just after
@@ -38,12 +44,52 @@ export interface FleetCounts {
   tokens(id: string, n: number): void;
 }
 
+/** A replica's counts of one kind by second over the window: its totals, and what the store confirmed of them. */
+class SecondCounts {
+  readonly counted = new Map<number, number>();
+  readonly confirmed = new Map<number, number>();
+
+  add(second: number, n: number): void {
+    this.counted.set(second, (this.counted.get(second) ?? 0) + n);
+  }
+
+  /** Counted and not confirmed. */
+  unsynced(): number {
+    let n = 0;
+    for (const [second, total] of this.counted) n += total - (this.confirmed.get(second) ?? 0);
+    return n;
+  }
+
+  /** [second, total] of the seconds the store has not confirmed in full. */
+  report(): Array<[number, number]> {
+    const out: Array<[number, number]> = [];
+    for (const [second, total] of this.counted) if (total > (this.confirmed.get(second) ?? 0)) out.push([second, total]);
+    return out;
+  }
+
+  /** The store holds these totals now. */
+  confirm(sent: Array<[number, number]>): void {
+    for (const [second, total] of sent) if (total > (this.confirmed.get(second) ?? 0)) this.confirmed.set(second, total);
+  }
+
+  /** Forgets the seconds before `second` (out of every window the store reads). */
+  forgetBefore(second: number): void {
+    for (const s of this.counted.keys()) if (s < second) {
+      this.counted.delete(s);
+      this.confirmed.delete(s);
+    }
+  }
+
+  get empty(): boolean {
+    return this.counted.size === 0;
+  }
+}
+
 interface TenantState {
   others: OthersCounts;
   inFlight: number;
-  /** Counts by second not yet written. */
-  requests: Map<number, number>;
-  tokens: Map<number, number>;
+  requests: SecondCounts;
+  tokens: SecondCounts;
   /** Admissions into progress not yet written (for the concurrency budget). */
   unsyncedStarts: number;
   lastActiveMs: number;
@@ -52,8 +98,6 @@ interface TenantState {
 }
 
 const NONE: OthersCounts = { requests: 0, tokens: 0, inFlight: 0 };
-
-const sum = (m: Map<number, number>): number => [...m.values()].reduce((a, b) => a + b, 0);
 
 export interface FleetOptions {
   intervalMs?: number;
@@ -125,14 +169,14 @@ export class FleetLimits implements FleetCounts {
   /** Whether a budget of the tenant's limits is used up (its batch must be written first). */
   private atBudget(s: TenantState): boolean {
     const over = (limit: number | undefined, unsynced: number): boolean => limit !== undefined && unsynced >= this.budget(limit);
-    return over(s.limits.requestsPerMinute, sum(s.requests)) || over(s.limits.tokensPerMinute, sum(s.tokens)) || over(s.limits.concurrentRequests, s.unsyncedStarts);
+    return over(s.limits.requestsPerMinute, s.requests.unsynced()) || over(s.limits.tokensPerMinute, s.tokens.unsynced()) || over(s.limits.concurrentRequests, s.unsyncedStarts);
   }
 
   admitted(id: string): void {
     const s = this.state(id);
     s.inFlight++;
     s.unsyncedStarts++;
-    this.add(s.requests, 1);
+    s.requests.add(this.second(), 1);
     // Written at once, so that the next request here finds the batch written rather than a refusal.
     if (this.atBudget(s)) void this.exchange();
   }
@@ -145,19 +189,18 @@ export class FleetLimits implements FleetCounts {
   tokens(id: string, n: number): void {
     if (n === 0) return;
     const s = this.state(id);
-    this.add(s.tokens, n);
+    s.tokens.add(this.second(), n);
     if (this.atBudget(s)) void this.exchange();
   }
 
-  private add(m: Map<number, number>, n: number): void {
-    const second = Math.floor(this.now() / 1000);
-    m.set(second, (m.get(second) ?? 0) + n);
+  private second(): number {
+    return Math.floor(this.now() / 1000);
   }
 
   private state(id: string): TenantState {
     let s = this.tenants.get(id);
     if (!s) {
-      s = { others: NONE, inFlight: 0, requests: new Map(), tokens: new Map(), unsyncedStarts: 0, lastActiveMs: this.now(), limits: {} };
+      s = { others: NONE, inFlight: 0, requests: new SecondCounts(), tokens: new SecondCounts(), unsyncedStarts: 0, lastActiveMs: this.now(), limits: {} };
       this.tenants.set(id, s);
     }
     s.lastActiveMs = this.now();
@@ -182,37 +225,34 @@ export class FleetLimits implements FleetCounts {
 
   private async exchangeOnce(): Promise<void> {
     const now = this.now();
+    const windowStartSecond = Math.floor((now - 60_000) / 1000);
     const reports = new Map<string, TenantReport>();
-    const carried = new Map<string, { requests: Map<number, number>; tokens: Map<number, number>; starts: number }>();
+    const starts = new Map<string, number>();
     for (const [id, s] of this.tenants) {
-      reports.set(id, { requests: [...s.requests], tokens: [...s.tokens], inFlight: s.inFlight });
-      carried.set(id, { requests: new Map(s.requests), tokens: new Map(s.tokens), starts: s.unsyncedStarts });
+      s.requests.forgetBefore(windowStartSecond - 1);
+      s.tokens.forgetBefore(windowStartSecond - 1);
+      reports.set(id, { requests: s.requests.report(), tokens: s.tokens.report(), inFlight: s.inFlight });
+      starts.set(id, s.unsyncedStarts);
     }
     try {
-      const view = await this.store.exchange(this.replica, now, Math.floor((now - 60_000) / 1000), reports, [...this.tenants.keys()]);
+      const view = await this.store.exchange(this.replica, now, windowStartSecond, reports, [...this.tenants.keys()]);
       this.replicas = view.replicas;
-      for (const [id, c] of carried) {
+      for (const [id, report] of reports) {
         const s = this.tenants.get(id)!;
         // What this exchange wrote is no longer unsynced; what came meanwhile stays.
-        for (const [second, n] of c.requests) subtract(s.requests, second, n);
-        for (const [second, n] of c.tokens) subtract(s.tokens, second, n);
-        s.unsyncedStarts -= c.starts;
+        s.requests.confirm(report.requests);
+        s.tokens.confirm(report.tokens);
+        s.unsyncedStarts -= starts.get(id)!;
         s.others = view.others.get(id) ?? NONE;
-        // A tenant idle for a window, with nothing in progress or pending, is forgotten.
-        if (s.inFlight === 0 && s.requests.size === 0 && s.tokens.size === 0 && now - s.lastActiveMs > 60_000) this.tenants.delete(id);
+        // A tenant idle for a window, with nothing in progress or unsynced, is forgotten.
+        if (s.inFlight === 0 && s.requests.unsynced() === 0 && s.tokens.unsynced() === 0 && now - s.lastActiveMs > 60_000) this.tenants.delete(id);
       }
     } catch (err) {
       if ((err as { fatal?: unknown }).fatal === true) this.fatal = err as Error;
       this.failures++;
-      this.options.log?.(`tenants: exchanging counts with the fleet failed (kept for the next exchange): ${(err as Error).message}`);
+      this.options.log?.(`tenants: exchanging counts with the fleet failed (sent again with the next exchange): ${(err as Error).message}`);
     }
   }
-}
-
-function subtract(m: Map<number, number>, key: number, n: number): void {
-  const left = (m.get(key) ?? 0) - n;
-  if (left === 0) m.delete(key);
-  else m.set(key, left);
 }
 
 /** A replica's default name in the fleet's counts: unique per process, readable in the table. */

@@ -1,6 +1,7 @@
 // The fleet's counts of tenants' limits in PostgreSQL (the auth service's database): one exchange
-// per batch, in one transaction: this replica's counts since the previous exchange are added (by
-// tenant and second), its requests in progress and its heartbeat set, and the other live
+// per batch, in one transaction: this replica's totals of each second it reports are written (by
+// tenant and second; a total never lowers what is stored, so an exchange applied twice or out of
+// order counts nothing twice), its requests in progress and its heartbeat set, and the other live
 // replicas' counts over the window read back for the tenants it has seen. Rows older than the
 // window are deleted by whichever replica exchanges. An app's replicas (on the database or
 // through auth-server's POST /fleet/exchange) count among themselves: appFleetStore.
@@ -10,7 +11,7 @@ import type { Sql } from '../../auth/database/client.js';
 export const REPLICA_TIMEOUT_MS = 10_000;
 
 export interface TenantReport {
-  /** [second, n] since the previous exchange. */
+  /** [second, n]: this replica's total of that second so far (sending it again changes nothing). */
   requests: Array<[number, number]>;
   tokens: Array<[number, number]>;
   /** This replica's requests in progress now. */
@@ -45,7 +46,7 @@ function rows(reports: Map<string, TenantReport>): { tenant: string[]; second: s
       for (const [second, n] of list) {
         const key = `${tenant}\u0000${second}`;
         const row = byKey.get(key) ?? { tenant, second, requests: 0, tokens: 0 };
-        row[kind] += n;
+        row[kind] = Math.max(row[kind], n);
         byKey.set(key, row);
       }
     }
@@ -81,7 +82,7 @@ export function postgresFleetStore(sql: Sql, replicaScope = ''): FleetStore {
             select b.tenant, ${replica}, b.second, b.requests, b.tokens
             from unnest(${batch.tenant}::text[], ${batch.second}::bigint[], ${batch.requests}::bigint[], ${batch.tokens}::bigint[]) as b (tenant, second, requests, tokens)
             on conflict (tenant, replica, second) do update
-            set requests = c.requests + excluded.requests, tokens = c.tokens + excluded.tokens
+            set requests = greatest(c.requests, excluded.requests), tokens = greatest(c.tokens, excluded.tokens)
           `;
         }
         if (inFlight.length > 0) {

@@ -125,13 +125,56 @@ t.test('a replica that cannot reach the database keeps its counts for the next e
   t.ok(limiter.admit(who).ok);
   await lonely.exchange();
   t.equal(lonely.failures, 1);
-  t.match(lines[0], /exchanging counts with the fleet failed \(kept for the next exchange\): connection refused/);
+  t.match(lines[0], /exchanging counts with the fleet failed \(sent again with the next exchange\): connection refused/);
   fail = false;
   await lonely.exchange();
   const other = new FleetLimits(store, 'flaky-1', { intervalMs: 1_000_000 });
   new TenantLimiter(Date.now, other).admit(who);
   await other.exchange();
   t.same(other.of('flaky-tenant'), { requests: 1, tokens: 0, inFlight: 1 }, 'the kept count arrived');
+});
+
+t.test('an exchange whose answer is lost after the store applied it is sent again and counts nothing twice', async (t) => {
+  const store = postgresFleetStore(harness.sql, 'lost-');
+  let lose = 0;
+  // Applies the exchange, then fails as a timeout after the commit would.
+  const lossy: FleetStore = {
+    exchange: async (...args) => {
+      const view = await store.exchange(...args);
+      if (lose > 0) {
+        lose--;
+        throw new Error('the answer was lost');
+      }
+      return view;
+    },
+  };
+  const fleet = new FleetLimits(lossy, 'lost-0', { intervalMs: 1_000_000 });
+  const limiter = new TenantLimiter(Date.now, fleet);
+  const who = tenant('lost-tenant', { requestsPerMinute: 10_000, tokensPerMinute: 1_000_000 });
+  let requests = 0;
+  let tokens = 0;
+  for (let round = 0; round < 5; round++) {
+    for (let i = 0; i < 7; i++) {
+      t.ok(limiter.admit(who).ok);
+      limiter.addTokens(who, 11);
+      limiter.end(who);
+      requests++;
+      tokens += 11;
+    }
+    lose = round % 2 === 0 ? 2 : 1;
+    await fleet.exchange();
+    if (round % 2 === 0) await fleet.exchange();
+    await fleet.exchange();
+  }
+  t.equal(fleet.failures, 8, 'eight answers lost');
+  const [stored] = await harness.sql<Array<{ requests: string; tokens: string }>>`
+    select coalesce(sum(requests), 0) as requests, coalesce(sum(tokens), 0) as tokens from tenant_rate_counts where replica = 'lost-0' and tenant = 'lost-tenant'
+  `;
+  t.same([Number(stored!.requests), Number(stored!.tokens)], [requests, tokens], `the store holds ${requests} requests and ${tokens} tokens, each once`);
+  const other = new FleetLimits(store, 'lost-1', { intervalMs: 1_000_000 });
+  new TenantLimiter(Date.now, other).admit(who);
+  await other.exchange();
+  t.same(other.of('lost-tenant'), { requests, tokens, inFlight: 0 }, 'and another replica sees exactly them');
 });
 
 t.test('usage rows written by three replicas add up exactly', async (t) => {
