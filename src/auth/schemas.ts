@@ -329,31 +329,31 @@ export const CreateApiKeyBody = Type.Object({
 export type CreateApiKeyBody = Static<typeof CreateApiKeyBody>;
 
 /** POST /admin/apps/:app_id/oauth-clients: an OAuth client of the app (provider/clients.ts checks how the fields fit together). */
-export const CreateOAuthClientBody = Type.Object({
+/** A client's fields the admin sets on creation and may edit later (UpdateOAuthClientBody): its name and logo, ... */
+const oauthClientNaming = {
   name: text(200),
   logo_uri: Type.Optional(text(2000)),
+};
+/** ... and how it is used. */
+const oauthClientUse = {
+  redirect_uris: Type.Optional(Type.Array(text(2000), { maxItems: 20 })),
+  post_logout_redirect_uris: Type.Optional(Type.Array(text(2000), { maxItems: 20 })),
+  grant_types: Type.Optional(Type.Array(text(64), { maxItems: 5 })),
+  scopes: Type.Optional(Type.Array(text(100), { maxItems: 50 })),
+  first_party: Type.Optional(Type.Boolean()),
+};
+export const CreateOAuthClientBody = Type.Object({
+  ...oauthClientNaming,
   client_type: Type.Optional(Type.Union([Type.Literal('confidential'), Type.Literal('public')])),
   token_endpoint_auth_method: Type.Optional(Type.Union([
     Type.Literal('client_secret_basic'), Type.Literal('client_secret_post'), Type.Literal('private_key_jwt'), Type.Literal('none'),
   ])),
   jwks: Type.Optional(Type.Object({ keys: Type.Array(Type.Record(Type.String(), Type.Unknown()), { maxItems: 10 }) }, strict)),
-  redirect_uris: Type.Optional(Type.Array(text(2000), { maxItems: 20 })),
-  post_logout_redirect_uris: Type.Optional(Type.Array(text(2000), { maxItems: 20 })),
-  grant_types: Type.Optional(Type.Array(text(64), { maxItems: 5 })),
-  scopes: Type.Optional(Type.Array(text(100), { maxItems: 50 })),
-  first_party: Type.Optional(Type.Boolean()),
+  ...oauthClientUse,
 }, strict);
 export type CreateOAuthClientBody = Static<typeof CreateOAuthClientBody>;
 /** The admin's edit of a client: every editable field (an omitted one takes its default, as on creation); type, method and keys stay. */
-export const UpdateOAuthClientBody = Type.Object({
-  name: text(200),
-  logo_uri: Type.Optional(text(2000)),
-  redirect_uris: Type.Optional(Type.Array(text(2000), { maxItems: 20 })),
-  post_logout_redirect_uris: Type.Optional(Type.Array(text(2000), { maxItems: 20 })),
-  grant_types: Type.Optional(Type.Array(text(64), { maxItems: 5 })),
-  scopes: Type.Optional(Type.Array(text(100), { maxItems: 50 })),
-  first_party: Type.Optional(Type.Boolean()),
-}, strict);
+export const UpdateOAuthClientBody = Type.Object({ ...oauthClientNaming, ...oauthClientUse }, strict);
 export type UpdateOAuthClientBody = Static<typeof UpdateOAuthClientBody>;
 
 /** A second's count: [UTC second, n]. */

@@ -130,36 +130,7 @@ export async function createInferenceAuth(options: InferenceAuthOptions): Promis
     });
     const verifier = mod.createApiKeyVerifier(service ? { service } : { issuer }, { appSlug: options.appSlug });
     apiKeys = verifier;
-    const appSlug = options.appSlug;
-    const required = options.role === undefined ? 0 : ROLE_RANK[options.role];
-    acceptBearer = async (authorization) => {
-      const token = bearerToken(authorization);
-      if (token === null) return null;
-      // An auth-server API key (its prefix): verified by the service (null: unknown, revoked,
-      // expired or of another app, a 401); a service that cannot answer is a 503, not a 401.
-      if (token.startsWith(mod.AUTH_API_KEY_PREFIX)) {
-        let identity: ApiKeyIdentity | null;
-        try {
-          identity = await verifier.verify(token);
-        } catch {
-          throw inferenceError(ErrorType.UNAVAILABLE, 'API keys cannot be verified now; try again later');
-        }
-        if (!identity) throw inferenceError(ErrorType.AUTHENTICATION, 'Invalid API Key');
-        if (ROLE_RANK[identity.role] < required) throw inferenceError(ErrorType.PERMISSION, `This route requires the role "${options.role}" or higher`);
-        return { kind: 'api-key', appSlug: identity.appSlug, keyId: identity.keyId, tenantId: identity.tenantId, settings: issuedSettings(identity) };
-      }
-      // Only a compact JWS (three dot-separated parts) is taken for an access token; anything
-      // else is left to the API-key check.
-      if (token.split('.').length !== 3) return null;
-      try {
-        const claims = await guard(authorization);
-        return { kind: 'access-token', appSlug, tenantId: claims.tenant_id, subject: claims.sub };
-      } catch (err) {
-        if (err instanceof HttpError && err.status === 403) throw inferenceError(ErrorType.PERMISSION, err.message);
-        if (err instanceof HttpError) throw inferenceError(ErrorType.AUTHENTICATION, err.message);
-        throw err;
-      }
-    };
+    acceptBearer = bearerCheck(mod, verifier, guard, options.appSlug, options.role);
   }
   let remote: AppCredentials | null;
   try {
@@ -192,6 +163,42 @@ export async function createInferenceAuth(options: InferenceAuthOptions): Promis
   };
 }
 
+
+type AuthMount = typeof import('../../auth/mount.js');
+
+/**
+ * --auth-app's check of a bearer credential: an auth-server API key of the app (verified by the
+ * service: unknown, revoked, expired or of another app is a 401; a service that cannot answer a
+ * 503), or an access token of the app (a compact JWS, checked by `guard`); anything else is left
+ * to the API-key check (null). Below `role`, 403.
+ */
+function bearerCheck(mod: AuthMount, verifier: ApiKeyVerifier, guard: ReturnType<AuthMount['createAccessTokenGuard']>, appSlug: string, role: RoleName | undefined): NonNullable<InferenceAuth['acceptBearer']> {
+  const required = role === undefined ? 0 : ROLE_RANK[role];
+  return async (authorization) => {
+    const token = bearerToken(authorization);
+    if (token === null) return null;
+    if (token.startsWith(mod.AUTH_API_KEY_PREFIX)) {
+      let identity: ApiKeyIdentity | null;
+      try {
+        identity = await verifier.verify(token);
+      } catch {
+        throw inferenceError(ErrorType.UNAVAILABLE, 'API keys cannot be verified now; try again later');
+      }
+      if (!identity) throw inferenceError(ErrorType.AUTHENTICATION, 'Invalid API Key');
+      if (ROLE_RANK[identity.role] < required) throw inferenceError(ErrorType.PERMISSION, `This route requires the role "${role}" or higher`);
+      return { kind: 'api-key', appSlug: identity.appSlug, keyId: identity.keyId, tenantId: identity.tenantId, settings: issuedSettings(identity) };
+    }
+    if (token.split('.').length !== 3) return null;
+    try {
+      const claims = await guard(authorization);
+      return { kind: 'access-token', appSlug, tenantId: claims.tenant_id, subject: claims.sub };
+    } catch (err) {
+      if (err instanceof HttpError && err.status === 403) throw inferenceError(ErrorType.PERMISSION, err.message);
+      if (err instanceof HttpError) throw inferenceError(ErrorType.AUTHENTICATION, err.message);
+      throw err;
+    }
+  };
+}
 
 /**
  * The app's credentials for a remote auth-server (--auth-issuer), AUTH_APP_ID and
