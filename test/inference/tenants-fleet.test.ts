@@ -78,6 +78,18 @@ async function mountedBridge(t: Tap.Test, appSlug: string, name: string): Promis
   return bridge;
 }
 
+/** Closes `servers` once: when the test calls it (their shutdown flush writes the usage rows) or at its end. */
+function closer(t: Tap.Test, servers: TestServer[]): () => Promise<void> {
+  let open = true;
+  const closeAll = async (): Promise<void> => {
+    if (!open) return;
+    open = false;
+    for (const s of servers) await s.close();
+  };
+  t.teardown(closeAll);
+  return closeAll;
+}
+
 t.test('a key limited to 40 requests a minute, 3 replicas round robin: the fleet admits 40 to 40 + the bound, and the usage rows add up', async (t) => {
   const app = await harness.request('POST', '/admin/apps', { json: { slug: 'chat', name: 'Chat' }, headers: { 'x-admin-key': ADMIN_KEY } });
   t.equal(app.status, 201);
@@ -94,13 +106,7 @@ t.test('a key limited to 40 requests a minute, 3 replicas round robin: the fleet
       parallel: 1, ctxSize: 512, acceptBearer: bridge.acceptBearer!, usageRecorder: bridge.usage!, fleetStore: bridge.fleetStore!, replicaName: `replica-${i}`,
     }));
   }
-  let open = true;
-  const closeAll = async (): Promise<void> => {
-    if (!open) return;
-    open = false;
-    for (const s of servers) await s.close();
-  };
-  t.teardown(closeAll);
+  const closeAll = closer(t, servers);
 
   const used = await roundRobinAtLimit(t, servers, key, limit);
 
@@ -118,13 +124,7 @@ t.test('3 replicas through --auth-issuer with the app\'s credentials and 1 on th
   const { key, id: keyId } = created.body as { key: string; id: string };
 
   const servers: TestServer[] = [];
-  let open = true;
-  const closeAll = async (): Promise<void> => {
-    if (!open) return;
-    open = false;
-    for (const s of servers) await s.close();
-  };
-  t.teardown(closeAll);
+  const closeAll = closer(t, servers);
   for (let i = 0; i < 3; i++) {
     const bridge = await createInferenceAuth({ mount: false, appSlug: 'remote', issuer: harness.base, selfUrl: 'http://127.0.0.1', env: { AUTH_APP_ID: appId, AUTH_APP_SECRET: appSecret } });
     t.teardown(() => bridge.close());
