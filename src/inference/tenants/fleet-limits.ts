@@ -48,19 +48,19 @@ export interface FleetCounts {
 class SecondCounts {
   readonly counted = new Map<number, number>();
   readonly confirmed = new Map<number, number>();
+  /** Counted and not confirmed, kept as counts change: read on every admission (the budgets). */
+  private pending = 0;
 
   add(second: number, n: number): void {
     this.counted.set(second, (this.counted.get(second) ?? 0) + n);
+    this.pending += n;
   }
 
-  /** Counted and not confirmed. */
   unsynced(): number {
-    let n = 0;
-    for (const [second, total] of this.counted) n += total - (this.confirmed.get(second) ?? 0);
-    return n;
+    return this.pending;
   }
 
-  /** [second, total] of the seconds the store has not confirmed in full. */
+  /** [second, total] of the seconds the store has not confirmed in full (once per exchange). */
   report(): Array<[number, number]> {
     const out: Array<[number, number]> = [];
     for (const [second, total] of this.counted) if (total > (this.confirmed.get(second) ?? 0)) out.push([second, total]);
@@ -69,19 +69,22 @@ class SecondCounts {
 
   /** The store holds these totals now. */
   confirm(sent: Array<[number, number]>): void {
-    for (const [second, total] of sent) if (total > (this.confirmed.get(second) ?? 0)) this.confirmed.set(second, total);
-  }
-
-  /** Forgets the seconds before `second` (out of every window the store reads). */
-  forgetBefore(second: number): void {
-    for (const s of this.counted.keys()) if (s < second) {
-      this.counted.delete(s);
-      this.confirmed.delete(s);
+    for (const [second, total] of sent) {
+      const before = this.confirmed.get(second) ?? 0;
+      if (total <= before || !this.counted.has(second)) continue;
+      this.confirmed.set(second, total);
+      this.pending -= total - before;
     }
   }
 
-  get empty(): boolean {
-    return this.counted.size === 0;
+  /** Forgets the seconds before `second` (out of every window the store reads), confirmed or not. */
+  forgetBefore(second: number): void {
+    for (const [s, total] of this.counted) {
+      if (s >= second) continue;
+      this.pending -= total - (this.confirmed.get(s) ?? 0);
+      this.counted.delete(s);
+      this.confirmed.delete(s);
+    }
   }
 }
 
