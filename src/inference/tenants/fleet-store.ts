@@ -63,7 +63,7 @@ function rows(reports: Map<string, TenantReport>): { tenant: string[]; second: s
 
 /**
  * `replicaScope`: the prefix of the replica names counted as this fleet's (appFleetStore's, for
- * the replicas of one app; '' counts every replica).
+ * the replicas of one app; '' counts every replica of no app: apps' fleets are theirs).
  */
 export function postgresFleetStore(sql: Sql, replicaScope = ''): FleetStore {
   return {
@@ -96,7 +96,8 @@ export function postgresFleetStore(sql: Sql, replicaScope = ''): FleetStore {
         await tx`delete from tenant_rate_counts where second < ${windowStartSecond - 1}`;
         const live = new Date(nowMs - REPLICA_TIMEOUT_MS);
         const [{ replicas }] = await tx<Array<{ replicas: number }>>`
-          select count(*)::int as replicas from tenant_replicas where seen_at > ${live} and starts_with(replica, ${replicaScope})
+          select count(*)::int as replicas from tenant_replicas
+          where seen_at > ${live} and starts_with(replica, ${replicaScope}) and (${replicaScope} <> '' or not starts_with(replica, ${APP_SCOPE}))
         `;
         const counted = tenants.length === 0 ? [] : await tx<Array<{ tenant: string; requests: string; tokens: string; in_flight: number }>>`
           select t.tenant,
@@ -117,9 +118,12 @@ export function postgresFleetStore(sql: Sql, replicaScope = ''): FleetStore {
   };
 }
 
+/** What every app's scope starts with. */
+const APP_SCOPE = 'app:';
+
 /** The prefix an app's replicas and tenants are stored under (a slug holds no '/', so no app's prefix starts another's). */
 export function fleetScope(appSlug: string): string {
-  return `app:${appSlug}/`;
+  return `${APP_SCOPE}${appSlug}/`;
 }
 
 const NO_COUNTS: OthersCounts = { requests: 0, tokens: 0, inFlight: 0 };

@@ -8,7 +8,7 @@ import { setTimeout as delay } from 'node:timers/promises';
 import { startAuthHarness } from '../../auth/fixtures/harness.js';
 import { TenantLimiter } from '../../../src/inference/tenants/rate-limits.js';
 import { FleetLimits, fleetOvershoot } from '../../../src/inference/tenants/fleet-limits.js';
-import { postgresFleetStore, type FleetStore } from '../../../src/inference/tenants/fleet-store.js';
+import { appFleetStore, postgresFleetStore, type FleetStore } from '../../../src/inference/tenants/fleet-store.js';
 import { UsageMeter } from '../../../src/inference/tenants/usage-meter.js';
 import type { Tenant, TenantLimits } from '../../../src/inference/tenants/tenant.js';
 
@@ -66,6 +66,17 @@ async function untilFleetRefuses(replicas: Replica[], who: Tenant, limitRefusal:
 }
 
 const bound = (limit: number, replicas: number): number => limit + fleetOvershoot(limit, replicas);
+
+// First in the file: no replica of another test is alive yet, so the counts are exact.
+t.test('replicas of no app do not count an app\'s replicas, nor it theirs', async (t) => {
+  const plain = new FleetLimits(postgresFleetStore(harness.sql), 'plain-0', { intervalMs: 1_000_000 });
+  await plain.exchange();
+  t.equal(plain.fleetSize, 1);
+  const ofApp = new FleetLimits(appFleetStore(harness.sql, 'chat'), 'r0', { intervalMs: 1_000_000 });
+  await ofApp.exchange();
+  await plain.exchange();
+  t.same([plain.fleetSize, ofApp.fleetSize], [1, 1], 'each counts itself alone');
+});
 
 t.test('requests per minute: 3 replicas round robin admit the limit, and past it at most limit x 1.1', async (t) => {
   const { replicas, exchanges } = await fleetOf(t, 3, 'rpm');
