@@ -20,6 +20,7 @@
 // share memory with them (the clock) and talk to them without serialising through pipes, and
 // the whole server remains one process for signals and supervisors. A crash in native code
 // would take every worker down, as it would take the single-threaded server down today.
+import { reservePort } from './port-reservation.js';
 import net from 'node:net';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -215,14 +216,6 @@ class WorkerThreads {
       this.log(`signing keys: a reload after a rotation failed (the periodic reload will retry): ${error instanceof Error ? error.message : String(error)}`);
     })));
   }
-}
-
-function reservePort(host: string): Promise<net.Server> {
-  return new Promise((resolve, reject) => {
-    const probe = net.createServer();
-    probe.on('error', reject);
-    probe.listen(0, host, () => resolve(probe));
-  });
 }
 
 /** The shared memory of a ManualClock, null for the system clock; other clocks cannot reach a worker. */
