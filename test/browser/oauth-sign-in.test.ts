@@ -103,12 +103,7 @@ t.test('sign in with an e-mail code and allow a third-party client, by keyboard,
 t.test('a user in two tenants picks one on the page by keyboard (arrow keys between the choices); the token is for that tenant', async (t) => {
   const { app } = await h.startFresh();
   const client = (await h.admin('POST', `/admin/apps/${app.id}/oauth-clients`, { name: 'Notes', redirect_uris: [REDIRECT] })).body;
-  const acme = await h.createTenant(app, 'Acme');
-  const globex = await h.createTenant(app, 'Globex');
-  const first = await h.login(app, 'ann@example.com');
-  await h.assignRole(app, first.user_id, acme, 'staff');
-  await h.assignRole(app, first.user_id, globex, 'admin');
-  h.clock.advance(61_000); // past the code resend interval
+  const { globex } = await h.userInTwoTenants(app);
   const { page, problems, callbacks } = await openPage();
   await page.goto(`${h.base}/oauth/authorize?${new URLSearchParams({
     client_id: client.client_id, redirect_uri: REDIRECT, response_type: 'code', scope: 'openid', state: 'st', code_challenge: challenge, code_challenge_method: 'S256',

@@ -10,10 +10,10 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import t from 'tap';
 import { auth } from '@modelcontextprotocol/sdk/client/auth.js';
-import { createInferenceAuth } from '../../src/inference/access/auth-bridge.js';
+import { createInferenceAuth, type InferenceAuth } from '../../src/inference/access/auth-bridge.js';
 import { startRouterServer } from '../../src/inference/multi-model/server.js';
 import { native } from '../../src/native/binding.js';
-import { startAuthHarness } from '../auth/fixtures/harness.js';
+import { startAuthHarness, type AuthHarness } from '../auth/fixtures/harness.js';
 import { harnessFetch, OAuthBrowser } from '../auth/fixtures/oauth-browser.js';
 import { MemoryProvider } from '../auth/fixtures/mcp-client-provider.js';
 import { ensureTestModels } from '../fixtures/models.js';
@@ -40,14 +40,20 @@ async function refusedWithChallenge(t: Tap.Test, base: string, path: string, bod
 
 
 
-t.test('an OAuth client gets a token for inference-server by itself, from the 401 to a completion', async (t) => {
-  const h = await startAuthHarness({ oauthOpenClients: { appSlug: 'chat', registration: true, metadataDocuments: false } });
-  t.teardown(() => h.close());
-  const app = await h.createApp('chat');
+/** A free port for an inference server of the app "chat", its base URL, and that app's bridge to harness `h` (closed with `t`). */
+async function chatResource(t: Tap.Test, h: AuthHarness): Promise<{ port: number; base: string; bridge: InferenceAuth }> {
   const port = await freePort();
   const base = `http://127.0.0.1:${port}`;
   const bridge = await createInferenceAuth({ mount: false, appSlug: 'chat', issuer: h.issuer, jwksUrl: `${h.base}/.well-known/jwks.json`, selfUrl: base, env: {} });
   t.teardown(() => bridge.close());
+  return { port, base, bridge };
+}
+
+t.test('an OAuth client gets a token for inference-server by itself, from the 401 to a completion', async (t) => {
+  const h = await startAuthHarness({ oauthOpenClients: { appSlug: 'chat', registration: true, metadataDocuments: false } });
+  t.teardown(() => h.close());
+  const app = await h.createApp('chat');
+  const { port, base, bridge } = await chatResource(t, h);
   const inference = await startTestServer(models.chat, { port, parallel: 1, ctxSize: 512, extraRoutes: bridge.routes, acceptBearer: bridge.acceptBearer });
   t.teardown(inference.close);
   t.equal((await h.admin('PUT', `/admin/apps/${app.id}/oauth-resources`, { resources: [`${base}/`] })).status, 200);
@@ -95,10 +101,7 @@ t.test('in router mode the router is the protected resource: its 401 names the m
   const h = await startAuthHarness();
   t.teardown(() => h.close());
   const app = await h.createApp('chat');
-  const port = await freePort();
-  const base = `http://127.0.0.1:${port}`;
-  const bridge = await createInferenceAuth({ mount: false, appSlug: 'chat', issuer: h.issuer, jwksUrl: `${h.base}/.well-known/jwks.json`, selfUrl: base, env: {} });
-  t.teardown(() => bridge.close());
+  const { port, base, bridge } = await chatResource(t, h);
   const dir = mkdtempSync(join(tmpdir(), 'protected-router-'));
   t.teardown(() => rmSync(dir, { recursive: true, force: true }));
   copyFileSync(models.chat, join(dir, 'chat.gguf'));

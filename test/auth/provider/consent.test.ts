@@ -129,12 +129,7 @@ t.test('the admin lists and revokes a user\'s consents', async (t) => {
 
 t.test('a user with roles in several tenants picks one on the page; the token is for that tenant', async (t) => {
   const own = (await h.admin('POST', `/admin/apps/${app.id}/oauth-clients`, { name: 'Own', redirect_uris: [REDIRECT] })).body;
-  const acme = await h.createTenant(app, 'Acme');
-  const globex = await h.createTenant(app, 'Globex');
-  const first = await h.login(app, 'ann@example.com');
-  await h.assignRole(app, first.user_id, acme, 'staff');
-  await h.assignRole(app, first.user_id, globex, 'admin');
-  h.clock.advance(61_000); // past the code resend interval
+  const { acme, globex } = await h.userInTwoTenants(app);
   const browser = new OAuthBrowser(h);
   const page = await browser.get(authorizeUrl(own.client_id));
   const picker = await browser.signInWithCode(page.html, 'ann@example.com');
